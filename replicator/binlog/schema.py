@@ -1,0 +1,77 @@
+"""What a row decoder needs to know about each column of a table.
+
+A ``ColumnDef`` joins three sources, resolved once per TABLE_MAP: the column type and metadata
+the TABLE_MAP event carries (``log_event.cc``, ``Table_map_log_event::save_field_metadata``),
+its optional metadata (names, signedness, charsets, ENUM/SET labels; ``binlog_row_metadata``),
+and, when the server did not log those, a ``TableSchema`` the caller looked up
+(information_schema).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDef:
+    """One column as the row decoder sees it.
+
+    ``type`` is the binlog type code after resolving MYSQL_TYPE_STRING's metadata into its real
+    type (ENUM, SET or STRING). ``meta`` is the per-type metadata as one integer, laid out as
+    the server's ``table_def`` does:
+
+    * FLOAT/DOUBLE/BLOB/GEOMETRY/JSON/VECTOR: the length-prefix size in bytes (1 byte meta)
+    * VARCHAR/VAR_STRING: maximum length in bytes (little-endian 2 bytes)
+    * NEWDECIMAL: ``precision << 8 | scale``
+    * BIT: ``bytes << 8 | bits`` (whole bytes, then the leftover bits)
+    * STRING/ENUM/SET: ``real_type << 8 | low byte`` exactly as logged (big-endian 2 bytes);
+      use ``string_length`` for CHAR(n) columns, ``meta & 0xff`` is the pack length of ENUM/SET
+    * TIMESTAMP2/DATETIME2/TIME2: fractional seconds precision 0-6
+    * TIMESTAMP/DATETIME/TIME from MariaDB: fractional seconds precision (0 = classic format)
+    """
+
+    index: int
+    type: int
+    meta: int
+    nullable: bool = True
+    name: str | None = None
+    unsigned: bool = False
+    # Python codec for text ("utf-8", "cp1252", "utf-16-be", ...), "binary" for bytes,
+    # or None when unknown (then text columns decode to bytes).
+    charset: str | None = None
+    collation_id: int | None = None
+    enum_values: tuple[str, ...] | None = None
+    set_values: tuple[str, ...] | None = None
+    geometry_type: int | None = None
+    vector_dimensions: int | None = None
+    visible: bool = True
+
+    @property
+    def string_length(self) -> int:
+        """Maximum byte length of a CHAR(n) column from its STRING metadata.
+
+        Lengths above 255 steal two bits of the type byte (``Field_string::do_save_field_metadata``).
+        """
+        return (((self.meta >> 4) & 0x300) ^ 0x300) + (self.meta & 0xFF)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSchema:
+    """A column as information_schema describes it (supplied by the caller)."""
+
+    name: str
+    data_type: str  # information_schema.COLUMNS.DATA_TYPE, lower case ("int", "enum", ...)
+    unsigned: bool = False
+    charset: str | None = None  # server charset name ("utf8mb4", "latin1", "binary")
+    enum_values: tuple[str, ...] | None = None
+    set_values: tuple[str, ...] | None = None
+    primary_key: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """A table's columns in ordinal order, as looked up outside the decoder."""
+
+    schema: str
+    table: str
+    columns: tuple[ColumnSchema, ...]
