@@ -1,0 +1,149 @@
+"""DECIMAL(p, s) in its binary row format (MYSQL_TYPE_NEWDECIMAL), both directions.
+
+The format is defined by mysql-server ``strings/decimal.cc`` (``decimal2bin`` / ``bin2decimal``,
+``decimal_bin_size``) and is the same in MariaDB (``strings/decimal.c``). Digits are grouped in
+nines from the decimal point outwards: every whole group of 9 digits takes 4 bytes, a partial
+group takes ``_DIG2BYTES[digits]`` bytes; the integer part's partial group comes first, the
+fraction's partial group last. Groups are big-endian. A negative value stores every byte
+inverted, and finally the top bit of the first byte is flipped, so the top bit is 1 for
+non-negative values. The row metadata is ``precision << 8 | scale`` (``Field_new_decimal::
+do_save_field_metadata`` in sql/field.cc).
+
+Values come back as ``decimal.Decimal`` with exactly ``scale`` fractional digits (exponent
+``-scale``), exact up to the 65 digits MySQL allows. Negative zero is returned as zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Context, Decimal, InvalidOperation
+
+from .errors import DecodeError, TruncatedError
+
+__all__ = [
+    "MAX_PRECISION",
+    "DecimalDecoder",
+    "build_decimal_decoder",
+    "decimal_size",
+    "decode_decimal",
+    "encode_decimal",
+]
+
+MAX_PRECISION = 65
+_DIGITS_PER_GROUP = 9
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+# Large enough that scaleb() never rounds a 65-digit value.
+_EXACT = Context(prec=2 * MAX_PRECISION)
+
+DecimalDecoder = Callable[[bytes, int], tuple[Decimal, int]]
+
+
+def _check_shape(precision: int, scale: int) -> None:
+    if not 1 <= precision <= MAX_PRECISION or not 0 <= scale <= precision:
+        raise DecodeError(f"invalid DECIMAL({precision},{scale}) metadata")
+
+
+def _groups(precision: int, scale: int) -> list[tuple[int, int]]:
+    """(byte width, digit count) of each group, most significant first."""
+    intg0, intg0x = divmod(precision - scale, _DIGITS_PER_GROUP)
+    frac0, frac0x = divmod(scale, _DIGITS_PER_GROUP)
+    groups: list[tuple[int, int]] = []
+    if intg0x:
+        groups.append((_DIG2BYTES[intg0x], intg0x))
+    groups.extend([(4, _DIGITS_PER_GROUP)] * (intg0 + frac0))
+    if frac0x:
+        groups.append((_DIG2BYTES[frac0x], frac0x))
+    return groups
+
+
+def decimal_size(precision: int, scale: int) -> int:
+    """Bytes a DECIMAL(precision, scale) value takes in a row image (``decimal_bin_size``)."""
+    _check_shape(precision, scale)
+    return sum(width for width, _ in _groups(precision, scale))
+
+
+def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:
+    """A decoder for one DECIMAL(precision, scale) column, with its layout precomputed."""
+    _check_shape(precision, scale)
+    groups = _groups(precision, scale)
+    size = sum(width for width, _ in groups)
+    top = 1 << (8 * size - 1)
+    invert = top - 1  # every bit but the sign bit: undoes the negation after the sign flip
+    # Per group, least significant first: (bit shift, bit mask, digit limit, decimal weight).
+    plan: list[tuple[int, int, int, int]] = []
+    shift = 0
+    weight = 1
+    for width, digits in reversed(groups):
+        limit = 10**digits
+        plan.append((shift, (1 << (8 * width)) - 1, limit, weight))
+        shift += 8 * width
+        weight *= limit
+    layout = tuple(plan)
+    exponent = -scale
+    exact = _EXACT
+
+    def decode(buf: bytes, offset: int) -> tuple[Decimal, int]:
+        end = offset + size
+        if end > len(buf):
+            raise TruncatedError(f"DECIMAL({precision},{scale}) value runs past the row image")
+        raw = int.from_bytes(buf[offset:end], "big")
+        if raw & top:
+            raw ^= top
+            negative = False
+        else:
+            raw ^= invert
+            negative = True
+        unscaled = 0
+        for bit_shift, mask, limit, group_weight in layout:
+            group = (raw >> bit_shift) & mask
+            if group >= limit:
+                raise DecodeError(
+                    f"DECIMAL({precision},{scale}) value has an invalid digit group {group}"
+                )
+            unscaled += group * group_weight
+        if negative and unscaled:
+            unscaled = -unscaled
+        if exponent:
+            return Decimal(unscaled).scaleb(exponent, exact), end
+        return Decimal(unscaled), end
+
+    return decode
+
+
+def decode_decimal(buf: bytes, offset: int, precision: int, scale: int) -> tuple[Decimal, int]:
+    """Decode one value; builds the decoder each call (use ``build_decimal_decoder`` in loops)."""
+    return build_decimal_decoder(precision, scale)(buf, offset)
+
+
+def encode_decimal(value: Decimal | int | str, precision: int, scale: int) -> bytes:
+    """The row-image bytes MySQL writes for ``value`` in a DECIMAL(precision, scale) column.
+
+    Raises ``ValueError`` when the value needs rounding or does not fit.
+    """
+    _check_shape(precision, scale)
+    number = Decimal(value)
+    if not number.is_finite():
+        raise ValueError(f"{value!r} is not a finite decimal")
+    try:
+        scaled = number.scaleb(scale, _EXACT)
+        unscaled = int(scaled.to_integral_exact(context=_EXACT))
+    except InvalidOperation as exc:  # pragma: no cover - inputs are finite and small
+        raise ValueError(f"{value!r} does not fit DECIMAL({precision},{scale})") from exc
+    if Decimal(unscaled) != scaled:
+        raise ValueError(f"{value!r} has more than {scale} fractional digits")
+    negative = number.is_signed() and unscaled != 0
+    magnitude = abs(unscaled)
+    if magnitude >= 10**precision:
+        raise ValueError(f"{value!r} does not fit DECIMAL({precision},{scale})")
+    groups = _groups(precision, scale)
+    raw = 0
+    shift = 0
+    for width, digits in reversed(groups):
+        magnitude, group = divmod(magnitude, 10**digits)
+        raw |= group << shift
+        shift += 8 * width
+    size = shift // 8
+    if negative:
+        raw ^= (1 << shift) - 1
+    raw ^= 1 << (shift - 1)
+    return raw.to_bytes(size, "big")

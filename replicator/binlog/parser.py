@@ -1,0 +1,777 @@
+"""Turn one event's bytes into a typed event: header, CRC32, then a decoder chosen by type.
+
+The parser keeps the state that decoding needs and nothing else: the current
+FORMAT_DESCRIPTION (checksum algorithm, post-header lengths), the table maps seen since the
+last ROTATE/FORMAT_DESCRIPTION (table ids are in-memory ids the server may reuse after a
+restart), and the position bookkeeping. It does no I/O; framers in ``framing.py`` produce the
+event bytes it takes.
+
+Checksums (mysql-server ``libbinlogevents/src/binlog_event.cpp``
+``Log_event_footer::event_checksum_test``): when the FORMAT_DESCRIPTION says CRC32, the last 4
+bytes of every event are the CRC32 of all bytes before them. A FORMAT_DESCRIPTION read from
+the active binlog file has LOG_EVENT_BINLOG_IN_USE_F set, but its CRC was computed with the
+flag clear, so it is cleared before verifying. A mismatch raises ``ChecksumError``; nothing of
+the event is decoded before the check.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import events as ev
+from .compression import mariadb_uncompress, zstd_uncompress
+from .constants import (
+    CHECKSUM_CRC32,
+    CHECKSUM_OFF,
+    EVENT_HEADER_SIZE,
+    LOG_EVENT_BINLOG_IN_USE_F,
+    LOG_EVENT_IGNORABLE_F,
+    EventType,
+)
+from .errors import (
+    ChecksumError,
+    DecodeError,
+    EncryptedBinlogError,
+    TruncatedError,
+    UnknownEventError,
+)
+from .gtid import MariadbGtid, MysqlGtidSet
+from .json_diff import decode_partial_after_image
+from .mysql_bodies import decode_gtid, decode_gtid_tagged, decode_heartbeat_v2, decode_payload_header
+from .reader import read_lenenc, take, uint
+from .rows import RowImage, TableDecoder, decode_images
+from .tablemap import SchemaLookup, decode_table_map
+
+_HEADER = struct.Struct("<IBIIIH")
+_T = EventType
+
+# The FORMAT_DESCRIPTION of servers from these versions on carries a checksum-algorithm byte
+# (mysql-server ``checksum_version_split``: 5.6.1; MariaDB: 5.3.0).
+_MYSQL_CHECKSUM_SPLIT = (5, 6, 1)
+_MARIADB_CHECKSUM_SPLIT = (5, 3, 0)
+
+# Query event status variables (mysql-server ``statement_events.h`` Query_event_status_vars;
+# MariaDB adds 128+). Value: fixed size, or a callable giving the size from the data.
+_Q_CHARSET_CODE = 4
+_Q_DDL_LOGGED_WITH_XID = 17
+
+
+def _var_len_1(buf: bytes, pos: int) -> int:
+    return 1 + buf[pos]
+
+
+def _invoker_len(buf: bytes, pos: int) -> int:
+    user = buf[pos]
+    host = buf[pos + 1 + user]
+    return 2 + user + host
+
+
+def _updated_db_len(buf: bytes, pos: int) -> int:
+    count = buf[pos]
+    size = 1
+    if count == 254:  # OVER_MAX_DBS_IN_EVENT_MTS: no names follow
+        return size
+    for _ in range(count):
+        end = buf.index(b"\x00", pos + size)
+        size = end + 1 - pos
+    return size
+
+
+_STATUS_VAR_SIZES: dict[int, int | Callable[[bytes, int], int]] = {
+    0: 4,  # Q_FLAGS2_CODE
+    1: 8,  # Q_SQL_MODE_CODE
+    2: lambda b, p: 2 + b[p],  # Q_CATALOG_CODE: length, bytes, NUL (pre-5.0.4)
+    3: 4,  # Q_AUTO_INCREMENT
+    4: 6,  # Q_CHARSET_CODE
+    5: _var_len_1,  # Q_TIME_ZONE_CODE
+    6: _var_len_1,  # Q_CATALOG_NZ_CODE
+    7: 2,  # Q_LC_TIME_NAMES_CODE
+    8: 2,  # Q_CHARSET_DATABASE_CODE
+    9: 8,  # Q_TABLE_MAP_FOR_UPDATE_CODE
+    10: 4,  # Q_MASTER_DATA_WRITTEN_CODE
+    11: _invoker_len,  # Q_INVOKER
+    12: _updated_db_len,  # Q_UPDATED_DB_NAMES
+    13: 3,  # Q_MICROSECONDS
+    14: 8,  # Q_COMMIT_TS (unused by servers)
+    15: 8,  # Q_COMMIT_TS2
+    16: 1,  # Q_EXPLICIT_DEFAULTS_FOR_TIMESTAMP
+    17: 8,  # Q_DDL_LOGGED_WITH_XID
+    18: 2,  # Q_DEFAULT_COLLATION_FOR_UTF8MB4
+    19: 1,  # Q_SQL_REQUIRE_PRIMARY_KEY
+    20: 1,  # Q_DEFAULT_TABLE_ENCRYPTION
+    128: 3,  # MariaDB Q_HRNOW
+    129: 8,  # MariaDB Q_XID
+}
+
+
+def _scan_status_vars(data: bytes) -> tuple[int | None, int | None]:
+    """Return (client charset id, DDL xid) from a QUERY event's status variables.
+
+    Status variables are informational for us; an unknown code stops the scan (its size is
+    unknown) without failing the event."""
+    charset: int | None = None
+    ddl_xid: int | None = None
+    pos = 0
+    try:
+        while pos < len(data):
+            code = data[pos]
+            pos += 1
+            size = _STATUS_VAR_SIZES.get(code)
+            if size is None:
+                break
+            length = size if isinstance(size, int) else size(data, pos)
+            if code == _Q_CHARSET_CODE:
+                charset = int.from_bytes(data[pos : pos + 2], "little")
+            elif code == _Q_DDL_LOGGED_WITH_XID:
+                ddl_xid = int.from_bytes(data[pos : pos + 8], "little")
+            pos += length
+    except (IndexError, ValueError):
+        pass
+    return charset, ddl_xid
+
+
+def _version_tuple(version: str) -> tuple[int, int, int]:
+    parts: list[int] = []
+    for piece in version.split("-", 1)[0].split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Common fields of the event being decoded."""
+
+    header: ev.EventHeader
+    file: str
+    position: int
+    next_position: int
+
+    def kw(self) -> dict[str, object]:
+        return {
+            "header": self.header,
+            "file": self.file,
+            "position": self.position,
+            "next_position": self.next_position,
+        }
+
+
+_BodyDecoder = Callable[["EventParser", _Where, bytes], ev.Event]
+
+
+class EventParser:
+    """Decodes whole events, one at a time, in stream order.
+
+    ``checksum_alg`` is the algorithm to expect before the first FORMAT_DESCRIPTION (over the
+    network: what ``@master_binlog_checksum`` was set to); ``None`` means "learn it from the
+    FORMAT_DESCRIPTION", which a file always starts with.
+    """
+
+    def __init__(
+        self,
+        *,
+        file: str = "",
+        position: int = 4,
+        checksum_alg: int | None = None,
+        verify_checksum: bool = True,
+        schema_lookup: SchemaLookup | None = None,
+    ) -> None:
+        self.file = file
+        self.position = position
+        self.checksum_alg = checksum_alg
+        self.verify_checksum = verify_checksum
+        self.schema_lookup = schema_lookup
+        self.format: ev.FormatDescriptionEvent | None = None
+        self.tables: dict[int, tuple[ev.TableMapEvent, TableDecoder]] = {}
+        self.ignored_events = 0
+        self.events_decoded = 0
+        self._format_alg = CHECKSUM_OFF
+
+    # -- entry point -------------------------------------------------------------------------
+
+    def parse(self, raw: bytes, *, position: int | None = None) -> ev.Event:
+        """Decode one whole event. ``position`` is its file offset when known exactly."""
+        start = self.position if position is None else position
+        if len(raw) < EVENT_HEADER_SIZE:
+            raise TruncatedError(
+                f"event of {len(raw)} bytes is shorter than its header",
+                file=self.file,
+                position=start,
+            )
+        timestamp, type_code, server_id, size, log_pos, flags = _HEADER.unpack_from(raw, 0)
+        if size != len(raw):
+            raise DecodeError(
+                f"event header says {size} bytes but {len(raw)} arrived",
+                file=self.file,
+                position=start,
+            )
+        header = ev.EventHeader(timestamp, type_code, server_id, size, log_pos, flags)
+        if type_code == _T.FORMAT_DESCRIPTION:
+            alg = self._format_checksum_alg(raw, start)
+            self._format_alg = alg
+        else:
+            alg = self.checksum_alg if self.checksum_alg is not None else CHECKSUM_OFF
+        body_end = len(raw)
+        if alg == CHECKSUM_CRC32:
+            body_end -= 4
+            if body_end < EVENT_HEADER_SIZE:
+                raise TruncatedError("event too short for its checksum", file=self.file, position=start)
+            if self.verify_checksum:
+                self._verify(raw, type_code, flags, start)
+        if position is not None:
+            next_position = position + size
+        elif log_pos and not header.artificial:
+            next_position = log_pos
+        elif type_code in (_T.ROTATE, _T.FORMAT_DESCRIPTION, _T.HEARTBEAT, _T.HEARTBEAT_V2):
+            next_position = start  # artificial / sent-on-connect events hold no position
+        else:
+            next_position = start + size  # MariaDB 11.4+ writes log_pos 0 inside transactions
+        where = _Where(header, self.file, start, next_position)
+        body = raw[EVENT_HEADER_SIZE:body_end]
+        decoder = _DECODERS.get(type_code)
+        try:
+            if decoder is None:
+                event = self._unknown(where, body)
+            else:
+                event = decoder(self, where, body)
+        except DecodeError as exc:
+            if exc.position is None:
+                raise type(exc)(
+                    str(exc.args[0]) if exc.args else "decode error",
+                    file=self.file,
+                    position=start,
+                    hint=exc.hint,
+                ) from exc
+            raise
+        except (IndexError, struct.error, ValueError, UnicodeDecodeError) as exc:
+            raise DecodeError(
+                f"malformed {_type_name(type_code)} event: {exc}",
+                file=self.file,
+                position=start,
+            ) from exc
+        if isinstance(event, ev.RotateEvent):
+            # The next event comes from the named file (at once for a real rotate, or this is
+            # where the dump starts for an artificial one).
+            self.file = event.next_file
+            self.position = event.next_file_position
+            self.forget_tables()
+        else:
+            self.position = next_position
+        self.events_decoded += 1
+        return event
+
+    # -- checksum --------------------------------------------------------------------------------
+
+    def _format_checksum_alg(self, raw: bytes, start: int) -> int:
+        version = raw[EVENT_HEADER_SIZE + 2 : EVENT_HEADER_SIZE + 52].split(b"\x00", 1)[0]
+        text = version.decode("ascii", "replace")
+        split = _MARIADB_CHECKSUM_SPLIT if "mariadb" in text.lower() else _MYSQL_CHECKSUM_SPLIT
+        if _version_tuple(text) < split:
+            return CHECKSUM_OFF
+        if len(raw) < EVENT_HEADER_SIZE + 57 + 5:
+            raise TruncatedError("FORMAT_DESCRIPTION too short", file=self.file, position=start)
+        return raw[-5]
+
+    def _verify(self, raw: bytes, type_code: int, flags: int, start: int) -> None:
+        expected = int.from_bytes(raw[-4:], "little")
+        data = raw[:-4]
+        if type_code == _T.FORMAT_DESCRIPTION and flags & LOG_EVENT_BINLOG_IN_USE_F:
+            patched = bytearray(data)
+            patched[17] &= ~LOG_EVENT_BINLOG_IN_USE_F & 0xFF
+            data = bytes(patched)
+        actual = zlib.crc32(data)
+        if actual != expected:
+            raise ChecksumError(
+                f"CRC32 mismatch in {_type_name(type_code)} event "
+                f"(stored 0x{expected:08x}, computed 0x{actual:08x})",
+                file=self.file,
+                position=start,
+            )
+
+    # -- helpers for decoders --------------------------------------------------------------
+
+    def post_header_length(self, type_code: int, default: int) -> int:
+        if self.format is None:
+            return default
+        return self.format.post_header_length(type_code) or default
+
+    def _unknown(self, where: _Where, body: bytes) -> ev.Event:
+        if where.header.flags & LOG_EVENT_IGNORABLE_F:
+            self.ignored_events += 1
+            return ev.IgnoredEvent(**where.kw(), body=body)  # type: ignore[arg-type]
+        raise UnknownEventError(
+            f"unknown event type {where.header.type_code} (not flagged ignorable)",
+            file=self.file,
+            position=where.position,
+        )
+
+    def forget_tables(self) -> None:
+        self.tables.clear()
+
+
+def _type_name(type_code: int) -> str:
+    try:
+        return _T(type_code).name
+    except ValueError:
+        return f"type-{type_code}"
+
+
+    # -- payload ---------------------------------------------------------------------------
+
+    def parse_inner(self, raw: bytes, outer: _Where) -> ev.Event:
+        """Decode one event from inside a TRANSACTION_PAYLOAD. Inner events carry no
+        checksum (the payload event's own covers them) and log_pos 0; they take the payload
+        event's position so that a transaction's end position is the payload's end."""
+        if len(raw) < EVENT_HEADER_SIZE:
+            raise TruncatedError("inner event shorter than its header")
+        timestamp, type_code, server_id, size, log_pos, flags = _HEADER.unpack_from(raw, 0)
+        if size != len(raw):
+            raise DecodeError(f"inner event header says {size} bytes but {len(raw)} remain")
+        header = ev.EventHeader(timestamp, type_code, server_id, size, log_pos, flags)
+        where = _Where(header, outer.file, outer.position, outer.next_position)
+        if type_code in (_T.FORMAT_DESCRIPTION, _T.ROTATE, _T.TRANSACTION_PAYLOAD):
+            raise DecodeError(f"{_type_name(type_code)} event inside a transaction payload")
+        decoder = _DECODERS.get(type_code)
+        if decoder is None:
+            return self._unknown(where, raw[EVENT_HEADER_SIZE:])
+        return decoder(self, where, raw[EVENT_HEADER_SIZE:])
+
+
+# -- control events ---------------------------------------------------------------------------
+
+
+def _format_description(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    binlog_version = int.from_bytes(body[0:2], "little")
+    if binlog_version != 4:
+        raise DecodeError(f"binlog format version {binlog_version} is not supported (need v4)")
+    server_version = body[2:52].split(b"\x00", 1)[0].decode("ascii", "replace")
+    create_timestamp = int.from_bytes(body[52:56], "little")
+    header_length = body[56]
+    if header_length != EVENT_HEADER_SIZE:
+        raise DecodeError(f"common header length {header_length} is not 19")
+    alg = p._format_alg
+    aware = _version_tuple(server_version) >= (
+        _MARIADB_CHECKSUM_SPLIT if "mariadb" in server_version.lower() else _MYSQL_CHECKSUM_SPLIT
+    )
+    if not aware:
+        post_end = len(body)
+    elif alg == CHECKSUM_CRC32:
+        post_end = len(body) - 1  # CRC already stripped; the algorithm byte is last
+    else:
+        post_end = len(body) - 5  # algorithm byte and an unused 4-byte checksum field
+    event = ev.FormatDescriptionEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        binlog_version=binlog_version,
+        server_version=server_version,
+        create_timestamp=create_timestamp,
+        header_length=header_length,
+        post_header_lengths=bytes(body[57:post_end]),
+        checksum_alg=alg,
+    )
+    p.format = event
+    p.checksum_alg = alg
+    p.forget_tables()
+    return event
+
+
+def _rotate(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    post = p.post_header_length(_T.ROTATE, 8)
+    position = int.from_bytes(body[0:8], "little") if post >= 8 else 4
+    next_file = body[post:].decode("utf-8", "replace")
+    return ev.RotateEvent(**w.kw(), next_file=next_file, next_file_position=position)  # type: ignore[arg-type]
+
+
+def _stop(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.StopEvent(**w.kw())  # type: ignore[arg-type]
+
+
+def _heartbeat(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.HeartbeatEvent(**w.kw(), log_file=_text(body), log_position=w.header.log_pos)  # type: ignore[arg-type]
+
+
+def _heartbeat_v2(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    name, position = decode_heartbeat_v2(body)
+    return ev.HeartbeatEvent(**w.kw(), log_file=name, log_position=position)  # type: ignore[arg-type]
+
+
+def _incident(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    incident = int.from_bytes(body[0:2], "little")
+    length = body[2] if len(body) > 2 else 0
+    message = _text(body[3 : 3 + length])
+    return ev.IncidentEvent(**w.kw(), incident=incident, message=message)  # type: ignore[arg-type]
+
+
+def _start_encryption(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    raise EncryptedBinlogError("encrypted binlog not supported (START_ENCRYPTION_EVENT)")
+
+
+# -- statement events -------------------------------------------------------------------------
+
+
+def _query_fields(
+    p: EventParser, w: _Where, body: bytes, type_code: int
+) -> tuple[int, int, int, str, bytes, bytes, int]:
+    post = p.post_header_length(type_code, 13)
+    thread_id = int.from_bytes(body[0:4], "little")
+    exec_time = int.from_bytes(body[4:8], "little")
+    schema_len = body[8]
+    error_code = int.from_bytes(body[9:11], "little")
+    status_len = int.from_bytes(body[11:13], "little") if post >= 13 else 0
+    pos = post
+    status_vars, pos = take(body, pos, status_len)
+    schema_raw, pos = take(body, pos, schema_len)
+    pos += 1  # NUL after the schema name
+    return thread_id, exec_time, error_code, _text(schema_raw), status_vars, body[pos:], pos
+
+
+def _decode_statement(raw: bytes, charset_id: int | None) -> str:
+    # Statements are in the client's character set; utf8mb3/utf8mb4 are by far the usual
+    # ones, and a statement is informational here (row values never come from it).
+    codec = "utf-8"
+    if charset_id is not None:
+        from .charsets import codec_for_collation
+
+        codec = codec_for_collation(charset_id) or "utf-8"
+        if codec == "binary":
+            codec = "utf-8"
+    try:
+        return raw.decode(codec, "replace")
+    except LookupError:
+        return raw.decode("utf-8", "replace")
+
+
+def _query(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    type_code = w.header.type_code
+    thread_id, exec_time, error_code, schema, status_vars, text, _ = _query_fields(
+        p, w, body, _T.QUERY
+    )
+    if type_code == _T.MARIADB_QUERY_COMPRESSED:
+        text = mariadb_uncompress(text)
+    charset, ddl_xid = _scan_status_vars(status_vars)
+    return ev.QueryEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        thread_id=thread_id,
+        exec_time=exec_time,
+        error_code=error_code,
+        schema=schema,
+        query=_decode_statement(text, charset),
+        status_vars=status_vars,
+        charset_client=charset,
+        ddl_xid=ddl_xid,
+    )
+
+
+def _xid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.XidEvent(**w.kw(), xid=int.from_bytes(body[0:8], "little"))  # type: ignore[arg-type]
+
+
+def _xa_prepare(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    one_phase = bool(body[0])
+    format_id = int.from_bytes(body[1:5], "little", signed=True)
+    gtrid_len = int.from_bytes(body[5:9], "little")
+    bqual_len = int.from_bytes(body[9:13], "little")
+    data, _ = take(body, 13, gtrid_len + bqual_len)
+    return ev.XaPrepareEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        one_phase=one_phase,
+        format_id=format_id,
+        gtrid=data[:gtrid_len],
+        bqual=data[gtrid_len:],
+    )
+
+
+def _intvar(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.IntvarEvent(**w.kw(), kind=body[0], value=int.from_bytes(body[1:9], "little"))  # type: ignore[arg-type]
+
+
+def _rand(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.RandEvent(  # type: ignore[arg-type]
+        **w.kw(),
+        seed1=int.from_bytes(body[0:8], "little"),
+        seed2=int.from_bytes(body[8:16], "little"),
+    )
+
+
+def _user_var(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    name_len, pos = uint(body, 0, 4)
+    name_raw, pos = take(body, pos, name_len)
+    is_null = bool(body[pos])
+    pos += 1
+    value_type = charset = flags = None
+    value: bytes | None = None
+    if not is_null:
+        value_type = body[pos]
+        charset, pos = uint(body, pos + 1, 4)
+        value_len, pos = uint(body, pos, 4)
+        value, pos = take(body, pos, value_len)
+        if pos < len(body):
+            flags = body[pos]
+    return ev.UserVarEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        name=_text(name_raw),
+        is_null=is_null,
+        value_type=value_type,
+        charset=charset,
+        value=value,
+        flags=flags,
+    )
+
+
+def _rows_query(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    # The first byte is a length truncated to 255; the text runs to the end of the event.
+    return ev.RowsQueryEvent(**w.kw(), query=_text(body[1:]))  # type: ignore[arg-type]
+
+
+def _annotate_rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.AnnotateRowsEvent(**w.kw(), query=_text(body))  # type: ignore[arg-type]
+
+
+# -- GTID events ------------------------------------------------------------------------------
+
+
+def _mysql_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    fields = decode_gtid_tagged(body) if w.header.type_code == _T.GTID_TAGGED else decode_gtid(body)
+    return ev.MysqlGtidEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        commit_flag=fields.commit_flag,
+        uuid=fields.uuid,
+        tag=fields.tag,
+        gno=fields.gno,
+        last_committed=fields.last_committed,
+        sequence_number=fields.sequence_number,
+        immediate_commit_timestamp=fields.immediate_commit_timestamp,
+        original_commit_timestamp=fields.original_commit_timestamp,
+        transaction_length=fields.transaction_length,
+        immediate_server_version=fields.immediate_server_version,
+        original_server_version=fields.original_server_version,
+    )
+
+
+def _previous_gtids(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.PreviousGtidsEvent(**w.kw(), gtid_set=MysqlGtidSet.decode(bytes(body)))  # type: ignore[arg-type]
+
+
+def _mariadb_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    seq_no = int.from_bytes(body[0:8], "little")
+    domain_id = int.from_bytes(body[8:12], "little")
+    flags = ev.MariadbGtidFlags(body[12])
+    commit_id: int | None = None
+    xid: bytes | None = None
+    if flags & ev.MariadbGtidFlags.GROUP_COMMIT_ID:
+        commit_id = int.from_bytes(body[13:21], "little")
+    elif flags & (ev.MariadbGtidFlags.PREPARED_XA | ev.MariadbGtidFlags.COMPLETED_XA):
+        gtrid_len, bqual_len = body[17], body[18]
+        xid, _ = take(body, 13, 6 + gtrid_len + bqual_len)
+    return ev.MariadbGtidEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        gtid=MariadbGtid(domain_id, w.header.server_id, seq_no),
+        flags=flags,
+        commit_id=commit_id,
+        xid=xid,
+    )
+
+
+def _mariadb_gtid_list(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    word = int.from_bytes(body[0:4], "little")
+    count, flags = word & 0x0FFFFFFF, word >> 28
+    gtids = []
+    pos = 4
+    for _ in range(count):
+        domain, pos = uint(body, pos, 4)
+        server, pos = uint(body, pos, 4)
+        seq, pos = uint(body, pos, 8)
+        gtids.append(MariadbGtid(domain, server, seq))
+    return ev.MariadbGtidListEvent(**w.kw(), gtids=tuple(gtids), flags=flags)  # type: ignore[arg-type]
+
+
+def _binlog_checkpoint(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    length, pos = uint(body, 0, 4)
+    name, _ = take(body, pos, length)
+    return ev.BinlogCheckpointEvent(**w.kw(), binlog_file=_text(name))  # type: ignore[arg-type]
+
+
+# -- row events -------------------------------------------------------------------------------
+
+
+def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    decoded = decode_table_map(body, p.post_header_length(_T.TABLE_MAP, 8), p.schema_lookup)
+    event = ev.TableMapEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        table_id=decoded.table_id,
+        flags=decoded.flags,
+        schema=decoded.schema,
+        table=decoded.table,
+        columns=decoded.columns,
+        primary_key=decoded.primary_key,
+        has_metadata=decoded.has_metadata,
+    )
+    previous = p.tables.get(decoded.table_id)
+    if previous is not None and previous[0].columns == event.columns:
+        decoder = previous[1]  # same table, same shape: keep the compiled decoders
+    else:
+        decoder = TableDecoder.build(event.columns)
+    p.tables[decoded.table_id] = (event, decoder)
+    return event
+
+
+_V2_ROWS = frozenset(
+    {_T.WRITE_ROWS, _T.UPDATE_ROWS, _T.DELETE_ROWS, _T.PARTIAL_UPDATE_ROWS,
+     _T.MARIADB_WRITE_ROWS_COMPRESSED, _T.MARIADB_UPDATE_ROWS_COMPRESSED,
+     _T.MARIADB_DELETE_ROWS_COMPRESSED}
+)  # fmt: skip
+_COMPRESSED_ROWS = frozenset(
+    {_T.MARIADB_WRITE_ROWS_COMPRESSED_V1, _T.MARIADB_UPDATE_ROWS_COMPRESSED_V1,
+     _T.MARIADB_DELETE_ROWS_COMPRESSED_V1, _T.MARIADB_WRITE_ROWS_COMPRESSED,
+     _T.MARIADB_UPDATE_ROWS_COMPRESSED, _T.MARIADB_DELETE_ROWS_COMPRESSED}
+)  # fmt: skip
+_ROWS_KIND: dict[int, ev.RowsKind] = {}
+for _code in (_T.PRE_GA_WRITE_ROWS, _T.WRITE_ROWS_V1, _T.WRITE_ROWS,
+              _T.MARIADB_WRITE_ROWS_COMPRESSED_V1, _T.MARIADB_WRITE_ROWS_COMPRESSED):  # fmt: skip
+    _ROWS_KIND[_code] = ev.RowsKind.INSERT
+for _code in (_T.PRE_GA_UPDATE_ROWS, _T.UPDATE_ROWS_V1, _T.UPDATE_ROWS, _T.PARTIAL_UPDATE_ROWS,
+              _T.MARIADB_UPDATE_ROWS_COMPRESSED_V1, _T.MARIADB_UPDATE_ROWS_COMPRESSED):  # fmt: skip
+    _ROWS_KIND[_code] = ev.RowsKind.UPDATE
+for _code in (_T.PRE_GA_DELETE_ROWS, _T.DELETE_ROWS_V1, _T.DELETE_ROWS,
+              _T.MARIADB_DELETE_ROWS_COMPRESSED_V1, _T.MARIADB_DELETE_ROWS_COMPRESSED):  # fmt: skip
+    _ROWS_KIND[_code] = ev.RowsKind.DELETE
+
+
+def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    type_code = w.header.type_code
+    kind = _ROWS_KIND[type_code]
+    default_post = 10 if type_code in _V2_ROWS else 8
+    post = p.post_header_length(type_code, default_post)
+    id_width = 4 if post == 6 else 6
+    table_id, pos = uint(body, 0, id_width)
+    flags, pos = uint(body, pos, 2)
+    if type_code in _V2_ROWS:
+        extra_len, pos = uint(body, pos, 2)
+        pos += extra_len - 2  # the length counts its own two bytes
+    buf = bytes(body)
+    if type_code in _COMPRESSED_ROWS:
+        buf = mariadb_uncompress(buf[pos:])
+        pos = 0
+    found = p.tables.get(table_id)
+    if found is None:
+        raise DecodeError(
+            f"{_type_name(type_code)} for table_id {table_id} without a preceding TABLE_MAP",
+            hint="start reading at a transaction boundary (a GTID or BEGIN event)",
+        )
+    table, decoder = found
+    column_count, pos = read_lenenc(buf, pos)
+    if column_count != len(table.columns):
+        raise DecodeError(
+            f"rows event has {column_count} columns but TABLE_MAP {table.schema}.{table.table} "
+            f"has {len(table.columns)}"
+        )
+    width = (column_count + 7) // 8
+    present, pos = take(buf, pos, width)
+    layout = decoder.layout(int.from_bytes(present, "little"))
+    after_layout = None
+    after_hook = None
+    if kind is ev.RowsKind.UPDATE:
+        present_after, pos = take(buf, pos, width)
+        after_layout = decoder.layout(int.from_bytes(present_after, "little"))
+        if type_code == _T.PARTIAL_UPDATE_ROWS:
+            partial_layout = after_layout
+
+            def after_hook(data: bytes, at: int, before: RowImage) -> tuple[RowImage, int]:
+                return decode_partial_after_image(data, at, before, partial_layout, table.columns)
+
+    rows, afters = decode_images(buf, pos, layout, after_layout, after_hook)
+    return ev.RowsEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        table_id=table_id,
+        flags=flags,
+        table=table,
+        kind=kind,
+        rows=rows,
+        after=afters,
+    )
+
+
+def _transaction_payload(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    compression, size, uncompressed_size, offset = decode_payload_header(body)
+    payload = bytes(body[offset : offset + size])
+    if compression == 0:
+        data = zstd_uncompress(payload, uncompressed_size)
+    elif compression == 255:
+        data = payload
+    else:
+        raise DecodeError(f"unknown transaction payload compression type {compression}")
+    inner: list[ev.Event] = []
+    pos = 0
+    while pos < len(data):
+        if pos + EVENT_HEADER_SIZE > len(data):
+            raise TruncatedError("transaction payload ends inside an event header")
+        size_inner = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        if size_inner < EVENT_HEADER_SIZE or pos + size_inner > len(data):
+            raise TruncatedError(f"inner event of {size_inner} bytes overruns the payload")
+        inner.append(p.parse_inner(data[pos : pos + size_inner], w))
+        pos += size_inner
+    return ev.TransactionPayloadEvent(
+        **w.kw(),  # type: ignore[arg-type]
+        compression_type=compression,
+        payload_size=size,
+        uncompressed_size=uncompressed_size,
+        events=tuple(inner),
+    )
+
+
+def _opaque(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    return ev.OpaqueEvent(**w.kw(), body=bytes(body))  # type: ignore[arg-type]
+
+
+def _start_v3(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    raise DecodeError("binlog format v1/v3 (MySQL 4.x START_EVENT_V3) is not supported")
+
+
+_DECODERS: dict[int, _BodyDecoder] = {
+    _T.START_V3: _start_v3,
+    _T.QUERY: _query,
+    _T.STOP: _stop,
+    _T.ROTATE: _rotate,
+    _T.INTVAR: _intvar,
+    _T.RAND: _rand,
+    _T.USER_VAR: _user_var,
+    _T.FORMAT_DESCRIPTION: _format_description,
+    _T.XID: _xid,
+    _T.TABLE_MAP: _table_map,
+    _T.INCIDENT: _incident,
+    _T.HEARTBEAT: _heartbeat,
+    _T.HEARTBEAT_V2: _heartbeat_v2,
+    _T.ROWS_QUERY: _rows_query,
+    _T.GTID: _mysql_gtid,
+    _T.ANONYMOUS_GTID: _mysql_gtid,
+    _T.GTID_TAGGED: _mysql_gtid,
+    _T.PREVIOUS_GTIDS: _previous_gtids,
+    _T.XA_PREPARE: _xa_prepare,
+    _T.TRANSACTION_PAYLOAD: _transaction_payload,
+    _T.MARIADB_ANNOTATE_ROWS: _annotate_rows,
+    _T.MARIADB_BINLOG_CHECKPOINT: _binlog_checkpoint,
+    _T.MARIADB_GTID: _mariadb_gtid,
+    _T.MARIADB_GTID_LIST: _mariadb_gtid_list,
+    _T.MARIADB_START_ENCRYPTION: _start_encryption,
+    _T.MARIADB_QUERY_COMPRESSED: _query,
+}
+for _code in _ROWS_KIND:
+    _DECODERS[_code] = _rows
+# Known kinds passed on undecoded: statement-based LOAD DATA, group replication bookkeeping,
+# and IGNORABLE (whose body is by definition for someone else).
+for _code in (_T.LOAD, _T.SLAVE, _T.CREATE_FILE, _T.APPEND_BLOCK, _T.EXEC_LOAD, _T.DELETE_FILE,
+              _T.NEW_LOAD, _T.BEGIN_LOAD_QUERY, _T.EXECUTE_LOAD_QUERY, _T.IGNORABLE,
+              _T.TRANSACTION_CONTEXT, _T.VIEW_CHANGE):  # fmt: skip
+    _DECODERS[_code] = _opaque

@@ -1,0 +1,333 @@
+"""TABLE_MAP_EVENT: the table a following ROWS event changes, and how to read its columns.
+
+Layout (mysql-server ``libbinlogevents/src/rows_event.cpp`` ``Table_map_event::Table_map_event``,
+``sql/log_event.cc`` ``Table_map_log_event::save_field_metadata`` and ``init_*_field``):
+post-header table_id (6 bytes; 4 when the FDE says 6) and flags (2); then schema and table
+names (1-byte length, bytes, NUL), lenenc column count, one type byte per column, lenenc
+metadata length and the per-type metadata, a NULL-able bitmap, and optional metadata as
+type/lenenc-length/value fields (``Table_map_event::Optional_metadata_field_type``,
+written when ``binlog_row_metadata`` is MINIMAL or FULL; MariaDB 10.5+ writes the same).
+
+Column facts the event does not carry (names, signedness, charsets, ENUM/SET labels when
+``binlog_row_metadata`` is off) come from a caller-supplied ``TableSchema``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .charsets import codec_for_charset, codec_for_collation
+from .constants import ColumnType
+from .errors import DecodeError
+from .reader import bitmap_bits, bitmap_bits_msb, read_lenenc, read_lenenc_bytes, take, uint
+from .schema import ColumnDef, TableSchema
+
+SchemaLookup = Callable[[str, str], TableSchema | None]
+
+# Optional metadata field types (rows_event.h Optional_metadata_field_type)
+SIGNEDNESS = 1
+DEFAULT_CHARSET = 2
+COLUMN_CHARSET = 3
+COLUMN_NAME = 4
+SET_STR_VALUE = 5
+ENUM_STR_VALUE = 6
+GEOMETRY_TYPE = 7
+SIMPLE_PRIMARY_KEY = 8
+PRIMARY_KEY_WITH_PREFIX = 9
+ENUM_AND_SET_DEFAULT_CHARSET = 10
+ENUM_AND_SET_COLUMN_CHARSET = 11
+COLUMN_VISIBILITY = 12
+VECTOR_DIMENSIONALITY = 13
+
+_T = ColumnType
+_ONE_BYTE_META = frozenset(
+    {_T.FLOAT, _T.DOUBLE, _T.BLOB, _T.TINY_BLOB, _T.MEDIUM_BLOB, _T.LONG_BLOB, _T.GEOMETRY,
+     _T.JSON, _T.VECTOR, _T.TIMESTAMP2, _T.DATETIME2, _T.TIME2}
+)  # fmt: skip
+# MariaDB logs its pre-10.0 high-resolution TIME/DATETIME/TIMESTAMP with one metadata byte
+# (the fsp); MySQL logs none for these legacy types (MariaDB sql/field.h
+# Field_*_hires::do_save_field_metadata).
+_MAYBE_ONE_BYTE_META = frozenset({_T.TIMESTAMP, _T.DATETIME, _T.TIME})
+_TWO_BYTE_LE_META = frozenset({_T.VARCHAR, _T.VAR_STRING})
+_NUMERIC = frozenset(
+    {_T.TINY, _T.SHORT, _T.INT24, _T.LONG, _T.LONGLONG, _T.FLOAT, _T.DOUBLE, _T.NEWDECIMAL,
+     _T.DECIMAL}
+)  # fmt: skip
+_CHARACTER = frozenset({_T.STRING, _T.VAR_STRING, _T.VARCHAR, _T.BLOB})
+_ENUM_SET = frozenset({_T.ENUM, _T.SET})
+
+
+@dataclass(slots=True)
+class _OptionalMetadata:
+    signedness: tuple[bool, ...] | None = None
+    default_charset: tuple[int, dict[int, int]] | None = None
+    column_charsets: list[int] | None = None
+    names: list[str] | None = None
+    set_values: list[tuple[str, ...]] | None = None
+    enum_values: list[tuple[str, ...]] | None = None
+    geometry_types: list[int] | None = None
+    primary_key: list[int] = field(default_factory=list)
+    enum_set_default_charset: tuple[int, dict[int, int]] | None = None
+    enum_set_column_charsets: list[int] | None = None
+    visibility: tuple[bool, ...] | None = None
+    vector_dimensions: list[int] | None = None
+    present: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableMapBody:
+    table_id: int
+    flags: int
+    schema: str
+    table: str
+    columns: tuple[ColumnDef, ...]
+    primary_key: tuple[int, ...]
+    has_metadata: bool
+
+
+def _read_metadata(types: list[int], meta: bytes) -> tuple[list[int], list[int]]:
+    """Split the metadata block per column; returns (real types, metadata ints)."""
+    real_types: list[int] = []
+    metas: list[int] = []
+    pos = 0
+    for t in types:
+        value = 0
+        real = t
+        if t in _ONE_BYTE_META:
+            value, pos = meta[pos], pos + 1
+        elif t in _TWO_BYTE_LE_META:
+            value, pos = int.from_bytes(meta[pos : pos + 2], "little"), pos + 2
+        elif t == _T.NEWDECIMAL:
+            value, pos = meta[pos] << 8 | meta[pos + 1], pos + 2
+        elif t == _T.BIT:
+            value, pos = meta[pos + 1] << 8 | meta[pos], pos + 2
+        elif t in (_T.STRING, _T.ENUM, _T.SET):
+            value, pos = meta[pos] << 8 | meta[pos + 1], pos + 2
+            byte0 = value >> 8
+            if byte0 in (_T.ENUM, _T.SET):
+                real = byte0
+            elif t == _T.STRING:
+                real = _T.STRING
+        elif t in _MAYBE_ONE_BYTE_META:
+            value = -1  # resolved below: these take a byte only if the block has one
+        real_types.append(real)
+        metas.append(value)
+    # MySQL writes no metadata for legacy temporal types; MariaDB hires ones write one byte.
+    # The block's size tells which: assign bytes left over to those columns in order.
+    pending = [i for i, m in enumerate(metas) if m == -1]
+    if pending:
+        spare = len(meta) - pos
+        if spare not in (0, len(pending)):
+            raise DecodeError("TABLE_MAP metadata block size does not match its columns")
+        for i in pending:
+            if spare:
+                metas[i], pos = meta[pos], pos + 1
+            else:
+                metas[i] = 0
+    if pos != len(meta):
+        raise DecodeError(
+            f"TABLE_MAP metadata block is {len(meta)} bytes but the column types use {pos}"
+        )
+    return real_types, metas
+
+
+def _read_charset_pairs(value: bytes) -> tuple[int, dict[int, int]]:
+    default, pos = read_lenenc(value, 0)
+    overrides: dict[int, int] = {}
+    while pos < len(value):
+        index, pos = read_lenenc(value, pos)
+        collation, pos = read_lenenc(value, pos)
+        overrides[index] = collation
+    return default, overrides
+
+
+def _read_lenenc_list(value: bytes) -> list[int]:
+    out: list[int] = []
+    pos = 0
+    while pos < len(value):
+        item, pos = read_lenenc(value, pos)
+        out.append(item)
+    return out
+
+
+def _read_label_lists(value: bytes) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    pos = 0
+    while pos < len(value):
+        count, pos = read_lenenc(value, pos)
+        labels: list[str] = []
+        for _ in range(count):
+            raw, pos = read_lenenc_bytes(value, pos)
+            labels.append(raw.decode("utf-8", "surrogateescape"))
+        out.append(tuple(labels))
+    return out
+
+
+def _read_optional_metadata(
+    buf: bytes, pos: int, real_types: list[int], nullable_count: int
+) -> _OptionalMetadata:
+    md = _OptionalMetadata()
+    numeric_count = sum(1 for t in real_types if t in _NUMERIC)
+    while pos < len(buf):
+        md.present = True
+        kind = buf[pos]
+        length, pos = read_lenenc(buf, pos + 1)
+        value, pos = take(buf, pos, length)
+        if kind == SIGNEDNESS:
+            md.signedness = bitmap_bits_msb(value, numeric_count)
+        elif kind == DEFAULT_CHARSET:
+            md.default_charset = _read_charset_pairs(value)
+        elif kind == COLUMN_CHARSET:
+            md.column_charsets = _read_lenenc_list(value)
+        elif kind == COLUMN_NAME:
+            names: list[str] = []
+            p = 0
+            while p < len(value):
+                raw, p = read_lenenc_bytes(value, p)
+                names.append(raw.decode("utf-8", "surrogateescape"))
+            md.names = names
+        elif kind == SET_STR_VALUE:
+            md.set_values = _read_label_lists(value)
+        elif kind == ENUM_STR_VALUE:
+            md.enum_values = _read_label_lists(value)
+        elif kind == GEOMETRY_TYPE:
+            md.geometry_types = _read_lenenc_list(value)
+        elif kind == SIMPLE_PRIMARY_KEY:
+            md.primary_key = _read_lenenc_list(value)
+        elif kind == PRIMARY_KEY_WITH_PREFIX:
+            pairs = _read_lenenc_list(value)
+            md.primary_key = pairs[0::2]
+        elif kind == ENUM_AND_SET_DEFAULT_CHARSET:
+            md.enum_set_default_charset = _read_charset_pairs(value)
+        elif kind == ENUM_AND_SET_COLUMN_CHARSET:
+            md.enum_set_column_charsets = _read_lenenc_list(value)
+        elif kind == COLUMN_VISIBILITY:
+            md.visibility = bitmap_bits_msb(value, nullable_count)
+        elif kind == VECTOR_DIMENSIONALITY:
+            md.vector_dimensions = _read_lenenc_list(value)
+        # Unknown field types are skipped: the format is extensible by design and each field
+        # carries its own length, so newer servers stay readable.
+    return md
+
+
+def _charset_per_column(
+    indexes: list[int],
+    default: tuple[int, dict[int, int]] | None,
+    per_column: list[int] | None,
+) -> dict[int, int]:
+    """Collation id for each column in ``indexes`` (the n-th character column gets the
+    n-th entry), from either the default-with-exceptions or the per-column form."""
+    out: dict[int, int] = {}
+    if per_column is not None:
+        for n, col in enumerate(indexes):
+            if n < len(per_column):
+                out[col] = per_column[n]
+    elif default is not None:
+        collation, overrides = default
+        for n, col in enumerate(indexes):
+            out[col] = overrides.get(n, collation)
+    return out
+
+
+def decode_table_map(
+    body: bytes, post_header_length: int, schema_lookup: SchemaLookup | None
+) -> TableMapBody:
+    """Decode a TABLE_MAP body (after the common header, without checksum)."""
+    id_width = 4 if post_header_length == 6 else 6
+    table_id, pos = uint(body, 0, id_width)
+    flags, pos = uint(body, pos, 2)
+    pos = max(pos, post_header_length)
+    schema_len, pos = uint(body, pos, 1)
+    schema_raw, pos = take(body, pos, schema_len)
+    pos += 1  # NUL
+    table_len, pos = uint(body, pos, 1)
+    table_raw, pos = take(body, pos, table_len)
+    pos += 1
+    column_count, pos = read_lenenc(body, pos)
+    types_raw, pos = take(body, pos, column_count)
+    meta_raw, pos = read_lenenc_bytes(body, pos)
+    null_raw, pos = take(body, pos, (column_count + 7) // 8)
+    types = list(types_raw)
+    real_types, metas = _read_metadata(types, meta_raw)
+    nullable = bitmap_bits(null_raw, column_count)
+    md = _read_optional_metadata(body, pos, real_types, column_count)
+
+    schema_name = schema_raw.decode("utf-8", "surrogateescape")
+    table_name = table_raw.decode("utf-8", "surrogateescape")
+    looked_up: TableSchema | None = None
+    needs_lookup = md.names is None or (md.signedness is None and any(t in _NUMERIC for t in real_types))
+    if needs_lookup and schema_lookup is not None:
+        looked_up = schema_lookup(schema_name, table_name)
+        if looked_up is not None and len(looked_up.columns) != column_count:
+            raise DecodeError(
+                f"TABLE_MAP for {schema_name}.{table_name} has {column_count} columns but the "
+                f"known schema has {len(looked_up.columns)}; refusing to misalign columns",
+                hint="the table's schema changed without replicator seeing the DDL; "
+                "restart from a position after the change or refresh the schema",
+            )
+
+    numeric_idx = [i for i, t in enumerate(real_types) if t in _NUMERIC]
+    char_idx = [i for i, t in enumerate(real_types) if t in _CHARACTER]
+    enum_set_idx = [i for i, t in enumerate(real_types) if t in _ENUM_SET]
+    enum_idx = [i for i, t in enumerate(real_types) if t == _T.ENUM]
+    set_idx = [i for i, t in enumerate(real_types) if t == _T.SET]
+    geometry_idx = [i for i, t in enumerate(real_types) if t == _T.GEOMETRY]
+    vector_idx = [i for i, t in enumerate(real_types) if t == _T.VECTOR]
+
+    unsigned: dict[int, bool] = {}
+    if md.signedness is not None:
+        unsigned = dict(zip(numeric_idx, md.signedness, strict=False))
+    collations = _charset_per_column(char_idx, md.default_charset, md.column_charsets)
+    collations.update(
+        _charset_per_column(enum_set_idx, md.enum_set_default_charset, md.enum_set_column_charsets)
+    )
+    enum_labels = dict(zip(enum_idx, md.enum_values or [], strict=False))
+    set_labels = dict(zip(set_idx, md.set_values or [], strict=False))
+    geometry = dict(zip(geometry_idx, md.geometry_types or [], strict=False))
+    vectors = dict(zip(vector_idx, md.vector_dimensions or [], strict=False))
+
+    columns: list[ColumnDef] = []
+    for i in range(column_count):
+        known = looked_up.columns[i] if looked_up is not None else None
+        collation = collations.get(i)
+        charset: str | None
+        if collation is not None:
+            charset = codec_for_collation(collation)
+        elif known is not None and known.charset is not None:
+            charset = codec_for_charset(known.charset)
+        elif real_types[i] in _CHARACTER and known is not None and known.data_type in (
+            "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob",
+        ):  # fmt: skip
+            charset = "binary"
+        else:
+            charset = None
+        columns.append(
+            ColumnDef(
+                index=i,
+                type=real_types[i],
+                meta=metas[i],
+                nullable=nullable[i],
+                name=md.names[i] if md.names and i < len(md.names) else (known.name if known else None),
+                unsigned=unsigned.get(i, known.unsigned if known else False),
+                charset=charset,
+                collation_id=collation,
+                enum_values=enum_labels.get(i, known.enum_values if known else None),
+                set_values=set_labels.get(i, known.set_values if known else None),
+                geometry_type=geometry.get(i),
+                vector_dimensions=vectors.get(i),
+                visible=md.visibility[i] if md.visibility is not None else True,
+            )
+        )
+    primary_key = tuple(md.primary_key)
+    if not primary_key and looked_up is not None:
+        primary_key = tuple(i for i, c in enumerate(looked_up.columns) if c.primary_key)
+    return TableMapBody(
+        table_id=table_id,
+        flags=flags,
+        schema=schema_name,
+        table=table_name,
+        columns=tuple(columns),
+        primary_key=primary_key,
+        has_metadata=md.present,
+    )

@@ -1,0 +1,569 @@
+"""DATE, TIME, DATETIME and TIMESTAMP in every row-image format, decoders and encoders.
+
+Sources, per format:
+
+* DATE (3 bytes, little-endian ``year << 9 | month << 5 | day``): ``Field_newdate::store_TIME``
+  / ``get_TIME`` in sql/field.cc (MySQL and MariaDB).
+* TIME2 / DATETIME2 / TIMESTAMP2 (MySQL 5.6+, MariaDB with ``mysql56_temporal_format=ON``):
+  mysql-server ``mysys/my_time.cc`` (``my_time_packed_to_binary`` / ``_from_binary``,
+  ``my_datetime_packed_to_binary`` / ``_from_binary``, ``my_timestamp_to_binary`` /
+  ``_from_binary``, ``TIME_to_longlong_*_packed``), MariaDB ``sql/compat56.cc``. Big-endian;
+  the fraction takes ``(fsp + 1) // 2`` bytes in units of 1/100, 1/10^4 or 1/10^6 s. TIME2 is a
+  two's-complement-like value offset by ``1 << (8 * size - 1)``, so negative times need no
+  special case once the whole field is read as one integer.
+* Classic DATETIME (8-byte little-endian ``YYYYMMDDhhmmss``), TIMESTAMP (4-byte little-endian
+  epoch seconds), TIME (3-byte little-endian signed ``±hhmmss``): ``Field_datetime``,
+  ``Field_timestamp``, ``Field_time`` in sql/field.cc. Their TABLE_MAP metadata is 0.
+* MariaDB's pre-10.0 "hires" formats (``mysql56_temporal_format=OFF``; TABLE_MAP type stays
+  TIME/DATETIME/TIMESTAMP with a 1-byte fsp > 0): MariaDB sql/field.cc
+  ``Field_time_hires`` / ``Field_datetime_hires`` / ``Field_timestamp_hires`` (``store_TIME``,
+  ``get_date``, ``get_timestamp``), ``pack_time`` / ``unpack_time`` (sql/sql_time.cc,
+  sql-common/my_time.c), byte widths from sql/sql_type.cc (``m_hires_bytes``,
+  ``m_sec_part_bytes``). DATETIME is big-endian ``pack_time(t) / 10^(6-fsp)``; TIME is the same
+  plus ``zero_point`` (838:59:59 + 1 s, scaled); TIMESTAMP is 4 big-endian seconds plus the
+  fraction in units of 10^-fsp s.
+
+Values: DATE -> ``datetime.date``; DATETIME -> naive ``datetime.datetime``; TIMESTAMP ->
+``datetime.datetime`` in UTC; TIME -> signed ``datetime.timedelta`` (hours above 24 kept).
+A date no calendar holds (zero date, month or day 0, year 0, Feb 31 stored with
+ALLOW_INVALID_DATES) comes back as ``InvalidTemporal`` with the text MySQL prints for it,
+fraction digits included. TIMESTAMP value 0 (with zero fraction) is the zero timestamp and
+comes back as ``InvalidTemporal("0000-00-00 00:00:00")``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import date, datetime, timedelta, timezone
+
+from .errors import DecodeError, TruncatedError
+from .values import InvalidTemporal
+
+__all__ = [
+    "DATETIME_HIRES_BYTES",
+    "MAX_FSP",
+    "TIMESTAMP_HIRES_FRACTION_BYTES",
+    "TIME_HIRES_BYTES",
+    "date_decoder",
+    "datetime2_decoder",
+    "datetime2_size",
+    "datetime_decoder",
+    "datetime_from_packed",
+    "datetime_hires_decoder",
+    "encode_date",
+    "encode_datetime",
+    "encode_datetime2",
+    "encode_datetime_hires",
+    "encode_time",
+    "encode_time2",
+    "encode_time_hires",
+    "encode_timestamp",
+    "encode_timestamp2",
+    "encode_timestamp_hires",
+    "time2_decoder",
+    "time2_size",
+    "time_decoder",
+    "time_from_packed",
+    "time_hires_decoder",
+    "timestamp2_decoder",
+    "timestamp2_size",
+    "timestamp_decoder",
+    "timestamp_hires_decoder",
+]
+
+MAX_FSP = 6
+UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = 1_000_000
+
+# MariaDB sql/sql_type.cc: Type_handler_{datetime,time}::m_hires_bytes, timestamp sec part.
+DATETIME_HIRES_BYTES = (5, 6, 6, 7, 7, 7, 8)
+TIME_HIRES_BYTES = (3, 4, 4, 5, 5, 5, 6)
+TIMESTAMP_HIRES_FRACTION_BYTES = (0, 1, 1, 2, 2, 3, 3)
+# TIME_MAX_VALUE_SECONDS (838:59:59) + 1, in microseconds: Field_time_hires::zero_point before
+# scaling.
+_TIME_HIRES_ZERO = (838 * 3600 + 59 * 60 + 59 + 1) * _MICRO
+
+_DATETIMEF_INT_OFS = 0x8000000000  # my_time.cc DATETIMEF_INT_OFS
+
+DateDecoder = Callable[[bytes, int], tuple[date | InvalidTemporal, int]]
+DatetimeDecoder = Callable[[bytes, int], tuple[datetime | InvalidTemporal, int]]
+TimeDecoder = Callable[[bytes, int], tuple[timedelta, int]]
+
+
+def _check_fsp(fsp: int, what: str) -> None:
+    if not 0 <= fsp <= MAX_FSP:
+        raise DecodeError(f"invalid fractional seconds precision {fsp} for {what}")
+
+
+def _fraction_bytes(fsp: int) -> int:
+    return (fsp + 1) // 2
+
+
+def _fraction_unit(fsp: int) -> int:
+    """Microseconds per stored fraction unit in the MySQL 5.6 formats."""
+    return 10 ** (MAX_FSP - 2 * _fraction_bytes(fsp))
+
+
+def time2_size(fsp: int) -> int:
+    return 3 + _fraction_bytes(fsp)
+
+
+def datetime2_size(fsp: int) -> int:
+    return 5 + _fraction_bytes(fsp)
+
+
+def timestamp2_size(fsp: int) -> int:
+    return 4 + _fraction_bytes(fsp)
+
+
+def _datetime_text(
+    year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int, fsp: int
+) -> str:
+    text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+    if fsp:
+        text += f".{micro // 10 ** (MAX_FSP - fsp):0{fsp}d}"
+    return text
+
+
+def _make_datetime(
+    year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int, fsp: int
+) -> datetime | InvalidTemporal:
+    try:
+        return datetime(year, month, day, hour, minute, second, micro)
+    except ValueError:
+        return InvalidTemporal(_datetime_text(year, month, day, hour, minute, second, micro, fsp))
+
+
+def _zero_timestamp(fsp: int) -> InvalidTemporal:
+    return InvalidTemporal(_datetime_text(0, 0, 0, 0, 0, 0, 0, fsp))
+
+
+def _truncated(what: str) -> TruncatedError:
+    return TruncatedError(f"{what} value runs past the row image")
+
+
+# --------------------------------------------------------------------------- decoders
+
+
+def date_decoder() -> DateDecoder:
+    """DATE: 3 bytes little-endian, ``year << 9 | month << 5 | day``."""
+
+    def decode(buf: bytes, offset: int) -> tuple[date | InvalidTemporal, int]:
+        end = offset + 3
+        if end > len(buf):
+            raise _truncated("DATE")
+        packed = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16
+        year = packed >> 9
+        month = (packed >> 5) & 15
+        day = packed & 31
+        try:
+            return date(year, month, day), end
+        except ValueError:
+            return InvalidTemporal(f"{year:04d}-{month:02d}-{day:02d}"), end
+
+    return decode
+
+
+def datetime2_decoder(fsp: int) -> DatetimeDecoder:
+    """DATETIME2(fsp): 5 bytes ``1 sign | 17 year*13+month | 5 day | 5 h | 6 m | 6 s`` + fraction."""
+    _check_fsp(fsp, "DATETIME")
+    frac_bits = 8 * _fraction_bytes(fsp)
+    frac_mask = (1 << frac_bits) - 1
+    unit = _fraction_unit(fsp)
+    size = datetime2_size(fsp)
+
+    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
+        end = offset + size
+        if end > len(buf):
+            raise _truncated("DATETIME")
+        whole = int.from_bytes(buf[offset:end], "big")
+        micro = (whole & frac_mask) * unit
+        packed = (whole >> frac_bits) - _DATETIMEF_INT_OFS
+        ymd = packed >> 17
+        year_month = ymd >> 5
+        year = year_month // 13
+        month = year_month % 13
+        day = ymd & 31
+        hour = (packed >> 12) & 31
+        minute = (packed >> 6) & 63
+        second = packed & 63
+        try:
+            return datetime(year, month, day, hour, minute, second, micro), end
+        except ValueError:
+            text = _datetime_text(year, month, day, hour, minute, second, micro, fsp)
+            return InvalidTemporal(text), end
+
+    return decode
+
+
+def timestamp2_decoder(fsp: int) -> DatetimeDecoder:
+    """TIMESTAMP2(fsp): 4 bytes big-endian epoch seconds + fraction."""
+    _check_fsp(fsp, "TIMESTAMP")
+    frac_bits = 8 * _fraction_bytes(fsp)
+    frac_mask = (1 << frac_bits) - 1
+    unit = _fraction_unit(fsp)
+    size = timestamp2_size(fsp)
+    zero = _zero_timestamp(fsp)
+    epoch = _EPOCH
+    utc = UTC
+
+    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
+        end = offset + size
+        if end > len(buf):
+            raise _truncated("TIMESTAMP")
+        whole = int.from_bytes(buf[offset:end], "big")
+        seconds = whole >> frac_bits
+        micro = (whole & frac_mask) * unit
+        if micro:
+            return epoch + timedelta(0, seconds, micro), end
+        if seconds:
+            return datetime.fromtimestamp(seconds, utc), end
+        return zero, end
+
+    return decode
+
+
+def time2_decoder(fsp: int) -> TimeDecoder:
+    """TIME2(fsp): ``1 sign | 1 unused | 10 h | 6 m | 6 s`` + fraction, offset binary."""
+    _check_fsp(fsp, "TIME")
+    frac_bits = 8 * _fraction_bytes(fsp)
+    frac_mask = (1 << frac_bits) - 1
+    unit = _fraction_unit(fsp)
+    size = time2_size(fsp)
+    offset_value = 1 << (8 * size - 1)
+
+    def decode(buf: bytes, offset: int) -> tuple[timedelta, int]:
+        end = offset + size
+        if end > len(buf):
+            raise _truncated("TIME")
+        value = int.from_bytes(buf[offset:end], "big") - offset_value
+        magnitude = -value if value < 0 else value
+        hms = magnitude >> frac_bits
+        seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63)
+        delta = timedelta(0, seconds, (magnitude & frac_mask) * unit)
+        return (-delta if value < 0 else delta), end
+
+    return decode
+
+
+def datetime_decoder() -> DatetimeDecoder:
+    """Classic DATETIME: 8 bytes little-endian, the decimal number ``YYYYMMDDhhmmss``."""
+
+    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
+        end = offset + 8
+        if end > len(buf):
+            raise _truncated("DATETIME")
+        number = int.from_bytes(buf[offset:end], "little")
+        ymd, hms = divmod(number, 1_000_000)
+        year, md = divmod(ymd, 10_000)
+        month, day = divmod(md, 100)
+        hour, ms = divmod(hms, 10_000)
+        minute, second = divmod(ms, 100)
+        return _make_datetime(year, month, day, hour, minute, second, 0, 0), end
+
+    return decode
+
+
+def timestamp_decoder() -> DatetimeDecoder:
+    """Classic TIMESTAMP: 4 bytes little-endian epoch seconds."""
+    zero = _zero_timestamp(0)
+    utc = UTC
+
+    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
+        end = offset + 4
+        if end > len(buf):
+            raise _truncated("TIMESTAMP")
+        seconds = int.from_bytes(buf[offset:end], "little")
+        if seconds:
+            return datetime.fromtimestamp(seconds, utc), end
+        return zero, end
+
+    return decode
+
+
+def time_decoder() -> TimeDecoder:
+    """Classic TIME: 3 bytes little-endian signed, the decimal number ``±hhmmss``."""
+
+    def decode(buf: bytes, offset: int) -> tuple[timedelta, int]:
+        end = offset + 3
+        if end > len(buf):
+            raise _truncated("TIME")
+        number = int.from_bytes(buf[offset:end], "little", signed=True)
+        magnitude = -number if number < 0 else number
+        hour, ms = divmod(magnitude, 10_000)
+        minute, second = divmod(ms, 100)
+        delta = timedelta(0, hour * 3600 + minute * 60 + second)
+        return (-delta if number < 0 else delta), end
+
+    return decode
+
+
+def _unpack_hires(packed: int) -> tuple[int, int, int, int, int, int, int]:
+    """MariaDB ``unpack_time`` for a non-negative value: (y, m, d, h, mi, s, us)."""
+    rest, micro = divmod(packed, _MICRO)
+    rest, second = divmod(rest, 60)
+    rest, minute = divmod(rest, 60)
+    rest, hour = divmod(rest, 24)
+    rest, day = divmod(rest, 32)
+    year, month = divmod(rest, 13)
+    return year, month, day, hour, minute, second, micro
+
+
+def datetime_hires_decoder(fsp: int) -> DatetimeDecoder:
+    """MariaDB DATETIME(fsp>0) hires: big-endian ``pack_time(t) / 10^(6-fsp)``."""
+    _check_fsp(fsp, "DATETIME")
+    if fsp == 0:
+        return datetime_decoder()
+    size = DATETIME_HIRES_BYTES[fsp]
+    unit = 10 ** (MAX_FSP - fsp)
+
+    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
+        end = offset + size
+        if end > len(buf):
+            raise _truncated("DATETIME")
+        packed = int.from_bytes(buf[offset:end], "big") * unit
+        return _make_datetime(*_unpack_hires(packed), fsp), end
+
+    return decode
+
+
+def timestamp_hires_decoder(fsp: int) -> DatetimeDecoder:
+    """MariaDB TIMESTAMP(fsp>0) hires: 4 bytes big-endian seconds + fraction in 10^-fsp s."""
+    _check_fsp(fsp, "TIMESTAMP")
+    if fsp == 0:
+        return timestamp_decoder()
+    frac_bits = 8 * TIMESTAMP_HIRES_FRACTION_BYTES[fsp]
+    frac_mask = (1 << frac_bits) - 1
+    size = 4 + TIMESTAMP_HIRES_FRACTION_BYTES[fsp]
+    unit = 10 ** (MAX_FSP - fsp)
+    zero = _zero_timestamp(fsp)
+    epoch = _EPOCH
+
+    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
+        end = offset + size
+        if end > len(buf):
+            raise _truncated("TIMESTAMP")
+        whole = int.from_bytes(buf[offset:end], "big")
+        seconds = whole >> frac_bits
+        micro = (whole & frac_mask) * unit
+        if seconds or micro:
+            return epoch + timedelta(0, seconds, micro), end
+        return zero, end
+
+    return decode
+
+
+def time_hires_decoder(fsp: int) -> TimeDecoder:
+    """MariaDB TIME(fsp>0) hires: big-endian ``pack_time(t) / 10^(6-fsp) + zero_point``."""
+    _check_fsp(fsp, "TIME")
+    if fsp == 0:
+        return time_decoder()
+    size = TIME_HIRES_BYTES[fsp]
+    unit = 10 ** (MAX_FSP - fsp)
+    zero_point = _TIME_HIRES_ZERO // unit
+
+    def decode(buf: bytes, offset: int) -> tuple[timedelta, int]:
+        end = offset + size
+        if end > len(buf):
+            raise _truncated("TIME")
+        micro = (int.from_bytes(buf[offset:end], "big") - zero_point) * unit
+        return timedelta(microseconds=micro), end
+
+    return decode
+
+
+# ------------------------------------------------------------------ packed longlong forms
+
+
+def datetime_from_packed(packed: int, fsp: int = MAX_FSP) -> datetime | InvalidTemporal:
+    """A DATETIME from MySQL's in-memory packed longlong (``TIME_to_longlong_datetime_packed``),
+    as used for temporal scalars inside binary JSON."""
+    magnitude = -packed if packed < 0 else packed
+    micro = magnitude & 0xFFFFFF
+    ymdhms = magnitude >> 24
+    ymd = ymdhms >> 17
+    hms = ymdhms & 0x1FFFF
+    year_month = ymd >> 5
+    return _make_datetime(
+        year_month // 13,
+        year_month % 13,
+        ymd & 31,
+        hms >> 12,
+        (hms >> 6) & 63,
+        hms & 63,
+        micro,
+        fsp,
+    )
+
+
+def time_from_packed(packed: int) -> timedelta:
+    """A TIME from MySQL's packed longlong (``TIME_to_longlong_time_packed``)."""
+    magnitude = -packed if packed < 0 else packed
+    hms = magnitude >> 24
+    seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63)
+    delta = timedelta(0, seconds, magnitude & 0xFFFFFF)
+    return -delta if packed < 0 else delta
+
+
+# --------------------------------------------------------------------------- encoders
+
+_TEXT = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?\Z",
+)
+
+_Fields = tuple[int, int, int, int, int, int, int]
+
+
+def _fields(value: date | datetime | InvalidTemporal) -> _Fields:
+    """(year, month, day, hour, minute, second, microsecond) of a value or invalid text."""
+    if isinstance(value, InvalidTemporal):
+        match = _TEXT.match(value.text)
+        if match is None:
+            raise ValueError(f"cannot encode {value!r}")
+        fraction = match.group(7) or ""
+        micro = int(fraction.ljust(MAX_FSP, "0")) if fraction else 0
+        year, month, day = (int(match.group(i)) for i in (1, 2, 3))
+        hour, minute, second = (int(match.group(i) or 0) for i in (4, 5, 6))
+        return year, month, day, hour, minute, second, micro
+    if isinstance(value, datetime):
+        return (
+            value.year,
+            value.month,
+            value.day,
+            value.hour,
+            value.minute,
+            value.second,
+            value.microsecond,
+        )
+    return value.year, value.month, value.day, 0, 0, 0, 0
+
+
+def _check_micro(micro: int, unit: int, fsp: int) -> None:
+    if micro % unit:
+        raise ValueError(f"{micro} microseconds do not fit fractional precision {fsp}")
+
+
+def _time_parts(value: timedelta) -> tuple[bool, int, int, int, int, int]:
+    """(negative, total microseconds magnitude, hours, minutes, seconds, microseconds)."""
+    total = value // timedelta(microseconds=1)
+    negative = total < 0
+    magnitude = -total if negative else total
+    seconds, micro = divmod(magnitude, _MICRO)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return negative, magnitude, hours, minutes, secs, micro
+
+
+def encode_date(value: date | InvalidTemporal) -> bytes:
+    year, month, day, *_ = _fields(value)
+    return (year << 9 | month << 5 | day).to_bytes(3, "little")
+
+
+def encode_datetime2(value: datetime | InvalidTemporal, fsp: int) -> bytes:
+    _check_fsp(fsp, "DATETIME")
+    year, month, day, hour, minute, second, micro = _fields(value)
+    unit = _fraction_unit(fsp)
+    _check_micro(micro, 10 ** (MAX_FSP - fsp), fsp)
+    ymd = (year * 13 + month) << 5 | day
+    packed = (ymd << 17 | hour << 12 | minute << 6 | second) + _DATETIMEF_INT_OFS
+    frac_bits = 8 * _fraction_bytes(fsp)
+    return (packed << frac_bits | micro // unit).to_bytes(datetime2_size(fsp), "big")
+
+
+def _epoch_parts(value: datetime | InvalidTemporal) -> tuple[int, int]:
+    if isinstance(value, InvalidTemporal):
+        if any(_fields(value)):
+            raise ValueError(f"only the zero TIMESTAMP can be encoded, not {value!r}")
+        return 0, 0
+    if value.tzinfo is None:
+        raise ValueError("TIMESTAMP values must be timezone-aware")
+    delta = value - _EPOCH
+    seconds, micro = divmod(delta // timedelta(microseconds=1), _MICRO)
+    if not 0 <= seconds < 1 << 32:
+        raise ValueError(f"{value!r} is outside the TIMESTAMP range")
+    return seconds, micro
+
+
+def encode_timestamp2(value: datetime | InvalidTemporal, fsp: int) -> bytes:
+    _check_fsp(fsp, "TIMESTAMP")
+    seconds, micro = _epoch_parts(value)
+    _check_micro(micro, 10 ** (MAX_FSP - fsp), fsp)
+    frac_bits = 8 * _fraction_bytes(fsp)
+    whole = seconds << frac_bits | micro // _fraction_unit(fsp)
+    return whole.to_bytes(timestamp2_size(fsp), "big")
+
+
+def encode_time2(value: timedelta, fsp: int) -> bytes:
+    _check_fsp(fsp, "TIME")
+    negative, _, hours, minutes, seconds, micro = _time_parts(value)
+    if hours > 1023:
+        raise ValueError(f"{value!r} is outside the TIME2 range")
+    _check_micro(micro, 10 ** (MAX_FSP - fsp), fsp)
+    frac_bits = 8 * _fraction_bytes(fsp)
+    magnitude = (hours << 12 | minutes << 6 | seconds) << frac_bits | micro // _fraction_unit(
+        fsp
+    )
+    size = time2_size(fsp)
+    stored = (-magnitude if negative else magnitude) + (1 << (8 * size - 1))
+    return stored.to_bytes(size, "big")
+
+
+def encode_datetime(value: datetime | InvalidTemporal) -> bytes:
+    year, month, day, hour, minute, second, micro = _fields(value)
+    _check_micro(micro, _MICRO, 0)
+    number = ((year * 100 + month) * 100 + day) * 1_000_000 + hour * 10_000 + minute * 100
+    return (number + second).to_bytes(8, "little")
+
+
+def encode_timestamp(value: datetime | InvalidTemporal) -> bytes:
+    seconds, micro = _epoch_parts(value)
+    _check_micro(micro, _MICRO, 0)
+    return seconds.to_bytes(4, "little")
+
+
+def encode_time(value: timedelta) -> bytes:
+    negative, _, hours, minutes, seconds, micro = _time_parts(value)
+    _check_micro(micro, _MICRO, 0)
+    number = hours * 10_000 + minutes * 100 + seconds
+    if number >= 1 << 23:
+        raise ValueError(f"{value!r} is outside the TIME range")
+    return (-number if negative else number).to_bytes(3, "little", signed=True)
+
+
+def encode_datetime_hires(value: datetime | InvalidTemporal, fsp: int) -> bytes:
+    _check_fsp(fsp, "DATETIME")
+    if fsp == 0:
+        return encode_datetime(value)
+    year, month, day, hour, minute, second, micro = _fields(value)
+    unit = 10 ** (MAX_FSP - fsp)
+    _check_micro(micro, unit, fsp)
+    packed = ((((year * 13 + month) * 32 + day) * 24 + hour) * 60 + minute) * 60 + second
+    packed = packed * _MICRO + micro
+    return (packed // unit).to_bytes(DATETIME_HIRES_BYTES[fsp], "big")
+
+
+def encode_timestamp_hires(value: datetime | InvalidTemporal, fsp: int) -> bytes:
+    _check_fsp(fsp, "TIMESTAMP")
+    if fsp == 0:
+        return encode_timestamp(value)
+    seconds, micro = _epoch_parts(value)
+    unit = 10 ** (MAX_FSP - fsp)
+    _check_micro(micro, unit, fsp)
+    fraction = (micro // unit).to_bytes(TIMESTAMP_HIRES_FRACTION_BYTES[fsp], "big")
+    return seconds.to_bytes(4, "big") + fraction
+
+
+def encode_time_hires(value: timedelta, fsp: int) -> bytes:
+    _check_fsp(fsp, "TIME")
+    if fsp == 0:
+        return encode_time(value)
+    negative, magnitude, *_ = _time_parts(value)
+    unit = 10 ** (MAX_FSP - fsp)
+    _check_micro(magnitude, unit, fsp)
+    if magnitude >= _TIME_HIRES_ZERO:
+        raise ValueError(f"{value!r} is outside the TIME range")
+    scaled = magnitude // unit
+    stored = (-scaled if negative else scaled) + _TIME_HIRES_ZERO // unit
+    return stored.to_bytes(TIME_HIRES_BYTES[fsp], "big")

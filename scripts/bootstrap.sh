@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks: Debian packages for the real servers the tests and the
+# demo start (MariaDB, Mosquitto, Java for Spark), then a virtualenv with the project.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server-core)
+command -v mariadb-install-db >/dev/null 2>&1 || need+=(mariadb-server-core)
+command -v my_print_defaults >/dev/null 2>&1 || need+=(mariadb-client-core)
+command -v mariadb-binlog >/dev/null 2>&1 || need+=(mariadb-client)
+command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "bootstrap: installing ${need[*]}" >&2
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+    .venv/bin/pip install -q -e '.[dev]'
+    rm -f .venv/.installed-*
+    touch "$stamp"
+fi

@@ -1,0 +1,118 @@
+"""Shared fixtures: throwaway servers for live tests, and where the binlog corpus lives.
+
+Every fixture here is session-scoped and lazy: a server starts only when a test asks for it,
+so a run of unit tests starts nothing. When the server binaries are missing the tests skip with
+the reason; with REPLICATOR_REQUIRE_LIVE=1 (CI sets it) that skip becomes a failure, so CI can
+never go green by skipping the live tests. The Docker fixtures skip without an engine unless
+REPLICATOR_REQUIRE_DOCKER=1.
+
+The servers are shared by the whole session: a test that stops or restarts one must leave it
+running, and should create its own databases rather than assume an empty server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from tests.harness.containers import DockerServer, docker_available, start_mariadb, start_mysql84
+from tests.harness.mariadb import MariaDBServer, mariadb_available, mariadbd_version
+from tests.harness.mosquitto import MosquittoBroker, mosquitto_available
+
+REQUIRE_LIVE_ENV = "REPLICATOR_REQUIRE_LIVE"
+REQUIRE_DOCKER_ENV = "REPLICATOR_REQUIRE_DOCKER"
+
+# /work/main/tests/conftest.py -> /work/shared/binlog-corpus
+CORPUS_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "binlog-corpus"
+
+
+def _unavailable(reason: str, require_env: str) -> NoReturn:
+    if os.environ.get(require_env) == "1":
+        pytest.fail(f"{reason} ({require_env}=1 forbids skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _row_metadata_args(level: str) -> tuple[str, ...]:
+    """``--binlog-row-metadata=level``; the option exists from MariaDB 10.5 (default NO_LOG)."""
+    if mariadbd_version() < (10, 5):
+        pytest.skip(f"--binlog-row-metadata={level} needs MariaDB 10.5+")
+    return (f"--binlog-row-metadata={level}",)
+
+
+def _serve_mariadb(extra_args: Sequence[str]) -> Iterator[MariaDBServer]:
+    server = MariaDBServer(extra_args)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDBServer]:
+    """A MariaDB server with binlog_row_metadata=MINIMAL (as MySQL's default)."""
+    ok, reason = mariadb_available()
+    if not ok:
+        _unavailable(reason, REQUIRE_LIVE_ENV)
+    yield from _serve_mariadb(_row_metadata_args("MINIMAL"))
+
+
+@pytest.fixture(scope="session")
+def mariadb_full_metadata() -> Iterator[MariaDBServer]:
+    """A MariaDB server with binlog_row_metadata=FULL (column names, charsets, ENUM labels)."""
+    ok, reason = mariadb_available()
+    if not ok:
+        _unavailable(reason, REQUIRE_LIVE_ENV)
+    yield from _serve_mariadb(_row_metadata_args("FULL"))
+
+
+@pytest.fixture(scope="session")
+def mosquitto() -> Iterator[MosquittoBroker]:
+    """A Mosquitto broker on a free port; a test that stop()s it must start() it again."""
+    ok, reason = mosquitto_available()
+    if not ok:
+        _unavailable(reason, REQUIRE_LIVE_ENV)
+    broker = MosquittoBroker()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="session")
+def docker_mysql84() -> Iterator[DockerServer]:
+    """MySQL 8.4 in Docker, GTID mode on; skips when no Docker engine is reachable."""
+    ok, reason = docker_available()
+    if not ok:
+        _unavailable(reason, REQUIRE_DOCKER_ENV)
+    server = start_mysql84()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def docker_mariadb() -> Iterator[DockerServer]:
+    """MariaDB 11.4 in Docker; skips when no Docker engine is reachable."""
+    ok, reason = docker_available()
+    if not ok:
+        _unavailable(reason, REQUIRE_DOCKER_ENV)
+    server = start_mariadb()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The shared corpus of real server-written binlog files (../shared/binlog-corpus)."""
+    if not CORPUS_DIR.is_dir():
+        pytest.skip(f"binlog corpus not found at {CORPUS_DIR}")
+    return CORPUS_DIR
