@@ -12,7 +12,10 @@ precision (README "dump output"):
 * zero/invalid dates as null (and counted in the summary), never as a made-up date;
 * text as strings; binary values (BINARY, VARBINARY, BLOB, GEOMETRY WKB, text of unknown
   charset) as ``{"base64": "..."}``;
-* JSON columns as their canonical JSON text (a string); VECTOR as a list of floats;
+* JSON columns as their canonical JSON text (a string); a JSON column logged only as diffs
+  without its before image (PARTIAL_JSON with MINIMAL row images) as
+  ``{"json_diffs": [{"op": "REPLACE", "path": "$.a", "value": "<json>"}]}``;
+* VECTOR as a list of floats;
 * SQL NULL as null; columns absent from a partial row image are left out.
 """
 
@@ -27,6 +30,8 @@ from decimal import Decimal
 from typing import Any
 
 from .binlog import events as ev
+from .binlog.json_binary import json_to_text
+from .binlog.json_diff import UnappliedJsonDiffs
 from .binlog.values import ABSENT, InvalidTemporal
 
 
@@ -82,6 +87,14 @@ class RowChangeFormatter:
         if isinstance(value, InvalidTemporal):
             self.stats.invalid_temporals += 1
             return None
+        if isinstance(value, UnappliedJsonDiffs):
+            return {
+                "json_diffs": [
+                    {"op": d.operation.name, "path": d.path}
+                    | ({} if d.value is None else {"value": json_to_text(d.value)})
+                    for d in value.diffs
+                ]
+            }
         if isinstance(value, (list, tuple)):
             return [self.value(v) for v in value]
         raise TypeError(f"no JSON form for {type(value).__name__}")

@@ -44,7 +44,7 @@ def zstd_uncompress(data: bytes, expected_size: int) -> bytes:
         out = zstandard.ZstdDecompressor().decompressobj().decompress(data)
     except zstandard.ZstdError as exc:
         raise DecodeError(f"cannot inflate zstd transaction payload: {exc}") from exc
-    if len(out) != expected_size:
+    if expected_size and len(out) != expected_size:  # 0: the header did not say
         raise DecodeError(
             f"zstd transaction payload inflated to {len(out)} bytes, header says {expected_size}"
         )

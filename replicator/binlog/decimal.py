@@ -10,7 +10,8 @@ non-negative values. The row metadata is ``precision << 8 | scale`` (``Field_new
 do_save_field_metadata`` in sql/field.cc).
 
 Values come back as ``decimal.Decimal`` with exactly ``scale`` fractional digits (exponent
-``-scale``), exact up to the 65 digits MySQL allows. Negative zero is returned as zero.
+``-scale``), exact up to the 65 digits MySQL allows. Negative zero is returned as zero
+(``Decimal(-0)`` is plain 0). A digit group above its decimal range is a ``DecodeError``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .errors import DecodeError, TruncatedError
 __all__ = [
     "MAX_PRECISION",
     "DecimalDecoder",
+    "build_decimal_converter",
     "build_decimal_decoder",
     "decimal_size",
     "decode_decimal",
@@ -62,8 +64,8 @@ def decimal_size(precision: int, scale: int) -> int:
     return sum(width for width, _ in _groups(precision, scale))
 
 
-def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:
-    """A decoder for one DECIMAL(precision, scale) column, with its layout precomputed."""
+def build_decimal_converter(precision: int, scale: int) -> Callable[[bytes], Decimal]:
+    """Converts exactly ``decimal_size(precision, scale)`` bytes to the value."""
     _check_shape(precision, scale)
     groups = _groups(precision, scale)
     size = sum(width for width, _ in groups)
@@ -82,11 +84,11 @@ def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:
     exponent = -scale
     exact = _EXACT
 
-    def decode(buf: bytes, offset: int) -> tuple[Decimal, int]:
-        end = offset + size
-        if end > len(buf):
-            raise TruncatedError(f"DECIMAL({precision},{scale}) value runs past the row image")
-        raw = int.from_bytes(buf[offset:end], "big")
+    def bad_group(group: int) -> DecodeError:
+        return DecodeError(f"DECIMAL({precision},{scale}) value has an invalid digit group {group}")
+
+    def convert(raw_bytes: bytes) -> Decimal:
+        raw = int.from_bytes(raw_bytes, "big")
         if raw & top:
             raw ^= top
             negative = False
@@ -97,15 +99,48 @@ def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:
         for bit_shift, mask, limit, group_weight in layout:
             group = (raw >> bit_shift) & mask
             if group >= limit:
-                raise DecodeError(
-                    f"DECIMAL({precision},{scale}) value has an invalid digit group {group}"
-                )
+                raise bad_group(group)
             unscaled += group * group_weight
-        if negative and unscaled:
+        if negative:
             unscaled = -unscaled
         if exponent:
-            return Decimal(unscaled).scaleb(exponent, exact), end
-        return Decimal(unscaled), end
+            return Decimal(unscaled).scaleb(exponent, exact)
+        return Decimal(unscaled)
+
+    if len(layout) != 1:
+        return convert
+    ((_, _, only_limit, _),) = layout
+
+    def convert_one_group(raw_bytes: bytes) -> Decimal:
+        """Up to 9 digits in one group: no loop."""
+        raw = int.from_bytes(raw_bytes, "big")
+        if raw & top:
+            unscaled = raw ^ top
+            if unscaled >= only_limit:
+                raise bad_group(unscaled)
+        else:
+            unscaled = raw ^ invert
+            if unscaled >= only_limit:
+                raise bad_group(unscaled)
+            unscaled = -unscaled
+        if exponent:
+            return Decimal(unscaled).scaleb(exponent, exact)
+        return Decimal(unscaled)
+
+    return convert_one_group
+
+
+def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:
+    """A ``(buf, offset)`` decoder for one DECIMAL(precision, scale) column."""
+    convert = build_decimal_converter(precision, scale)
+    size = decimal_size(precision, scale)
+
+    def decode(buf: bytes, offset: int) -> tuple[Decimal, int]:
+        end = offset + size
+        raw = buf[offset:end]
+        if len(raw) != size:
+            raise TruncatedError(f"DECIMAL({precision},{scale}) value runs past the row image")
+        return convert(raw), end
 
     return decode
 

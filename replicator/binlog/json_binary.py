@@ -57,6 +57,8 @@ from .errors import DecodeError
 __all__ = [
     "JsonOpaque",
     "JsonValue",
+    "decimal_from_bin",
+    "decimal_to_bin",
     "decode_json_text",
     "decode_json_value",
     "encode_json_value",

@@ -35,8 +35,9 @@ image:
     (``json_binary.py``).
 
 The diffs apply to the column's value in the before image, so the before image must hold
-that column. With ``binlog_row_image=MINIMAL`` it may hold only the key; the caller must
-then take the document from its own state of the row (the last full image it saw).
+that column. With ``binlog_row_image=MINIMAL`` it holds only the key (seen in real 8.0.22
+files), and a stateless decoder cannot rebuild the document: ``decode_partial_after_image``
+(the row decoder's hook for the after image) then stops with a DecodeError that says so.
 
 Semantics (``apply_json_diffs`` and ``seek_exact_path`` in ``sql/json_diff.cc``): paths have
 no wildcards and are never just ``$``; REPLACE needs the path to exist; INSERT needs the
@@ -49,12 +50,20 @@ server would reject raises ``DecodeError``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import IntEnum
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from .constants import ColumnType
 from .errors import DecodeError
-from .json_binary import JsonValue, decode_json_value
+from .json_binary import JsonValue, decode_json_value, json_to_text
+from .schema import ColumnDef
+from .values import ABSENT
+
+if TYPE_CHECKING:
+    from .rows import RowImage, RowLayout
 
 __all__ = [
     "JsonDiff",
@@ -62,6 +71,7 @@ __all__ = [
     "JsonPathLeg",
     "apply_json_diffs",
     "decode_json_diffs",
+    "decode_partial_after_image",
     "decode_partial_json_header",
     "parse_json_path",
 ]
@@ -83,7 +93,7 @@ class JsonDiff:
 
     operation: JsonDiffOperation
     path: str
-    value: JsonValue
+    value: JsonValue = None
 
 
 # A path leg: a member name (str) or an array index (int). Non-negative indexes count from
@@ -110,6 +120,85 @@ def decode_partial_json_header(
         raise DecodeError("PARTIAL_UPDATE_ROWS partial_bits truncated")
     bits = tuple(bool(data[pos + i // 8] >> (i % 8) & 1) for i in range(json_column_count))
     return value_options, bits, pos + nbytes
+
+
+def decode_partial_after_image(
+    data: bytes,
+    pos: int,
+    before: RowImage,
+    layout: RowLayout,
+    columns: Sequence[ColumnDef],
+) -> tuple[RowImage, int]:
+    """Decode one PARTIAL_UPDATE_ROWS after image starting at ``pos`` (at value_options).
+
+    Columns whose partial bit is set get their diffs applied to the same column of
+    ``before`` (canonical JSON text, as the JSON column decoder produces it) and come out as
+    canonical text too; every other column is decoded by ``layout`` as usual. When the before
+    image lacks the column (binlog_row_image=MINIMAL) the diffs cannot be applied here and the
+    column holds ``UnappliedJsonDiffs``; a diff against SQL NULL raises DecodeError.
+    """
+    json_columns = [i for i, col in enumerate(columns) if col.type == ColumnType.JSON]
+    _, bits, pos = decode_partial_json_header(data, pos, len(json_columns))
+    partial = {index for index, bit in zip(json_columns, bits, strict=True) if bit}
+    if not partial:
+        return layout.decode(data, pos)
+    nulls = int.from_bytes(data[pos : pos + layout.null_bytes], "little")
+    pos += layout.null_bytes
+    row = list(layout.template)
+    bit = 1
+    for index, decoder in zip(layout.present, layout.decoders, strict=True):
+        if nulls & bit:
+            row[index] = None
+        elif index in partial:
+            diffs, pos = decode_json_diffs(data, pos)
+            if before[index] is ABSENT:
+                row[index] = UnappliedJsonDiffs(tuple(diffs))
+            else:
+                row[index] = json_to_text(apply_json_diffs(_before_document(before, index), diffs))
+        else:
+            row[index], pos = decoder(data, pos)
+        bit <<= 1
+    return tuple(row), pos
+
+
+@dataclass(frozen=True, slots=True)
+class UnappliedJsonDiffs:
+    """A JSON column logged as diffs (PARTIAL_JSON) whose before image was not logged
+    (binlog_row_image=MINIMAL): the new document cannot be computed from the binlog alone.
+    Consumers that need the full value must stop or look the row up; never drop it."""
+
+    diffs: tuple[JsonDiff, ...]
+
+
+def _before_document(before: RowImage, index: int) -> JsonValue:
+    value = before[index] if index < len(before) else ABSENT
+    if value is ABSENT:
+        raise DecodeError(
+            f"column {index + 1} is logged as a JSON diff but its before image is missing",
+            hint=(
+                "PARTIAL_JSON updates need the JSON column in the before image: set "
+                "binlog_row_image=FULL, or binlog_row_value_options='' on the source"
+            ),
+        )
+    if not isinstance(value, str):
+        raise DecodeError(f"column {index + 1} is logged as a JSON diff against SQL NULL")
+    return _text_to_tree(value)
+
+
+def _number(text: str) -> float | Decimal:
+    # Canonical text prints decimals without exponent and doubles as repr(); a repr without
+    # an exponent reads back as a Decimal that prints the same digits. Either way the text
+    # of every untouched number is kept exactly.
+    return float(text) if "e" in text or "E" in text else Decimal(text)
+
+
+def _text_to_tree(text: str) -> JsonValue:
+    """Canonical text (``json_to_text``) back to a tree that prints as the same text."""
+    try:
+        tree: JsonValue = json.loads(text, parse_float=_number)
+    except json.JSONDecodeError as exc:
+        raise DecodeError(f"before image is not JSON text: {exc.msg}") from None
+    return tree
 
 
 def decode_json_diffs(data: bytes, pos: int) -> tuple[list[JsonDiff], int]:

@@ -250,7 +250,7 @@ class EventParser:
         except DecodeError as exc:
             if exc.position is None:
                 raise type(exc)(
-                    str(exc.args[0]) if exc.args else "decode error",
+                    f"{_type_name(type_code)} event: {exc.args[0] if exc.args else 'bad data'}",
                     file=self.file,
                     position=start,
                     hint=exc.hint,
@@ -321,14 +321,6 @@ class EventParser:
     def forget_tables(self) -> None:
         self.tables.clear()
 
-
-def _type_name(type_code: int) -> str:
-    try:
-        return _T(type_code).name
-    except ValueError:
-        return f"type-{type_code}"
-
-
     # -- payload ---------------------------------------------------------------------------
 
     def parse_inner(self, raw: bytes, outer: _Where) -> ev.Event:
@@ -348,6 +340,13 @@ def _type_name(type_code: int) -> str:
         if decoder is None:
             return self._unknown(where, raw[EVENT_HEADER_SIZE:])
         return decoder(self, where, raw[EVENT_HEADER_SIZE:])
+
+
+def _type_name(type_code: int) -> str:
+    try:
+        return _T(type_code).name
+    except ValueError:
+        return f"type-{type_code}"
 
 
 # -- control events ---------------------------------------------------------------------------
@@ -475,6 +474,8 @@ def _query(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 
 
 def _xid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
+    if len(body) != 8:
+        raise DecodeError(f"XID event body is {len(body)} bytes, expected 8")
     return ev.XidEvent(**w.kw(), xid=int.from_bytes(body[0:8], "little"))  # type: ignore[arg-type]
 
 
@@ -638,13 +639,13 @@ _COMPRESSED_ROWS = frozenset(
      _T.MARIADB_UPDATE_ROWS_COMPRESSED, _T.MARIADB_DELETE_ROWS_COMPRESSED}
 )  # fmt: skip
 _ROWS_KIND: dict[int, ev.RowsKind] = {}
-for _code in (_T.PRE_GA_WRITE_ROWS, _T.WRITE_ROWS_V1, _T.WRITE_ROWS,
+for _code in (_T.WRITE_ROWS_V1, _T.WRITE_ROWS,
               _T.MARIADB_WRITE_ROWS_COMPRESSED_V1, _T.MARIADB_WRITE_ROWS_COMPRESSED):  # fmt: skip
     _ROWS_KIND[_code] = ev.RowsKind.INSERT
-for _code in (_T.PRE_GA_UPDATE_ROWS, _T.UPDATE_ROWS_V1, _T.UPDATE_ROWS, _T.PARTIAL_UPDATE_ROWS,
+for _code in (_T.UPDATE_ROWS_V1, _T.UPDATE_ROWS, _T.PARTIAL_UPDATE_ROWS,
               _T.MARIADB_UPDATE_ROWS_COMPRESSED_V1, _T.MARIADB_UPDATE_ROWS_COMPRESSED):  # fmt: skip
     _ROWS_KIND[_code] = ev.RowsKind.UPDATE
-for _code in (_T.PRE_GA_DELETE_ROWS, _T.DELETE_ROWS_V1, _T.DELETE_ROWS,
+for _code in (_T.DELETE_ROWS_V1, _T.DELETE_ROWS,
               _T.MARIADB_DELETE_ROWS_COMPRESSED_V1, _T.MARIADB_DELETE_ROWS_COMPRESSED):  # fmt: skip
     _ROWS_KIND[_code] = ev.RowsKind.DELETE
 
@@ -661,9 +662,6 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         extra_len, pos = uint(body, pos, 2)
         pos += extra_len - 2  # the length counts its own two bytes
     buf = bytes(body)
-    if type_code in _COMPRESSED_ROWS:
-        buf = mariadb_uncompress(buf[pos:])
-        pos = 0
     found = p.tables.get(table_id)
     if found is None:
         raise DecodeError(
@@ -691,6 +689,11 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
             def after_hook(data: bytes, at: int, before: RowImage) -> tuple[RowImage, int]:
                 return decode_partial_after_image(data, at, before, partial_layout, table.columns)
 
+    if type_code in _COMPRESSED_ROWS:
+        # MariaDB compresses only the row images; the column count and bitmaps stay plain
+        # (sql/log_event_server.cc Rows_log_event::write_compressed).
+        buf = mariadb_uncompress(buf[pos:])
+        pos = 0
     rows, afters = decode_images(buf, pos, layout, after_layout, after_hook)
     return ev.RowsEvent(
         **w.kw(),  # type: ignore[arg-type]
@@ -770,8 +773,10 @@ _DECODERS: dict[int, _BodyDecoder] = {
 for _code in _ROWS_KIND:
     _DECODERS[_code] = _rows
 # Known kinds passed on undecoded: statement-based LOAD DATA, group replication bookkeeping,
-# and IGNORABLE (whose body is by definition for someone else).
-for _code in (_T.LOAD, _T.SLAVE, _T.CREATE_FILE, _T.APPEND_BLOCK, _T.EXEC_LOAD, _T.DELETE_FILE,
+# IGNORABLE (whose body is by definition for someone else), and the rows events of pre-GA
+# MySQL 5.1 development builds (types 20-22; no released server writes them). The pipeline
+# treats an undecoded rows event as an error, never as an empty change.
+for _code in (_T.PRE_GA_WRITE_ROWS, _T.PRE_GA_UPDATE_ROWS, _T.PRE_GA_DELETE_ROWS, _T.LOAD, _T.SLAVE, _T.CREATE_FILE, _T.APPEND_BLOCK, _T.EXEC_LOAD, _T.DELETE_FILE,
               _T.NEW_LOAD, _T.BEGIN_LOAD_QUERY, _T.EXECUTE_LOAD_QUERY, _T.IGNORABLE,
               _T.TRANSACTION_CONTEXT, _T.VIEW_CHANGE):  # fmt: skip
     _DECODERS[_code] = _opaque

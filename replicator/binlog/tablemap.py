@@ -64,8 +64,8 @@ class _OptionalMetadata:
     default_charset: tuple[int, dict[int, int]] | None = None
     column_charsets: list[int] | None = None
     names: list[str] | None = None
-    set_values: list[tuple[str, ...]] | None = None
-    enum_values: list[tuple[str, ...]] | None = None
+    set_values: list[tuple[bytes, ...]] | None = None
+    enum_values: list[tuple[bytes, ...]] | None = None
     geometry_types: list[int] | None = None
     primary_key: list[int] = field(default_factory=list)
     enum_set_default_charset: tuple[int, dict[int, int]] | None = None
@@ -151,17 +151,26 @@ def _read_lenenc_list(value: bytes) -> list[int]:
     return out
 
 
-def _read_label_lists(value: bytes) -> list[tuple[str, ...]]:
-    out: list[tuple[str, ...]] = []
+def _read_label_lists(value: bytes) -> list[tuple[bytes, ...]]:
+    out: list[tuple[bytes, ...]] = []
     pos = 0
     while pos < len(value):
         count, pos = read_lenenc(value, pos)
-        labels: list[str] = []
+        labels: list[bytes] = []
         for _ in range(count):
             raw, pos = read_lenenc_bytes(value, pos)
-            labels.append(raw.decode("utf-8", "surrogateescape"))
+            labels.append(raw)
         out.append(tuple(labels))
     return out
+
+
+def _decode_labels(labels: tuple[bytes, ...] | None, codec: str | None) -> tuple[str, ...] | None:
+    """ENUM/SET labels are logged in the column's character set."""
+    if labels is None:
+        return None
+    if codec is None or codec == "binary":
+        codec = "utf-8"
+    return tuple(label.decode(codec, "surrogateescape") for label in labels)
 
 
 def _read_optional_metadata(
@@ -312,8 +321,12 @@ def decode_table_map(
                 unsigned=unsigned.get(i, known.unsigned if known else False),
                 charset=charset,
                 collation_id=collation,
-                enum_values=enum_labels.get(i, known.enum_values if known else None),
-                set_values=set_labels.get(i, known.set_values if known else None),
+                enum_values=_decode_labels(enum_labels.get(i), charset)
+                if i in enum_labels
+                else (known.enum_values if known else None),
+                set_values=_decode_labels(set_labels.get(i), charset)
+                if i in set_labels
+                else (known.set_values if known else None),
                 geometry_type=geometry.get(i),
                 vector_dimensions=vectors.get(i),
                 visible=md.visibility[i] if md.visibility is not None else True,

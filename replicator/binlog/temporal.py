@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
+from typing import TypeVar
 
 from .errors import DecodeError, TruncatedError
 from .values import InvalidTemporal
@@ -45,7 +46,9 @@ __all__ = [
     "MAX_FSP",
     "TIMESTAMP_HIRES_FRACTION_BYTES",
     "TIME_HIRES_BYTES",
+    "date_converter",
     "date_decoder",
+    "datetime2_converter",
     "datetime2_decoder",
     "datetime2_size",
     "datetime_decoder",
@@ -61,11 +64,13 @@ __all__ = [
     "encode_timestamp",
     "encode_timestamp2",
     "encode_timestamp_hires",
+    "time2_converter",
     "time2_decoder",
     "time2_size",
     "time_decoder",
     "time_from_packed",
     "time_hires_decoder",
+    "timestamp2_converter",
     "timestamp2_decoder",
     "timestamp2_size",
     "timestamp_decoder",
@@ -73,7 +78,7 @@ __all__ = [
 ]
 
 MAX_FSP = 6
-UTC = timezone.utc
+_POW10 = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = 1_000_000
 
@@ -86,6 +91,7 @@ TIMESTAMP_HIRES_FRACTION_BYTES = (0, 1, 1, 2, 2, 3, 3)
 _TIME_HIRES_ZERO = (838 * 3600 + 59 * 60 + 59 + 1) * _MICRO
 
 _DATETIMEF_INT_OFS = 0x8000000000  # my_time.cc DATETIMEF_INT_OFS
+_T = TypeVar("_T")
 
 DateDecoder = Callable[[bytes, int], tuple[date | InvalidTemporal, int]]
 DatetimeDecoder = Callable[[bytes, int], tuple[datetime | InvalidTemporal, int]]
@@ -103,7 +109,12 @@ def _fraction_bytes(fsp: int) -> int:
 
 def _fraction_unit(fsp: int) -> int:
     """Microseconds per stored fraction unit in the MySQL 5.6 formats."""
-    return 10 ** (MAX_FSP - 2 * _fraction_bytes(fsp))
+    return _POW10[MAX_FSP - 2 * _fraction_bytes(fsp)]
+
+
+def _hires_unit(fsp: int) -> int:
+    """Microseconds per stored unit for precision ``fsp`` (MariaDB ``sec_part_shift``)."""
+    return _POW10[MAX_FSP - fsp]
 
 
 def time2_size(fsp: int) -> int:
@@ -118,26 +129,27 @@ def timestamp2_size(fsp: int) -> int:
     return 4 + _fraction_bytes(fsp)
 
 
-def _datetime_text(
-    year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int, fsp: int
-) -> str:
+_Fields = tuple[int, int, int, int, int, int, int]
+"""(year, month, day, hour, minute, second, microsecond)"""
+
+
+def _datetime_text(fields: _Fields, fsp: int) -> str:
+    year, month, day, hour, minute, second, micro = fields
     text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
     if fsp:
-        text += f".{micro // 10 ** (MAX_FSP - fsp):0{fsp}d}"
+        text += f".{micro // _hires_unit(fsp):0{fsp}d}"
     return text
 
 
-def _make_datetime(
-    year: int, month: int, day: int, hour: int, minute: int, second: int, micro: int, fsp: int
-) -> datetime | InvalidTemporal:
+def _make_datetime(fields: _Fields, fsp: int) -> datetime | InvalidTemporal:
     try:
-        return datetime(year, month, day, hour, minute, second, micro)
+        return datetime(*fields)
     except ValueError:
-        return InvalidTemporal(_datetime_text(year, month, day, hour, minute, second, micro, fsp))
+        return InvalidTemporal(_datetime_text(fields, fsp))
 
 
 def _zero_timestamp(fsp: int) -> InvalidTemporal:
-    return InvalidTemporal(_datetime_text(0, 0, 0, 0, 0, 0, 0, fsp))
+    return InvalidTemporal(_datetime_text((0, 0, 0, 0, 0, 0, 0), fsp))
 
 
 def _truncated(what: str) -> TruncatedError:
@@ -147,105 +159,128 @@ def _truncated(what: str) -> TruncatedError:
 # --------------------------------------------------------------------------- decoders
 
 
-def date_decoder() -> DateDecoder:
-    """DATE: 3 bytes little-endian, ``year << 9 | month << 5 | day``."""
+def _fixed_width(
+    size: int, convert: Callable[[bytes], _T], what: str
+) -> Callable[[bytes, int], tuple[_T, int]]:
+    """A ``(buf, offset)`` decoder around a converter of exactly ``size`` bytes."""
 
-    def decode(buf: bytes, offset: int) -> tuple[date | InvalidTemporal, int]:
-        end = offset + 3
-        if end > len(buf):
-            raise _truncated("DATE")
-        packed = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16
-        year = packed >> 9
-        month = (packed >> 5) & 15
-        day = packed & 31
-        try:
-            return date(year, month, day), end
-        except ValueError:
-            return InvalidTemporal(f"{year:04d}-{month:02d}-{day:02d}"), end
+    def decode(buf: bytes, offset: int) -> tuple[_T, int]:
+        end = offset + size
+        raw = buf[offset:end]
+        if len(raw) != size:
+            raise _truncated(what)
+        return convert(raw), end
 
     return decode
 
 
-def datetime2_decoder(fsp: int) -> DatetimeDecoder:
-    """DATETIME2(fsp): 5 bytes ``1 sign | 17 year*13+month | 5 day | 5 h | 6 m | 6 s`` + fraction."""
+def date_converter() -> Callable[[bytes], date | InvalidTemporal]:
+    """DATE from its 3 bytes: little-endian ``year << 9 | month << 5 | day``."""
+
+    def convert(raw: bytes) -> date | InvalidTemporal:
+        packed = raw[0] | raw[1] << 8 | raw[2] << 16
+        year = packed >> 9
+        month = (packed >> 5) & 15
+        day = packed & 31
+        try:
+            return date(year, month, day)
+        except ValueError:
+            return InvalidTemporal(f"{year:04d}-{month:02d}-{day:02d}")
+
+    return convert
+
+
+def datetime2_converter(fsp: int) -> Callable[[bytes], datetime | InvalidTemporal]:
+    """DATETIME2(fsp) from its ``datetime2_size(fsp)`` bytes: 5 bytes big-endian
+    ``1 sign | 17 year*13+month | 5 day | 5 hour | 6 minute | 6 second``, then the fraction."""
     _check_fsp(fsp, "DATETIME")
     frac_bits = 8 * _fraction_bytes(fsp)
     frac_mask = (1 << frac_bits) - 1
     unit = _fraction_unit(fsp)
-    size = datetime2_size(fsp)
+    ofs = _DATETIMEF_INT_OFS
 
-    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
-        end = offset + size
-        if end > len(buf):
-            raise _truncated("DATETIME")
-        whole = int.from_bytes(buf[offset:end], "big")
+    def convert(raw: bytes) -> datetime | InvalidTemporal:
+        whole = int.from_bytes(raw, "big")
         micro = (whole & frac_mask) * unit
-        packed = (whole >> frac_bits) - _DATETIMEF_INT_OFS
+        packed = (whole >> frac_bits) - ofs
         ymd = packed >> 17
-        year_month = ymd >> 5
-        year = year_month // 13
-        month = year_month % 13
+        year, month = divmod(ymd >> 5, 13)
         day = ymd & 31
         hour = (packed >> 12) & 31
         minute = (packed >> 6) & 63
         second = packed & 63
         try:
-            return datetime(year, month, day, hour, minute, second, micro), end
+            return datetime(year, month, day, hour, minute, second, micro)
         except ValueError:
-            text = _datetime_text(year, month, day, hour, minute, second, micro, fsp)
-            return InvalidTemporal(text), end
+            text = _datetime_text((year, month, day, hour, minute, second, micro), fsp)
+            return InvalidTemporal(text)
 
-    return decode
+    return convert
 
 
-def timestamp2_decoder(fsp: int) -> DatetimeDecoder:
-    """TIMESTAMP2(fsp): 4 bytes big-endian epoch seconds + fraction."""
+def timestamp2_converter(fsp: int) -> Callable[[bytes], datetime | InvalidTemporal]:
+    """TIMESTAMP2(fsp) from its ``timestamp2_size(fsp)`` bytes: 4 bytes big-endian epoch
+    seconds, then the fraction."""
     _check_fsp(fsp, "TIMESTAMP")
     frac_bits = 8 * _fraction_bytes(fsp)
     frac_mask = (1 << frac_bits) - 1
     unit = _fraction_unit(fsp)
-    size = timestamp2_size(fsp)
     zero = _zero_timestamp(fsp)
     epoch = _EPOCH
     utc = UTC
+    fromtimestamp = datetime.fromtimestamp
 
-    def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
-        end = offset + size
-        if end > len(buf):
-            raise _truncated("TIMESTAMP")
-        whole = int.from_bytes(buf[offset:end], "big")
+    def convert(raw: bytes) -> datetime | InvalidTemporal:
+        whole = int.from_bytes(raw, "big")
         seconds = whole >> frac_bits
         micro = (whole & frac_mask) * unit
         if micro:
-            return epoch + timedelta(0, seconds, micro), end
+            return epoch + timedelta(0, seconds, micro)
         if seconds:
-            return datetime.fromtimestamp(seconds, utc), end
-        return zero, end
+            return fromtimestamp(seconds, utc)
+        return zero
 
-    return decode
+    return convert
 
 
-def time2_decoder(fsp: int) -> TimeDecoder:
-    """TIME2(fsp): ``1 sign | 1 unused | 10 h | 6 m | 6 s`` + fraction, offset binary."""
+def time2_converter(fsp: int) -> Callable[[bytes], timedelta]:
+    """TIME2(fsp) from its ``time2_size(fsp)`` bytes: big-endian
+    ``1 sign | 1 unused | 10 hour | 6 minute | 6 second`` + fraction, offset binary."""
     _check_fsp(fsp, "TIME")
     frac_bits = 8 * _fraction_bytes(fsp)
     frac_mask = (1 << frac_bits) - 1
     unit = _fraction_unit(fsp)
-    size = time2_size(fsp)
-    offset_value = 1 << (8 * size - 1)
+    offset_value = 1 << (8 * time2_size(fsp) - 1)
 
-    def decode(buf: bytes, offset: int) -> tuple[timedelta, int]:
-        end = offset + size
-        if end > len(buf):
-            raise _truncated("TIME")
-        value = int.from_bytes(buf[offset:end], "big") - offset_value
+    def convert(raw: bytes) -> timedelta:
+        value = int.from_bytes(raw, "big") - offset_value
         magnitude = -value if value < 0 else value
         hms = magnitude >> frac_bits
         seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63)
         delta = timedelta(0, seconds, (magnitude & frac_mask) * unit)
-        return (-delta if value < 0 else delta), end
+        return -delta if value < 0 else delta
 
-    return decode
+    return convert
+
+
+def date_decoder() -> DateDecoder:
+    """DATE (3 bytes)."""
+    return _fixed_width(3, date_converter(), "DATE")
+
+
+def datetime2_decoder(fsp: int) -> DatetimeDecoder:
+    """DATETIME2(fsp), see ``datetime2_converter``."""
+    return _fixed_width(datetime2_size(fsp), datetime2_converter(fsp), "DATETIME")
+
+
+def timestamp2_decoder(fsp: int) -> DatetimeDecoder:
+    """TIMESTAMP2(fsp), see ``timestamp2_converter``."""
+    return _fixed_width(timestamp2_size(fsp), timestamp2_converter(fsp), "TIMESTAMP")
+
+
+def time2_decoder(fsp: int) -> TimeDecoder:
+    """TIME2(fsp), see ``time2_converter``."""
+    return _fixed_width(time2_size(fsp), time2_converter(fsp), "TIME")
 
 
 def datetime_decoder() -> DatetimeDecoder:
@@ -261,7 +296,7 @@ def datetime_decoder() -> DatetimeDecoder:
         month, day = divmod(md, 100)
         hour, ms = divmod(hms, 10_000)
         minute, second = divmod(ms, 100)
-        return _make_datetime(year, month, day, hour, minute, second, 0, 0), end
+        return _make_datetime((year, month, day, hour, minute, second, 0), 0), end
 
     return decode
 
@@ -300,7 +335,7 @@ def time_decoder() -> TimeDecoder:
     return decode
 
 
-def _unpack_hires(packed: int) -> tuple[int, int, int, int, int, int, int]:
+def _unpack_hires(packed: int) -> _Fields:
     """MariaDB ``unpack_time`` for a non-negative value: (y, m, d, h, mi, s, us)."""
     rest, micro = divmod(packed, _MICRO)
     rest, second = divmod(rest, 60)
@@ -317,14 +352,14 @@ def datetime_hires_decoder(fsp: int) -> DatetimeDecoder:
     if fsp == 0:
         return datetime_decoder()
     size = DATETIME_HIRES_BYTES[fsp]
-    unit = 10 ** (MAX_FSP - fsp)
+    unit = _hires_unit(fsp)
 
     def decode(buf: bytes, offset: int) -> tuple[datetime | InvalidTemporal, int]:
         end = offset + size
         if end > len(buf):
             raise _truncated("DATETIME")
         packed = int.from_bytes(buf[offset:end], "big") * unit
-        return _make_datetime(*_unpack_hires(packed), fsp), end
+        return _make_datetime(_unpack_hires(packed), fsp), end
 
     return decode
 
@@ -337,7 +372,7 @@ def timestamp_hires_decoder(fsp: int) -> DatetimeDecoder:
     frac_bits = 8 * TIMESTAMP_HIRES_FRACTION_BYTES[fsp]
     frac_mask = (1 << frac_bits) - 1
     size = 4 + TIMESTAMP_HIRES_FRACTION_BYTES[fsp]
-    unit = 10 ** (MAX_FSP - fsp)
+    unit = _hires_unit(fsp)
     zero = _zero_timestamp(fsp)
     epoch = _EPOCH
 
@@ -361,7 +396,7 @@ def time_hires_decoder(fsp: int) -> TimeDecoder:
     if fsp == 0:
         return time_decoder()
     size = TIME_HIRES_BYTES[fsp]
-    unit = 10 ** (MAX_FSP - fsp)
+    unit = _hires_unit(fsp)
     zero_point = _TIME_HIRES_ZERO // unit
 
     def decode(buf: bytes, offset: int) -> tuple[timedelta, int]:
@@ -386,16 +421,8 @@ def datetime_from_packed(packed: int, fsp: int = MAX_FSP) -> datetime | InvalidT
     ymd = ymdhms >> 17
     hms = ymdhms & 0x1FFFF
     year_month = ymd >> 5
-    return _make_datetime(
-        year_month // 13,
-        year_month % 13,
-        ymd & 31,
-        hms >> 12,
-        (hms >> 6) & 63,
-        hms & 63,
-        micro,
-        fsp,
-    )
+    fields = (year_month // 13, year_month % 13, ymd & 31, hms >> 12, (hms >> 6) & 63, hms & 63)
+    return _make_datetime((*fields, micro), fsp)
 
 
 def time_from_packed(packed: int) -> timedelta:
@@ -412,8 +439,6 @@ def time_from_packed(packed: int) -> timedelta:
 _TEXT = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?\Z",
 )
-
-_Fields = tuple[int, int, int, int, int, int, int]
 
 
 def _fields(value: date | datetime | InvalidTemporal) -> _Fields:
@@ -465,7 +490,7 @@ def encode_datetime2(value: datetime | InvalidTemporal, fsp: int) -> bytes:
     _check_fsp(fsp, "DATETIME")
     year, month, day, hour, minute, second, micro = _fields(value)
     unit = _fraction_unit(fsp)
-    _check_micro(micro, 10 ** (MAX_FSP - fsp), fsp)
+    _check_micro(micro, _hires_unit(fsp), fsp)
     ymd = (year * 13 + month) << 5 | day
     packed = (ymd << 17 | hour << 12 | minute << 6 | second) + _DATETIMEF_INT_OFS
     frac_bits = 8 * _fraction_bytes(fsp)
@@ -489,7 +514,7 @@ def _epoch_parts(value: datetime | InvalidTemporal) -> tuple[int, int]:
 def encode_timestamp2(value: datetime | InvalidTemporal, fsp: int) -> bytes:
     _check_fsp(fsp, "TIMESTAMP")
     seconds, micro = _epoch_parts(value)
-    _check_micro(micro, 10 ** (MAX_FSP - fsp), fsp)
+    _check_micro(micro, _hires_unit(fsp), fsp)
     frac_bits = 8 * _fraction_bytes(fsp)
     whole = seconds << frac_bits | micro // _fraction_unit(fsp)
     return whole.to_bytes(timestamp2_size(fsp), "big")
@@ -500,11 +525,10 @@ def encode_time2(value: timedelta, fsp: int) -> bytes:
     negative, _, hours, minutes, seconds, micro = _time_parts(value)
     if hours > 1023:
         raise ValueError(f"{value!r} is outside the TIME2 range")
-    _check_micro(micro, 10 ** (MAX_FSP - fsp), fsp)
+    _check_micro(micro, _hires_unit(fsp), fsp)
     frac_bits = 8 * _fraction_bytes(fsp)
-    magnitude = (hours << 12 | minutes << 6 | seconds) << frac_bits | micro // _fraction_unit(
-        fsp
-    )
+    hms = hours << 12 | minutes << 6 | seconds
+    magnitude = hms << frac_bits | micro // _fraction_unit(fsp)
     size = time2_size(fsp)
     stored = (-magnitude if negative else magnitude) + (1 << (8 * size - 1))
     return stored.to_bytes(size, "big")
@@ -537,7 +561,7 @@ def encode_datetime_hires(value: datetime | InvalidTemporal, fsp: int) -> bytes:
     if fsp == 0:
         return encode_datetime(value)
     year, month, day, hour, minute, second, micro = _fields(value)
-    unit = 10 ** (MAX_FSP - fsp)
+    unit = _hires_unit(fsp)
     _check_micro(micro, unit, fsp)
     packed = ((((year * 13 + month) * 32 + day) * 24 + hour) * 60 + minute) * 60 + second
     packed = packed * _MICRO + micro
@@ -549,7 +573,7 @@ def encode_timestamp_hires(value: datetime | InvalidTemporal, fsp: int) -> bytes
     if fsp == 0:
         return encode_timestamp(value)
     seconds, micro = _epoch_parts(value)
-    unit = 10 ** (MAX_FSP - fsp)
+    unit = _hires_unit(fsp)
     _check_micro(micro, unit, fsp)
     fraction = (micro // unit).to_bytes(TIMESTAMP_HIRES_FRACTION_BYTES[fsp], "big")
     return seconds.to_bytes(4, "big") + fraction
@@ -560,7 +584,7 @@ def encode_time_hires(value: timedelta, fsp: int) -> bytes:
     if fsp == 0:
         return encode_time(value)
     negative, magnitude, *_ = _time_parts(value)
-    unit = 10 ** (MAX_FSP - fsp)
+    unit = _hires_unit(fsp)
     _check_micro(magnitude, unit, fsp)
     if magnitude >= _TIME_HIRES_ZERO:
         raise ValueError(f"{value!r} is outside the TIME range")
