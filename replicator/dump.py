@@ -139,7 +139,11 @@ class RowChangeFormatter:
         if event.kind is ev.RowsKind.UPDATE:
             for before, after in zip(event.rows, event.after, strict=True):
                 self.stats.row_changes += 1
-                yield {**common, "before": self.image(table, before), "after": self.image(table, after)}
+                yield {
+                    **common,
+                    "before": self.image(table, before),
+                    "after": self.image(table, after),
+                }
         elif event.kind is ev.RowsKind.INSERT:
             for row in event.rows:
                 self.stats.row_changes += 1

@@ -33,9 +33,11 @@ the reference reader:
 * VECTOR (MySQL 9): little-endian float32 elements -> ``list[float]``.
 * NULL type: no bytes, None.
 
-Old DECIMAL (type 0), MariaDB compressed columns and types that never reach a row event are
-refused at build time with ``DecodeError``. Every decoder raises ``TruncatedError`` when its
-value runs past the end of ``buf``.
+Old DECIMAL (type 0), MariaDB compressed columns (types 140/141) and types that never reach a
+row event are refused at build time with ``DecodeError``. Every decoder raises
+``TruncatedError`` when its value runs past the end of ``buf``. DECIMAL, DATE, DATETIME2,
+TIMESTAMP2 and TIME2 decoders keep a small per-column cache keyed by the value's bytes, since
+such values repeat across rows and the returned objects are immutable.
 """
 
 from __future__ import annotations

@@ -20,8 +20,10 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from . import events as ev
+from .charsets import codec_for_collation
 from .compression import mariadb_uncompress, zstd_uncompress
 from .constants import (
     CHECKSUM_CRC32,
@@ -40,7 +42,12 @@ from .errors import (
 )
 from .gtid import MariadbGtid, MysqlGtidSet
 from .json_diff import decode_partial_after_image
-from .mysql_bodies import decode_gtid, decode_gtid_tagged, decode_heartbeat_v2, decode_payload_header
+from .mysql_bodies import (
+    decode_gtid,
+    decode_gtid_tagged,
+    decode_heartbeat_v2,
+    decode_payload_header,
+)
 from .reader import read_lenenc, take, uint
 from .rows import RowImage, TableDecoder, decode_images
 from .tablemap import SchemaLookup, decode_table_map
@@ -151,6 +158,13 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+class _Common(TypedDict):
+    header: ev.EventHeader
+    file: str
+    position: int
+    next_position: int
+
+
 @dataclass(frozen=True, slots=True)
 class _Where:
     """Common fields of the event being decoded."""
@@ -160,7 +174,7 @@ class _Where:
     position: int
     next_position: int
 
-    def kw(self) -> dict[str, object]:
+    def kw(self) -> _Common:
         return {
             "header": self.header,
             "file": self.file,
@@ -228,7 +242,9 @@ class EventParser:
         if alg == CHECKSUM_CRC32:
             body_end -= 4
             if body_end < EVENT_HEADER_SIZE:
-                raise TruncatedError("event too short for its checksum", file=self.file, position=start)
+                raise TruncatedError(
+                    "event too short for its checksum", file=self.file, position=start
+                )
             if self.verify_checksum:
                 self._verify(raw, type_code, flags, start)
         if position is not None:
@@ -243,10 +259,7 @@ class EventParser:
         body = raw[EVENT_HEADER_SIZE:body_end]
         decoder = _DECODERS.get(type_code)
         try:
-            if decoder is None:
-                event = self._unknown(where, body)
-            else:
-                event = decoder(self, where, body)
+            event = self._unknown(where, body) if decoder is None else decoder(self, where, body)
         except DecodeError as exc:
             if exc.position is None:
                 raise type(exc)(
@@ -311,12 +324,16 @@ class EventParser:
     def _unknown(self, where: _Where, body: bytes) -> ev.Event:
         if where.header.flags & LOG_EVENT_IGNORABLE_F:
             self.ignored_events += 1
-            return ev.IgnoredEvent(**where.kw(), body=body)  # type: ignore[arg-type]
+            return ev.IgnoredEvent(**where.kw(), body=body)
         raise UnknownEventError(
             f"unknown event type {where.header.type_code} (not flagged ignorable)",
             file=self.file,
             position=where.position,
         )
+
+    @property
+    def is_mariadb(self) -> bool:
+        return self.format is not None and "mariadb" in self.format.server_version.lower()
 
     def forget_tables(self) -> None:
         self.tables.clear()
@@ -372,7 +389,7 @@ def _format_description(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     else:
         post_end = len(body) - 5  # algorithm byte and an unused 4-byte checksum field
     event = ev.FormatDescriptionEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         binlog_version=binlog_version,
         server_version=server_version,
         create_timestamp=create_timestamp,
@@ -390,27 +407,27 @@ def _rotate(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     post = p.post_header_length(_T.ROTATE, 8)
     position = int.from_bytes(body[0:8], "little") if post >= 8 else 4
     next_file = body[post:].decode("utf-8", "replace")
-    return ev.RotateEvent(**w.kw(), next_file=next_file, next_file_position=position)  # type: ignore[arg-type]
+    return ev.RotateEvent(**w.kw(), next_file=next_file, next_file_position=position)
 
 
 def _stop(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.StopEvent(**w.kw())  # type: ignore[arg-type]
+    return ev.StopEvent(**w.kw())
 
 
 def _heartbeat(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.HeartbeatEvent(**w.kw(), log_file=_text(body), log_position=w.header.log_pos)  # type: ignore[arg-type]
+    return ev.HeartbeatEvent(**w.kw(), log_file=_text(body), log_position=w.header.log_pos)
 
 
 def _heartbeat_v2(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     name, position = decode_heartbeat_v2(body)
-    return ev.HeartbeatEvent(**w.kw(), log_file=name, log_position=position)  # type: ignore[arg-type]
+    return ev.HeartbeatEvent(**w.kw(), log_file=name, log_position=position)
 
 
 def _incident(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     incident = int.from_bytes(body[0:2], "little")
     length = body[2] if len(body) > 2 else 0
     message = _text(body[3 : 3 + length])
-    return ev.IncidentEvent(**w.kw(), incident=incident, message=message)  # type: ignore[arg-type]
+    return ev.IncidentEvent(**w.kw(), incident=incident, message=message)
 
 
 def _start_encryption(p: EventParser, w: _Where, body: bytes) -> ev.Event:
@@ -441,8 +458,6 @@ def _decode_statement(raw: bytes, charset_id: int | None) -> str:
     # ones, and a statement is informational here (row values never come from it).
     codec = "utf-8"
     if charset_id is not None:
-        from .charsets import codec_for_collation
-
         codec = codec_for_collation(charset_id) or "utf-8"
         if codec == "binary":
             codec = "utf-8"
@@ -461,7 +476,7 @@ def _query(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         text = mariadb_uncompress(text)
     charset, ddl_xid = _scan_status_vars(status_vars)
     return ev.QueryEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         thread_id=thread_id,
         exec_time=exec_time,
         error_code=error_code,
@@ -476,7 +491,7 @@ def _query(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 def _xid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     if len(body) != 8:
         raise DecodeError(f"XID event body is {len(body)} bytes, expected 8")
-    return ev.XidEvent(**w.kw(), xid=int.from_bytes(body[0:8], "little"))  # type: ignore[arg-type]
+    return ev.XidEvent(**w.kw(), xid=int.from_bytes(body[0:8], "little"))
 
 
 def _xa_prepare(p: EventParser, w: _Where, body: bytes) -> ev.Event:
@@ -486,7 +501,7 @@ def _xa_prepare(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     bqual_len = int.from_bytes(body[9:13], "little")
     data, _ = take(body, 13, gtrid_len + bqual_len)
     return ev.XaPrepareEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         one_phase=one_phase,
         format_id=format_id,
         gtrid=data[:gtrid_len],
@@ -495,11 +510,11 @@ def _xa_prepare(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 
 
 def _intvar(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.IntvarEvent(**w.kw(), kind=body[0], value=int.from_bytes(body[1:9], "little"))  # type: ignore[arg-type]
+    return ev.IntvarEvent(**w.kw(), kind=body[0], value=int.from_bytes(body[1:9], "little"))
 
 
 def _rand(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.RandEvent(  # type: ignore[arg-type]
+    return ev.RandEvent(
         **w.kw(),
         seed1=int.from_bytes(body[0:8], "little"),
         seed2=int.from_bytes(body[8:16], "little"),
@@ -521,7 +536,7 @@ def _user_var(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         if pos < len(body):
             flags = body[pos]
     return ev.UserVarEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         name=_text(name_raw),
         is_null=is_null,
         value_type=value_type,
@@ -533,11 +548,11 @@ def _user_var(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 
 def _rows_query(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     # The first byte is a length truncated to 255; the text runs to the end of the event.
-    return ev.RowsQueryEvent(**w.kw(), query=_text(body[1:]))  # type: ignore[arg-type]
+    return ev.RowsQueryEvent(**w.kw(), query=_text(body[1:]))
 
 
 def _annotate_rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.AnnotateRowsEvent(**w.kw(), query=_text(body))  # type: ignore[arg-type]
+    return ev.AnnotateRowsEvent(**w.kw(), query=_text(body))
 
 
 # -- GTID events ------------------------------------------------------------------------------
@@ -546,7 +561,7 @@ def _annotate_rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 def _mysql_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     fields = decode_gtid_tagged(body) if w.header.type_code == _T.GTID_TAGGED else decode_gtid(body)
     return ev.MysqlGtidEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         commit_flag=fields.commit_flag,
         uuid=fields.uuid,
         tag=fields.tag,
@@ -562,7 +577,7 @@ def _mysql_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 
 
 def _previous_gtids(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.PreviousGtidsEvent(**w.kw(), gtid_set=MysqlGtidSet.decode(bytes(body)))  # type: ignore[arg-type]
+    return ev.PreviousGtidsEvent(**w.kw(), gtid_set=MysqlGtidSet.decode(bytes(body)))
 
 
 def _mariadb_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
@@ -577,7 +592,7 @@ def _mariadb_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         gtrid_len, bqual_len = body[17], body[18]
         xid, _ = take(body, 13, 6 + gtrid_len + bqual_len)
     return ev.MariadbGtidEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         gtid=MariadbGtid(domain_id, w.header.server_id, seq_no),
         flags=flags,
         commit_id=commit_id,
@@ -595,22 +610,24 @@ def _mariadb_gtid_list(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         server, pos = uint(body, pos, 4)
         seq, pos = uint(body, pos, 8)
         gtids.append(MariadbGtid(domain, server, seq))
-    return ev.MariadbGtidListEvent(**w.kw(), gtids=tuple(gtids), flags=flags)  # type: ignore[arg-type]
+    return ev.MariadbGtidListEvent(**w.kw(), gtids=tuple(gtids), flags=flags)
 
 
 def _binlog_checkpoint(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     length, pos = uint(body, 0, 4)
     name, _ = take(body, pos, length)
-    return ev.BinlogCheckpointEvent(**w.kw(), binlog_file=_text(name))  # type: ignore[arg-type]
+    return ev.BinlogCheckpointEvent(**w.kw(), binlog_file=_text(name))
 
 
 # -- row events -------------------------------------------------------------------------------
 
 
 def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    decoded = decode_table_map(body, p.post_header_length(_T.TABLE_MAP, 8), p.schema_lookup)
+    decoded = decode_table_map(
+        body, p.post_header_length(_T.TABLE_MAP, 8), p.schema_lookup, mariadb=p.is_mariadb
+    )
     event = ev.TableMapEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         table_id=decoded.table_id,
         flags=decoded.flags,
         schema=decoded.schema,
@@ -638,16 +655,21 @@ _COMPRESSED_ROWS = frozenset(
      _T.MARIADB_DELETE_ROWS_COMPRESSED_V1, _T.MARIADB_WRITE_ROWS_COMPRESSED,
      _T.MARIADB_UPDATE_ROWS_COMPRESSED, _T.MARIADB_DELETE_ROWS_COMPRESSED}
 )  # fmt: skip
-_ROWS_KIND: dict[int, ev.RowsKind] = {}
-for _code in (_T.WRITE_ROWS_V1, _T.WRITE_ROWS,
-              _T.MARIADB_WRITE_ROWS_COMPRESSED_V1, _T.MARIADB_WRITE_ROWS_COMPRESSED):  # fmt: skip
-    _ROWS_KIND[_code] = ev.RowsKind.INSERT
-for _code in (_T.UPDATE_ROWS_V1, _T.UPDATE_ROWS, _T.PARTIAL_UPDATE_ROWS,
-              _T.MARIADB_UPDATE_ROWS_COMPRESSED_V1, _T.MARIADB_UPDATE_ROWS_COMPRESSED):  # fmt: skip
-    _ROWS_KIND[_code] = ev.RowsKind.UPDATE
-for _code in (_T.DELETE_ROWS_V1, _T.DELETE_ROWS,
-              _T.MARIADB_DELETE_ROWS_COMPRESSED_V1, _T.MARIADB_DELETE_ROWS_COMPRESSED):  # fmt: skip
-    _ROWS_KIND[_code] = ev.RowsKind.DELETE
+_ROWS_KIND: dict[int, ev.RowsKind] = {
+    _T.WRITE_ROWS_V1: ev.RowsKind.INSERT,
+    _T.WRITE_ROWS: ev.RowsKind.INSERT,
+    _T.MARIADB_WRITE_ROWS_COMPRESSED_V1: ev.RowsKind.INSERT,
+    _T.MARIADB_WRITE_ROWS_COMPRESSED: ev.RowsKind.INSERT,
+    _T.UPDATE_ROWS_V1: ev.RowsKind.UPDATE,
+    _T.UPDATE_ROWS: ev.RowsKind.UPDATE,
+    _T.PARTIAL_UPDATE_ROWS: ev.RowsKind.UPDATE,
+    _T.MARIADB_UPDATE_ROWS_COMPRESSED_V1: ev.RowsKind.UPDATE,
+    _T.MARIADB_UPDATE_ROWS_COMPRESSED: ev.RowsKind.UPDATE,
+    _T.DELETE_ROWS_V1: ev.RowsKind.DELETE,
+    _T.DELETE_ROWS: ev.RowsKind.DELETE,
+    _T.MARIADB_DELETE_ROWS_COMPRESSED_V1: ev.RowsKind.DELETE,
+    _T.MARIADB_DELETE_ROWS_COMPRESSED: ev.RowsKind.DELETE,
+}
 
 
 def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
@@ -696,7 +718,7 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         pos = 0
     rows, afters = decode_images(buf, pos, layout, after_layout, after_hook)
     return ev.RowsEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         table_id=table_id,
         flags=flags,
         table=table,
@@ -726,7 +748,7 @@ def _transaction_payload(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         inner.append(p.parse_inner(data[pos : pos + size_inner], w))
         pos += size_inner
     return ev.TransactionPayloadEvent(
-        **w.kw(),  # type: ignore[arg-type]
+        **w.kw(),
         compression_type=compression,
         payload_size=size,
         uncompressed_size=uncompressed_size,
@@ -735,7 +757,7 @@ def _transaction_payload(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 
 
 def _opaque(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    return ev.OpaqueEvent(**w.kw(), body=bytes(body))  # type: ignore[arg-type]
+    return ev.OpaqueEvent(**w.kw(), body=bytes(body))
 
 
 def _start_v3(p: EventParser, w: _Where, body: bytes) -> ev.Event:
@@ -770,13 +792,26 @@ _DECODERS: dict[int, _BodyDecoder] = {
     _T.MARIADB_START_ENCRYPTION: _start_encryption,
     _T.MARIADB_QUERY_COMPRESSED: _query,
 }
-for _code in _ROWS_KIND:
-    _DECODERS[_code] = _rows
+_DECODERS.update(dict.fromkeys(_ROWS_KIND, _rows))
 # Known kinds passed on undecoded: statement-based LOAD DATA, group replication bookkeeping,
 # IGNORABLE (whose body is by definition for someone else), and the rows events of pre-GA
 # MySQL 5.1 development builds (types 20-22; no released server writes them). The pipeline
 # treats an undecoded rows event as an error, never as an empty change.
-for _code in (_T.PRE_GA_WRITE_ROWS, _T.PRE_GA_UPDATE_ROWS, _T.PRE_GA_DELETE_ROWS, _T.LOAD, _T.SLAVE, _T.CREATE_FILE, _T.APPEND_BLOCK, _T.EXEC_LOAD, _T.DELETE_FILE,
-              _T.NEW_LOAD, _T.BEGIN_LOAD_QUERY, _T.EXECUTE_LOAD_QUERY, _T.IGNORABLE,
-              _T.TRANSACTION_CONTEXT, _T.VIEW_CHANGE):  # fmt: skip
-    _DECODERS[_code] = _opaque
+_OPAQUE = (
+    _T.PRE_GA_WRITE_ROWS,
+    _T.PRE_GA_UPDATE_ROWS,
+    _T.PRE_GA_DELETE_ROWS,
+    _T.LOAD,
+    _T.SLAVE,
+    _T.CREATE_FILE,
+    _T.APPEND_BLOCK,
+    _T.EXEC_LOAD,
+    _T.DELETE_FILE,
+    _T.NEW_LOAD,
+    _T.BEGIN_LOAD_QUERY,
+    _T.EXECUTE_LOAD_QUERY,
+    _T.IGNORABLE,
+    _T.TRANSACTION_CONTEXT,
+    _T.VIEW_CHANGE,
+)
+_DECODERS.update(dict.fromkeys(_OPAQUE, _opaque))

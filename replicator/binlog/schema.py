@@ -50,7 +50,8 @@ class ColumnDef:
     def string_length(self) -> int:
         """Maximum byte length of a CHAR(n) column from its STRING metadata.
 
-        Lengths above 255 steal two bits of the type byte (``Field_string::do_save_field_metadata``).
+        Lengths above 255 steal two bits of the type byte
+        (``Field_string::do_save_field_metadata``).
         """
         return (((self.meta >> 4) & 0x300) ^ 0x300) + (self.meta & 0xFF)
 

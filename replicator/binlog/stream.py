@@ -94,4 +94,3 @@ class DumpStreamDecoder:
         if isinstance(raw, EndOfStream):
             return raw
         return self.parser.parse(raw)
-

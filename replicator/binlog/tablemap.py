@@ -55,6 +55,10 @@ _NUMERIC = frozenset(
      _T.DECIMAL}
 )  # fmt: skip
 _CHARACTER = frozenset({_T.STRING, _T.VAR_STRING, _T.VARCHAR, _T.BLOB})
+# MariaDB counts GEOMETRY among the character columns of the charset metadata (it is a BLOB
+# with the binary charset there); MySQL does not (sql/log_event_server.cc
+# Table_map_log_event::init_charset_field in each server).
+_CHARACTER_MARIADB = _CHARACTER | {_T.GEOMETRY}
 _ENUM_SET = frozenset({_T.ENUM, _T.SET})
 
 
@@ -240,7 +244,11 @@ def _charset_per_column(
 
 
 def decode_table_map(
-    body: bytes, post_header_length: int, schema_lookup: SchemaLookup | None
+    body: bytes,
+    post_header_length: int,
+    schema_lookup: SchemaLookup | None,
+    *,
+    mariadb: bool = False,
 ) -> TableMapBody:
     """Decode a TABLE_MAP body (after the common header, without checksum)."""
     id_width = 4 if post_header_length == 6 else 6
@@ -265,7 +273,9 @@ def decode_table_map(
     schema_name = schema_raw.decode("utf-8", "surrogateescape")
     table_name = table_raw.decode("utf-8", "surrogateescape")
     looked_up: TableSchema | None = None
-    needs_lookup = md.names is None or (md.signedness is None and any(t in _NUMERIC for t in real_types))
+    needs_lookup = md.names is None or (
+        md.signedness is None and any(t in _NUMERIC for t in real_types)
+    )
     if needs_lookup and schema_lookup is not None:
         looked_up = schema_lookup(schema_name, table_name)
         if looked_up is not None and len(looked_up.columns) != column_count:
@@ -277,7 +287,8 @@ def decode_table_map(
             )
 
     numeric_idx = [i for i, t in enumerate(real_types) if t in _NUMERIC]
-    char_idx = [i for i, t in enumerate(real_types) if t in _CHARACTER]
+    character = _CHARACTER_MARIADB if mariadb else _CHARACTER
+    char_idx = [i for i, t in enumerate(real_types) if t in character]
     enum_set_idx = [i for i, t in enumerate(real_types) if t in _ENUM_SET]
     enum_idx = [i for i, t in enumerate(real_types) if t == _T.ENUM]
     set_idx = [i for i, t in enumerate(real_types) if t == _T.SET]
@@ -317,7 +328,9 @@ def decode_table_map(
                 type=real_types[i],
                 meta=metas[i],
                 nullable=nullable[i],
-                name=md.names[i] if md.names and i < len(md.names) else (known.name if known else None),
+                name=md.names[i]
+                if md.names and i < len(md.names)
+                else (known.name if known else None),
                 unsigned=unsigned.get(i, known.unsigned if known else False),
                 charset=charset,
                 collation_id=collation,

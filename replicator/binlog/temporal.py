@@ -29,6 +29,10 @@ A date no calendar holds (zero date, month or day 0, year 0, Feb 31 stored with
 ALLOW_INVALID_DATES) comes back as ``InvalidTemporal`` with the text MySQL prints for it,
 fraction digits included. TIMESTAMP value 0 (with zero fraction) is the zero timestamp and
 comes back as ``InvalidTemporal("0000-00-00 00:00:00")``.
+
+Each format has a ``*_decoder`` (``(buf, offset) -> (value, end)``); the four common ones also
+expose a ``*_converter`` over exactly-sized bytes for callers that cache by bytes. The
+``encode_*`` functions write the server's bytes and back the property tests.
 """
 
 from __future__ import annotations

@@ -138,7 +138,9 @@ def test_aurora_vendor_event_is_ignored_and_counted(corpus_dir: Path) -> None:
 
 
 def test_vendor_event_without_ignorable_flag_stops(corpus_dir: Path) -> None:
-    data = bytearray(file_bytes(corpus_dir / "mysql-binlog-connector-java/mysql-bin.aurora-padding"))
+    data = bytearray(
+        file_bytes(corpus_dir / "mysql-binlog-connector-java/mysql-bin.aurora-padding")
+    )
     start = _event_start_offsets(bytes(data))[3]
     data[start + 17] &= ~0x80 & 0xFF  # clear LOG_EVENT_IGNORABLE_F
     end = start + int.from_bytes(data[start + 9 : start + 13], "little")

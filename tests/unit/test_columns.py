@@ -154,6 +154,22 @@ def test_temporal_types_dispatch_on_metadata() -> None:
         build_decoder(col(T.TIME2, 7))
 
 
+def test_cached_decoders_stay_correct_past_the_cache_size() -> None:
+    decoder = build_decoder(col(T.DATETIME2, 0))
+    start = datetime(2020, 1, 1)
+    moments = [start + timedelta(seconds=n) for n in range(3000)]
+    images = [encode_datetime2(moment, 0) for moment in moments]
+    for _ in range(2):
+        for moment, image in zip(moments, images, strict=True):
+            assert decoder(b"\x00" + image, 1) == (moment, 6)
+    amounts = build_decoder(col(T.NEWDECIMAL, 4 << 8 | 2))
+    for n in range(-9999, 10000, 7):
+        image = encode_decimal(Decimal(n).scaleb(-2), 4, 2)
+        assert amounts(image, 0) == (Decimal(n).scaleb(-2), 2)
+    with pytest.raises(TruncatedError, match="DECIMAL"):
+        amounts(image[:1], 0)  # the same prefix is never served from the cache
+
+
 # --------------------------------------------------------------------------- strings
 
 
@@ -175,6 +191,19 @@ def test_char_longer_than_255_bytes_uses_two_length_bytes() -> None:
     assert decode(column, (300).to_bytes(2, "little") + value.encode()) == value
     short = col(T.STRING, char_meta(40), charset="utf-8")  # CHAR(10) utf8mb4
     assert decode(short, b"\x02ab") == "ab"  # no padding invented
+
+
+def test_char_128_utf8mb4_from_a_mysql_80_binlog() -> None:
+    """rust_mysql_common mysql-enum-string-set.000001 (MySQL 8.0.28): CHAR(128) utf8mb4 is
+    512 bytes wide, so its value '0123456789' x 10 carries a 2-byte length."""
+    path = CORPUS / "rust_mysql_common" / "mysql-enum-string-set.000001"
+    if not path.is_file():
+        pytest.skip(f"binlog corpus file not found: {path}")
+    data = path.read_bytes()
+    value = "0123456789" * 10
+    start = data.index(value.encode()) - 2
+    column = col(T.STRING, char_meta(512), charset=codec_for_collation(255))
+    assert build_decoder(column)(data, start) == (value, start + 102)
 
 
 def test_charsets() -> None:
