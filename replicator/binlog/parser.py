@@ -59,6 +59,7 @@ _T = EventType
 # (mysql-server ``checksum_version_split``: 5.6.1; MariaDB: 5.3.0).
 _MYSQL_CHECKSUM_SPLIT = (5, 6, 1)
 _MARIADB_CHECKSUM_SPLIT = (5, 3, 0)
+_NOT_CHECKSUM_AWARE = -1  # a pre-5.6.1 FORMAT_DESCRIPTION: no algorithm byte, no checksum
 
 # Query event status variables (mysql-server ``statement_events.h`` Query_event_status_vars;
 # MariaDB adds 128+). Value: fixed size, or a callable giving the size from the data.
@@ -236,10 +237,23 @@ class EventParser:
         if type_code == _T.FORMAT_DESCRIPTION:
             alg = self._format_checksum_alg(raw, start)
             self._format_alg = alg
+            # Checksum-aware servers checksum their FORMAT_DESCRIPTION whatever the algorithm
+            # it announces, so a corrupted algorithm byte cannot switch verification off.
+            checked = alg != _NOT_CHECKSUM_AWARE
+        elif self.checksum_alg is None:
+            # Nothing says how events are checksummed until a FORMAT_DESCRIPTION does: a
+            # file must start with one (a v4 binlog always does).
+            raise DecodeError(
+                f"{_type_name(type_code)} event before any FORMAT_DESCRIPTION",
+                file=self.file,
+                position=start,
+                hint="read binlog files from their first byte",
+            )
         else:
-            alg = self.checksum_alg if self.checksum_alg is not None else CHECKSUM_OFF
+            alg = self.checksum_alg
+            checked = alg == CHECKSUM_CRC32
         body_end = len(raw)
-        if alg == CHECKSUM_CRC32:
+        if checked:
             body_end -= 4
             if body_end < EVENT_HEADER_SIZE:
                 raise TruncatedError(
@@ -289,23 +303,52 @@ class EventParser:
     # -- checksum --------------------------------------------------------------------------------
 
     def _format_checksum_alg(self, raw: bytes, start: int) -> int:
+        """The checksum algorithm a FORMAT_DESCRIPTION announces, cross-checked two ways.
+
+        The FDE's own post-header length entry is 57 + the number of event types, so the event
+        is either exactly that long (pre-checksum servers) or 5 bytes longer (algorithm byte
+        and CRC32). Servers from the checksum split on always write the latter. Version and
+        structure must agree; a corrupted version, size or entry cannot switch checks off.
+        """
+        if len(raw) < EVENT_HEADER_SIZE + 57 + _T.FORMAT_DESCRIPTION:
+            raise TruncatedError("FORMAT_DESCRIPTION too short", file=self.file, position=start)
         version = raw[EVENT_HEADER_SIZE + 2 : EVENT_HEADER_SIZE + 52].split(b"\x00", 1)[0]
         text = version.decode("ascii", "replace")
         split = _MARIADB_CHECKSUM_SPLIT if "mariadb" in text.lower() else _MYSQL_CHECKSUM_SPLIT
-        if _version_tuple(text) < split:
-            return CHECKSUM_OFF
-        if len(raw) < EVENT_HEADER_SIZE + 57 + 5:
-            raise TruncatedError("FORMAT_DESCRIPTION too short", file=self.file, position=start)
-        return raw[-5]
+        aware = _version_tuple(text) >= split
+        own_entry = raw[EVENT_HEADER_SIZE + 57 + _T.FORMAT_DESCRIPTION - 1]
+        tail = len(raw) - EVENT_HEADER_SIZE - own_entry
+        if tail != (5 if aware else 0):
+            raise DecodeError(
+                f"FORMAT_DESCRIPTION of server {text!r} is {len(raw)} bytes, which does not "
+                f"fit its declared layout ({own_entry}-byte body"
+                f"{' plus algorithm and CRC32' if aware else ''})",
+                file=self.file,
+                position=start,
+            )
+        if not aware:
+            return _NOT_CHECKSUM_AWARE
+        alg = raw[-5]
+        if alg not in (CHECKSUM_OFF, CHECKSUM_CRC32):
+            raise DecodeError(
+                f"FORMAT_DESCRIPTION announces unknown checksum algorithm {alg}",
+                file=self.file,
+                position=start,
+            )
+        return alg
 
-    def _verify(self, raw: bytes, type_code: int, flags: int, start: int) -> None:
-        expected = int.from_bytes(raw[-4:], "little")
+    @staticmethod
+    def _crc_of(raw: bytes) -> int:
         data = raw[:-4]
-        if type_code == _T.FORMAT_DESCRIPTION and flags & LOG_EVENT_BINLOG_IN_USE_F:
+        if raw[4] == _T.FORMAT_DESCRIPTION and raw[17] & LOG_EVENT_BINLOG_IN_USE_F:
             patched = bytearray(data)
             patched[17] &= ~LOG_EVENT_BINLOG_IN_USE_F & 0xFF
             data = bytes(patched)
-        actual = zlib.crc32(data)
+        return zlib.crc32(data)
+
+    def _verify(self, raw: bytes, type_code: int, flags: int, start: int) -> None:
+        expected = int.from_bytes(raw[-4:], "little")
+        actual = self._crc_of(raw)
         if actual != expected:
             raise ChecksumError(
                 f"CRC32 mismatch in {_type_name(type_code)} event "
@@ -379,15 +422,11 @@ def _format_description(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     if header_length != EVENT_HEADER_SIZE:
         raise DecodeError(f"common header length {header_length} is not 19")
     alg = p._format_alg
-    aware = _version_tuple(server_version) >= (
-        _MARIADB_CHECKSUM_SPLIT if "mariadb" in server_version.lower() else _MYSQL_CHECKSUM_SPLIT
-    )
-    if not aware:
+    if alg == _NOT_CHECKSUM_AWARE:
+        alg = CHECKSUM_OFF
         post_end = len(body)
-    elif alg == CHECKSUM_CRC32:
-        post_end = len(body) - 1  # CRC already stripped; the algorithm byte is last
     else:
-        post_end = len(body) - 5  # algorithm byte and an unused 4-byte checksum field
+        post_end = len(body) - 1  # the CRC is stripped; the algorithm byte is last
     event = ev.FormatDescriptionEvent(
         **w.kw(),
         binlog_version=binlog_version,

@@ -629,3 +629,55 @@ def _col(kind: int, meta: int = 0, **extra: object) -> ColumnDef:
 )
 def test_render_matches_client_format(col: ColumnDef, value: object, printed: bytes) -> None:
     assert render(value, col) == printed
+
+
+# ------------------------------------------------- the comparison catches disagreements
+
+_ENUM_SET_REF = "rust_mysql_common_mysql-enum-string-set.000001.mariadb-binlog-vv.txt"
+_FIRST_F5 = b"###   @5='0123456789' /* BLOB/TEXT meta=2 nullable=1 is_null=0 */\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (b"@3=1 /* ENUM", b"@3=3 /* ENUM", "'var1' -> b'1', reference b'3'"),
+        (b"@4=b'00000101'", b"@4=b'00000100'", "@4 [SET(1 bytes) meta=63489]"),
+        (b"@1='field1'", b"@1='field2'", "@1 [STRING(512) meta=56832]"),
+        (b"meta=1200 nullable=1", b"meta=1201 nullable=1", "our column is ('VARSTRING(1200)'"),
+        (b"@5='0123456789' /* BLOB/TEXT meta=2 nullable=1 is_null=0",
+         b"@5=NULL /* BLOB/TEXT meta=2 nullable=1 is_null=1", "reference b'NULL'"),
+        (_FIRST_F5, b"", "ours has [5], reference does not print them"),
+        (_FIRST_F5, _FIRST_F5 + _FIRST_F5.replace(b"@5", b"@6"), "reference shows [6]"),
+        (b"### INSERT INTO `mysql`.`t`", b"### INSERT INTO `mysql`.`u`", "reference INSERT"),
+        (b"### INSERT INTO `mysql`.`t`\n### SET", b"### DELETE FROM `mysql`.`t`\n### WHERE",
+         "ours INSERT b'`mysql`.`t`', reference DELETE"),
+    ],
+)  # fmt: skip
+def test_comparison_reports_disagreement(
+    corpus_dir: Path, old: bytes, new: bytes, expected: str
+) -> None:
+    """Each edit of a matching reference must surface as a mismatch naming the culprit."""
+    data = (corpus_dir / "_reference-decodes" / _ENUM_SET_REF).read_bytes()
+    assert old in data
+    binlog = _sources(corpus_dir)[_stem(_ENUM_SET_REF)][0]
+    assert compare(parse_reference(data), our_changes(binlog))[1] == []
+
+    _, problems = compare(parse_reference(data.replace(old, new, 1)), our_changes(binlog))
+
+    assert any(expected in problem for problem in problems), problems
+
+
+def test_comparison_reports_count_disagreement(corpus_dir: Path) -> None:
+    data = (corpus_dir / "_reference-decodes" / _ENUM_SET_REF).read_bytes()
+    binlog = _sources(corpus_dir)[_stem(_ENUM_SET_REF)][0]
+    changes = parse_reference(data).changes
+    assert len(changes) == 3
+
+    fewer = compare(Reference(changes[:-1], complete=True), our_changes(binlog))[1]
+    prefix = compare(Reference(changes[:-1], complete=False), our_changes(binlog))[1]
+    more = compare(Reference([*changes, changes[-1]], complete=True), our_changes(binlog))[1]
+
+    assert fewer == ["1 more row changes in ours than in the complete reference"]
+    assert prefix == []
+    assert len(more) == 1
+    assert "our decoder has no more row changes" in more[0]
