@@ -226,8 +226,9 @@ def test_osheroff_compressed_update(corpus_dir: Path) -> None:
         1968,
         "Italy",
         "Western",
-        "Claudia Cardinale|Charles Bronson|Henry Fonda|Gabriele Ferzetti|Frank Wolff|Al Mulock|"
-        "Jason Robards|Woody Strode|Jack Elam|Lionel Stander|Paolo Stoppa|Keenan Wynn|Aldo Sambrell",
+        "Claudia Cardinale|Charles Bronson|Henry Fonda|Gabriele Ferzetti|Frank Wolff|"
+        "Al Mulock|Jason Robards|Woody Strode|Jack Elam|Lionel Stander|Paolo Stoppa|"
+        "Keenan Wynn|Aldo Sambrell",
         "Sergio Leone",
         "Ennio Morricone",
         "Sergio Leone|Sergio Donati|Dario Argento|Bernardo Bertolucci",

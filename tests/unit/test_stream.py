@@ -136,7 +136,7 @@ def test_any_flipped_byte_is_detected(data: st.DataObject) -> None:
 
 def test_flipped_payload_byte_names_file_and_position() -> None:
     raw = bytearray(SAMPLE.read_bytes())
-    start, event = _raw_events(bytes(raw))[5]
+    start, _ = _raw_events(bytes(raw))[5]
     raw[start + 25] ^= 0x40
     with pytest.raises(ChecksumError) as info:
         _decode_file(bytes(raw))
