@@ -1,0 +1,215 @@
+"""Group a stream of events into whole transactions.
+
+Boundaries (mysql-server ``sql/binlog.cc`` MYSQL_BIN_LOG::write_transaction, MariaDB
+``sql/log_event.h`` Gtid_log_event):
+
+* MySQL: a GTID / ANONYMOUS_GTID / GTID_TAGGED event, then ``BEGIN`` ... ``XID`` (or a
+  ``COMMIT``/``ROLLBACK`` QUERY for non-transactional engines), or a single DDL QUERY.
+  TRANSACTION_PAYLOAD carries the BEGIN..XID part compressed: its inner events are fed here in
+  order. XA: ``XA START`` ... an XA_PREPARE event ends the prepared part; the outcome comes
+  later as its own transaction (a QUERY ``XA COMMIT``/``XA ROLLBACK``).
+* MariaDB: a GTID event opens the group (it replaces BEGIN); STANDALONE groups are one
+  statement (DDL); others end at XID or a ``COMMIT``/``ROLLBACK`` QUERY; XA groups end at
+  XA_PREPARE.
+* Servers without GTIDs: ``BEGIN`` opens, the same events close.
+
+A group still open when a new one starts, or when a FORMAT_DESCRIPTION arrives (the server
+restarted), was never committed: it is dropped and counted, never delivered in part.
+Everything outside transactions (ROTATE, FORMAT_DESCRIPTION, heartbeats, GTID lists, ...)
+passes through as is, so the consumer can follow positions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from . import events as ev
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """One committed (or XA-prepared) transaction, with every event in it."""
+
+    gtid: str | None  # "D-S-N" (MariaDB), "uuid[:tag]:N" (MySQL), None without GTIDs
+    mariadb_gtid: ev.MariadbGtidEvent | None
+    mysql_gtid: ev.MysqlGtidEvent | None
+    events: tuple[ev.Event, ...]  # everything after the GTID event, payloads flattened
+    file: str  # where the transaction starts (its GTID or BEGIN event)
+    position: int
+    end_file: str  # where the next transaction starts
+    end_position: int
+    timestamp: int  # commit time, seconds since the epoch (header of the last event)
+    xid: int | None
+    # "xid", "commit", "rollback", "ddl", "xa_prepare", "xa_commit", "xa_rollback", and
+    # "statement" for MySQL < 5.5 bare autocommit row changes
+    ending: str
+
+    @property
+    def rows(self) -> tuple[ev.RowsEvent, ...]:
+        return tuple(e for e in self.events if isinstance(e, ev.RowsEvent))
+
+    @property
+    def rolled_back(self) -> bool:
+        return self.ending == "rollback"
+
+    @property
+    def commit_time(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.timestamp, dt.UTC)
+
+    @property
+    def row_count(self) -> int:
+        return sum(len(e.rows) for e in self.events if isinstance(e, ev.RowsEvent))
+
+
+_PASSTHROUGH = (
+    ev.FormatDescriptionEvent,
+    ev.RotateEvent,
+    ev.HeartbeatEvent,
+    ev.PreviousGtidsEvent,
+    ev.MariadbGtidListEvent,
+    ev.BinlogCheckpointEvent,
+    ev.StopEvent,
+    ev.IncidentEvent,
+    ev.IgnoredEvent,
+)
+
+
+def _older_than_55(version: str) -> bool:
+    head = version.split("-", 1)[0].split(".")
+    try:
+        return (int(head[0]), int("".join(c for c in head[1] if c.isdigit()) or 0)) < (5, 5)
+    except (IndexError, ValueError):
+        return False
+
+
+def _statement(event: ev.QueryEvent) -> str:
+    return event.query.strip().rstrip(";").strip().upper()
+
+
+@dataclass(slots=True)
+class TransactionAssembler:
+    """Feed events in stream order; get back finished transactions and control events."""
+
+    discarded_incomplete: int = 0
+    _open: list[ev.Event] = field(default_factory=list)
+    _gtid_event: ev.Event | None = None
+    _standalone: bool = False
+    _started: bool = False  # BEGIN seen (or implied by a MariaDB GTID)
+    _orphan: bool = False  # inside a group whose start we never saw (stream began mid-group)
+    # MySQL before 5.5 logged autocommit changes to non-transactional tables as bare
+    # TABLE_MAP + ROWS events ending with STMT_END_F, without BEGIN/COMMIT.
+    _bare_statements: bool = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._gtid_event is not None or self._started or bool(self._open)
+
+    def feed(self, event: ev.Event) -> list[Transaction | ev.Event]:
+        if isinstance(event, ev.TransactionPayloadEvent):
+            out: list[Transaction | ev.Event] = []
+            for inner in event.events:
+                out.extend(self.feed(inner))
+            return out
+        if isinstance(event, ev.FormatDescriptionEvent):
+            self._drop_open()
+            version = event.server_version
+            self._bare_statements = "mariadb" not in version.lower() and _older_than_55(version)
+            return [event]
+        if isinstance(event, (ev.MysqlGtidEvent, ev.MariadbGtidEvent)):
+            self._drop_open()
+            self._gtid_event = event
+            self._standalone = isinstance(event, ev.MariadbGtidEvent) and event.standalone
+            self._started = isinstance(event, ev.MariadbGtidEvent) and not self._standalone
+            return []
+        if isinstance(event, _PASSTHROUGH):
+            return [event]
+        return self._in_group(event)
+
+    def _in_group(self, event: ev.Event) -> list[Transaction | ev.Event]:
+        ends = isinstance(event, (ev.XidEvent, ev.XaPrepareEvent))
+        statement = _statement(event) if isinstance(event, ev.QueryEvent) else ""
+        if statement in ("COMMIT", "ROLLBACK"):
+            ends = True
+        if (
+            self._bare_statements
+            and not self._started
+            and self._gtid_event is None
+            and not self._orphan
+            and isinstance(event, (ev.TableMapEvent, ev.RowsEvent))
+        ):
+            self._open.append(event)
+            if isinstance(event, ev.RowsEvent) and event.end_of_statement:
+                return [self._finish(event, "statement")]
+            return []
+        stray = not isinstance(event, ev.QueryEvent) or statement in ("COMMIT", "ROLLBACK")
+        if self._orphan or (not self.in_transaction and stray):
+            # The stream started inside a group (a position between its first and last
+            # event): its start is unknown, so the whole group is dropped, never delivered.
+            self._orphan = not ends
+            if ends:
+                self.discarded_incomplete += 1
+            return []
+        if statement == "BEGIN" or statement.startswith("XA START"):
+            if self._started and self._open:
+                self._drop_open()
+            self._started = True
+            if statement != "BEGIN":
+                self._open.append(event)
+            return []
+        self._open.append(event)
+        if isinstance(event, ev.XidEvent):
+            return [self._finish(event, "xid")]
+        if isinstance(event, ev.XaPrepareEvent):
+            return [self._finish(event, "xa_prepare")]
+        if isinstance(event, ev.QueryEvent):
+            if self._started and statement in ("COMMIT", "ROLLBACK"):
+                self._open.pop()  # the COMMIT/ROLLBACK statement itself carries nothing
+                return [self._finish(event, "commit" if statement == "COMMIT" else "rollback")]
+            if not self._started:
+                # a statement on its own: DDL (MySQL without BEGIN, MariaDB STANDALONE), or
+                # the outcome of a prepared XA transaction
+                if statement.startswith("XA COMMIT"):
+                    return [self._finish(event, "xa_commit")]
+                if statement.startswith("XA ROLLBACK"):
+                    return [self._finish(event, "xa_rollback")]
+                return [self._finish(event, "ddl")]
+        return []
+
+    def _finish(self, last: ev.Event, ending: str) -> Transaction:
+        first = self._gtid_event or (self._open[0] if self._open else last)
+        gtid_event = self._gtid_event
+        xid = last.xid if isinstance(last, ev.XidEvent) else None
+        gtid: str | None = None
+        mariadb = mysql = None
+        if isinstance(gtid_event, ev.MariadbGtidEvent):
+            gtid, mariadb = str(gtid_event.gtid), gtid_event
+        elif isinstance(gtid_event, ev.MysqlGtidEvent):
+            gtid, mysql = gtid_event.gtid, gtid_event
+        transaction = Transaction(
+            gtid=gtid,
+            mariadb_gtid=mariadb,
+            mysql_gtid=mysql,
+            events=tuple(self._open),
+            file=first.file,
+            position=first.position,
+            end_file=last.file,
+            end_position=last.next_position,
+            timestamp=last.header.timestamp,
+            xid=xid,
+            ending=ending,
+        )
+        self._reset()
+        return transaction
+
+    def _drop_open(self) -> None:
+        if self._open or self._gtid_event is not None:
+            self.discarded_incomplete += 1
+        self._reset()
+
+    def _reset(self) -> None:
+        self._open = []
+        self._gtid_event = None
+        self._standalone = False
+        self._started = False
+        self._orphan = False
