@@ -51,6 +51,7 @@ from .mysql_bodies import (
 from .reader import read_lenenc, take, uint
 from .rows import RowImage, TableDecoder, decode_images
 from .tablemap import SchemaLookup, decode_table_map
+from .versions import version_tuple
 
 _HEADER = struct.Struct("<IBIIIH")
 _T = EventType
@@ -139,20 +140,6 @@ def _scan_status_vars(data: bytes) -> tuple[int | None, int | None]:
     except (IndexError, ValueError):
         pass
     return charset, ddl_xid
-
-
-def _version_tuple(version: str) -> tuple[int, int, int]:
-    parts: list[int] = []
-    for piece in version.split("-", 1)[0].split(".")[:3]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        parts.append(int(digits or 0))
-    while len(parts) < 3:
-        parts.append(0)
-    return parts[0], parts[1], parts[2]
 
 
 def _text(raw: bytes) -> str:
@@ -315,7 +302,7 @@ class EventParser:
         version = raw[EVENT_HEADER_SIZE + 2 : EVENT_HEADER_SIZE + 52].split(b"\x00", 1)[0]
         text = version.decode("ascii", "replace")
         split = _MARIADB_CHECKSUM_SPLIT if "mariadb" in text.lower() else _MYSQL_CHECKSUM_SPLIT
-        aware = _version_tuple(text) >= split
+        aware = version_tuple(text) >= split
         own_entry = raw[EVENT_HEADER_SIZE + 57 + _T.FORMAT_DESCRIPTION - 1]
         tail = len(raw) - EVENT_HEADER_SIZE - own_entry
         if tail != (5 if aware else 0):

@@ -25,6 +25,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from . import events as ev
+from .versions import is_mariadb, version_tuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +76,6 @@ _PASSTHROUGH = (
 )
 
 
-def _older_than_55(version: str) -> bool:
-    head = version.split("-", 1)[0].split(".")
-    try:
-        return (int(head[0]), int("".join(c for c in head[1] if c.isdigit()) or 0)) < (5, 5)
-    except (IndexError, ValueError):
-        return False
-
-
 def _statement(event: ev.QueryEvent) -> str:
     return event.query.strip().rstrip(";").strip().upper()
 
@@ -114,7 +107,7 @@ class TransactionAssembler:
         if isinstance(event, ev.FormatDescriptionEvent):
             self._drop_open()
             version = event.server_version
-            self._bare_statements = "mariadb" not in version.lower() and _older_than_55(version)
+            self._bare_statements = not is_mariadb(version) and version_tuple(version) < (5, 5, 0)
             return [event]
         if isinstance(event, (ev.MysqlGtidEvent, ev.MariadbGtidEvent)):
             self._drop_open()

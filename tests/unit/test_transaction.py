@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from replicator.binlog import events as ev
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 
@@ -23,7 +25,7 @@ def test_sample_transactions() -> None:
     assert [t.ending for t in found] == ["ddl", "ddl", "xid", "xid", "xid", "xid"]
     assert [t.row_count for t in found] == [0, 0, 1, 1, 1, 1]
     # each transaction ends where the next begins (GTID event to GTID event)
-    for a, b in zip(found, found[1:], strict=False):
+    for a, b in itertools.pairwise(found):
         assert a.end_position == b.position
     last_xid = [e for e in events if isinstance(e, ev.XidEvent)][-1]
     assert found[-1].end_position == last_xid.next_position

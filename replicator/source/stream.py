@@ -1,0 +1,471 @@
+"""The replica stream: whole transactions from a live server, in order, across reconnects.
+
+A reader thread owns the socket: it connects (pymysql does the handshake, auth and TLS),
+registers as a replica, sends the dump command, then reads bytes into the sans-I/O
+``DumpStreamDecoder`` and groups events with ``TransactionAssembler``. Finished items go to
+the event loop through a bounded queue; when the consumer is slow the thread blocks on the
+queue and stops reading the socket, so memory stays bounded and TCP pushes back on the
+server. Reading and decoding never run on the event loop.
+
+On a lost connection, a silent server (nothing for 2x the heartbeat period), a CRC mismatch or
+a protocol error, the thread reconnects with exponential backoff and jitter and resumes after
+the last transaction it handed over: a transaction is delivered whole or not at all, so
+nothing is skipped or repeated. A CRC mismatch that recurs at the same position
+``max_checksum_retries`` times, or a purged binlog (ERR 1236), ends the stream with an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from ..binlog import events as ev
+from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
+from ..binlog.errors import ChecksumError, DecodeError, ServerError
+from ..binlog.framing import EndOfStream, _NeedData
+from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..binlog.stream import DumpStreamDecoder
+from ..binlog.tablemap import SchemaLookup
+from ..binlog.transaction import Transaction, TransactionAssembler
+from ..binlog.versions import version_tuple
+from ..config import SourceConfig
+from ..errors import ConfigError, IntegrityError, ReplicatorError, ServerRefusedError
+from .connection import open_connection
+from .errors import SourceUnavailableError
+from .protocol import (
+    BINLOG_SEND_ANNOTATE_ROWS_EVENT,
+    COM_BINLOG_DUMP,
+    COM_BINLOG_DUMP_GTID,
+    COM_REGISTER_SLAVE,
+    MARIADB_SLAVE_CAPABILITY_MINE,
+    StreamPosition,
+    dump_gtid_payload,
+    dump_payload,
+    position_reached,
+    register_replica_payload,
+)
+
+Item = Transaction | ev.Event
+_READ_SIZE = 256 * 1024
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+
+
+class _End:
+    """Queue sentinel: the stream is over (``--stop-at-end`` reached or closed)."""
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """Counters for metrics and tests (read from the loop, written by the reader thread)."""
+
+    connects: int = 0
+    reconnects: int = 0
+    checksum_errors: int = 0
+    transactions: int = 0
+    bytes_received: int = 0
+    heartbeats: int = 0
+    discarded_incomplete: int = 0
+    last_error: str = ""
+    checksum_failures_at: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    flavor: str  # "mariadb" or "mysql"
+    version: tuple[int, int, int]
+    checksum: str  # "CRC32" or "NONE"
+    end: StreamPosition  # end of the binlog when we connected, with the GTID state there
+
+
+def _query_one(conn: pymysql.connections.Connection, sql: str) -> Any:
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        row = cur.fetchone()
+    return None if row is None else row[0]
+
+
+def read_server_facts(conn: pymysql.connections.Connection) -> ServerFacts:
+    """Flavor, checksum and the end of the binlog (file, position, GTID state) right now."""
+    version_text = str(_query_one(conn, "SELECT @@version"))
+    flavor = "mariadb" if "mariadb" in version_text.lower() else "mysql"
+    version = version_tuple(version_text)
+    checksum = str(_query_one(conn, "SELECT @@global.binlog_checksum") or "NONE").upper()
+    status_sql = (
+        "SHOW BINARY LOG STATUS"
+        if (flavor == "mysql" and version >= (8, 4, 0))
+        or (flavor == "mariadb" and version >= (10, 5, 2))
+        else "SHOW MASTER STATUS"
+    )
+    with conn.cursor() as cur:
+        cur.execute(status_sql)
+        row = cur.fetchone()
+    if row is None:
+        raise ServerRefusedError(
+            "the server's binary log is off",
+            hint="start the server with log_bin (and binlog_format=ROW); see replicator check",
+        )
+    file, position = str(row[0]), int(row[1])
+    mariadb_gtid = mysql_gtid = None
+    if flavor == "mariadb":
+        mariadb_gtid = MariadbGtidPosition.parse(str(_query_one(conn, "SELECT @@gtid_binlog_pos")))
+    else:
+        mode = str(_query_one(conn, "SELECT @@global.gtid_mode") or "OFF").upper()
+        if mode == "ON":
+            mysql_gtid = MysqlGtidSet.parse(str(_query_one(conn, "SELECT @@global.gtid_executed")))
+    return ServerFacts(
+        flavor=flavor,
+        version=version,
+        checksum=checksum,
+        end=StreamPosition(file, position, mariadb_gtid, mysql_gtid),
+    )
+
+
+def _gtid_covers(start: StreamPosition, end: StreamPosition) -> bool:
+    """True when ``start`` already includes every transaction up to ``end``."""
+    if start.mariadb_gtid is not None and end.mariadb_gtid is not None:
+        return all(start.mariadb_gtid.contains(g) for g in end.mariadb_gtid)
+    if start.mysql_gtid is not None and end.mysql_gtid is not None:
+        return start.mysql_gtid.issuperset(end.mysql_gtid)
+    return False
+
+
+class ReplicaStream:
+    """Async iterator over whole transactions and control events of a live server.
+
+    ``start`` is where to begin: a ``StreamPosition`` (GTID state and/or file/position), or
+    None for "now" (the end of the binlog at connect time). With ``stop_at_end`` the stream
+    ends once everything up to the end of the binlog at start has been delivered.
+    """
+
+    def __init__(
+        self,
+        cfg: SourceConfig,
+        start: StreamPosition | None,
+        *,
+        stop_at_end: bool = False,
+        schema_lookup: SchemaLookup | None = None,
+        queue_size: int | None = None,
+        name: str = "replica-reader",
+    ) -> None:
+        self.cfg = cfg
+        self.stats = StreamStats()
+        self.position: StreamPosition | None = start  # after the last delivered transaction
+        self.facts: ServerFacts | None = None
+        self._stop_at_end = stop_at_end
+        self._schema_lookup = schema_lookup
+        self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
+        self._queue: asyncio.Queue[Item | BaseException | _End] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._socket_lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._end: StreamPosition | None = None
+        self._name = name
+        self._finished = False
+
+    # -- asyncio side ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> ReplicaStream:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue(maxsize=self._queue_size)
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def __aiter__(self) -> ReplicaStream:
+        return self
+
+    async def __anext__(self) -> Item:
+        if self._queue is None:
+            raise RuntimeError("ReplicaStream.start() was not called")
+        if self._finished:
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if isinstance(item, _End):
+            self._finished = True
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            self._finished = True
+            raise item
+        return item
+
+    async def aclose(self) -> None:
+        self._stopping.set()
+        self._close_socket()
+        if self._queue is not None:
+            # unblock a reader waiting for room in the queue
+            while not self._queue.empty():
+                self._queue.get_nowait()
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
+
+    # -- reader thread ---------------------------------------------------------------------
+
+    def _deliver(self, item: Item | BaseException | _End) -> bool:
+        """Hand an item to the loop, waiting for room. False when the stream is stopping."""
+        assert self._loop is not None and self._queue is not None
+        queue = self._queue
+        while not self._stopping.is_set():
+            future = asyncio.run_coroutine_threadsafe(queue.put(item), self._loop)
+            try:
+                future.result(timeout=0.5)
+                return True
+            except TimeoutError:
+                future.cancel()
+            except RuntimeError:  # loop closed
+                return False
+        return False
+
+    def _close_socket(self) -> None:
+        with self._socket_lock:
+            sock, self._socket = self._socket, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _run(self) -> None:
+        delay = self.cfg.reconnect_initial_delay
+        while not self._stopping.is_set():
+            try:
+                if self._session():
+                    self._deliver(_End())
+                    return
+                delay = self.cfg.reconnect_initial_delay
+            except DecodeError as exc:
+                # torn or corrupted bytes: re-read from the last whole transaction, unless the
+                # same position keeps failing (then the binlog itself is bad)
+                try:
+                    self._decode_failed(exc)
+                except IntegrityError as fatal:
+                    self._deliver(fatal)
+                    return
+            except (ServerRefusedError, IntegrityError, ConfigError) as exc:
+                self._deliver(exc)
+                return
+            except SourceUnavailableError as exc:
+                self.stats.last_error = str(exc)
+            except Exception as exc:
+                if self._stopping.is_set():
+                    return
+                if not _is_transient(exc):
+                    self._deliver(exc)  # a bug: surface it, never loop on it
+                    return
+                self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._close_socket()
+            if self._stopping.is_set():
+                return
+            self.stats.reconnects += 1
+            jitter = random.uniform(0, delay)  # backoff jitter, not cryptography
+            self._stopping.wait(delay / 2 + jitter / 2)
+            delay = min(delay * 2, self.cfg.reconnect_max_delay)
+
+    def _session(self) -> bool:
+        """One connection's worth of streaming. True when the stream is complete."""
+        cfg = self.cfg
+        conn = open_connection(cfg)
+        try:
+            facts = read_server_facts(conn)
+            self.stats.connects += 1
+            if self.facts is None:
+                self.facts = facts
+                if self._stop_at_end:
+                    self._end = facts.end
+            if self.position is None:
+                self.position = facts.end  # "now"
+            start = self.position
+            end = self._end
+            if end is not None and (
+                _gtid_covers(start, end)
+                or (
+                    not start.has_gtid
+                    and start.file
+                    and position_reached(start.file, start.position, end.file, end.position)
+                )
+            ):
+                return True
+            checksum = CHECKSUM_CRC32 if facts.checksum == "CRC32" else CHECKSUM_OFF
+            self._prepare_session(conn, facts, start)
+            self._register(conn)
+            self._send_dump(conn, facts, start)
+            sock = conn._sock  # the dump stream is read raw from here on
+            assert sock is not None
+            sock.settimeout(max(1.0, 2 * cfg.heartbeat_seconds))
+            with self._socket_lock:
+                self._socket = sock
+            return self._read(sock, start, checksum, end)
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _prepare_session(
+        self, conn: pymysql.connections.Connection, facts: ServerFacts, start: StreamPosition
+    ) -> None:
+        period_ns = int(self.cfg.heartbeat_seconds * 1_000_000_000)
+        statements = [
+            f"SET @master_binlog_checksum = '{facts.checksum}'",
+            f"SET @master_heartbeat_period = {period_ns}",
+        ]
+        if facts.flavor == "mysql" and facts.version >= (8, 0, 26):
+            statements.append(f"SET @source_binlog_checksum = '{facts.checksum}'")
+        if facts.flavor == "mariadb":
+            statements.append(f"SET @mariadb_slave_capability = {MARIADB_SLAVE_CAPABILITY_MINE}")
+            if start.mariadb_gtid is not None:
+                statements += [
+                    f"SET @slave_connect_state = '{start.mariadb_gtid}'",
+                    "SET @slave_gtid_strict_mode = 1",
+                    "SET @slave_gtid_ignore_duplicates = 0",
+                ]
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+
+    def _register(self, conn: pymysql.connections.Connection) -> None:
+        payload = register_replica_payload(self.cfg.server_id, host="replicator", user="")
+        conn._execute_command(COM_REGISTER_SLAVE, payload)
+        conn._read_ok_packet()
+
+    def _send_dump(
+        self, conn: pymysql.connections.Connection, facts: ServerFacts, start: StreamPosition
+    ) -> None:
+        flags = BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.cfg.annotate_rows else 0
+        if facts.flavor == "mysql" and start.mysql_gtid is not None:
+            payload = dump_gtid_payload(self.cfg.server_id, start.mysql_gtid, flags=flags)
+            conn._execute_command(COM_BINLOG_DUMP_GTID, payload)
+            return
+        if facts.flavor == "mariadb" and start.mariadb_gtid is not None:
+            # the server starts from @slave_connect_state; the file name must be empty
+            payload = dump_payload(self.cfg.server_id, "", 4, flags=flags)
+        else:
+            payload = dump_payload(self.cfg.server_id, start.file, start.position, flags=flags)
+        conn._execute_command(COM_BINLOG_DUMP, payload)
+
+    def _read(
+        self,
+        sock: socket.socket,
+        start: StreamPosition,
+        checksum: int,
+        end: StreamPosition | None,
+    ) -> bool:
+        decoder = DumpStreamDecoder(
+            file=start.file,
+            position=start.position,
+            checksum_alg=checksum,
+            schema_lookup=self._schema_lookup,
+            verify_checksum=True,
+        )
+        assembler = TransactionAssembler()
+        buffer = bytearray(_READ_SIZE)
+        view = memoryview(buffer)
+        while not self._stopping.is_set():
+            try:
+                count = sock.recv_into(view)
+            except TimeoutError as exc:
+                raise SourceUnavailableError(
+                    f"no event or heartbeat for {2 * self.cfg.heartbeat_seconds:g} s",
+                    hint="the connection is reconnected automatically",
+                ) from exc
+            if count == 0:
+                raise SourceUnavailableError("the server closed the replication connection")
+            self.stats.bytes_received += count
+            decoder.feed(bytes(view[:count]))
+            while True:
+                try:
+                    event = decoder.next_event()
+                except ServerError as exc:
+                    raise self._server_error(exc) from exc
+                if isinstance(event, _NeedData):
+                    break
+                if isinstance(event, EndOfStream):
+                    raise SourceUnavailableError("the server ended the binlog dump")
+                for item in assembler.feed(event):
+                    if not self._hand_over(item, assembler):
+                        return False
+                    if end is not None and self._reached(item, assembler, end):
+                        return True
+        return False
+
+    def _hand_over(self, item: Item, assembler: TransactionAssembler) -> bool:
+        assert self.position is not None
+        self.stats.discarded_incomplete = assembler.discarded_incomplete
+        if isinstance(item, Transaction):
+            self.stats.transactions += 1
+            self.position = self.position.after(item.gtid, item.end_file, item.end_position)
+        elif isinstance(item, ev.HeartbeatEvent):
+            self.stats.heartbeats += 1
+        return self._deliver(item)
+
+    def _reached(self, item: Item, assembler: TransactionAssembler, end: StreamPosition) -> bool:
+        assert self.position is not None
+        if assembler.in_transaction:
+            return False
+        if isinstance(item, Transaction):
+            return _gtid_covers(self.position, end) or position_reached(
+                item.end_file, item.end_position, end.file, end.position
+            )
+        if isinstance(item, ev.HeartbeatEvent) and item.log_file:
+            return position_reached(item.log_file, item.log_position, end.file, end.position)
+        return False
+
+    def _decode_failed(self, exc: DecodeError) -> None:
+        """Count a decode failure at its position; raise IntegrityError once it persists."""
+        if isinstance(exc, ChecksumError):
+            self.stats.checksum_errors += 1
+        self.stats.last_error = str(exc)
+        here = self.position
+        key = (
+            exc.file or (here.file if here else ""),
+            exc.position if exc.position is not None else (here.position if here else 0),
+        )
+        seen = self.stats.checksum_failures_at.get(key, 0) + 1
+        self.stats.checksum_failures_at[key] = seen
+        if seen >= self.cfg.max_checksum_retries:
+            raise IntegrityError(
+                f"{exc} (failed {seen} times at {key[0]}:{key[1]})",
+                hint=(
+                    "the binlog itself is corrupt or undecodable there: inspect it with "
+                    "mysqlbinlog/mariadb-binlog, then restart from a position after it"
+                ),
+            ) from exc
+
+    def _server_error(self, exc: ServerError) -> ReplicatorError:
+        if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+            assert self.position is not None
+            return ServerRefusedError(
+                f"the server cannot send the binlog from {self.position.describe()}: "
+                f"{exc.server_message}",
+                hint=(
+                    "those binlog files or GTIDs were purged (or the position is wrong); "
+                    "replay from a position the server still has (SHOW BINARY LOGS, "
+                    "@@gtid_purged) or re-snapshot the tables"
+                ),
+            )
+        return SourceUnavailableError(
+            f"server error {exc.code} during the binlog dump: {exc.server_message}"
+        )
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Failures worth a reconnect: the network, the server going away, torn bytes."""
+    if isinstance(exc, (OSError, EOFError, DecodeError)):
+        return True
+    if isinstance(exc, pymysql.err.OperationalError):
+        return True
+    return isinstance(exc, pymysql.err.InterfaceError)
