@@ -2,6 +2,11 @@
 
 Exit codes (DESIGN.md): 0 done, 2 bad config or arguments, 3 server refused, 4 data integrity
 stop, 1 anything else. Every error message says what to do next.
+
+``check`` exits 0 when the source is fit (warnings allowed), 3 when the stream cannot work (an
+error finding, or the server refused the login, a privilege or the TLS certificate), 2 for bad
+options, and 1 when the server cannot be reached at all: that one is transient (retry later)
+rather than something to fix on the server, so scripts can tell the two apart.
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from pathlib import Path
 
 import click
 
+from .config import Secret, SourceConfig, TlsConfig
 from .dump import RowChangeFormatter, json_lines
 from .errors import ConfigError, ReplicatorError
 from .source.binlog_file import read_binlog_files
+from .source.preflight import format_report, run_preflight
+
+MAX_SERVER_ID = 2**32 - 1
 
 
 @click.group()
@@ -57,6 +66,62 @@ def dump(binlog_files: tuple[Path, ...], no_verify_checksum: bool) -> None:
             f"{stats.row_changes} row changes, {stats.invalid_temporals} invalid dates as null",
             err=True,
         )
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Source server host.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=3306, show_default=True, help="TCP port."
+)
+@click.option("--user", default="repl", show_default=True, help="Replication account.")
+@click.option("--password-env", metavar="VAR", help="Read the password from this variable.")
+@click.option(
+    "--password-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Read the password from this file (trailing newline ignored).",
+)
+@click.option(
+    "--server-id",
+    type=click.IntRange(1, MAX_SERVER_ID),
+    default=SourceConfig().server_id,
+    show_default=True,
+    help="The server_id replicator will use as a replica.",
+)
+@click.option(
+    "--tls-ca",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Use TLS and verify the server certificate against this CA file (PEM).",
+)
+def check(
+    *,
+    host: str,
+    port: int,
+    user: str,
+    password_env: str | None,
+    password_file: Path | None,
+    server_id: int,
+    tls_ca: Path | None,
+) -> None:
+    """Check the source's binlog settings and privileges; print the exact fix for each problem.
+
+    Exit 0 ok (warnings allowed), 3 the stream cannot work (fix the printed errors, or the
+    server refused login/privileges/TLS), 2 bad options, 1 the server cannot be reached.
+    """
+    try:
+        cfg = SourceConfig(
+            host=host,
+            port=port,
+            user=user,
+            password=Secret.resolve(env=password_env, file=password_file),
+            server_id=server_id,
+            tls=TlsConfig(enabled=True, ca_file=str(tls_ca)) if tls_ca else TlsConfig(),
+        )
+        report = run_preflight(cfg)
+    except ReplicatorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    click.echo(format_report(report), nl=False)
+    sys.exit(0 if report.ok else 3)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -41,20 +41,26 @@ COLUMN_VISIBILITY = 12
 VECTOR_DIMENSIONALITY = 13
 
 _T = ColumnType
+# MariaDB COMPRESSED columns (include/mysql_com.h MYSQL_TYPE_BLOB_COMPRESSED = 140,
+# MYSQL_TYPE_VARCHAR_COMPRESSED = 141): metadata as their plain counterparts.
+BLOB_COMPRESSED = 140
+VARCHAR_COMPRESSED = 141
 _ONE_BYTE_META = frozenset(
-    {_T.FLOAT, _T.DOUBLE, _T.BLOB, _T.TINY_BLOB, _T.MEDIUM_BLOB, _T.LONG_BLOB, _T.GEOMETRY,
-     _T.JSON, _T.VECTOR, _T.TIMESTAMP2, _T.DATETIME2, _T.TIME2}
+    {BLOB_COMPRESSED, _T.FLOAT, _T.DOUBLE, _T.BLOB, _T.TINY_BLOB, _T.MEDIUM_BLOB, _T.LONG_BLOB,
+     _T.GEOMETRY, _T.JSON, _T.VECTOR, _T.TIMESTAMP2, _T.DATETIME2, _T.TIME2}
 )  # fmt: skip
 # MariaDB logs its pre-10.0 high-resolution TIME/DATETIME/TIMESTAMP with one metadata byte
 # (the fsp); MySQL logs none for these legacy types (MariaDB sql/field.h
 # Field_*_hires::do_save_field_metadata).
 _MAYBE_ONE_BYTE_META = frozenset({_T.TIMESTAMP, _T.DATETIME, _T.TIME})
-_TWO_BYTE_LE_META = frozenset({_T.VARCHAR, _T.VAR_STRING})
+_TWO_BYTE_LE_META = frozenset({_T.VARCHAR, _T.VAR_STRING, VARCHAR_COMPRESSED})
 _NUMERIC = frozenset(
     {_T.TINY, _T.SHORT, _T.INT24, _T.LONG, _T.LONGLONG, _T.FLOAT, _T.DOUBLE, _T.NEWDECIMAL,
      _T.DECIMAL}
 )  # fmt: skip
-_CHARACTER = frozenset({_T.STRING, _T.VAR_STRING, _T.VARCHAR, _T.BLOB})
+_CHARACTER = frozenset(
+    {_T.STRING, _T.VAR_STRING, _T.VARCHAR, _T.BLOB, BLOB_COMPRESSED, VARCHAR_COMPRESSED}
+)
 # MariaDB counts GEOMETRY among the character columns of the charset metadata (it is a BLOB
 # with the binary charset there); MySQL does not (sql/log_event_server.cc
 # Table_map_log_event::init_charset_field in each server).

@@ -444,19 +444,23 @@ class FaultProxy:
         flow = link.flow_to(sock)
         if not flow.pending:
             return
-        try:
-            sent = sock.send(flow.pending)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
+        # Send under the counters lock: a peer that has the bytes cannot read stale counters.
+        with self._counters.lock:
+            try:
+                sent = sock.send(flow.pending)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                sent = -1
+            else:
+                if flow.downstream:
+                    self._counters.s2c += sent
+                else:
+                    self._counters.c2s += sent
+        if sent < 0:
             self._close(link, reset=True)
             return
         del flow.pending[:sent]
-        with self._counters.lock:
-            if flow.downstream:
-                self._counters.s2c += sent
-            else:
-                self._counters.c2s += sent
 
     def _pass_on_eof(self, link: _Link) -> None:
         """Forward a FIN once its direction is flushed; close the link when both are done."""
@@ -504,10 +508,10 @@ class FaultProxy:
 
     def _do_cut_all(self) -> int:
         links = list(self._links)
+        with self._counters.lock:  # count first: a client may look as soon as it sees the RST
+            self._counters.cuts += len(links)
         for link in links:
             self._close(link, reset=True)
-        with self._counters.lock:
-            self._counters.cuts += len(links)
         return len(links)
 
     def _do_refuse(self, on: bool) -> None:

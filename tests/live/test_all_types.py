@@ -11,14 +11,16 @@ every decoded before/after image is compared column by column with those SELECTs
 The workload runs on two servers: ``binlog_row_metadata=FULL`` (names and ENUM/SET labels come
 from the binlog; no schema lookup) and ``MINIMAL`` (signedness and charsets in the binlog; names
 and labels from an information_schema lookup written here). Column compression (the MariaDB
-COMPRESSED attribute) is checked on its own, since the decoder refuses it.
+COMPRESSED attribute) is checked on its own table.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -28,7 +30,6 @@ from typing import Any
 import pytest
 from pymysql.converters import escape_string
 
-from replicator.binlog.errors import DecodeError
 from replicator.binlog.events import RowsEvent, RowsKind, TableMapEvent
 from replicator.binlog.schema import ColumnSchema, TableSchema
 from replicator.binlog.values import InvalidTemporal
@@ -151,7 +152,7 @@ NUMBER_COLS = (
     _decimal_col("dec_1_0", 1, 0),
     _decimal_col("dec_19_9", 19, 9),
     col("float_", "FLOAT", "float", NULL, f"-{FLT_MAX}", FLT_MAX, "1.401298464324817e-45", "0.1"),
-    col("double_", "DOUBLE", "double", NULL, f"-{DBL_MAX}", DBL_MAX, "5e-324", "-0e0"),
+    col("double_", "DOUBLE", "double", NULL, f"-{DBL_MAX}", DBL_MAX, "5e-324", "-5e-324"),
     col(
         "double_third",
         "DOUBLE",
@@ -161,7 +162,7 @@ NUMBER_COLS = (
         "1e308",
         "0.1e0 + 0.2e0",
         "1e0 / 3e0",
-    ),  # fmt: skip
+    ),
     col("bit1", "BIT(1)", "bit", NULL, "b'0'", "b'1'", "b'0'", "b'1'"),
     col("bit7", "BIT(7)", "bit", NULL, "0", "127", "64", "1"),
     col("bit9", "BIT(9)", "bit", NULL, "0", "511", "256", "1"),
@@ -185,7 +186,7 @@ def _temporal_cols() -> tuple[Col, ...]:
             "'2020-02-31'",
             "'2020-00-15'",
             "'0001-01-01'",
-        ),  # fmt: skip
+        ),
     ]
     for fsp in range(7):
         out.append(
@@ -200,7 +201,7 @@ def _temporal_cols() -> tuple[Col, ...]:
                 "'2020-02-31 12:34:56.123456'",
                 "'0000-00-00 12:00:00.5'",
                 "'0001-01-01 00:00:00.000001'",
-            )  # fmt: skip
+            )
         )
     for fsp in range(7):
         out.append(
@@ -215,7 +216,7 @@ def _temporal_cols() -> tuple[Col, ...]:
                 "'2000-02-29 12:00:00.5'",
                 "'1999-12-31 23:59:59.999999'",
                 "'2024-01-01 00:00:00.000001'",
-            )  # fmt: skip
+            )
         )
     for fsp in range(7):
         out.append(
@@ -230,7 +231,7 @@ def _temporal_cols() -> tuple[Col, ...]:
                 "'-00:00:01.000001'",
                 "'-00:00:00.000001'",
                 "'123:45:06.789'",
-            )  # fmt: skip
+            )
         )
     return tuple(out)
 
@@ -253,86 +254,82 @@ STRING_COLS = (
         s(EMOJI * 255),
         s(f"a\0b{EMOJI}{MAX_CP}"),
         s("trailing  "),
-    ),  # fmt: skip
+    ),
     _text(
         "c_latin1",
         "CHAR(10) CHARACTER SET latin1",
         latin1(b"\xff" * 10),
         latin1(b"\x80\x81\x8d\x8f\x90\x9d"),
         s("a  "),
-    ),  # fmt: skip
-    _text(
-        "c_ucs2", "CHAR(20) CHARACTER SET ucs2", s("\uffee" * 20), s("é€日本\uffff"), s("x ")
-    ),  # fmt: skip
+    ),
+    _text("c_ucs2", "CHAR(20) CHARACTER SET ucs2", s("\uffee" * 20), s("é€日本\uffff"), s("x ")),
     _text(
         "c_utf16", "CHAR(20) CHARACTER SET utf16", s(EMOJI * 20), s(f"é€{EMOJI}{MAX_CP}"), s("x ")
-    ),  # fmt: skip
+    ),
     _text(
         "c_utf32_63",
         "CHAR(63) CHARACTER SET utf32",  # 252 bytes: 1-byte length
         s(EMOJI * 63),
         s("é€"),
         s("x "),
-    ),  # fmt: skip
+    ),
     _text(
         "c_utf32_64",
         "CHAR(64) CHARACTER SET utf32",  # 256 bytes: 2-byte length
         s(MAX_CP * 64),
         s(f"é€{EMOJI}"),
         s("x "),
-    ),  # fmt: skip
-    _text(
-        "c_utf8mb3", "CHAR(30) CHARACTER SET utf8mb3", s("日" * 30), s("é€\uffff"), s("x ")
-    ),  # fmt: skip
+    ),
+    _text("c_utf8mb3", "CHAR(30) CHARACTER SET utf8mb3", s("日" * 30), s("é€\uffff"), s("x ")),
     _text(
         "v_utf8mb4_63",
         "VARCHAR(63) CHARACTER SET utf8mb4",  # 252 bytes: 1-byte length
         s(EMOJI * 63),
         s("a\0b"),
         s("x  "),
-    ),  # fmt: skip
+    ),
     _text(
         "v_utf8mb4_64",
         "VARCHAR(64) CHARACTER SET utf8mb4",  # 256 bytes: 2-byte length
         s(EMOJI * 64),
         s("".join(map(chr, range(1, 64)))),
         s("x  "),
-    ),  # fmt: skip
+    ),
     _text(
         "v_latin1_255",
         "VARCHAR(255) CHARACTER SET latin1",
         latin1(b"\xff" * 255),
         latin1(HIGH_LATIN1),
         s("x  "),
-    ),  # fmt: skip
+    ),
     _text(
         "v_latin1_256",
         "VARCHAR(256) CHARACTER SET latin1",
         s("é" * 256),
         latin1(HIGH_LATIN1),
         s("x  "),
-    ),  # fmt: skip
+    ),
     _text("v_utf8mb3", "VARCHAR(20) CHARACTER SET utf8mb3", s("日" * 20), s("é€"), s("x ")),
     _text("v_ucs2", "VARCHAR(20) CHARACTER SET ucs2", s("日" * 20), s("é€\uffff"), s("x ")),
     _text("v_utf16", "VARCHAR(20) CHARACTER SET utf16", s(EMOJI * 20), s(f"é€{EMOJI}"), s("x ")),
     _text(
         "v_utf16le", "VARCHAR(20) CHARACTER SET utf16le", s(EMOJI * 20), s(f"é€{EMOJI}"), s("x ")
-    ),  # fmt: skip
+    ),
     _text("v_utf32", "VARCHAR(20) CHARACTER SET utf32", s(MAX_CP * 20), s(f"é€{EMOJI}"), s("x ")),
     _text(
         "tinytext_",
         "TINYTEXT CHARACTER SET utf8mb4",
-        f"CONCAT(REPEAT('é', 127), 'a')",
+        "CONCAT(REPEAT('é', 127), 'a')",
         s(EMOJI),
         s(" "),
-    ),  # fmt: skip
+    ),
     _text(
         "text_",
         "TEXT CHARACTER SET utf8mb4",  # 65535 bytes
         f"CONCAT(REPEAT({s(EMOJI)}, 16383), 'abc')",
         s("a\0b"),
         s(" x "),
-    ),  # fmt: skip
+    ),
     _text("text_utf16", "TEXT CHARACTER SET utf16", f"REPEAT({s(EMOJI)}, 16383)", s("é"), s("x")),
     _text(
         "mediumtext_",
@@ -340,10 +337,10 @@ STRING_COLS = (
         "REPEAT('é€', 40000)",
         latin1(HIGH_LATIN1),
         s(" "),
-    ),  # fmt: skip
+    ),
     _text(
         "longtext_", "LONGTEXT CHARACTER SET utf8mb4", "REPEAT('日本', 50000)", s(MAX_CP), s("x")
-    ),  # fmt: skip
+    ),
     _binary("bin1", "BINARY(1)", x(b"\xff"), x(b" "), x(b"\x01")),
     _binary("bin16", "BINARY(16)", x(b"\xff" * 16), x(b"\x00\x01"), x(b"a b ")),
     _binary("bin255", "BINARY(255)", x(b"\xff" * 255), x(b"\x00" * 254 + b"\x01"), x(b"x")),
@@ -352,10 +349,10 @@ STRING_COLS = (
     _binary(
         "blob_",
         "BLOB",  # 65535 bytes
-        f"CONCAT(REPEAT(X'00ff', 32767), X'ab')",
+        "CONCAT(REPEAT(X'00ff', 32767), X'ab')",
         x(b"\x00"),
         x(b"\n\r"),
-    ),  # fmt: skip
+    ),
     _binary("mediumblob_", "MEDIUMBLOB", "REPEAT(X'80', 70000)", x(b"\x00"), x(b"\xfe")),
     _binary("longblob_", "LONGBLOB", "REPEAT(X'7f', 70000)", x(b"\x00"), x(b"\xfe")),
 )
@@ -382,7 +379,7 @@ ENUM_SET_COLS = (
         s(EMOJI),
         s("nope"),
         s("it's"),
-    ),  # fmt: skip
+    ),
     col(
         "e_300",
         _enum_set_ddl("ENUM", _labels("m", 300)),
@@ -392,7 +389,7 @@ ENUM_SET_COLS = (
         s("m299"),
         s("nope"),
         s("m255"),
-    ),  # fmt: skip
+    ),
     col(
         "e_latin1",
         _enum_set_ddl("ENUM", ["x", "é€", "ÿ"], "latin1"),
@@ -402,7 +399,7 @@ ENUM_SET_COLS = (
         s("ÿ"),
         s("é€"),
         s("nope"),
-    ),  # fmt: skip
+    ),
     col(
         "set_small",
         _enum_set_ddl("SET", ["a", "b", "c"]),
@@ -412,7 +409,7 @@ ENUM_SET_COLS = (
         s("a,b,c"),
         s("b"),
         s("c,a"),
-    ),  # fmt: skip
+    ),
     col(
         "set_20",
         _enum_set_ddl("SET", S20),
@@ -422,7 +419,7 @@ ENUM_SET_COLS = (
         s(",".join(S20)),
         s("s19"),
         s("s0,s9"),
-    ),  # fmt: skip
+    ),
     col(
         "set_64",
         _enum_set_ddl("SET", S64),
@@ -432,7 +429,7 @@ ENUM_SET_COLS = (
         s(",".join(S64)),
         s("s63"),
         s("s0,s62"),
-    ),  # fmt: skip
+    ),
     col(
         "set_latin1",
         _enum_set_ddl("SET", ["é", "€", "x"], "latin1"),
@@ -442,7 +439,7 @@ ENUM_SET_COLS = (
         s("é,€,x"),
         s("€"),
         s("x,é"),
-    ),  # fmt: skip
+    ),
     col(
         "json_",
         "JSON",
@@ -452,7 +449,7 @@ ENUM_SET_COLS = (
         "CONCAT('[', REPEAT('1,', 40000), '1]')",
         s(f'"{EMOJI}"'),
         s('[18446744073709551616, -0.0, 1e308, "\\u0000", {"k": null}]'),
-    ),  # fmt: skip
+    ),
 )
 
 GEOMETRY_COLS = (
@@ -466,7 +463,7 @@ GEOMETRY_COLS = (
         geom("GEOMETRYCOLLECTION(POINT(1 2),LINESTRING(0 0,1 1))"),
         geom("POLYGON((0 0,10 0,10 10,0 0))", 4326),
         geom("LINESTRING(-1 -1,1 1)"),
-    ),  # fmt: skip
+    ),
     col(
         "point_",
         "POINT",
@@ -476,7 +473,7 @@ GEOMETRY_COLS = (
         f"Point(-{DBL_MAX}, {DBL_MAX})",
         geom("POINT(-0.5 0.25)", 4326),
         "Point(1, 2)",
-    ),  # fmt: skip
+    ),
     col(
         "linestring_",
         "LINESTRING",
@@ -486,7 +483,7 @@ GEOMETRY_COLS = (
         geom("LINESTRING(" + ",".join(f"{i} {-i}" for i in range(1000)) + ")"),
         geom("LINESTRING(1 1,2 2,3 3)", 3857),
         geom("LINESTRING(5 5,6 6)"),
-    ),  # fmt: skip
+    ),
     col(
         "polygon_",
         "POLYGON",
@@ -496,7 +493,7 @@ GEOMETRY_COLS = (
         geom("POLYGON((0 0,10 0,10 10,0 10,0 0),(2 2,3 2,3 3,2 2))"),
         geom("POLYGON((0 0,2 0,2 2,0 0))", 4326),
         geom("POLYGON((1 1,5 1,5 5,1 1))"),
-    ),  # fmt: skip
+    ),
     col(
         "multipoint_",
         "MULTIPOINT",
@@ -506,7 +503,7 @@ GEOMETRY_COLS = (
         geom("MULTIPOINT(1 1,2 2,3 3)"),
         geom("MULTIPOINT(4 4)", 4326),
         geom("MULTIPOINT(5 5,6 6)"),
-    ),  # fmt: skip
+    ),
     col(
         "multilinestring_",
         "MULTILINESTRING",
@@ -516,7 +513,7 @@ GEOMETRY_COLS = (
         geom("MULTILINESTRING((0 0,1 1),(2 2,3 3))"),
         geom("MULTILINESTRING((4 4,5 5))", 4326),
         geom("MULTILINESTRING((6 6,7 7))"),
-    ),  # fmt: skip
+    ),
     col(
         "multipolygon_",
         "MULTIPOLYGON",
@@ -526,7 +523,7 @@ GEOMETRY_COLS = (
         geom("MULTIPOLYGON(((0 0,1 0,1 1,0 0)),((5 5,6 5,6 6,5 5)))"),
         geom("MULTIPOLYGON(((0 0,2 0,2 2,0 0)))", 4326),
         geom("MULTIPOLYGON(((1 1,3 1,3 3,1 1)))"),
-    ),  # fmt: skip
+    ),
     col(
         "geometrycollection_",
         "GEOMETRYCOLLECTION",
@@ -536,11 +533,13 @@ GEOMETRY_COLS = (
         geom("GEOMETRYCOLLECTION(POINT(1 1),POLYGON((0 0,1 0,1 1,0 0)))"),
         geom("GEOMETRYCOLLECTION(POINT(2 2))", 4326),
         geom("GEOMETRYCOLLECTION(LINESTRING(0 0,1 1))"),
-    ),  # fmt: skip
+    ),
 )
 
 # MariaDB 10.5+ INET6, 10.7+ UUID, 10.10+ INET4: logged as BINARY(16) / BINARY(4) (a STRING
 # column with the binary charset); the decoder yields the bytes CAST(col AS BINARY(n)) shows.
+UUID_V1 = "123e4567-e89b-12d3-a456-426655440000"  # MariaDB stores v1-v5 segment-swapped
+UUID_V4 = "550e8400-e29b-41d4-a716-446655440000"
 FIXED_BINARY_COLS = (
     col(
         "inet4_",
@@ -551,7 +550,7 @@ FIXED_BINARY_COLS = (
         s("255.255.255.255"),
         s("10.0.0.1"),
         s("192.168.1.254"),
-    ),  # fmt: skip
+    ),
     col(
         "inet6_",
         "INET6",
@@ -561,7 +560,7 @@ FIXED_BINARY_COLS = (
         s("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
         s("::ffff:1.2.3.4"),
         s("2001:db8::1"),
-    ),  # fmt: skip
+    ),
     col(
         "uuid_",
         "UUID",
@@ -569,9 +568,9 @@ FIXED_BINARY_COLS = (
         NULL,
         s("00000000-0000-0000-0000-000000000000"),
         s("ffffffff-ffff-ffff-ffff-ffffffffffff"),
-        s("123e4567-e89b-12d3-a456-426655440000"),  # version 1: MariaDB swaps its segments
-        s("550e8400-e29b-41d4-a716-446655440000"),
-    ),  # fmt: skip
+        s(UUID_V1),
+        s(UUID_V4),
+    ),
 )
 
 BIG_COLS = (
@@ -629,10 +628,10 @@ def _datetime(text: str, tz: tzinfo | None = None) -> datetime | InvalidTemporal
     match = _DATETIME_TEXT.fullmatch(_need(text, str))
     if match is None:
         raise ValueError(f"not a DATETIME as MySQL prints it: {text!r}")
-    fields = [int(g) for g in match.groups()[:6]]
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
     micro = int((match.group(7) or "").ljust(6, "0"))
     try:
-        return datetime(*fields, micro, tzinfo=tz)  # type: ignore[misc]
+        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz)
     except ValueError:
         return InvalidTemporal(text)
 
@@ -718,13 +717,19 @@ class Change:
         return image[0]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Outcome:
     metadata: str  # binlog_row_metadata of the server
     expected: list[Change]
     decoded: list[Change]
     table_maps: dict[str, TableMapEvent]  # last TABLE_MAP per table
     lookups: list[tuple[str, str]]  # schema_lookup calls
+
+    def __repr__(self) -> str:  # failure reports print it; the images hold 20 MiB values
+        return (
+            f"Outcome(metadata={self.metadata!r}, {len(self.expected)} expected and "
+            f"{len(self.decoded)} decoded changes)"
+        )
 
 
 def _create_sql(table: Table) -> str:
@@ -925,6 +930,11 @@ def test_oracle_sees_the_edge_values(outcome: Outcome) -> None:
     assert inserted["strings", 2]["bin16"] == b"\x00" * 16
     assert inserted["enum_set_json", 4]["e_small"] == ""
     assert inserted["big", 2]["mib20"] == b"\xde\xad\xbe\xef\x00" * 4194304
+    # INET4 / INET6 / UUID travel as their binary form; a UUID in RFC 4122 byte order.
+    assert inserted["fixed_binary", 3]["inet4_"] == b"\xff" * 4
+    assert inserted["fixed_binary", 4]["inet6_"] == ipaddress.IPv6Address("::ffff:1.2.3.4").packed
+    assert inserted["fixed_binary", 4]["uuid_"] == uuid.UUID(UUID_V1).bytes
+    assert inserted["fixed_binary", 5]["uuid_"] == uuid.UUID(UUID_V4).bytes
 
 
 def _column_cases() -> list[Any]:
@@ -935,56 +945,96 @@ def _column_cases() -> list[Any]:
     return cases
 
 
-@pytest.mark.parametrize(("table", "column"), _column_cases())
-def test_column_decodes_as_select_shows(outcome: Outcome, table: str, column: str) -> None:
-    index = TABLE_BY_NAME[table].names.index(column)
-    pairs = [
-        (e, d) for e, d in zip(outcome.expected, outcome.decoded, strict=False) if e.table == table
-    ]
-    mismatches = [
-        f"{e.kind.value} id={e.row_id} {side}: select {short(want)} decoded {short(got)}"
-        for e, d in pairs
-        for side, want_image, got_image in (
-            ("before", e.before, d.before),
-            ("after", e.after, d.after),
-        )
-        for want, got in [
-            (
-                None if want_image is None else want_image[index],
-                None if got_image is None else got_image[index],
-            )
-        ]
-        if canonical(want) != canonical(got)
-    ]
+# Cases the information_schema lookup cannot get right (binlog_row_metadata below FULL).
+LOOKUP_LOSSY = {
+    ("enum_set_json", "e_small"): (
+        "information_schema.COLUMNS.COLUMN_TYPE (like SHOW CREATE TABLE) is utf8mb3 on MariaDB "
+        "10.11: the 4-byte ENUM label U+1F600 reads back as '?', so without FULL row metadata "
+        "the decoded label is '?' where SELECT shows the emoji"
+    ),
+}
 
-    assert len(pairs) == 3 * TABLE_BY_NAME[table].rows
-    assert mismatches == []
+
+def _column_mismatches(outcome: Outcome, table: str, column: str) -> list[str]:
+    index = TABLE_BY_NAME[table].names.index(column)
+    out = []
+    for want, got in zip(outcome.expected, outcome.decoded, strict=True):
+        if want.table != table:
+            continue
+        for side, want_image, got_image in (
+            ("before", want.before, got.before),
+            ("after", want.after, got.after),
+        ):
+            wanted = None if want_image is None else want_image[index]
+            decoded = None if got_image is None else got_image[index]
+            if canonical(wanted) != canonical(decoded):
+                out.append(
+                    f"{want.kind.value} id={want.row_id} {side}: SELECT {short(wanted)}, "
+                    f"decoded {short(decoded)}"
+                )
+    return out
+
+
+@pytest.mark.parametrize(("table", "column"), _column_cases())
+def test_column_decodes_as_select_shows(
+    request: pytest.FixtureRequest, outcome: Outcome, table: str, column: str
+) -> None:
+    lossy = LOOKUP_LOSSY.get((table, column))
+    if lossy is not None and outcome.metadata != "FULL":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=lossy))
+    changes = [c for c in outcome.decoded if c.table == table]
+
+    assert len(outcome.decoded) == len(outcome.expected)
+    assert len(changes) == 3 * TABLE_BY_NAME[table].rows
+    assert _column_mismatches(outcome, table, column) == []
 
 
 # ------------------------------------------------------------------- COMPRESSED columns
 
+COMPRESSED_DDL = (
+    "VARCHAR(1000) COMPRESSED CHARACTER SET utf8mb4",  # type 141, metadata 2 bytes (LE length)
+    "TEXT COMPRESSED CHARACTER SET utf8mb4",  # type 140, metadata 1 byte (length size)
+    "BLOB COMPRESSED",
+)
+# stored raw (0x00 header: too short to shrink), zlib-compressed, empty, NULL, non-ASCII
+COMPRESSED_VALUES = ("x", "compress me " * 40, "", None, "\u00e9\u20ac\U0001f600" * 30)
+
 
 @pytest.mark.parametrize("server_fixture", SERVERS)
-@pytest.mark.parametrize(
-    "ddl", ["VARCHAR(100) COMPRESSED CHARACTER SET utf8mb4", "BLOB COMPRESSED"]
-)
-def test_compressed_column_stops_with_decode_error(
+@pytest.mark.parametrize("ddl", COMPRESSED_DDL)
+def test_compressed_columns_decode(
     request: pytest.FixtureRequest, server_fixture: str, ddl: str
 ) -> None:
     server: MariaDBServer = request.getfixturevalue(server_fixture)
-    server.execute("DROP DATABASE IF EXISTS all_types_compressed")
-    server.execute("CREATE DATABASE all_types_compressed")
-    server.execute(f"CREATE TABLE t (id INT PRIMARY KEY, c {ddl})", database="all_types_compressed")
-    files = _workload_files(
-        server,
-        lambda: server.execute(
-            "INSERT INTO t VALUES (1, REPEAT('compress me ', 8))", database="all_types_compressed"
-        ),
-    )
-    server.execute("DROP DATABASE all_types_compressed")
+    db = "all_types_compressed"
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute(f"CREATE TABLE t (id INT PRIMARY KEY, c {ddl})", database=db)
+    binary = "BLOB" in ddl
 
-    with pytest.raises(DecodeError) as stopped:
-        for name in files:
-            for _ in read_binlog_file(server.binlog_path(name)):
-                pass
-    assert "compressed" in str(stopped.value).lower()
+    def workload() -> None:
+        for i, value in enumerate(COMPRESSED_VALUES):
+            server.execute("INSERT INTO t VALUES (%s, %s)", (i, value), database=db)
+        server.execute("UPDATE t SET c = CONCAT(IFNULL(c, ''), 'z')", database=db)
+
+    files = _workload_files(server, workload)
+    selected = {row[0]: row[1] for row in server.query(f"SELECT id, c FROM {db}.t ORDER BY id")}
+    server.execute(f"DROP DATABASE {db}")
+    decoded = [
+        event
+        for name in files
+        for event in read_binlog_file(server.binlog_path(name))
+        if isinstance(event, RowsEvent) and event.table.table == "t"
+    ]
+    inserted = [row[1] for e in decoded if e.kind is RowsKind.INSERT for row in e.rows]
+    updated = {row[0]: row[1] for e in decoded if e.kind is RowsKind.UPDATE for row in e.after}
+
+    def expect(value: str | None) -> object:
+        if value is None or not binary:
+            return value
+        return value.encode("utf-8")
+
+    assert inserted == [expect(v) for v in COMPRESSED_VALUES]
+    assert updated == {
+        k: (v if isinstance(v, bytes) or not binary else v.encode()) for k, v in selected.items()
+    }

@@ -1,0 +1,129 @@
+"""Open a SQL connection to the source: the one place that turns a SourceConfig into pymysql.
+
+Everything that talks to the server (preflight, schema lookups, the binlog dump) connects
+through ``open_connection``, so transport, TLS and authentication behave the same everywhere:
+
+* TCP ``host:port`` or a unix socket; ``connect_timeout`` bounds connect and handshake.
+* TLS only when ``cfg.tls.enabled``, then always required (never a silent fallback to
+  plaintext): an ``ssl.SSLContext`` that verifies the server certificate against ``ca_file``
+  (the system CAs when none is given) and the host name, with an optional client certificate.
+  With TLS off we pass ``ssl_disabled`` so pymysql does not try an unverified opportunistic
+  handshake either: the transport is exactly what the config says.
+* Authentication is pymysql's: ``mysql_native_password``; MySQL's ``caching_sha2_password``
+  (fast path from the server cache; full authentication sends the password RSA-encrypted with
+  the server's public key when not on TLS or a unix socket, which needs the ``cryptography``
+  package: https://dev.mysql.com/doc/dev/mysql-server/latest/page_caching_sha2_authentication_exchanges.html);
+  MariaDB's ``ed25519`` (client plugin ``client_ed25519``, signs the scramble with a key derived
+  from the password, needs ``pynacl``: https://mariadb.com/kb/en/authentication-plugin-ed25519/).
+  The password is sent as UTF-8 bytes (pymysql would encode a str as latin-1 and fail on
+  anything else); it is read from the ``Secret`` only here.
+* autocommit, ``utf8mb4``, no ``LOAD DATA LOCAL`` (a malicious server could otherwise ask for
+  any local file), no option files read.
+
+Errors come out as the program's own (``source.errors.translate_error``): refused logins,
+privileges and TLS trust as ``ServerRefusedError`` (exit 3), an unreachable server as
+``SourceUnavailableError`` (exit 1, retryable). What the server is and how its binlog is set up
+is ``source.server_info``; it is re-exported here.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import pymysql
+
+from ..config import SourceConfig, TlsConfig
+from ..errors import ConfigError
+from .errors import translate_error
+from .server_info import BinlogFile, BinlogPosition, ServerInfo, server_info
+
+__all__ = [
+    "BinlogFile",
+    "BinlogPosition",
+    "ServerInfo",
+    "describe_source",
+    "open_connection",
+    "server_info",
+    "tls_context",
+]
+
+PROGRAM_NAME = "replicator"
+
+
+def describe_source(cfg: SourceConfig) -> str:
+    """Where the source is, for messages: ``host:port`` or the socket path (never secrets)."""
+    return cfg.unix_socket if cfg.unix_socket else f"{cfg.host}:{cfg.port}"
+
+
+def tls_context(tls: TlsConfig) -> ssl.SSLContext:
+    """The client TLS context for ``tls``: CA verification and host name check as configured."""
+    try:
+        ctx = ssl.create_default_context(cafile=tls.ca_file)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"tls ca_file {tls.ca_file} does not exist", hint="check the path of the CA file"
+        ) from None
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(
+            f"tls ca_file {tls.ca_file} is not a PEM CA certificate: {exc}",
+            hint="give the PEM file of the CA that signed the server certificate",
+        ) from None
+    # Self-made CAs often lack the extensions X509_STRICT (Python 3.13 default) insists on.
+    ctx.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
+    if tls.verify_server_cert:
+        ctx.check_hostname = tls.verify_hostname
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if tls.cert_file or tls.key_file:
+        if not tls.cert_file:
+            raise ConfigError("tls key_file needs cert_file", hint="set tls cert_file too")
+        try:
+            ctx.load_cert_chain(tls.cert_file, keyfile=tls.key_file)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"cannot load the client certificate {tls.cert_file} "
+                f"(key {tls.key_file or 'in the same file'}): {exc}",
+                hint="give PEM files of a certificate and its unencrypted private key",
+            ) from None
+    return ctx
+
+
+def open_connection(
+    cfg: SourceConfig,
+    *,
+    database: str | None = None,
+    read_timeout: float | None = None,
+) -> pymysql.connections.Connection:
+    """A new autocommit connection to the source, authenticated and (if configured) on TLS.
+
+    ``read_timeout`` bounds each read after connecting (None: wait forever, as the binlog
+    stream does between heartbeats). Raises ``ServerRefusedError``, ``SourceUnavailableError``
+    or ``ConfigError``; never a pymysql error.
+    """
+    params: dict[str, Any] = {
+        "user": cfg.user,
+        "password": cfg.password.reveal().encode("utf-8"),
+        "database": database,
+        "connect_timeout": cfg.connect_timeout,
+        "read_timeout": read_timeout,
+        "charset": "utf8mb4",
+        "autocommit": True,
+        "local_infile": False,
+        "program_name": PROGRAM_NAME,
+    }
+    if cfg.unix_socket:
+        params["unix_socket"] = cfg.unix_socket
+    else:
+        params["host"] = cfg.host
+        params["port"] = cfg.port
+    if cfg.tls.enabled:
+        params["ssl"] = tls_context(cfg.tls)
+    else:
+        params["ssl_disabled"] = True
+    try:
+        return pymysql.connections.Connection(**params)
+    except (pymysql.err.MySQLError, OSError, RuntimeError) as exc:
+        raise translate_error(exc, where=describe_source(cfg), account=cfg.user) from None
