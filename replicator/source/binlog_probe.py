@@ -15,13 +15,13 @@ the server started writing the file; then we hang up. This is a probe, not the s
 * ``@master_binlog_checksum`` is set to the server's value first, or servers with checksums
   refuse a client that does not announce it; MariaDB also gets ``@mariadb_slave_capability``.
 
-Wire format: COM_BINLOG_DUMP = 0x12, payload ``pos:4 flags:2 server_id:4 filename``
-(https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_com_binlog_dump.html,
+Wire format: COM_BINLOG_DUMP = 0x12, payload ``pos:4 flags:2 server_id:4 filename``, built by
+``source.protocol`` (https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_com_binlog_dump.html,
 https://mariadb.com/kb/en/com_binlog_dump/); each reply packet is 0x00 then one event whose
 19-byte v4 header starts with ``timestamp:4 type:1`` (mysql-server ``binlog_event.h``). The first
 reply is an artificial ROTATE (timestamp 0; body ``position:8`` then the file name, then the
 CRC32 when checksums are on) naming the file, the FORMAT_DESCRIPTION follows. Uses pymysql's
-internal ``_execute_command``/``_read_packet``, as the binlog stream will.
+internal ``_execute_command``/``_read_packet``, as ``source.stream`` does.
 
 The same exchange needs REPLICATION SLAVE, so a refusal here is a functional privilege check.
 """
@@ -38,16 +38,15 @@ import pymysql
 from ..binlog.constants import CHECKSUM_SIZE, EVENT_HEADER_SIZE, EventType
 from ..config import SourceConfig
 from .connection import describe_source, open_connection
-from .errors import error_code, translate_error
+from .errors import ER_SPECIFIC_ACCESS_DENIED, error_code, translate_error
+from .protocol import COM_BINLOG_DUMP, MARIADB_SLAVE_CAPABILITY_MINE, dump_payload
 
 __all__ = ["ProbeResult", "first_event_time"]
 
-COM_BINLOG_DUMP: Final = 0x12
 BINLOG_DUMP_NON_BLOCK: Final = 0x01
 PROBE_SERVER_ID: Final = 0
 FIRST_POSITION: Final = 4
 MAX_PACKETS: Final = 8  # ROTATE, FORMAT_DESCRIPTION, and slack for anything servers add first
-ER_SPECIFIC_ACCESS_DENIED: Final = 1227
 ER_MASTER_FATAL_ERROR_READING_BINLOG: Final = 1236
 
 
@@ -71,10 +70,10 @@ def first_event_time(cfg: SourceConfig, file: str = "") -> ProbeResult:
             row = cur.fetchone()
             checksum = str(row[0]).upper() if row and row[0] is not None else "NONE"
             cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
-            cur.execute("SET @mariadb_slave_capability = 4")
+            cur.execute(f"SET @mariadb_slave_capability = {MARIADB_SLAVE_CAPABILITY_MINE}")
         crc_size = 0 if checksum == "NONE" else CHECKSUM_SIZE
-        payload = struct.pack("<IHI", FIRST_POSITION, BINLOG_DUMP_NON_BLOCK, PROBE_SERVER_ID)
-        conn._execute_command(COM_BINLOG_DUMP, payload + file.encode("utf-8"))
+        payload = dump_payload(PROBE_SERVER_ID, file, FIRST_POSITION, flags=BINLOG_DUMP_NON_BLOCK)
+        conn._execute_command(COM_BINLOG_DUMP, payload)
         for _ in range(MAX_PACKETS):
             data: bytes = conn._read_packet().get_all_data()
             if len(data) < 1 + EVENT_HEADER_SIZE or data[0] != 0x00:

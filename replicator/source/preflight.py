@@ -20,6 +20,7 @@ without the PROCESS privilege the account sees only its own.
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ import pymysql
 from ..config import SourceConfig
 from .binlog_probe import ProbeResult, first_event_time
 from .connection import describe_source, open_connection
-from .errors import error_code, translate_error
+from .errors import ER_SPECIFIC_ACCESS_DENIED, error_code, translate_error
 from .grants import read_grants
 from .preflight_checks import Finding, PreflightFacts, ReplicaHost, Severity, evaluate
 from .server_info import ServerInfo, server_info
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 ER_PARSE_ERROR = 1064
-ER_SPECIFIC_ACCESS_DENIED = 1227
 QUERY_TIMEOUT = 30.0
 
 
@@ -161,6 +161,7 @@ def _text(value: object) -> str:
 
 _LABELS: dict[str, str] = {"error": "ERROR", "warning": "WARNING", "ok": "ok"}
 _INDENT = " " * 10
+WIDTH = 100
 
 
 def _block(label: str, text: str) -> list[str]:
@@ -178,7 +179,17 @@ def format_report(report: PreflightReport) -> str:
         f"(server_id {server.server_id})"
     ]
     for finding in report.findings:
-        out.append(f"{_LABELS[finding.severity]:<9} {finding.check}: {finding.found}")
+        # Only the description wraps: SQL, my.cnf lines and actions stay whole to copy them.
+        head = f"{_LABELS[finding.severity]:<9} {finding.check}: {finding.found}"
+        out.extend(
+            textwrap.wrap(
+                head,
+                width=WIDTH,
+                subsequent_indent=_INDENT,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
         if finding.sql:
             out.extend(_block("fix now:", finding.sql))
         if finding.config:

@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 
 import pymysql
 
-from .errors import error_code, translate_error
+from .errors import ER_SPECIFIC_ACCESS_DENIED, error_code, translate_error
 
 __all__ = [
     "BinlogFile",
@@ -47,7 +47,6 @@ Flavor = Literal["mariadb", "mysql"]
 
 ER_PARSE_ERROR: Final = 1064
 ER_NO_BINARY_LOGGING: Final = 1381
-ER_SPECIFIC_ACCESS_DENIED: Final = 1227
 
 VARIABLES: Final = (
     "version",
@@ -281,7 +280,8 @@ def _text(value: object) -> str:
 
 
 def _upper(value: str | None) -> str | None:
-    return value.upper() if value else None
+    """Upper-cased; an empty value stays "" (binlog_row_value_options is '' by default)."""
+    return value.upper() if value is not None else None
 
 
 def _bool(value: str | None) -> bool | None:

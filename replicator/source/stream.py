@@ -22,7 +22,6 @@ import random
 import socket
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 import pymysql
 
@@ -34,7 +33,6 @@ from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Transaction, TransactionAssembler
-from ..binlog.versions import version_tuple
 from ..config import SourceConfig
 from ..errors import ConfigError, IntegrityError, ReplicatorError, ServerRefusedError
 from .connection import open_connection
@@ -51,6 +49,7 @@ from .protocol import (
     position_reached,
     register_replica_payload,
 )
+from .server_info import ServerInfo, server_info
 
 Item = Transaction | ev.Event
 _READ_SIZE = 256 * 1024
@@ -84,46 +83,26 @@ class ServerFacts:
     end: StreamPosition  # end of the binlog when we connected, with the GTID state there
 
 
-def _query_one(conn: pymysql.connections.Connection, sql: str) -> Any:
-    with conn.cursor() as cur:
-        cur.execute(sql)
-        row = cur.fetchone()
-    return None if row is None else row[0]
-
-
-def read_server_facts(conn: pymysql.connections.Connection) -> ServerFacts:
-    """Flavor, checksum and the end of the binlog (file, position, GTID state) right now."""
-    version_text = str(_query_one(conn, "SELECT @@version"))
-    flavor = "mariadb" if "mariadb" in version_text.lower() else "mysql"
-    version = version_tuple(version_text)
-    checksum = str(_query_one(conn, "SELECT @@global.binlog_checksum") or "NONE").upper()
-    status_sql = (
-        "SHOW BINARY LOG STATUS"
-        if (flavor == "mysql" and version >= (8, 4, 0))
-        or (flavor == "mariadb" and version >= (10, 5, 2))
-        else "SHOW MASTER STATUS"
-    )
-    with conn.cursor() as cur:
-        cur.execute(status_sql)
-        row = cur.fetchone()
-    if row is None:
+def server_facts(info: ServerInfo) -> ServerFacts:
+    """What the stream needs from ``server_info``: flavor, checksum, and the end of the
+    binlog (file, position, GTID state) when we connected."""
+    if not info.log_bin or info.binlog_end is None:
         raise ServerRefusedError(
-            "the server's binary log is off",
-            hint="start the server with log_bin (and binlog_format=ROW); see replicator check",
+            "the server's binary log is off (or its position cannot be read)",
+            hint="enable log_bin and grant REPLICATION CLIENT; see `replicator check`",
         )
-    file, position = str(row[0]), int(row[1])
     mariadb_gtid = mysql_gtid = None
-    if flavor == "mariadb":
-        mariadb_gtid = MariadbGtidPosition.parse(str(_query_one(conn, "SELECT @@gtid_binlog_pos")))
-    else:
-        mode = str(_query_one(conn, "SELECT @@global.gtid_mode") or "OFF").upper()
-        if mode == "ON":
-            mysql_gtid = MysqlGtidSet.parse(str(_query_one(conn, "SELECT @@global.gtid_executed")))
+    if info.is_mariadb:
+        mariadb_gtid = MariadbGtidPosition.parse(info.gtid_binlog_pos or "")
+    elif (info.gtid_mode or "").upper() == "ON":
+        mysql_gtid = MysqlGtidSet.parse(info.gtid_executed or "")
     return ServerFacts(
-        flavor=flavor,
-        version=version,
-        checksum=checksum,
-        end=StreamPosition(file, position, mariadb_gtid, mysql_gtid),
+        flavor=info.flavor,
+        version=info.version,
+        checksum=(info.binlog_checksum or "NONE").upper(),
+        end=StreamPosition(
+            info.binlog_end.file, info.binlog_end.position, mariadb_gtid, mysql_gtid
+        ),
     )
 
 
@@ -282,7 +261,7 @@ class ReplicaStream:
         cfg = self.cfg
         conn = open_connection(cfg)
         try:
-            facts = read_server_facts(conn)
+            facts = server_facts(server_info(conn))
             self.stats.connects += 1
             if self.facts is None:
                 self.facts = facts

@@ -100,7 +100,8 @@ def _scalar(conn: pymysql.Connection, sql: str) -> Any:
 class _Source:
     """A one-connection TCP server that sends ``payload`` and then waits for the peer to leave.
 
-    With ``pause_at``, it sends that many bytes, waits for ``resume`` to be set, sends the rest.
+    With ``pause_at``, it sends that many bytes, waits for ``resume`` to be set, sends the rest
+    (``pause_at=0``: nothing until the client is surely connected).
     """
 
     def __init__(self, payload: bytes, pause_at: int | None = None) -> None:
@@ -148,6 +149,16 @@ def _read_until_closed(sock: socket.socket) -> tuple[bytes, str]:
     except ConnectionResetError:
         return b"".join(chunks), "reset"
     return b"".join(chunks), "eof"
+
+
+def _connect_and_read(proxy: FaultProxy) -> tuple[bytes, str]:
+    """Like ``_read_until_closed``; a reset that beats connect() back to the client counts."""
+    try:
+        client = socket.create_connection((proxy.host, proxy.port), timeout=10)
+    except ConnectionResetError:
+        return b"", "reset"
+    with client:
+        return _read_until_closed(client)
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:
@@ -326,9 +337,10 @@ def test_stop_closes_every_socket_and_the_thread(mariadb: MariaDBServer) -> None
 @pytest.mark.parametrize("n", [1, 65_535, 65_536, 65_537, None])
 def test_cut_after_delivers_exactly_n_bytes_then_resets(n: int | None, no_leaks: None) -> None:
     n = random.randrange(2, len(PAYLOAD) - 1) if n is None else n
-    with _Source(PAYLOAD) as source, FaultProxy(HOST, source.port) as proxy:
+    with _Source(PAYLOAD, pause_at=0) as source, FaultProxy(HOST, source.port) as proxy:
         proxy.cut_after(n)
         with socket.create_connection((proxy.host, proxy.port), timeout=10) as client:
+            source.resume.set()  # else a tiny cut can reset the client inside connect()
             received, how = _read_until_closed(client)
         stats = proxy.stats()
 
@@ -389,8 +401,7 @@ def test_blackhole_stalls_without_losing_data(no_leaks: None) -> None:
 
 def test_unreachable_target_resets_the_client(no_leaks: None) -> None:
     with FaultProxy(HOST, free_tcp_port()) as proxy:
-        with socket.create_connection((proxy.host, proxy.port), timeout=10) as client:
-            received, how = _read_until_closed(client)
+        received, how = _connect_and_read(proxy)
         stats = proxy.stats()
 
     assert (received, how) == (b"", "reset")
