@@ -150,6 +150,15 @@ class PacketFramer:
     def buffered(self) -> int:
         return len(self._buffer) + sum(len(p) for p in self._parts)
 
+    @property
+    def continuing(self) -> bool:
+        """True while the next packet continues a payload of 0xFFFFFF-byte packets."""
+        return bool(self._parts)
+
+    def peek(self, length: int) -> bytes:
+        """The first ``length`` buffered bytes (fewer if not yet received), not consumed."""
+        return self._buffer.peek(0, min(length, len(self._buffer)))
+
     def next_payload(self) -> bytes | _NeedData:
         buf = self._buffer
         while True:
@@ -197,6 +206,13 @@ def classify_dump_payload(payload: bytes) -> bytes | EndOfStream:
     marker = payload[0]
     if marker == 0x00:
         return payload[1:]
+    if len(payload) >= 1 + 13 and int.from_bytes(payload[10:14], "little") + 1 == len(payload):
+        # An event whose 0x00 marker was corrupted: its header's size field still matches the
+        # packet exactly, which no ERR or EOF packet's text does.
+        raise DecodeError(
+            f"corrupted packet marker 0x{marker:02x} before an event",
+            hint="the connection corrupted the stream; reconnect",
+        )
     if marker == 0xFE and len(payload) < 9:
         return END_OF_STREAM
     if marker == 0xFF:

@@ -7,9 +7,11 @@ Both follow the same shape (h11's): ``feed(data)`` with whatever chunk arrived, 
 from __future__ import annotations
 
 from .constants import CHECKSUM_CRC32
+from .errors import DecodeError
 from .events import Event
 from .framing import (
     END_OF_STREAM,
+    MAX_PACKET,
     NEED_DATA,
     EndOfStream,
     FileFramer,
@@ -87,6 +89,7 @@ class DumpStreamDecoder:
         self.framer.feed(data)
 
     def next_event(self) -> Event | _NeedData | EndOfStream:
+        self._check_packet_length()
         payload = self.framer.next_payload()
         if isinstance(payload, _NeedData):
             return payload
@@ -94,3 +97,29 @@ class DumpStreamDecoder:
         if isinstance(raw, EndOfStream):
             return raw
         return self.parser.parse(raw)
+
+    def _check_packet_length(self) -> None:
+        """Cross-check a new packet's length with the event size inside it.
+
+        A dump packet holding an event is 0x00 then the event, so its length is
+        ``event_size + 1`` (or 0xFFFFFF when the event continues in further packets). The
+        packet length is the one field no checksum covers: checking it as soon as the event
+        header is in means a corrupted length is caught at once, instead of the framer
+        waiting for bytes that will never form the packet it announced.
+        """
+        framer = self.framer
+        if framer.continuing:
+            return
+        head = framer.peek(4 + 1 + 13)
+        if len(head) < 4 + 1 + 13 or head[4] != 0x00:
+            return
+        length = int.from_bytes(head[0:3], "little")
+        event_size = int.from_bytes(head[4 + 1 + 9 : 4 + 1 + 13], "little")
+        expected = min(event_size + 1, MAX_PACKET)
+        if length != expected:
+            raise DecodeError(
+                f"packet of {length} bytes holds an event of {event_size} bytes",
+                file=self.parser.file,
+                position=self.parser.position,
+                hint="the connection corrupted the stream; reconnect",
+            )

@@ -21,6 +21,7 @@ import contextlib
 import random
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pymysql
@@ -71,6 +72,7 @@ class StreamStats:
     bytes_received: int = 0
     heartbeats: int = 0
     discarded_incomplete: int = 0
+    streaming: bool = False  # the dump is under way on the current connection
     last_error: str = ""
     checksum_failures_at: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -259,9 +261,22 @@ class ReplicaStream:
     def _session(self) -> bool:
         """One connection's worth of streaming. True when the stream is complete."""
         cfg = self.cfg
-        conn = open_connection(cfg)
         try:
-            facts = server_facts(server_info(conn))
+            conn = open_connection(cfg)
+        except ReplicatorError:
+            raise
+        except Exception as exc:
+            # a reply mangled on the way (or a server dying mid-handshake): try again
+            raise SourceUnavailableError(f"connecting failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            try:
+                facts = server_facts(server_info(conn))
+            except ReplicatorError:
+                raise
+            except Exception as exc:
+                raise SourceUnavailableError(
+                    f"reading the server's state failed: {type(exc).__name__}: {exc}"
+                ) from exc
             self.stats.connects += 1
             if self.facts is None:
                 self.facts = facts
@@ -291,6 +306,7 @@ class ReplicaStream:
                 self._socket = sock
             return self._read(sock, start, checksum, end)
         finally:
+            self.stats.streaming = False
             with contextlib.suppress(Exception):
                 conn.close()
 
@@ -353,32 +369,49 @@ class ReplicaStream:
         assembler = TransactionAssembler()
         buffer = bytearray(_READ_SIZE)
         view = memoryview(buffer)
+        silence = max(1.0, 2 * self.cfg.heartbeat_seconds)
+        # A packet length is cross-checked with its event as soon as the header is in; this
+        # is the backstop for anything else that leaves bytes arriving but no event forming.
+        misframed_after = max(30.0, 10 * self.cfg.heartbeat_seconds)
+        last_event = time.monotonic()
+        events_here = 0
         while not self._stopping.is_set():
             try:
                 count = sock.recv_into(view)
             except TimeoutError as exc:
                 raise SourceUnavailableError(
-                    f"no event or heartbeat for {2 * self.cfg.heartbeat_seconds:g} s",
+                    f"no event or heartbeat for {silence:g} s",
                     hint="the connection is reconnected automatically",
                 ) from exc
             if count == 0:
                 raise SourceUnavailableError("the server closed the replication connection")
             self.stats.bytes_received += count
+            self.stats.streaming = True
             decoder.feed(bytes(view[:count]))
             while True:
                 try:
                     event = decoder.next_event()
                 except ServerError as exc:
-                    raise self._server_error(exc) from exc
+                    raise self._server_error(exc, at_start=events_here == 0) from exc
                 if isinstance(event, _NeedData):
                     break
                 if isinstance(event, EndOfStream):
                     raise SourceUnavailableError("the server ended the binlog dump")
+                last_event = time.monotonic()
+                events_here += 1
                 for item in assembler.feed(event):
                     if not self._hand_over(item, assembler):
                         return False
                     if end is not None and self._reached(item, assembler, end):
                         return True
+            # Bytes keep coming but no event completes: a corrupted packet length is making
+            # the framer wait for data that will never form an event (heartbeats included).
+            if time.monotonic() - last_event > misframed_after:
+                raise SourceUnavailableError(
+                    f"no complete event for {misframed_after:g} s while {decoder.framer.buffered} "
+                    "bytes arrived: the stream is misframed",
+                    hint="the connection is reconnected automatically",
+                )
         return False
 
     def _hand_over(self, item: Item, assembler: TransactionAssembler) -> bool:
@@ -424,8 +457,11 @@ class ReplicaStream:
                 ),
             ) from exc
 
-    def _server_error(self, exc: ServerError) -> ReplicatorError:
-        if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+    def _server_error(self, exc: ServerError, *, at_start: bool) -> ReplicatorError:
+        """The server's ERR packet. 1236 when the dump starts means the position is gone
+        (purged binlog, unknown GTID): final. Anything else, or an ERR in mid-stream (which
+        may be a corrupted event marker), is retried from the last whole transaction."""
+        if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG and at_start:
             assert self.position is not None
             return ServerRefusedError(
                 f"the server cannot send the binlog from {self.position.describe()}: "

@@ -392,6 +392,8 @@ class FaultProxy:
                 client, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
+            except ConnectionAbortedError:  # the client gave up while in the accept queue
+                continue
             with self._counters.lock:
                 self._counters.accepted += 1
             try:

@@ -322,3 +322,31 @@ def test_every_byte_of_every_event_is_covered(flip: int) -> None:
         else:
             missed.append((offset, None))
     assert missed == []
+
+
+def test_every_byte_of_a_dump_stream_is_covered() -> None:
+    """Flip each byte of a replication stream (packet headers, markers, events): every flip
+    raises DecodeError before a corrupted event comes out. Only the closing EOF packet,
+    which carries no event, may change unnoticed."""
+    raw = SAMPLE.read_bytes()
+    events = [e for _, e in _raw_events(raw)]
+    stream = _dump_stream([_artificial_rotate(b"sample.000001", 4), *events])
+    eof_start = len(stream) - 9
+
+    def decode(data: bytes) -> list[ev.Event]:
+        decoder = DumpStreamDecoder(checksum_alg=CHECKSUM_CRC32)
+        decoder.feed(data)
+        return _events_of(decoder)
+
+    clean = decode(stream)
+    assert len(clean) == len(events) + 1
+    missed = []
+    for offset in range(eof_start):
+        corrupted = bytearray(stream)
+        corrupted[offset] ^= 0xFF
+        try:
+            got = decode(bytes(corrupted))
+        except DecodeError:
+            continue
+        missed.append((offset, len(got)))
+    assert missed == []
