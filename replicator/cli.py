@@ -11,16 +11,19 @@ rather than something to fix on the server, so scripts can tell the two apart.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 from pathlib import Path
 
 import click
 
-from .config import Secret, SourceConfig, TlsConfig
-from .dump import RowChangeFormatter, json_lines
+from .config import Secret, SourceConfig, TlsConfig, load_config
+from .dump import RowChangeFormatter, dump_live, json_lines
 from .errors import ConfigError, ReplicatorError
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
+from .source.protocol import start_position
 
 MAX_SERVER_ID = 2**32 - 1
 
@@ -39,24 +42,69 @@ def main() -> None:
     type=click.Path(path_type=Path),
     help="Binlog file on disk (repeat for several, read in the order given).",
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="YAML config naming the live source (see config/replicator.example.yaml).",
+)
+@click.option("--start-gtid", help="Live: start after these GTIDs (MariaDB D-S-N or MySQL set).")
+@click.option("--start-file", help="Live: start in this binlog file...")
+@click.option("--start-pos", type=int, default=4, show_default=True, help="...at this position.")
+@click.option("--stop-at-end", is_flag=True, help="Live: stop at the end of the binlog at start.")
 @click.option("--no-verify-checksum", is_flag=True, help="Skip CRC32 verification (not advised).")
-def dump(binlog_files: tuple[Path, ...], no_verify_checksum: bool) -> None:
-    """Decode row changes to JSON lines on stdout, one change per line."""
+def dump(
+    binlog_files: tuple[Path, ...],
+    config_file: Path | None,
+    start_gtid: str | None,
+    start_file: str | None,
+    start_pos: int,
+    stop_at_end: bool,
+    no_verify_checksum: bool,
+) -> None:
+    """Decode row changes to JSON lines on stdout, one change per line.
+
+    From binlog files on disk (--binlog-file), or from a live server (--config) starting at
+    --start-gtid, --start-file/--start-pos, the config's start, or now.
+    """
     formatter = RowChangeFormatter()
+    out = sys.stdout
     try:
-        if not binlog_files:
+        if binlog_files and config_file is not None:
+            raise ConfigError(
+                "dump reads either binlog files or a live server, not both",
+                hint="drop --binlog-file or --config",
+            )
+        if binlog_files:
+            events = read_binlog_files(list(binlog_files), verify_checksum=not no_verify_checksum)
+            for line in json_lines(events, formatter):
+                out.write(line)
+                out.write("\n")
+            out.flush()
+        elif config_file is not None:
+            config = load_config(config_file)
+            start = (
+                start_position(start_gtid, start_file, start_pos)
+                if (start_gtid or start_file)
+                else start_position(config.start.gtid, config.start.file, config.start.position)
+            )
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a live dump cleanly
+                asyncio.run(
+                    dump_live(
+                        config.source,
+                        start,
+                        stop_at_end=stop_at_end,
+                        formatter=formatter,
+                        out=out,
+                    )
+                )
+        else:
             raise ConfigError(
                 "dump needs a source",
-                hint="pass --binlog-file PATH (live servers: --config, coming with the stream)",
+                hint="pass --binlog-file PATH for files, or --config FILE for a live server",
             )
-        events = read_binlog_files(list(binlog_files), verify_checksum=not no_verify_checksum)
-        out = sys.stdout
-        for line in json_lines(events, formatter):
-            out.write(line)
-            out.write("\n")
-        out.flush()
     except ReplicatorError as exc:
-        sys.stdout.flush()
+        out.flush()
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     finally:

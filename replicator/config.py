@@ -6,9 +6,14 @@ by ``load_config``. Secrets are wrapped in ``Secret`` so they never print.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from .errors import ConfigError
 
@@ -100,3 +105,203 @@ class SourceConfig:
     reconnect_max_delay: float = 30.0
     max_checksum_retries: int = 3  # a CRC mismatch at the same position this often: exit 4
     buffer_events: int = 10000  # bounded hand-off between the reader thread and the loop
+
+
+@dataclass(frozen=True, slots=True)
+class StartConfig:
+    """Where to begin when there is no checkpoint yet: "now" (default), a GTID position or
+    set, or a binlog file and position."""
+
+    gtid: str | None = None
+    file: str | None = None
+    position: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    source: SourceConfig = field(default_factory=SourceConfig)
+    start: StartConfig = field(default_factory=StartConfig)
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+ENV_PREFIX = "REPLICATOR_"
+_SECRET_KEYS = ("password",)
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _convert(key: str, value: object, kind: object) -> object:
+    """Check/convert one scalar against a field type; errors name the key."""
+    allowed = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ConfigError(
+        f"{key}: {_describe(value)} is not {allowed.get(kind, str(kind))}",  # type: ignore[call-overload]
+        hint=f"set {key} to {allowed.get(kind, str(kind))}",  # type: ignore[call-overload]
+    )
+
+
+def _build(cls: type, data: dict[str, object], prefix: str) -> object:
+    """Build a frozen settings dataclass from a mapping, checking every key and type."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    settable = [n for n in names if n not in _SECRET_KEYS]
+    extra: dict[str, object] = {}
+    for key in _SECRET_KEYS:
+        if key in names:
+            extra.update({f"{key}{suffix}": None for suffix in ("", "_env", "_file")})
+    unknown = sorted(set(data) - set(settable) - set(extra))
+    if unknown:
+        allowed = ", ".join(sorted(settable + list(extra)))
+        raise ConfigError(
+            f"{prefix}{unknown[0]}: unknown setting",
+            hint=f"allowed under {prefix.rstrip('.') or 'the top level'}: {allowed}",
+        )
+    kwargs: dict[str, object] = {}
+    for name in names:
+        kind = hints[name]
+        key = f"{prefix}{name}"
+        if name in _SECRET_KEYS:
+            kwargs[name] = Secret.resolve(
+                value=_opt_str(data.get(name), key),
+                env=_opt_str(data.get(f"{name}_env"), f"{key}_env"),
+                file=_opt_str(data.get(f"{name}_file"), f"{key}_file"),
+                key=key,
+            )
+            continue
+        if name not in data:
+            continue
+        value = data[name]
+        origin = typing.get_origin(kind)
+        args = typing.get_args(kind)
+        optional = origin in (typing.Union, types.UnionType) and type(None) in args
+        if optional:
+            if value is None:
+                kwargs[name] = None
+                continue
+            kind = next(a for a in args if a is not type(None))
+        if dataclasses.is_dataclass(kind):
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"{key}: expected a section (key: value pairs), got {_describe(value)}",
+                    hint=f"write {key} as a mapping",
+                )
+            kwargs[name] = _build(kind, value, f"{key}.")  # type: ignore[arg-type]
+        else:
+            kwargs[name] = _convert(key, value, kind)
+    return cls(**kwargs)
+
+
+def _opt_str(value: object, key: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, int)):
+        raise ConfigError(f"{key}: {_describe(value)} is not a string", hint=f"quote {key}")
+    return str(value)
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, object]:
+    """``REPLICATOR_SOURCE__HOST=db`` -> {"source": {"host": "db"}}."""
+    tree: dict[str, object] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        node = tree
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{name}: conflicts with another REPLICATOR_ variable")
+            node = child
+        node[path[-1]] = value
+    return tree
+
+
+def _merge(base: dict[str, object], over: dict[str, object]) -> dict[str, object]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)  # type: ignore[arg-type]
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: str | Path | None, environ: dict[str, str] | None = None) -> Config:
+    """Read a YAML file (optional), apply ``REPLICATOR_SECTION__KEY`` overrides, validate."""
+    data: dict[str, object] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read config file {path}: {exc.strerror}",
+                hint="pass --config with a readable YAML file",
+            ) from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            raise ConfigError(
+                f"config file {path} is not valid YAML{where}",
+                hint="fix the YAML syntax",
+            ) from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
+        data = loaded
+    data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+    config = _build(Config, data, "")
+    assert isinstance(config, Config)
+    _validate(config)
+    return config
+
+
+def _validate(config: Config) -> None:
+    source = config.source
+    if not 1 <= source.port <= 65535:
+        raise ConfigError(f"source.port: {source.port} is out of range", hint="use 1..65535")
+    if not 1 <= source.server_id <= 2**32 - 1:
+        raise ConfigError(
+            f"source.server_id: {source.server_id} is out of range",
+            hint="use a replica id from 1 to 4294967295, unique among the source's replicas",
+        )
+    if source.heartbeat_seconds <= 0:
+        raise ConfigError(
+            f"source.heartbeat_seconds: {source.heartbeat_seconds} must be positive",
+            hint="use a few seconds, e.g. 5",
+        )
+    if config.start.gtid and config.start.file:
+        raise ConfigError(
+            "start: give either gtid or file/position, not both",
+            hint="remove start.gtid or start.file",
+        )
+    if config.start.position < 4:
+        raise ConfigError(
+            f"start.position: {config.start.position} is before the first event",
+            hint="binlog positions start at 4",
+        )

@@ -27,12 +27,17 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TextIO
 
 from .binlog import events as ev
 from .binlog.json_binary import json_to_text
 from .binlog.json_diff import UnappliedJsonDiffs
+from .binlog.transaction import Transaction
 from .binlog.values import ABSENT, InvalidTemporal
+from .config import SourceConfig
+from .source.protocol import StreamPosition
+from .source.schema import InformationSchemaLookup
+from .source.stream import ReplicaStream
 
 
 def format_time(value: dt.timedelta) -> str:
@@ -108,6 +113,15 @@ class RowChangeFormatter:
             out[key] = self.value(value)
         return out
 
+    def transaction(self, transaction: Transaction) -> Iterator[dict[str, Any]]:
+        """Row changes of one whole transaction from the live stream."""
+        self.gtid = transaction.gtid
+        self.stats.transactions += 1
+        self.stats.events += len(transaction.events)
+        for event in transaction.events:
+            if isinstance(event, ev.RowsEvent):
+                yield from self._rows(event)
+
     def changes(self, event: ev.Event) -> Iterator[dict[str, Any]]:
         self.stats.events += 1
         if isinstance(event, ev.MysqlGtidEvent):
@@ -158,4 +172,32 @@ def json_lines(events: Iterable[ev.Event], formatter: RowChangeFormatter) -> Ite
     """One compact JSON document per row change."""
     for event in events:
         for change in formatter.changes(event):
-            yield json.dumps(change, ensure_ascii=False, separators=(",", ":"))
+            yield _dumps(change)
+
+
+def _dumps(change: dict[str, Any]) -> str:
+    return json.dumps(change, ensure_ascii=False, separators=(",", ":"))
+
+
+async def dump_live(
+    cfg: SourceConfig,
+    start: StreamPosition | None,
+    *,
+    stop_at_end: bool,
+    formatter: RowChangeFormatter,
+    out: TextIO,
+) -> None:
+    """Stream row changes of a live server as JSON lines until the end (or forever)."""
+    lookup = InformationSchemaLookup(cfg)
+    try:
+        async with ReplicaStream(
+            cfg, start, stop_at_end=stop_at_end, schema_lookup=lookup
+        ) as stream:
+            async for item in stream:
+                if isinstance(item, Transaction):
+                    for change in formatter.transaction(item):
+                        out.write(_dumps(change))
+                        out.write("\n")
+                    out.flush()
+    finally:
+        lookup.close()

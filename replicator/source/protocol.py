@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass, replace
 
 from ..binlog.gtid import MariadbGtid, MariadbGtidPosition, MysqlGtid, MysqlGtidSet
+from ..errors import ConfigError
 
 COM_BINLOG_DUMP = 0x12
 COM_REGISTER_SLAVE = 0x15
@@ -121,3 +122,27 @@ def position_reached(file: str, position: int, end_file: str, end_position: int)
     if here[1] != there[1]:
         return here[1] > there[1]
     return position >= end_position
+
+
+def start_position(gtid: str | None, file: str | None, position: int = 4) -> StreamPosition | None:
+    """A start from user input: a GTID (MariaDB ``D-S-N,...`` or MySQL ``uuid:1-5,...``: the
+    transactions already had, streaming begins after them), a binlog file and position, or
+    None for "now"."""
+    if gtid is not None and file is not None:
+        raise ConfigError(
+            "give either a start GTID or a start file/position, not both",
+            hint="drop --start-gtid or --start-file",
+        )
+    if gtid is not None:
+        text = gtid.strip()
+        if ":" in text:
+            return StreamPosition(mysql_gtid=MysqlGtidSet.parse(text))
+        return StreamPosition(mariadb_gtid=MariadbGtidPosition.parse(text))
+    if file is not None:
+        if position < 4:
+            raise ConfigError(
+                f"start position {position} is before the first event",
+                hint="binlog positions start at 4",
+            )
+        return StreamPosition(file=file, position=position)
+    return None

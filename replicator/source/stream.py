@@ -420,9 +420,20 @@ class ReplicaStream:
         if isinstance(item, Transaction):
             self.stats.transactions += 1
             self.position = self.position.after(item.gtid, item.end_file, item.end_position)
+            if item.ending == "ddl":
+                self._schema_changed(item)
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
         return self._deliver(item)
+
+    def _schema_changed(self, transaction: Transaction) -> None:
+        """A DDL statement went by: schemas looked up before it may be stale now."""
+        forget = getattr(self._schema_lookup, "forget", None)
+        if forget is None:
+            return
+        for event in transaction.events:
+            if isinstance(event, ev.QueryEvent):
+                forget(event.schema)
 
     def _reached(self, item: Item, assembler: TransactionAssembler, end: StreamPosition) -> bool:
         assert self.position is not None

@@ -31,9 +31,10 @@ import pytest
 from pymysql.converters import escape_string
 
 from replicator.binlog.events import RowsEvent, RowsKind, TableMapEvent
-from replicator.binlog.schema import ColumnSchema, TableSchema
+from replicator.binlog.schema import TableSchema
 from replicator.binlog.values import InvalidTemporal
 from replicator.source.binlog_file import read_binlog_file
+from replicator.source.schema import parse_columns
 from tests.harness.mariadb import MariaDBServer, mariadbd_version
 
 pytestmark = pytest.mark.live
@@ -785,7 +786,7 @@ _LABEL = re.compile(r"'((?:[^']|'')*)'")
 def information_schema_lookup(
     server: MariaDBServer, calls: list[tuple[str, str]]
 ) -> Callable[[str, str], TableSchema | None]:
-    """A ``schema_lookup`` reading information_schema.COLUMNS, as the live stream does."""
+    """A ``schema_lookup`` reading information_schema.COLUMNS through the product's parser."""
 
     def lookup(schema: str, table: str) -> TableSchema | None:
         calls.append((schema, table))
@@ -797,24 +798,7 @@ def information_schema_lookup(
         )
         if not rows:
             return None
-        columns = []
-        for name, data_type, column_type, charset, key in rows:
-            labels = tuple(
-                label.replace("''", "'") for label in _LABEL.findall(column_type)
-            )  # ENUM/SET labels; never a comma split: labels may hold commas
-            columns.append(
-                ColumnSchema(
-                    name=name,
-                    data_type=data_type,
-                    unsigned=data_type not in ("enum", "set")
-                    and re.search(r"\bunsigned\b", column_type) is not None,
-                    charset=charset,
-                    enum_values=labels if data_type == "enum" else None,
-                    set_values=labels if data_type == "set" else None,
-                    primary_key=key == "PRI",
-                )
-            )
-        return TableSchema(schema, table, tuple(columns))
+        return TableSchema(schema, table, parse_columns(rows))
 
     return lookup
 
