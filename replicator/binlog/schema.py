@@ -67,6 +67,9 @@ class ColumnSchema:
     enum_values: tuple[str, ...] | None = None
     set_values: tuple[str, ...] | None = None
     primary_key: bool = False
+    # fractional seconds of TIME/DATETIME/TIMESTAMP (information_schema DATETIME_PRECISION):
+    # MariaDB's pre-10.0 high-resolution formats are logged without it in TABLE_MAP
+    precision: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

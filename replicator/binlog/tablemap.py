@@ -279,9 +279,17 @@ def decode_table_map(
     schema_name = schema_raw.decode("utf-8", "surrogateescape")
     table_name = table_raw.decode("utf-8", "surrogateescape")
     looked_up: TableSchema | None = None
-    needs_lookup = md.names is None or (
-        md.signedness is None and any(t in _NUMERIC for t in real_types)
+    # MariaDB logs its pre-10.0 high-resolution TIME/DATETIME/TIMESTAMP (mysql56_temporal_format
+    # =OFF) with the legacy type codes and no metadata: only the schema knows their precision
+    legacy_temporal = mariadb and any(
+        t in _MAYBE_ONE_BYTE_META and m == 0 for t, m in zip(real_types, metas, strict=True)
     )
+    needs_lookup = (
+        md.names is None
+        or (md.signedness is None and any(t in _NUMERIC for t in real_types))
+        or legacy_temporal
+    )
+
     if needs_lookup and schema_lookup is not None:
         looked_up = schema_lookup(schema_name, table_name)
         if looked_up is not None and len(looked_up.columns) != column_count:
@@ -316,6 +324,14 @@ def decode_table_map(
     columns: list[ColumnDef] = []
     for i in range(column_count):
         known = looked_up.columns[i] if looked_up is not None else None
+        if (
+            legacy_temporal
+            and real_types[i] in _MAYBE_ONE_BYTE_META
+            and metas[i] == 0
+            and known is not None
+            and known.precision
+        ):
+            metas[i] = known.precision
         collation = collations.get(i)
         charset: str | None
         if collation is not None:

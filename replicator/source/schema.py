@@ -23,7 +23,8 @@ from .connection import open_connection
 _LABEL = re.compile(r"'((?:[^'\\]|''|\\.)*)'")
 _UNSIGNED = re.compile(r"\bunsigned\b")
 _QUERY = (
-    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY "
+    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, CHARACTER_SET_NAME, COLUMN_KEY, "
+    "DATETIME_PRECISION "
     "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
     "ORDER BY ORDINAL_POSITION"
 )
@@ -36,9 +37,11 @@ def _unquote(label: str) -> str:
 
 
 def parse_columns(rows: list[tuple[object, ...]]) -> tuple[ColumnSchema, ...]:
-    """information_schema.COLUMNS rows (name, data_type, column_type, charset, key)."""
+    """information_schema.COLUMNS rows (name, data_type, column_type, charset, key[, fsp])."""
     columns = []
-    for name, data_type, column_type, charset, key in rows:
+    for row in rows:
+        name, data_type, column_type, charset, key = row[:5]
+        fsp = row[5] if len(row) > 5 else None
         kind = str(data_type).lower()
         text = str(column_type)
         labels = (
@@ -53,6 +56,7 @@ def parse_columns(rows: list[tuple[object, ...]]) -> tuple[ColumnSchema, ...]:
                 enum_values=labels if kind == "enum" else None,
                 set_values=labels if kind == "set" else None,
                 primary_key=key == "PRI",
+                precision=int(fsp) if isinstance(fsp, int) else None,
             )
         )
     return tuple(columns)

@@ -36,8 +36,8 @@ from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Transaction, TransactionAssembler
 from ..config import SourceConfig
 from ..errors import ConfigError, IntegrityError, ReplicatorError, ServerRefusedError
-from .connection import open_connection
-from .errors import SourceUnavailableError
+from .connection import describe_source, open_connection
+from .errors import SourceUnavailableError, error_code, translate_error
 from .protocol import (
     BINLOG_SEND_ANNOTATE_ROWS_EVENT,
     COM_BINLOG_DUMP,
@@ -55,6 +55,8 @@ from .server_info import ServerInfo, server_info
 Item = Transaction | ev.Event
 _READ_SIZE = 256 * 1024
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+# access denied / specific privilege needed (ER_SPECIFIC_ACCESS_DENIED_ERROR, ...)
+_REFUSED_AT_START = frozenset({1044, 1045, 1142, 1227})
 
 
 class _End:
@@ -296,9 +298,15 @@ class ReplicaStream:
             ):
                 return True
             checksum = CHECKSUM_CRC32 if facts.checksum == "CRC32" else CHECKSUM_OFF
-            self._prepare_session(conn, facts, start)
-            self._register(conn)
-            self._send_dump(conn, facts, start)
+            try:
+                self._prepare_session(conn, facts, start)
+                self._register(conn)
+                self._send_dump(conn, facts, start)
+            except pymysql.err.Error as exc:
+                # privileges (REPLICATION SLAVE) are refusals; a dropped link is retried
+                if error_code(exc) in _REFUSED_AT_START:
+                    raise self._refused(str(exc.args[-1]) if exc.args else str(exc)) from exc
+                raise translate_error(exc, where=describe_source(cfg), account=cfg.user) from exc
             sock = conn._sock  # the dump stream is read raw from here on
             assert sock is not None
             sock.settimeout(max(1.0, 2 * cfg.heartbeat_seconds))
@@ -468,10 +476,21 @@ class ReplicaStream:
                 ),
             ) from exc
 
+    def _refused(self, message: str) -> ServerRefusedError:
+        return ServerRefusedError(
+            f"the server refused to serve the binlog to {self.cfg.user!r}: {message}",
+            hint=(
+                "grant the replication privileges: GRANT REPLICATION SLAVE, REPLICATION "
+                f"CLIENT ON *.* TO '{self.cfg.user}'@'%'; (see replicator check)"
+            ),
+        )
+
     def _server_error(self, exc: ServerError, *, at_start: bool) -> ReplicatorError:
         """The server's ERR packet. 1236 when the dump starts means the position is gone
         (purged binlog, unknown GTID): final. Anything else, or an ERR in mid-stream (which
         may be a corrupted event marker), is retried from the last whole transaction."""
+        if at_start and exc.code in _REFUSED_AT_START:
+            return self._refused(exc.server_message)
         if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG and at_start:
             assert self.position is not None
             return ServerRefusedError(

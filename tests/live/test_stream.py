@@ -378,3 +378,14 @@ async def test_slow_consumer_keeps_memory_bounded(server: MariaDBServer) -> None
     assert seen == 200
     assert stream.position is not None
     assert isinstance(stream.position.mariadb_gtid, MariadbGtidPosition)
+
+
+async def test_missing_replication_privilege_is_refused(server: MariaDBServer) -> None:
+    server.execute("CREATE USER IF NOT EXISTS 'noslave'@'%' IDENTIFIED BY 'pw-noslave'")
+    server.execute("GRANT SELECT, REPLICATION CLIENT ON *.* TO 'noslave'@'%'")
+    cfg = source_config(server.host, server.port, user="noslave", password=Secret("pw-noslave"))
+    with pytest.raises(ServerRefusedError) as info:
+        await collect(ReplicaStream(cfg, here(server), stop_at_end=False), timeout=30)
+    assert info.value.exit_code == 3
+    assert "REPLICATION SLAVE" in str(info.value)
+    assert "pw-noslave" not in str(info.value)
