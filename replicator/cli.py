@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
+from .checkpoint import Checkpoint, CheckpointStore, now_iso
 from .config import Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
 from .errors import ConfigError, ReplicatorError
+from .logs import configure as configure_logging
+from .service import RunOptions, Service
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .source.protocol import start_position
@@ -170,6 +175,81 @@ def check(
         sys.exit(exc.exit_code)
     click.echo(format_report(report), nl=False)
     sys.exit(0 if report.ok else 3)
+
+
+def _fail(exc: ReplicatorError) -> NoReturn:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="YAML config (see config/replicator.example.yaml).",
+)
+@click.option(
+    "--stop-at-end",
+    is_flag=True,
+    help="Stop once everything up to the end of the binlog at start is committed.",
+)
+def run(config_file: Path, stop_at_end: bool) -> None:
+    """Replicate into the landing zone until stopped (SIGTERM: commit, then exit 0)."""
+    configure_logging()
+    try:
+        config = load_config(config_file)
+        code = asyncio.run(Service(config, RunOptions(stop_at_end=stop_at_end)).run())
+    except ReplicatorError as exc:
+        _fail(exc)
+    sys.exit(code)
+
+
+@main.group()
+def checkpoint() -> None:
+    """Show or set where `run` resumes."""
+
+
+@checkpoint.command("show")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+def checkpoint_show(config_file: Path) -> None:
+    """Print the checkpoint as JSON."""
+    try:
+        config = load_config(config_file)
+        current = CheckpointStore(Path(config.sink.root)).load()
+    except ReplicatorError as exc:
+        _fail(exc)
+    click.echo(json.dumps(current.to_json(), indent=2, sort_keys=True))
+
+
+@checkpoint.command("set")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--gtid", help="Resume after these GTIDs (MariaDB D-S-N,... or a MySQL set).")
+@click.option("--file", "binlog_file", help="Resume at this binlog file...")
+@click.option("--pos", type=int, default=4, show_default=True, help="...and position.")
+def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None, pos: int) -> None:
+    """Move the resume position (replay or skip). `_seq` keeps increasing, so a replay adds
+    rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state."""
+    try:
+        config = load_config(config_file)
+        found = start_position(gtid, binlog_file, pos)
+        if found is None:
+            raise ConfigError("checkpoint set needs --gtid or --file/--pos")
+        position = found
+        store = CheckpointStore(Path(config.sink.root))
+        current = store.load()
+        store.save(
+            Checkpoint(
+                batch=current.batch,
+                next_seq=current.next_seq,
+                position=position,
+                committed_at=now_iso(),
+            )
+        )
+    except ReplicatorError as exc:
+        _fail(exc)
+    click.echo(f"checkpoint set to {position.describe()}")  # position is set once here
 
 
 if __name__ == "__main__":  # pragma: no cover

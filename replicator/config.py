@@ -118,9 +118,57 @@ class StartConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SinkConfig:
+    """The landing zone and how changes are batched into it."""
+
+    root: str = "./landing"
+    batch_max_rows: int = 100_000  # commit when a batch holds this many row changes...
+    batch_max_bytes: int = 64 * 1024 * 1024  # ...or this many binlog bytes...
+    batch_max_seconds: float = 5.0  # ...or its first transaction is this old
+    keep_before_image: bool = False  # updates also carry the before image as `_before`
+    compression: str = "zstd"
+    row_group_rows: int = 128_000
+    # a transaction with more row changes than this streams to staging files instead of
+    # being held in memory, and commits as one batch at its end
+    large_transaction_rows: int = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class FilterConfig:
+    """Which tables land. Globs over ``database.table`` (and ``database.table.column``)."""
+
+    include: tuple[str, ...] = ("*.*",)
+    exclude: tuple[str, ...] = ()
+    exclude_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MqttConfig:
+    """The MQTT broker told about every committed batch (``notify.py``; best-effort)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 1883
+    client_id: str | None = None  # default "replicator-<hostname>"; unique per instance
+    username: str | None = None
+    password: Secret = field(default_factory=lambda: Secret(""))
+    topic_prefix: str = "replicator"  # <prefix>/commits and <prefix>/status (retained)
+    qos: int = 1  # for <prefix>/commits; the status messages always use QoS 1
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    keepalive: int = 30  # seconds; the broker publishes our "offline" will after 1.5x silence
+    timeout: float = 10.0  # seconds to wait for CONNACK and for each PUBACK
+    queue_size: int = 1000  # notifications held while the broker is away; then oldest dropped
+    reconnect_initial_delay: float = 0.5
+    reconnect_max_delay: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     source: SourceConfig = field(default_factory=SourceConfig)
     start: StartConfig = field(default_factory=StartConfig)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
+    sink: SinkConfig = field(default_factory=SinkConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -202,6 +250,9 @@ def _build(cls: type, data: dict[str, object], prefix: str) -> object:
                 kwargs[name] = None
                 continue
             kind = next(a for a in args if a is not type(None))
+        if typing.get_origin(kind) is tuple:
+            kwargs[name] = _string_list(key, value)
+            continue
         if dataclasses.is_dataclass(kind):
             if not isinstance(value, dict):
                 raise ConfigError(
@@ -212,6 +263,18 @@ def _build(cls: type, data: dict[str, object], prefix: str) -> object:
         else:
             kwargs[name] = _convert(key, value, kind)
     return cls(**kwargs)
+
+
+def _string_list(key: str, value: object) -> tuple[str, ...]:
+    """A YAML list of strings, or a comma-separated string (environment variables)."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
+        return tuple(str(v) for v in value)
+    raise ConfigError(
+        f"{key}: {_describe(value)} is not a list of strings",
+        hint=f'write {key} as a YAML list, e.g. ["shop.*"]',
+    )
 
 
 def _opt_str(value: object, key: str) -> str | None:
@@ -300,8 +363,77 @@ def _validate(config: Config) -> None:
             "start: give either gtid or file/position, not both",
             hint="remove start.gtid or start.file",
         )
+    sink = config.sink
+    for key, number in (
+        ("sink.batch_max_rows", sink.batch_max_rows),
+        ("sink.batch_max_bytes", sink.batch_max_bytes),
+        ("sink.row_group_rows", sink.row_group_rows),
+        ("sink.large_transaction_rows", sink.large_transaction_rows),
+    ):
+        if number < 1:
+            raise ConfigError(f"{key}: {number} must be at least 1", hint=f"raise {key}")
+    if sink.batch_max_seconds <= 0:
+        raise ConfigError(
+            f"sink.batch_max_seconds: {sink.batch_max_seconds} must be positive",
+            hint="use e.g. 5",
+        )
+    if sink.compression not in ("zstd", "snappy", "gzip", "none"):
+        raise ConfigError(
+            f"sink.compression: {sink.compression!r} is not supported",
+            hint="use zstd, snappy, gzip or none",
+        )
+    for key, globs in (
+        ("filters.include", config.filters.include),
+        ("filters.exclude", config.filters.exclude),
+    ):
+        for glob in globs:
+            if glob.count(".") != 1:
+                raise ConfigError(
+                    f"{key}: {glob!r} must be database.table (globs allowed)",
+                    hint='e.g. "shop.*" or "*.orders"',
+                )
     if config.start.position < 4:
         raise ConfigError(
             f"start.position: {config.start.position} is before the first event",
             hint="binlog positions start at 4",
+        )
+    _validate_mqtt(config.mqtt)
+
+
+def _validate_mqtt(mqtt: MqttConfig) -> None:
+    if not 1 <= mqtt.port <= 65535:
+        raise ConfigError(f"mqtt.port: {mqtt.port} is out of range", hint="use 1..65535")
+    if mqtt.enabled and not mqtt.host:
+        raise ConfigError("mqtt.host: empty", hint="name the broker, or set mqtt.enabled: false")
+    if mqtt.qos not in (0, 1, 2):
+        raise ConfigError(f"mqtt.qos: {mqtt.qos} is not an MQTT QoS", hint="use 0, 1 or 2")
+    prefix = mqtt.topic_prefix
+    if not prefix or prefix.startswith("/") or prefix.endswith("/") or "//" in prefix:
+        raise ConfigError(
+            f"mqtt.topic_prefix: {_describe(prefix)} has an empty topic level",
+            hint='use levels separated by single slashes, e.g. "replicator/prod"',
+        )
+    if any(c in prefix for c in "+#\0"):
+        raise ConfigError(
+            f"mqtt.topic_prefix: {_describe(prefix)} contains a wildcard (+, #) or NUL",
+            hint="topics we publish to cannot contain + or #",
+        )
+    if mqtt.password and not mqtt.username:
+        raise ConfigError(
+            "mqtt.password: set without mqtt.username",
+            hint="MQTT sends a password only with a user name: set mqtt.username",
+        )
+    if not 1 <= mqtt.keepalive <= 65535:
+        raise ConfigError(
+            f"mqtt.keepalive: {mqtt.keepalive} is out of range",
+            hint="use 1..65535 seconds, e.g. 30 (the offline will depends on it)",
+        )
+    if mqtt.queue_size < 1:
+        raise ConfigError(f"mqtt.queue_size: {mqtt.queue_size} must be at least 1")
+    if mqtt.timeout <= 0:
+        raise ConfigError(f"mqtt.timeout: {mqtt.timeout} must be positive", hint="e.g. 10")
+    if not 0 < mqtt.reconnect_initial_delay <= mqtt.reconnect_max_delay:
+        raise ConfigError(
+            "mqtt.reconnect_initial_delay must be positive and at most reconnect_max_delay",
+            hint="e.g. reconnect_initial_delay: 0.5, reconnect_max_delay: 30",
         )

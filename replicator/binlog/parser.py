@@ -612,11 +612,14 @@ def _mariadb_gtid(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     flags = ev.MariadbGtidFlags(body[12])
     commit_id: int | None = None
     xid: bytes | None = None
+    pos = 13
+    # MariaDB Gtid_log_event::Gtid_log_event reads the commit id, then (independently) the XA
+    # xid: format id u32, gtrid and bqual lengths u8, then the two strings
     if flags & ev.MariadbGtidFlags.GROUP_COMMIT_ID:
-        commit_id = int.from_bytes(body[13:21], "little")
-    elif flags & (ev.MariadbGtidFlags.PREPARED_XA | ev.MariadbGtidFlags.COMPLETED_XA):
-        gtrid_len, bqual_len = body[17], body[18]
-        xid, _ = take(body, 13, 6 + gtrid_len + bqual_len)
+        commit_id, pos = uint(body, pos, 8)
+    if flags & (ev.MariadbGtidFlags.PREPARED_XA | ev.MariadbGtidFlags.COMPLETED_XA):
+        gtrid_len, bqual_len = body[pos + 4], body[pos + 5]
+        xid, _ = take(body, pos, 6 + gtrid_len + bqual_len)
     return ev.MariadbGtidEvent(
         **w.kw(),
         gtid=MariadbGtid(domain_id, w.header.server_id, seq_no),

@@ -29,6 +29,23 @@ from .versions import is_mariadb, version_tuple
 
 
 @dataclass(frozen=True, slots=True)
+class TransactionPart:
+    """The first events of a transaction too large to hold in memory; the rest follow in
+    further parts and the final ``Transaction`` (whose ``parts`` counts them). A consumer
+    must keep parts uncommitted until that final ``Transaction`` arrives."""
+
+    gtid: str | None
+    index: int
+    events: tuple[ev.Event, ...]
+    file: str
+    position: int
+
+    @property
+    def row_count(self) -> int:
+        return sum(len(e.rows) for e in self.events if isinstance(e, ev.RowsEvent))
+
+
+@dataclass(frozen=True, slots=True)
 class Transaction:
     """One committed (or XA-prepared) transaction, with every event in it."""
 
@@ -42,6 +59,7 @@ class Transaction:
     end_position: int
     timestamp: int  # commit time, seconds since the epoch (header of the last event)
     xid: int | None
+    parts: int  # how many TransactionParts of this transaction came before it
     # "xid", "commit", "rollback", "ddl", "xa_prepare", "xa_commit", "xa_rollback", and
     # "statement" for MySQL < 5.5 bare autocommit row changes
     ending: str
@@ -82,8 +100,12 @@ def _statement(event: ev.QueryEvent) -> str:
 
 @dataclass(slots=True)
 class TransactionAssembler:
-    """Feed events in stream order; get back finished transactions and control events."""
+    """Feed events in stream order; get back finished transactions and control events.
 
+    With ``part_rows`` set, a transaction whose row count passes it is handed out in
+    ``TransactionPart``s as it goes, so memory stays bounded for huge transactions."""
+
+    part_rows: int | None = None
     discarded_incomplete: int = 0
     _open: list[ev.Event] = field(default_factory=list)
     _gtid_event: ev.Event | None = None
@@ -93,14 +115,23 @@ class TransactionAssembler:
     # MySQL before 5.5 logged autocommit changes to non-transactional tables as bare
     # TABLE_MAP + ROWS events ending with STMT_END_F, without BEGIN/COMMIT.
     _bare_statements: bool = False
+    _open_rows: int = 0
+    _parts: int = 0
+    _first_file: str = ""
+    _first_position: int = 0
 
     @property
     def in_transaction(self) -> bool:
         return self._gtid_event is not None or self._started or bool(self._open)
 
-    def feed(self, event: ev.Event) -> list[Transaction | ev.Event]:
+    @property
+    def parts_out(self) -> int:
+        """Parts of the open transaction already handed out (0 when none is open)."""
+        return self._parts
+
+    def feed(self, event: ev.Event) -> list[Transaction | TransactionPart | ev.Event]:
         if isinstance(event, ev.TransactionPayloadEvent):
-            out: list[Transaction | ev.Event] = []
+            out: list[Transaction | TransactionPart | ev.Event] = []
             for inner in event.events:
                 out.extend(self.feed(inner))
             return out
@@ -119,7 +150,7 @@ class TransactionAssembler:
             return [event]
         return self._in_group(event)
 
-    def _in_group(self, event: ev.Event) -> list[Transaction | ev.Event]:
+    def _in_group(self, event: ev.Event) -> list[Transaction | TransactionPart | ev.Event]:
         ends = isinstance(event, (ev.XidEvent, ev.XaPrepareEvent))
         statement = _statement(event) if isinstance(event, ev.QueryEvent) else ""
         if statement in ("COMMIT", "ROLLBACK"):
@@ -151,6 +182,10 @@ class TransactionAssembler:
                 self._open.append(event)
             return []
         self._open.append(event)
+        if isinstance(event, ev.RowsEvent) and self.part_rows is not None:
+            self._open_rows += len(event.rows)
+            if self._open_rows >= self.part_rows:
+                return [self._part()]
         if isinstance(event, ev.XidEvent):
             return [self._finish(event, "xid")]
         if isinstance(event, ev.XaPrepareEvent):
@@ -169,6 +204,30 @@ class TransactionAssembler:
                 return [self._finish(event, "ddl")]
         return []
 
+    def _part(self) -> TransactionPart:
+        first = self._gtid_event or self._open[0]
+        if self._parts == 0:
+            self._first_file, self._first_position = first.file, first.position
+        part = TransactionPart(
+            gtid=self._gtid_text(),
+            index=self._parts,
+            events=tuple(self._open),
+            file=self._first_file,
+            position=self._first_position,
+        )
+        self._parts += 1
+        self._open = []
+        self._open_rows = 0
+        return part
+
+    def _gtid_text(self) -> str | None:
+        gtid_event = self._gtid_event
+        if isinstance(gtid_event, ev.MariadbGtidEvent):
+            return str(gtid_event.gtid)
+        if isinstance(gtid_event, ev.MysqlGtidEvent):
+            return gtid_event.gtid
+        return None
+
     def _finish(self, last: ev.Event, ending: str) -> Transaction:
         first = self._gtid_event or (self._open[0] if self._open else last)
         gtid_event = self._gtid_event
@@ -184,19 +243,20 @@ class TransactionAssembler:
             mariadb_gtid=mariadb,
             mysql_gtid=mysql,
             events=tuple(self._open),
-            file=first.file,
-            position=first.position,
+            file=self._first_file if self._parts else first.file,
+            position=self._first_position if self._parts else first.position,
             end_file=last.file,
             end_position=last.next_position,
             timestamp=last.header.timestamp,
             xid=xid,
+            parts=self._parts,
             ending=ending,
         )
         self._reset()
         return transaction
 
     def _drop_open(self) -> None:
-        if self._open or self._gtid_event is not None:
+        if self._open or self._gtid_event is not None or self._parts:
             self.discarded_incomplete += 1
         self._reset()
 
@@ -206,3 +266,5 @@ class TransactionAssembler:
         self._standalone = False
         self._started = False
         self._orphan = False
+        self._open_rows = 0
+        self._parts = 0

@@ -33,7 +33,7 @@ from ..binlog.framing import EndOfStream, _NeedData
 from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
-from ..binlog.transaction import Transaction, TransactionAssembler
+from ..binlog.transaction import Transaction, TransactionAssembler, TransactionPart
 from ..config import SourceConfig
 from ..errors import ConfigError, IntegrityError, ReplicatorError, ServerRefusedError
 from .connection import describe_source, open_connection
@@ -52,7 +52,16 @@ from .protocol import (
 )
 from .server_info import ServerInfo, server_info
 
-Item = Transaction | ev.Event
+
+@dataclass(frozen=True, slots=True)
+class TransactionAborted:
+    """The connection broke inside a transaction whose parts were already handed out: drop
+    them; the whole transaction comes again after the reconnect."""
+
+    gtid: str | None
+
+
+Item = Transaction | TransactionPart | TransactionAborted | ev.Event
 _READ_SIZE = 256 * 1024
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 # access denied / specific privilege needed (ER_SPECIFIC_ACCESS_DENIED_ERROR, ...)
@@ -135,6 +144,7 @@ class ReplicaStream:
         stop_at_end: bool = False,
         schema_lookup: SchemaLookup | None = None,
         queue_size: int | None = None,
+        part_rows: int | None = None,
         name: str = "replica-reader",
     ) -> None:
         self.cfg = cfg
@@ -153,6 +163,8 @@ class ReplicaStream:
         self._end: StreamPosition | None = None
         self._name = name
         self._finished = False
+        self._part_rows = part_rows
+        self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
 
     # -- asyncio side ----------------------------------------------------------------------
 
@@ -253,6 +265,11 @@ class ReplicaStream:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._close_socket()
+            if self._open_parts is not False and not self._stopping.is_set():
+                gtid = self._open_parts if isinstance(self._open_parts, str) else None
+                self._open_parts = False
+                if not self._deliver(TransactionAborted(gtid)):
+                    return
             if self._stopping.is_set():
                 return
             self.stats.reconnects += 1
@@ -374,7 +391,7 @@ class ReplicaStream:
             schema_lookup=self._schema_lookup,
             verify_checksum=True,
         )
-        assembler = TransactionAssembler()
+        assembler = TransactionAssembler(part_rows=self._part_rows)
         buffer = bytearray(_READ_SIZE)
         view = memoryview(buffer)
         silence = max(1.0, 2 * self.cfg.heartbeat_seconds)
@@ -425,7 +442,10 @@ class ReplicaStream:
     def _hand_over(self, item: Item, assembler: TransactionAssembler) -> bool:
         assert self.position is not None
         self.stats.discarded_incomplete = assembler.discarded_incomplete
-        if isinstance(item, Transaction):
+        if isinstance(item, TransactionPart):
+            self._open_parts = item.gtid if item.gtid is not None else True
+        elif isinstance(item, Transaction):
+            self._open_parts = False
             self.stats.transactions += 1
             self.position = self.position.after(item.gtid, item.end_file, item.end_position)
             if item.ending == "ddl":

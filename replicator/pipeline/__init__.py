@@ -1,0 +1,1 @@
+"""Transactions to row changes: metadata columns, filters, batches."""

@@ -1,0 +1,41 @@
+"""One row change as it lands: the table's values plus the metadata columns of DESIGN.md.
+
+``_op`` (c/u/d), ``_seq`` (strictly increasing over the whole stream), ``_gtid``, ``_ts`` (the
+transaction's commit time, UTC), ``_server_id``, ``_binlog_file``, ``_binlog_pos`` (the
+position of the rows event that carried the change).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from ..binlog.schema import ColumnDef
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    op: str  # "c" insert, "u" update, "d" delete, "r" snapshot read
+    seq: int
+    gtid: str | None
+    ts: dt.datetime  # commit time, tz-aware UTC
+    server_id: int
+    binlog_file: str
+    binlog_pos: int
+    values: tuple[object, ...]  # after image; the before image for deletes
+    before: tuple[object, ...] | None = None  # updates, when the before image is kept
+
+
+@dataclass(frozen=True, slots=True)
+class TableVersion:
+    """A table as one TABLE_MAP describes it: changing columns start a new version (and new
+    files), so every file has one schema."""
+
+    schema: str
+    table: str
+    columns: tuple[ColumnDef, ...]
+    primary_key: tuple[int, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.schema}.{self.table}"

@@ -1,0 +1,290 @@
+"""From the replica stream to committed batches.
+
+Each transaction's row events become ``RowChange``s with the metadata columns, filtered by
+database/table globs (and columns dropped), and are appended to the open batch. A batch
+commits, whole transactions only, when it reaches ``batch_max_rows`` row changes,
+``batch_max_bytes`` binlog bytes, or ``batch_max_seconds`` of age. A transaction too large
+for memory arrives in parts; its rows stream into the batch's staging files as they come and
+the batch commits at its end. Converting rows and writing Parquet run in one worker thread,
+so the event loop stays free; the commit protocol itself is in ``sink.landing``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import fnmatch
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..binlog import events as ev
+from ..binlog.transaction import Transaction, TransactionPart
+from ..checkpoint import Checkpoint
+from ..config import FilterConfig, SinkConfig
+from ..errors import IntegrityError
+from ..sink.landing import Batch, LandingZone
+from ..source.protocol import StreamPosition
+from ..source.stream import TransactionAborted
+from .changes import RowChange, TableVersion
+
+
+@dataclass(slots=True)
+class PipelineStats:
+    transactions: int = 0
+    row_changes: int = 0
+    rows_by_table_op: dict[tuple[str, str], int] = field(default_factory=dict)
+    batches: int = 0
+    last_batch_rows: int = 0
+    last_batch_seconds: float = 0.0
+    last_commit_time: float = 0.0  # monotonic
+    last_event_timestamp: int = 0  # binlog header time of the last committed transaction
+    filtered_transactions: int = 0
+    aborted_parts: int = 0
+
+
+class TableFilter:
+    """Include/exclude globs over ``db.table``; excluded columns over ``db.table.column``."""
+
+    def __init__(self, cfg: FilterConfig) -> None:
+        self._include = cfg.include
+        self._exclude = cfg.exclude
+        self._columns = cfg.exclude_columns
+        self._tables: dict[tuple[str, str], bool] = {}
+        self._versions: dict[int, tuple[TableVersion, tuple[int, ...] | None]] = {}
+
+    def wants(self, schema: str, table: str) -> bool:
+        key = (schema, table)
+        found = self._tables.get(key)
+        if found is None:
+            name = f"{schema}.{table}"
+            found = any(fnmatch.fnmatchcase(name, g) for g in self._include) and not any(
+                fnmatch.fnmatchcase(name, g) for g in self._exclude
+            )
+            self._tables[key] = found
+        return found
+
+    def version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:
+        """The landed table version and, when columns are excluded, the kept indexes."""
+        cached = self._versions.get(id(table_map))
+        if cached is not None and cached[0].columns is not None:
+            return cached
+        columns = table_map.columns
+        keep: tuple[int, ...] | None = None
+        if self._columns:
+            prefix = f"{table_map.schema}.{table_map.table}."
+            kept = tuple(
+                i
+                for i, c in enumerate(columns)
+                if not any(
+                    fnmatch.fnmatchcase(prefix + (c.name or f"col_{i + 1}"), g)
+                    for g in self._columns
+                )
+            )
+            if len(kept) != len(columns):
+                keep = kept
+                columns = tuple(columns[i] for i in kept)
+        primary = tuple(table_map.primary_key)
+        version = TableVersion(table_map.schema, table_map.table, columns, primary)
+        if len(self._versions) > 10_000:
+            self._versions.clear()
+        self._versions[id(table_map)] = (version, keep)
+        return version, keep
+
+
+def _project(values: tuple[object, ...], keep: tuple[int, ...] | None) -> tuple[object, ...]:
+    return values if keep is None else tuple(values[i] for i in keep)
+
+
+def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> dt.datetime:
+    gtid = getattr(transaction, "mysql_gtid", None)
+    if isinstance(gtid, ev.MysqlGtidEvent) and gtid.immediate_commit_timestamp:
+        return dt.datetime.fromtimestamp(gtid.immediate_commit_timestamp / 1_000_000, dt.UTC)
+    return dt.datetime.fromtimestamp(fallback, dt.UTC)
+
+
+class Pipeline:
+    """Consumes stream items; commits batches to the landing zone."""
+
+    def __init__(
+        self,
+        sink: SinkConfig,
+        filters: FilterConfig,
+        zone: LandingZone,
+        checkpoint: Checkpoint,
+        *,
+        on_commit: Callable[[dict[str, Any], PipelineStats], None] | None = None,
+    ) -> None:
+        self.sink = sink
+        self.zone = zone
+        self.filter = TableFilter(filters)
+        self.checkpoint = checkpoint
+        self.stats = PipelineStats()
+        self.on_commit = on_commit
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer")
+        self._batch: Batch | None = None
+        self._batch_started = 0.0
+        self._batch_bytes = 0
+        self._next_seq = checkpoint.next_seq
+        self._position: StreamPosition | None = checkpoint.position
+        self._in_parts = False
+
+    @property
+    def position(self) -> StreamPosition | None:
+        """After the last transaction added to a batch (committed or not)."""
+        return self._position
+
+    @property
+    def pending_rows(self) -> int:
+        return 0 if self._batch is None else self._batch.rows
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _open(self) -> Batch:
+        if self._batch is None:
+            self._batch = self.zone.begin(self.checkpoint)
+            self._batch_started = time.monotonic()
+            self._batch_bytes = 0
+        return self._batch
+
+    def _changes(
+        self,
+        transaction: Transaction | TransactionPart,
+        events: Iterable[ev.Event],
+        ts: dt.datetime,
+    ) -> list[tuple[TableVersion, list[RowChange]]]:
+        """Row changes grouped by table version, in order, with ``_seq`` assigned."""
+        out: list[tuple[TableVersion, list[RowChange]]] = []
+        keep_before = self.sink.keep_before_image
+        seq = self._next_seq
+        gtid = transaction.gtid
+        for event in events:
+            if isinstance(event, ev.OpaqueEvent) and event.header.type_code in (20, 21, 22):
+                raise IntegrityError(
+                    f"pre-GA rows event at {event.file}:{event.position} cannot be landed",
+                    hint="this binlog comes from a MySQL 5.1 development build",
+                )
+            if not isinstance(event, ev.RowsEvent):
+                continue
+            table = event.table
+            if not self.filter.wants(table.schema, table.table):
+                continue
+            version, keep = self.filter.version(table)
+            server_id = event.header.server_id
+            file, pos = event.file, event.position
+            changes: list[RowChange] = []
+            if event.kind is ev.RowsKind.UPDATE:
+                for before, after in zip(event.rows, event.after, strict=True):
+                    changes.append(
+                        RowChange(
+                            "u", seq, gtid, ts, server_id, file, pos, _project(after, keep),
+                            _project(before, keep) if keep_before else None,
+                        )
+                    )  # fmt: skip
+                    seq += 1
+            else:
+                op = "c" if event.kind is ev.RowsKind.INSERT else "d"
+                for row in event.rows:
+                    changes.append(
+                        RowChange(op, seq, gtid, ts, server_id, file, pos, _project(row, keep))
+                    )
+                    seq += 1
+            if out and out[-1][0] == version:
+                out[-1][1].extend(changes)
+            else:
+                out.append((version, changes))
+        self._next_seq = seq
+        for version, changes in out:
+            for change in changes:
+                key = (version.name, change.op)
+                self.stats.rows_by_table_op[key] = self.stats.rows_by_table_op.get(key, 0) + 1
+        return out
+
+    def _append(self, batch: Batch, groups: list[tuple[TableVersion, list[RowChange]]]) -> None:
+        for version, changes in groups:
+            batch.add(version, changes)
+
+    async def handle(self, item: object) -> None:
+        """Take one stream item; commits when a batch is due."""
+        if isinstance(item, TransactionPart):
+            if not self._in_parts and self._batch is not None and self._batch.rows:
+                await self.commit()  # a huge transaction gets a batch of its own
+            self._in_parts = True
+            batch = self._open()
+            ts = _commit_time(item, int(time.time()))
+            groups = self._changes(item, item.events, ts)
+            await self._run(self._append, batch, groups)
+            return
+        if isinstance(item, TransactionAborted):
+            # parts of a transaction the stream will send again: forget them
+            self.stats.aborted_parts += 1
+            if self._batch is not None:
+                await self._run(self._batch.abort)
+            self._batch = None
+            self._next_seq = self.checkpoint.next_seq
+            self._position = self.checkpoint.position
+            self._in_parts = False
+            return
+        if not isinstance(item, Transaction):
+            return
+        batch = self._open()
+        ts = _commit_time(item, item.timestamp)
+        groups = self._changes(item, item.events, ts)
+        await self._run(self._append, batch, groups)
+        batch.transactions += 1
+        self._batch_bytes += item.end_position - item.position if not item.parts else 0
+        self.stats.transactions += 1
+        self.stats.last_event_timestamp = item.timestamp
+        self._position = (self._position or StreamPosition()).after(
+            item.gtid, item.end_file, item.end_position
+        )
+        was_parts = self._in_parts
+        self._in_parts = False
+        if was_parts or self.due():
+            await self.commit()
+
+    def due(self) -> bool:
+        batch = self._batch
+        if batch is None or batch.transactions == 0:
+            return False
+        return (
+            batch.rows >= self.sink.batch_max_rows
+            or self._batch_bytes >= self.sink.batch_max_bytes
+            or time.monotonic() - self._batch_started >= self.sink.batch_max_seconds
+        )
+
+    def seconds_until_due(self) -> float | None:
+        if self._batch is None or self._batch.transactions == 0:
+            return None
+        return max(0.0, self.sink.batch_max_seconds - (time.monotonic() - self._batch_started))
+
+    async def commit(self) -> None:
+        """Commit the open batch (whole transactions only)."""
+        batch = self._batch
+        if batch is None or self._in_parts:
+            return
+        if batch.transactions == 0:
+            return
+        assert self._position is not None
+        started = time.monotonic()
+        checkpoint = await self._run(batch.commit, self._position, self._next_seq)
+        self.checkpoint = checkpoint
+        self._batch = None
+        self.stats.batches += 1
+        self.stats.row_changes += batch.rows
+        self.stats.last_batch_rows = batch.rows
+        self.stats.last_batch_seconds = time.monotonic() - started
+        self.stats.last_commit_time = time.monotonic()
+        manifest = self.zone.last_manifest
+        if self.on_commit is not None and manifest is not None:
+            self.on_commit(manifest, self.stats)
+
+    async def close(self) -> None:
+        """Drop an uncommitted batch (its transactions replay from the checkpoint)."""
+        if self._batch is not None:
+            await self._run(self._batch.abort)
+            self._batch = None
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,1 @@
+"""The landing zone: Arrow schemas, Parquet files, the commit protocol."""

@@ -1,0 +1,289 @@
+"""The landing zone's commit protocol: every committed transaction lands exactly once.
+
+Layout (DESIGN.md): ``<root>/<database>/<table>/part-<first _seq>.parquet`` data files,
+``<root>/_manifests/<batch>.json`` commit records, ``<root>/_state/checkpoint.json``. Names
+starting with ``_`` or ``.`` are invisible to Spark.
+
+A batch commits in these steps (each a named fault-injection point for the crash tests):
+
+1. ``data``: every table's rows are written to hidden temp files ``.part-<seq>.parquet.tmp``
+   in the table's directory, each fsync'd, then the directories.
+2. ``manifest``: the manifest (files, row counts, start and end positions, GTID state, seq
+   range) is written atomically and fsync'd. **This is the commit point.**
+3. ``publish``: each temp file is renamed to its final name; directories fsync'd.
+4. ``checkpoint``: the checkpoint moves to the batch's end, atomically.
+
+Recovery at start (``recover``) rolls every manifest newer than the checkpoint forward (renames
+its files if a crash came between 2 and 3, then advances the checkpoint) and deletes temp files
+no manifest names (a batch that never reached step 2; its transactions are replayed from the
+checkpoint). A data file therefore appears under its final name only once its batch is
+committed, and a replayed batch rewrites the same names (they derive from ``_seq``, which the
+checkpoint carries), never adding duplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    fsync_dir,
+    now_iso,
+    position_from_json,
+    position_to_json,
+    write_atomic,
+)
+from ..config import SinkConfig
+from ..errors import IntegrityError, SinkError
+from ..pipeline.changes import RowChange, TableVersion
+from ..source.protocol import StreamPosition
+from .parquet_writer import ParquetTableWriter, WrittenFile
+
+MANIFESTS = "_manifests"
+COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
+FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
+
+
+def _safe(name: str) -> str:
+    """A database or table name as a directory name (no path separators, not hidden)."""
+    cleaned = name.replace("/", "%2F").replace("\0", "%00")
+    return f"%2E{cleaned[1:]}" if cleaned.startswith(".") else cleaned
+
+
+@dataclass(slots=True)
+class FaultInjector:
+    """Crash (SIGKILL to ourselves) at a named commit step, for the crash tests.
+
+    ``REPLICATOR_FAULT_CRASH_AT=<step>:<n>`` kills the process when the ``n``-th batch this
+    process commits reaches ``step`` (one of COMMIT_STEPS, or ``publish-mid``: after the
+    first rename)."""
+
+    step: str | None = None
+    batch: int = 0
+    _committing: int = 0
+
+    @classmethod
+    def from_env(cls) -> FaultInjector:
+        spec = os.environ.get(FAULT_ENV, "")
+        if not spec:
+            return cls()
+        step, _, number = spec.partition(":")
+        return cls(step=step, batch=int(number or 1))
+
+    def next_batch(self) -> None:
+        self._committing += 1
+
+    def at(self, step: str) -> None:
+        if self.step == step and self.batch == self._committing:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(slots=True)
+class _TableFile:
+    version: TableVersion
+    temp: Path
+    final: Path
+    writer: ParquetTableWriter
+
+
+@dataclass(slots=True)
+class Batch:
+    """Row changes of whole transactions, on their way into one commit."""
+
+    zone: LandingZone
+    number: int
+    first_seq: int
+    start: StreamPosition | None
+    rows: int = 0
+    bytes: int = 0
+    transactions: int = 0
+    _files: dict[tuple[str, str, tuple[object, ...]], _TableFile] = field(default_factory=dict)
+
+    def add(self, version: TableVersion, changes: Sequence[RowChange]) -> None:
+        """Append row changes of one table version (called from the writer thread)."""
+        if not changes:
+            return
+        key = (version.schema, version.table, version.columns)
+        target = self._files.get(key)
+        if target is None:
+            target = self.zone._open_file(version, changes[0].seq)
+            self._files[key] = target
+        target.writer.write(changes)
+        self.rows += len(changes)
+
+    def abort(self) -> None:
+        for target in self._files.values():
+            target.writer.abort()
+        self._files.clear()
+
+    def commit(self, end: StreamPosition, next_seq: int) -> Checkpoint:
+        """Run the commit protocol; returns the new checkpoint."""
+        zone = self.zone
+        zone.fault.next_batch()
+        written: list[tuple[_TableFile, WrittenFile]] = []
+        try:
+            for target in self._files.values():
+                written.append((target, target.writer.close()))
+            for directory in {t.temp.parent for t in self._files.values()}:
+                fsync_dir(directory)
+        except OSError as exc:
+            self.abort()
+            raise SinkError(
+                f"cannot write batch {self.number}: {exc.strerror}",
+                hint="check free space and permissions of the landing zone; the batch is "
+                "replayed from the last checkpoint on restart",
+            ) from exc
+        zone.fault.at("data")
+        manifest = {
+            "batch": self.number,
+            "committed_at": now_iso(),
+            "first_seq": self.first_seq,
+            "last_seq": next_seq - 1,
+            "rows": self.rows,
+            "transactions": self.transactions,
+            "start": None if self.start is None else position_to_json(self.start),
+            "end": position_to_json(end),
+            "files": [
+                {
+                    "table": target.version.name,
+                    "path": target.final.relative_to(zone.root).as_posix(),
+                    "rows": info.rows,
+                    "bytes": info.bytes,
+                    "first_seq": info.first_seq,
+                    "last_seq": info.last_seq,
+                }
+                for target, info in written
+            ],
+        }
+        write_atomic(
+            zone.manifest_path(self.number),
+            json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n",
+        )
+        zone.fault.at("manifest")
+        for index, (target, _) in enumerate(written):
+            zone._publish(target.temp, target.final)
+            if index == 0:
+                zone.fault.at("publish-mid")
+        for directory in {t.final.parent for t, _ in written}:
+            fsync_dir(directory)
+        zone.fault.at("publish")
+        checkpoint = Checkpoint(
+            batch=self.number,
+            next_seq=next_seq,
+            position=end,
+            committed_at=str(manifest["committed_at"]),
+        )
+        zone.checkpoints.save(checkpoint)
+        zone.fault.at("checkpoint")
+        self.zone.last_manifest = manifest
+        return checkpoint
+
+
+class LandingZone:
+    def __init__(self, cfg: SinkConfig, *, fault: FaultInjector | None = None) -> None:
+        self.cfg = cfg
+        self.root = Path(cfg.root)
+        self.fault = fault or FaultInjector()
+        self.checkpoints = CheckpointStore(self.root)
+        self.last_manifest: dict[str, Any] | None = None
+
+    def manifest_path(self, batch: int) -> Path:
+        return self.root / MANIFESTS / f"{batch:020d}.json"
+
+    def _open_file(self, version: TableVersion, first_seq: int) -> _TableFile:
+        directory = self.root / _safe(version.schema) / _safe(version.table)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot create {directory}: {exc.strerror}",
+                hint="check the landing zone's permissions and free space",
+            ) from exc
+        name = f"part-{first_seq:020d}.parquet"
+        temp = directory / f".{name}.tmp"
+        writer = ParquetTableWriter(
+            temp,
+            version,
+            with_before=self.cfg.keep_before_image,
+            with_absent=True,
+            row_group_rows=self.cfg.row_group_rows,
+            compression=self.cfg.compression,
+        )
+        return _TableFile(version, temp, directory / name, writer)
+
+    def _publish(self, temp: Path, final: Path) -> None:
+        try:
+            os.replace(temp, final)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot publish {final}: {exc.strerror}",
+                hint="the batch is committed (its manifest exists); restart to finish it",
+            ) from exc
+
+    def begin(self, checkpoint: Checkpoint) -> Batch:
+        return Batch(
+            zone=self,
+            number=checkpoint.batch + 1,
+            first_seq=checkpoint.next_seq,
+            start=checkpoint.position,
+        )
+
+    # -- recovery --------------------------------------------------------------------------
+
+    def recover(self) -> Checkpoint:
+        """Finish or roll back whatever a crash left half done; return the checkpoint."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        checkpoint = self.checkpoints.load()
+        manifests = sorted((self.root / MANIFESTS).glob("[0-9]*.json"))
+        referenced: set[Path] = set()
+        for path in manifests:
+            number = int(path.stem)
+            manifest = json.loads(path.read_text())
+            for item in manifest["files"]:
+                final = self.root / item["path"]
+                referenced.add(final)
+                if number <= checkpoint.batch:
+                    continue
+                temp = final.with_name(f".{final.name}.tmp")
+                if not final.exists():
+                    if not temp.exists():
+                        raise IntegrityError(
+                            f"batch {number} is committed but its file {item['path']} is gone",
+                            hint="restore the file, or remove the manifest and replay from "
+                            "the checkpoint",
+                        )
+                    self._publish(temp, final)
+                    fsync_dir(final.parent)
+            if number > checkpoint.batch:
+                checkpoint = Checkpoint(
+                    batch=number,
+                    next_seq=int(manifest["last_seq"]) + 1,
+                    position=position_from_json(manifest["end"], str(path)),
+                    committed_at=str(manifest["committed_at"]),
+                )
+                self.checkpoints.save(checkpoint)
+        self._remove_uncommitted(referenced)
+        return checkpoint
+
+    def _remove_uncommitted(self, referenced: set[Path]) -> None:
+        for temp in self.root.glob("*/*/.part-*.parquet.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+        for temp in (self.root / MANIFESTS).glob(".*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+        # A final file no manifest names cannot come from this protocol; it would be read
+        # by Spark as data. Move it aside rather than delete someone's file.
+        for final in self.root.glob("*/*/part-*.parquet"):
+            if final not in referenced:
+                aside = self.root / "_orphans" / final.relative_to(self.root)
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(final, aside)

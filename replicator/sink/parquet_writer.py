@@ -1,0 +1,506 @@
+"""Write the row changes of one table version into one Parquet file, column by column.
+
+``ParquetTableWriter`` turns batches of ``RowChange`` into Arrow record batches: the rows are
+transposed once (``zip(*rows)``) and every column becomes one ``pa.array(values, type)`` call,
+so the per-row cost stays in C. Converted batches are buffered and written as row groups of
+``row_group_rows`` rows, or sooner once they hold ``row_group_bytes`` (large BLOBs); a batch
+whose text or binary column would pass Arrow's 2 GiB per-array limit is split. ``close()``
+writes the rest, closes the file and fsyncs it. Making the file visible (rename) and durable
+in its directory is the commit protocol's job.
+
+Values land as the decoder produced them (README "Type mapping"), with these conversions:
+
+* ``InvalidTemporal`` (zero or invalid dates) -> null, counted in ``invalid_temporals``.
+* ``ABSENT`` (a column missing from a partial row image) -> null, and the column's name goes
+  into the row's ``_absent`` list (empty for a full image). A writer opened without
+  ``with_absent`` refuses such rows (IntegrityError) rather than make them look like NULLs.
+  In ``_before`` absent columns are null and not listed.
+* ``Decimal`` of a DECIMAL(p > 38) column -> its exact text (``arrow_types``).
+* ``UnappliedJsonDiffs`` -> IntegrityError: the new document is not in the binlog.
+* A value the column's Arrow type cannot hold exactly (an integer out of range, a decimal
+  with too many digits, a value of the wrong kind) -> IntegrityError naming the column and
+  the binlog position. Nothing is ever wrapped, rounded or dropped.
+
+The conversion is optimistic: pyarrow rejects every marker object, so a column is first
+converted as it is and only scanned value by value when that fails. A failed ``write()``
+leaves the file as it was; a disk error (OSError) removes the partial file and raises
+SinkError naming the path and what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, NoReturn
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..binlog.constants import ColumnType
+from ..binlog.json_diff import UnappliedJsonDiffs
+from ..binlog.schema import ColumnDef
+from ..binlog.values import ABSENT, InvalidTemporal
+from ..errors import ConfigError, IntegrityError, InternalError, SinkError
+from ..pipeline.changes import RowChange, TableVersion
+from .arrow_types import (
+    ABSENT_TYPE,
+    BEFORE_FIELD,
+    METADATA_FIELDS,
+    arrow_field,
+    arrow_schema,
+)
+
+__all__ = ["ParquetTableWriter", "WrittenFile"]
+
+_OPS = frozenset({"c", "u", "d", "r"})
+# pyarrow raises ArrowInvalid (a ValueError), ArrowTypeError (a TypeError) or OverflowError
+# for a value its target type cannot hold.
+_CONVERSION_ERRORS = (ValueError, TypeError, OverflowError)
+_FILE_BUFFER = 1 << 20
+_JSON_DIFF_HINT = (
+    "the source logged a JSON column as a diff (binlog_row_value_options=PARTIAL_JSON) "
+    "without its before image: set binlog_row_image=FULL or binlog_row_value_options='' on "
+    "the source, then replay from before this position"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenFile:
+    """A closed, fsynced file: where it is and what it holds."""
+
+    path: Path
+    rows: int
+    bytes: int
+    first_seq: int | None  # None for a file without rows
+    last_seq: int | None
+    invalid_temporals: int  # zero/invalid dates written as null
+
+
+class _Absent(Enum):
+    """What a column conversion does with ABSENT."""
+
+    TRACK = "track"  # null, and the row index is recorded for ``_absent``
+    NULL = "null"  # null (the ``_before`` image)
+    REFUSE = "refuse"  # IntegrityError (no ``_absent`` column in this file)
+
+
+@dataclass(frozen=True, slots=True)
+class _ColumnPlan:
+    """Everything one column's conversion needs, resolved once per writer."""
+
+    name: str
+    type: pa.DataType
+    prepare: Callable[[Sequence[object]], Sequence[object]] | None
+
+
+def _decimal_text(values: Sequence[object]) -> list[object]:
+    return [format(v, "f") if type(v) is Decimal else v for v in values]
+
+
+def _plan(col: ColumnDef) -> _ColumnPlan:
+    field = arrow_field(col)
+    text_decimal = col.type == ColumnType.NEWDECIMAL and pa.types.is_string(field.type)
+    return _ColumnPlan(field.name, field.type, _decimal_text if text_decimal else None)
+
+
+class ParquetTableWriter:
+    """Appends row changes of one table version to one Parquet file.
+
+    ``write()`` converts and buffers; every ``row_group_rows`` rows become one row group
+    (fewer when the buffer reaches ``row_group_bytes``).
+    ``close()`` returns a ``WrittenFile`` once the file is complete and fsynced; ``abort()``
+    (or leaving a ``with`` block by an exception) closes and deletes it.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        version: TableVersion,
+        *,
+        with_before: bool,
+        with_absent: bool = False,
+        row_group_rows: int = 128_000,
+        row_group_bytes: int = 128 << 20,
+        compression: str = "zstd",
+    ) -> None:
+        if row_group_rows < 1:
+            raise InternalError(f"row_group_rows must be positive, not {row_group_rows}")
+        _check_compression(compression)
+        self.path = path
+        self.version = version
+        self.with_before = with_before
+        self.with_absent = with_absent
+        self.row_group_rows = row_group_rows
+        self.row_group_bytes = row_group_bytes
+        self.schema = arrow_schema(version, with_before=with_before, with_absent=with_absent)
+        self._plans = tuple(_plan(col) for col in version.columns)
+        self._before_type = self.schema.field(BEFORE_FIELD).type if with_before else None
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._rows = 0
+        self._first_seq: int | None = None
+        self._last_seq: int | None = None
+        self._invalid_temporals = 0
+        self._done = False
+        self._file: IO[bytes] | None = None
+        self._writer: Any = None
+        try:
+            self._file = open(path, "wb", buffering=_FILE_BUFFER)  # noqa: SIM115 - closed in close/abort
+            self._writer = pq.ParquetWriter(self._file, self.schema, compression=compression)
+        except OSError as exc:
+            self._fail(exc, "create")
+        except BaseException:  # e.g. an unknown compression: leave no file behind
+            self.abort()
+            raise
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def rows(self) -> int:
+        """Rows accepted so far (written or buffered)."""
+        return self._rows
+
+    @property
+    def invalid_temporals(self) -> int:
+        """Zero/invalid dates written as null so far."""
+        return self._invalid_temporals
+
+    def write(self, changes: Sequence[RowChange]) -> None:
+        """Convert ``changes`` (in ``_seq`` order, continuing the previous call) and append
+        them. Raises IntegrityError for a value that cannot be written exactly, SinkError
+        for a disk error (the file is then removed)."""
+        self._check_open()
+        if not changes:
+            return
+        converted = self._convert_fitting(changes)
+        for batch, invalid in converted:
+            self._invalid_temporals += invalid
+            self._pending.append(batch)
+            self._pending_rows += batch.num_rows
+            self._pending_bytes += batch.nbytes
+            self._rows += batch.num_rows
+        if self._first_seq is None:
+            self._first_seq = changes[0].seq
+        self._last_seq = changes[-1].seq
+        if self._pending_bytes >= self.row_group_bytes:
+            self._flush(final=True)  # large values: a smaller row group rather than GiBs held
+        elif self._pending_rows >= self.row_group_rows:
+            self._flush(final=False)
+
+    def close(self) -> WrittenFile:
+        """Write what is buffered, close the file and fsync it."""
+        self._check_open()
+        try:
+            self._flush(final=True)
+            self._writer.close()
+            assert self._file is not None
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            size = os.fstat(self._file.fileno()).st_size
+            self._file.close()
+        except OSError as exc:
+            self._fail(exc, "write")
+        self._done = True
+        return WrittenFile(
+            self.path,
+            self._rows,
+            size,
+            self._first_seq,
+            self._last_seq,
+            self._invalid_temporals,
+        )
+
+    def abort(self) -> None:
+        """Close and delete the file; safe to call more than once and after errors."""
+        if self._done:
+            return
+        self._done = True
+        self._pending.clear()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):  # the file is deleted anyway
+                self._writer.close()
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+        with contextlib.suppress(OSError):  # e.g. the directory became read-only
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> ParquetTableWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    # ------------------------------------------------------------------ file
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise InternalError(f"{self.path}: the writer is already closed")
+
+    def _flush(self, *, final: bool) -> None:
+        if not self._pending_rows:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        whole = (
+            self._pending_rows
+            if final
+            else (self._pending_rows // self.row_group_rows * self.row_group_rows)
+        )
+        try:
+            self._writer.write_table(table.slice(0, whole), row_group_size=self.row_group_rows)
+        except OSError as exc:
+            self._fail(exc, "write")
+        rest = table.slice(whole)
+        self._pending = rest.to_batches() if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        self._pending_bytes = rest.nbytes if rest.num_rows else 0
+
+    def _fail(self, exc: OSError, doing: str) -> NoReturn:
+        self.abort()
+        directory = self.path.parent
+        code = exc.errno
+        if code in (errno.ENOSPC, errno.EDQUOT):
+            hint = (
+                f"free space on the filesystem holding {directory} (or raise its quota), "
+                "then restart: the batch is written again from the checkpoint"
+            )
+        elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            hint = (
+                f"make {directory} writable for the user running replicator "
+                f"(uid {os.getuid()}), then restart"
+            )
+        elif code in (errno.ENOENT, errno.ENOTDIR):
+            hint = f"check that the landing zone directory {directory} exists and is a directory"
+        elif code in (errno.EMFILE, errno.ENFILE):
+            hint = "raise the open-files limit (ulimit -n) of the replicator process"
+        else:
+            hint = f"check the filesystem holding {directory}, then restart"
+        reason = exc.strerror or str(exc)
+        raise SinkError(f"cannot {doing} {self.path}: {reason}", hint=hint) from exc
+
+    # ------------------------------------------------------------------ conversion
+
+    def _convert_fitting(self, changes: Sequence[RowChange]) -> list[tuple[pa.RecordBatch, int]]:
+        """Convert ``changes`` into as many record batches as it takes to keep every binary
+        or string column under Arrow's 2 GiB per array (a few LONGBLOBs can pass it)."""
+        try:
+            return [self._convert(changes)]
+        except _TooLarge:
+            if len(changes) == 1:
+                raise SinkError(
+                    f"table {self.version.name}: a row over 2 GiB at {_where(changes[0])}",
+                    hint="a single row's values exceed what one Parquet row group column "
+                    "can hold; leave the column or table out of replication",
+                ) from None
+        middle = len(changes) // 2
+        return self._convert_fitting(changes[:middle]) + self._convert_fitting(changes[middle:])
+
+    def _convert(self, changes: Sequence[RowChange]) -> tuple[pa.RecordBatch, int]:
+        n = len(changes)
+        invalid = 0
+        absent_rows: dict[int, list[int]] = {}
+        mode = _Absent.TRACK if self.with_absent else _Absent.REFUSE
+        arrays: list[pa.Array] = []
+        columns = self._transpose([c.values for c in changes], changes)
+        for index, (plan, values) in enumerate(zip(self._plans, columns, strict=True)):
+            rows: list[int] = []
+            array, bad = self._column(plan, values, changes, mode, rows)
+            invalid += bad
+            if rows:
+                absent_rows[index] = rows
+            arrays.append(array)
+        arrays.extend(self._metadata(changes))
+        if self._before_type is not None:
+            before, bad = self._before(changes)
+            invalid += bad
+            arrays.append(before)
+        if self.with_absent:
+            arrays.append(self._absent(n, absent_rows))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema), invalid
+
+    def _transpose(
+        self, rows: list[tuple[object, ...]], changes: Sequence[RowChange]
+    ) -> list[tuple[object, ...]]:
+        width = len(self._plans)
+        try:
+            columns = list(zip(*rows, strict=True))
+        except ValueError:
+            columns = []  # rows of different lengths: find one below
+        if len(columns) != width:
+            for i, row in enumerate(rows):
+                if len(row) != width:
+                    raise InternalError(
+                        f"table {self.version.name}: row image of {len(row)} values for "
+                        f"{width} columns at {_where(changes[i])}"
+                    )
+        return columns
+
+    def _column(
+        self,
+        plan: _ColumnPlan,
+        values: Sequence[object],
+        changes: Sequence[RowChange],
+        mode: _Absent,
+        absent_rows: list[int],
+    ) -> tuple[pa.Array, int]:
+        """One column to Arrow: fast when no marker is in it, else scan and retry."""
+        if plan.prepare is not None:
+            values = plan.prepare(values)
+        try:
+            return _fitting(pa.array(values, type=plan.type)), 0
+        except _CONVERSION_ERRORS:
+            pass
+        cleaned = list(values)
+        invalid = 0
+        for i, value in enumerate(cleaned):
+            if value is ABSENT:
+                if mode is _Absent.REFUSE:
+                    raise IntegrityError(
+                        f"table {self.version.name}: column `{plan.name}` is missing from "
+                        f"the row image at {_where(changes[i])}",
+                        hint="the source logs partial row images (binlog_row_image=MINIMAL "
+                        "or NOBLOB): set binlog_row_image=FULL on the source, or enable "
+                        "absent-column tracking (_absent) for this table",
+                    )
+                if mode is _Absent.TRACK:
+                    absent_rows.append(i)
+                cleaned[i] = None
+            elif type(value) is InvalidTemporal:
+                invalid += 1
+                cleaned[i] = None
+            elif type(value) is UnappliedJsonDiffs:
+                raise IntegrityError(
+                    f"table {self.version.name}: column `{plan.name}` holds JSON diffs that "
+                    f"cannot be applied at {_where(changes[i])}",
+                    hint=_JSON_DIFF_HINT,
+                )
+        try:
+            return _fitting(pa.array(cleaned, type=plan.type)), invalid
+        except _CONVERSION_ERRORS as exc:
+            self._misfit(plan, cleaned, changes, exc)
+
+    def _misfit(
+        self,
+        plan: _ColumnPlan,
+        values: list[object],
+        changes: Sequence[RowChange],
+        exc: BaseException,
+    ) -> NoReturn:
+        """Name the first value that does not fit the column's Arrow type."""
+        for i, value in enumerate(values):
+            try:
+                pa.array([value], type=plan.type)
+            except _CONVERSION_ERRORS as err:
+                shown = repr(value)
+                shown = shown if len(shown) <= 80 else shown[:77] + "..."
+                raise IntegrityError(
+                    f"table {self.version.name}: column `{plan.name}` value {shown} does not "
+                    f"fit {plan.type} at {_where(changes[i])}: {err}",
+                    hint="the decoded value disagrees with the column definition "
+                    "(signedness, precision, type); report it with the binlog position",
+                ) from err
+        raise IntegrityError(  # pragma: no cover - every value fits alone but not together
+            f"table {self.version.name}: column `{plan.name}` cannot be converted: {exc}"
+        ) from exc
+
+    def _metadata(self, changes: Sequence[RowChange]) -> list[pa.Array]:
+        ops = [c.op for c in changes]
+        if not _OPS.issuperset(ops):
+            raise InternalError(f"unknown _op in {sorted(set(ops) - _OPS)}")
+        seq = pa.array([c.seq for c in changes], pa.int64())
+        self._check_order(seq)
+        fields = METADATA_FIELDS
+        arrays = [
+            pa.array(ops, fields[0].type),
+            seq,
+            pa.array([c.gtid for c in changes], fields[2].type),
+            pa.array([c.ts for c in changes], fields[3].type),
+            pa.array([c.server_id for c in changes], fields[4].type),
+            pa.array([c.binlog_file for c in changes], fields[5].type),
+            pa.array([c.binlog_pos for c in changes], fields[6].type),
+        ]
+        for field, array in zip(fields, arrays, strict=True):
+            if not field.nullable and array.null_count:
+                raise InternalError(f"{field.name} is null in a row change")
+        return arrays
+
+    def _check_order(self, seq: pa.Array) -> None:
+        n = len(seq)
+        ordered = n < 2 or pc.all(pc.less(seq.slice(0, n - 1), seq.slice(1))).as_py()
+        if not ordered or (self._last_seq is not None and seq[0].as_py() <= self._last_seq):
+            raise InternalError(
+                f"table {self.version.name}: _seq is not strictly increasing in {self.path}"
+            )
+
+    def _before(self, changes: Sequence[RowChange]) -> tuple[pa.Array, int]:
+        assert self._before_type is not None
+        n = len(changes)
+        missing = [c.before is None for c in changes]
+        if all(missing):
+            return pa.nulls(n, self._before_type), 0
+        empty = (None,) * len(self._plans)
+        rows = [empty if c.before is None else c.before for c in changes]
+        children: list[pa.Array] = []
+        invalid = 0
+        for plan, values in zip(self._plans, self._transpose(rows, changes), strict=True):
+            array, bad = self._column(plan, values, changes, _Absent.NULL, [])
+            children.append(array)
+            invalid += bad
+        struct = pa.StructArray.from_arrays(
+            children,
+            fields=list(self._before_type),
+            mask=pa.array(missing, pa.bool_()),
+        )
+        return struct, invalid
+
+    def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:
+        if not absent_rows:
+            offsets = pa.array([0] * (n + 1), pa.int32())
+            return pa.ListArray.from_arrays(offsets, pa.array([], pa.string()))
+        names: list[list[str]] = [[] for _ in range(n)]
+        for index, rows in absent_rows.items():
+            name = self._plans[index].name
+            for row in rows:
+                names[row].append(name)
+        return pa.array(names, ABSENT_TYPE)
+
+
+class _TooLarge(Exception):
+    """A column of one batch passed Arrow's 2 GiB array limit (pa.array chunked it)."""
+
+
+def _fitting(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(array, pa.ChunkedArray):
+        raise _TooLarge
+    return array
+
+
+def _check_compression(name: str) -> None:
+    try:
+        available = name.lower() == "none" or pa.Codec.is_available(name)
+    except ValueError:
+        available = False
+    if not available:
+        raise ConfigError(
+            f"unknown Parquet compression {name!r}",
+            hint="use zstd, snappy, gzip, lz4, brotli or none",
+        )
+
+
+def _where(change: RowChange) -> str:
+    return f"{change.binlog_file}:{change.binlog_pos} (_seq {change.seq})"

@@ -1,0 +1,184 @@
+"""Exactly-once landing through crashes: SIGKILL at random instants and inside each commit
+step, restart each time; at the end the landing zone holds exactly the source's row changes.
+
+The oracle is the server's binlog decoded independently of the landing: per table, the
+multiset of (primary key, ``_op``, row values) must be equal, and every ``_seq`` unique.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as pads
+import pytest
+
+from replicator.binlog import events as ev
+from replicator.source.binlog_file import read_binlog_file
+from tests.harness.mariadb import MariaDBServer
+
+pytestmark = pytest.mark.live
+
+TABLES = {
+    "orders": "id INT PRIMARY KEY, customer INT, amount DECIMAL(12,2), note VARCHAR(100)",
+    "items": "id INT, line INT, sku VARCHAR(20), qty BIGINT UNSIGNED, PRIMARY KEY (id, line)",
+    "events": "id BIGINT PRIMARY KEY, at DATETIME(6), payload TEXT",
+}
+STEPS = ("data", "manifest", "publish-mid", "publish", "checkpoint")
+
+
+def _config(path: Path, server: MariaDBServer, root: Path) -> Path:
+    path.write_text(
+        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+        "  password_env: CRASH_TEST_PASSWORD\n  server_id: 3131\n  heartbeat_seconds: 1\n"
+        "  reconnect_initial_delay: 0.05\n"
+        f"sink:\n  root: {root}\n  batch_max_rows: 40\n  batch_max_seconds: 0.2\n"
+        "  large_transaction_rows: 1000000\n"
+        "filters:\n  include: ['shop.*']\n"
+    )
+    return path
+
+
+def _workload(server: MariaDBServer, transactions: int, seed: int, done: threading.Event) -> None:
+    rng = random.Random(seed)
+    conn = server.connect("shop")
+    try:
+        with conn.cursor() as cur:
+            for n in range(transactions):
+                cur.execute("BEGIN")
+                for _ in range(rng.randrange(1, 6)):
+                    key = rng.randrange(300)
+                    cur.execute(
+                        "INSERT INTO orders VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                        "amount = amount + 1, note = VALUES(note)",
+                        (key, rng.randrange(50), f"{rng.randrange(10000)}.25", f"n{n}"),
+                    )
+                    cur.execute(
+                        "INSERT INTO items VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                        "qty = qty + 1",
+                        (key, rng.randrange(3), f"sku{n}", rng.randrange(2**63)),
+                    )
+                if rng.random() < 0.3:
+                    cur.execute(
+                        "INSERT INTO events VALUES (%s, NOW(6), %s)", (n, "x" * rng.randrange(300))
+                    )
+                if rng.random() < 0.15:
+                    cur.execute("DELETE FROM orders WHERE id = %s", (rng.randrange(300),))
+                cur.execute("ROLLBACK" if rng.random() < 0.05 else "COMMIT")
+                if n % 20 == 0:
+                    time.sleep(0.01)
+    finally:
+        conn.close()
+        done.set()
+
+
+def _expected(server: MariaDBServer, start_file: str, start_pos: int) -> dict[str, Counter]:
+    server.flush_binlogs()
+    out: dict[str, Counter] = {name: Counter() for name in TABLES}
+    for name in server.binlog_files():
+        for event in read_binlog_file(server.binlog_path(name)):
+            if not isinstance(event, ev.RowsEvent) or event.table.schema != "shop":
+                continue
+            if (name, event.position) < (start_file, start_pos):
+                continue
+            rows = out[event.table.table]
+            if event.kind is ev.RowsKind.UPDATE:
+                rows.update(("u", _key(v)) for v in event.after)
+            elif event.kind is ev.RowsKind.INSERT:
+                rows.update(("c", _key(v)) for v in event.rows)
+            else:
+                rows.update(("d", _key(v)) for v in event.rows)
+    return out
+
+
+def _key(values: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(str(v) for v in values)
+
+
+def _landed(root: Path) -> tuple[dict[str, Counter], list[int]]:
+    out: dict[str, Counter] = {name: Counter() for name in TABLES}
+    seqs: list[int] = []
+    for name in TABLES:
+        directory = root / "shop" / name
+        if not directory.exists():
+            continue
+        table = pads.dataset(str(directory), format="parquet").to_table()
+        data = table.to_pylist()
+        columns = [c for c in table.column_names if not c.startswith("_")]
+        for row in data:
+            values = tuple(row[c] for c in columns)
+            out[name][(row["_op"], _key(values))] += 1
+            seqs.append(row["_seq"])
+    return out, seqs
+
+
+def _run(
+    config: Path, *, stop_at_end: bool = False, fault: str | None = None
+) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, CRASH_TEST_PASSWORD="replpass")
+    env.pop("REPLICATOR_FAULT_CRASH_AT", None)
+    if fault:
+        env["REPLICATOR_FAULT_CRASH_AT"] = fault
+    args = [sys.executable, "-m", "replicator.cli", "run", "--config", str(config)]
+    if stop_at_end:
+        args.append("--stop-at-end")
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_sigkill_anywhere_lands_everything_exactly_once(tmp_path: Path) -> None:
+    with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
+        server.execute("CREATE DATABASE shop")
+        for name, columns in TABLES.items():
+            server.execute(f"CREATE TABLE shop.{name} ({columns})")
+        status = server.binlog_status()
+        root = tmp_path / "landing"
+        config = _config(tmp_path / "replicator.yaml", server, root)
+        (tmp_path / "start.yaml").write_text("")
+        # start where the workload starts
+        config.write_text(config.read_text() + f"start:\n  gtid: '{status.gtid_binlog_pos}'\n")
+        done = threading.Event()
+        writer = threading.Thread(target=_workload, args=(server, 700, 1, done))
+        writer.start()
+        rng = random.Random(99)
+        kills = 0
+        step_kills: Counter = Counter()
+        try:
+            while kills < 36:
+                index = kills % (len(STEPS) + 1)
+                fault = None
+                if index < len(STEPS):
+                    fault = f"{STEPS[index]}:{rng.randrange(1, 3)}"
+                proc = _run(config, fault=fault)
+                try:
+                    proc.wait(timeout=rng.uniform(0.4, 2.0) if fault is None else 20)
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                if proc.returncode == -signal.SIGKILL:
+                    kills += 1
+                    if fault is not None:
+                        step_kills[fault.split(":")[0]] += 1
+                else:
+                    stderr = proc.stderr.read().decode() if proc.stderr else ""
+                    raise AssertionError(f"run exited {proc.returncode}: {stderr[-2000:]}")
+        finally:
+            writer.join()
+        final = _run(config, stop_at_end=True)
+        _, stderr = final.communicate(timeout=300)
+        assert final.returncode == 0, stderr.decode()[-3000:]
+        expected = _expected(server, status.file, status.position)
+    landed, seqs = _landed(root)
+    assert kills >= 30
+    assert set(step_kills) == set(STEPS)
+    assert sum(sum(c.values()) for c in expected.values()) > 1000
+    for name in TABLES:
+        assert landed[name] == expected[name], name
+    assert len(seqs) == len(set(seqs))
+    assert not list(root.glob("shop/*/.*.tmp"))
