@@ -53,7 +53,7 @@ class TableFilter:
         self._exclude = cfg.exclude
         self._columns = cfg.exclude_columns
         self._tables: dict[tuple[str, str], bool] = {}
-        self._versions: dict[int, tuple[TableVersion, tuple[int, ...] | None]] = {}
+        self._versions: dict[object, tuple[TableVersion, tuple[int, ...] | None]] = {}
 
     def wants(self, schema: str, table: str) -> bool:
         key = (schema, table)
@@ -68,8 +68,10 @@ class TableFilter:
 
     def version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:
         """The landed table version and, when columns are excluded, the kept indexes."""
-        cached = self._versions.get(id(table_map))
-        if cached is not None and cached[0].columns is not None:
+        # keyed by content, never by id(): table map objects come and go
+        key = (table_map.schema, table_map.table, table_map.columns, table_map.primary_key)
+        cached = self._versions.get(key)
+        if cached is not None:
             return cached
         columns = table_map.columns
         keep: tuple[int, ...] | None = None
@@ -90,7 +92,7 @@ class TableFilter:
         version = TableVersion(table_map.schema, table_map.table, columns, primary)
         if len(self._versions) > 10_000:
             self._versions.clear()
-        self._versions[id(table_map)] = (version, keep)
+        self._versions[key] = (version, keep)
         return version, keep
 
 
