@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from .config import Config
+from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineStats
 from .sink.landing import FaultInjector, LandingZone
 from .source.protocol import start_position
@@ -42,6 +43,7 @@ class Service:
         self._signals = 0
         self.pipeline: Pipeline | None = None
         self.stream: ReplicaStream | None = None
+        self.notifier = Notifier(config.mqtt)
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -64,6 +66,21 @@ class Service:
             bytes=sum(int(f["bytes"]) for f in files),
             end=manifest["end"],
             seconds=round(stats.last_batch_seconds, 3),
+        )
+        by_table: dict[str, dict[str, Any]] = {}
+        for f in files:
+            entry = by_table.setdefault(str(f["table"]), {"rows": 0, "files": []})
+            entry["rows"] += int(f["rows"])
+            entry["files"].append(f["path"])
+        # best effort: never waits on the broker, drops are counted
+        self.notifier.notify(
+            {
+                "batch": manifest["batch"],
+                "committed_at": manifest["committed_at"],
+                "rows": manifest["rows"],
+                "tables": by_table,
+                "end": manifest["end"],
+            }
         )
 
     async def run(self) -> int:
@@ -100,7 +117,13 @@ class Service:
         self.stream = stream
         try:
             async with stream, asyncio.TaskGroup() as group:
-                group.create_task(self._replicate(stream, pipeline), name="replicate")
+                notifier = group.create_task(self.notifier.run(), name="notify")
+                try:
+                    await self._replicate(stream, pipeline)
+                finally:
+                    await self.notifier.close(timeout=5.0)
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await notifier
         except BaseExceptionGroup as group:
             raise _first_error(group) from None
         finally:
