@@ -171,6 +171,22 @@ async def test_stop_at_end_with_nothing_new_ends_at_once(server: MariaDBServer) 
     assert got == []
 
 
+def _keep_writing(
+    server: MariaDBServer, enough: threading.Event, *, transactions: int, seed: int, rows: int
+) -> threading.Thread:
+    """A thread that writes batches of transactions (fresh keys each) until ``enough``."""
+
+    def write() -> None:
+        batch = 0
+        while not enough.is_set():
+            workload(server, transactions, seed=seed + batch, rows=rows)
+            batch += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    return writer
+
+
 async def _drain_until(
     stream: ReplicaStream, server: MariaDBServer, got: list[Transaction]
 ) -> None:
@@ -198,15 +214,8 @@ async def test_cuts_at_random_points_lose_and_repeat_nothing(server: MariaDBServ
         got: list[Transaction] = []
         enough = threading.Event()
 
-        def write() -> None:
-            batch = 0
-            while not enough.is_set():
-                workload(server, 5, seed=1000 + batch, rows=8)
-                batch += 1
-
         async with stream:
-            writer = threading.Thread(target=write)
-            writer.start()
+            writer = _keep_writing(server, enough, transactions=5, seed=1000, rows=8)
             try:
                 async for item in stream:
                     if isinstance(item, Transaction):
@@ -237,15 +246,8 @@ async def test_flipped_bytes_are_detected_and_never_delivered(server: MariaDBSer
         enough = threading.Event()
         requested = 0
 
-        def write() -> None:
-            batch = 0
-            while not enough.is_set():
-                workload(server, 3, seed=5000 + batch, rows=6)
-                batch += 1
-
         async with stream:
-            writer = threading.Thread(target=write)
-            writer.start()
+            writer = _keep_writing(server, enough, transactions=3, seed=5000, rows=6)
             try:
                 async for item in stream:
                     if isinstance(item, Transaction):
