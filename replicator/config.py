@@ -105,6 +105,7 @@ class SourceConfig:
     reconnect_max_delay: float = 30.0
     max_checksum_retries: int = 3  # a CRC mismatch at the same position this often: exit 4
     buffer_events: int = 10000  # bounded hand-off between the reader thread and the loop
+    buffer_rows: int = 100_000  # ...also bounded by row images waiting in it (memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,6 +370,8 @@ def _validate(config: Config) -> None:
         ("sink.batch_max_bytes", sink.batch_max_bytes),
         ("sink.row_group_rows", sink.row_group_rows),
         ("sink.large_transaction_rows", sink.large_transaction_rows),
+        ("source.buffer_events", config.source.buffer_events),
+        ("source.buffer_rows", config.source.buffer_rows),
     ):
         if number < 1:
             raise ConfigError(f"{key}: {number} must be at least 1", hint=f"raise {key}")

@@ -165,6 +165,11 @@ class ReplicaStream:
         self._finished = False
         self._part_rows = part_rows
         self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
+        # The hand-off is bounded by items and by row images: a few parts of a huge
+        # transaction must not pile up while the consumer writes Parquet.
+        self._row_budget = max(1, cfg.buffer_rows)
+        self._rows_queued = 0
+        self._room = threading.Condition()
 
     # -- asyncio side ----------------------------------------------------------------------
 
@@ -190,6 +195,10 @@ class ReplicaStream:
         if self._finished:
             raise StopAsyncIteration
         item = await self._queue.get()
+        if isinstance(item, (Transaction, TransactionPart)):
+            with self._room:
+                self._rows_queued -= item.row_count
+                self._room.notify()
         if isinstance(item, _End):
             self._finished = True
             raise StopAsyncIteration
@@ -215,6 +224,17 @@ class ReplicaStream:
         """Hand an item to the loop, waiting for room. False when the stream is stopping."""
         assert self._loop is not None and self._queue is not None
         queue = self._queue
+        if isinstance(item, (Transaction, TransactionPart)):
+            rows = item.row_count
+            with self._room:
+                # always let one item through, however large, so the stream cannot stall
+                while (
+                    self._rows_queued
+                    and self._rows_queued + rows > self._row_budget
+                    and not self._stopping.is_set()
+                ):
+                    self._room.wait(0.5)
+                self._rows_queued += rows
         while not self._stopping.is_set():
             future = asyncio.run_coroutine_threadsafe(queue.put(item), self._loop)
             try:
