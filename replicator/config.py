@@ -51,6 +51,7 @@ class Secret:
         env: str | None = None,
         file: str | Path | None = None,
         key: str = "password",
+        environ: typing.Mapping[str, str] | None = None,
     ) -> Secret:
         """A secret from exactly one of: a literal, an environment variable, a file."""
         given = [x for x in (value, env, file) if x not in (None, "")]
@@ -60,12 +61,13 @@ class Secret:
                 hint=f"remove all but one of the {key} settings",
             )
         if env:
-            if env not in os.environ:
+            environ = os.environ if environ is None else environ
+            if env not in environ:
                 raise ConfigError(
                     f"{key}_env: environment variable {env} is not set",
                     hint=f"export {env} or use {key}_file",
                 )
-            return cls(os.environ[env])
+            return cls(environ[env])
         if file:
             try:
                 return cls(Path(file).read_text().rstrip("\r\n"))
@@ -164,7 +166,21 @@ class MqttConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """The daemon itself: its HTTP port (/metrics, /healthz, /readyz), shutdown, logs."""
+
+    http_enabled: bool = True
+    http_host: str = "127.0.0.1"  # 0.0.0.0 in a container, so Prometheus can scrape it
+    http_port: int = 9108  # 0: any free port (logged at start)
+    shutdown_timeout: float = 30.0  # first SIGTERM: commit within this long, then exit
+    log_level: str = "info"  # debug, info, warning, error
+    log_format: str = "auto"  # auto (JSON unless stderr is a terminal), json, console
+    progress_seconds: float = 5.0  # catch-up progress line on a terminal; 0 turns it off
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
+    service: ServiceConfig = field(default_factory=ServiceConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
     start: StartConfig = field(default_factory=StartConfig)
     mqtt: MqttConfig = field(default_factory=MqttConfig)
@@ -212,7 +228,9 @@ def _convert(key: str, value: object, kind: object) -> object:
     )
 
 
-def _build(cls: type, data: dict[str, object], prefix: str) -> object:
+def _build(
+    cls: type, data: dict[str, object], prefix: str, environ: typing.Mapping[str, str]
+) -> object:
     """Build a frozen settings dataclass from a mapping, checking every key and type."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
@@ -238,6 +256,7 @@ def _build(cls: type, data: dict[str, object], prefix: str) -> object:
                 env=_opt_str(data.get(f"{name}_env"), f"{key}_env"),
                 file=_opt_str(data.get(f"{name}_file"), f"{key}_file"),
                 key=key,
+                environ=environ,
             )
             continue
         if name not in data:
@@ -260,7 +279,7 @@ def _build(cls: type, data: dict[str, object], prefix: str) -> object:
                     f"{key}: expected a section (key: value pairs), got {_describe(value)}",
                     hint=f"write {key} as a mapping",
                 )
-            kwargs[name] = _build(kind, value, f"{key}.")  # type: ignore[arg-type]
+            kwargs[name] = _build(kind, value, f"{key}.", environ)  # type: ignore[arg-type]
         else:
             kwargs[name] = _convert(key, value, kind)
     return cls(**kwargs)
@@ -338,8 +357,9 @@ def load_config(path: str | Path | None, environ: dict[str, str] | None = None) 
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
         data = loaded
-    data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
-    config = _build(Config, data, "")
+    env = dict(os.environ if environ is None else environ)
+    data = _merge(data, _env_overrides(env))
+    config = _build(Config, data, "", env)
     assert isinstance(config, Config)
     _validate(config)
     return config
@@ -401,6 +421,39 @@ def _validate(config: Config) -> None:
             hint="binlog positions start at 4",
         )
     _validate_mqtt(config.mqtt)
+    _validate_service(config.service)
+
+
+def _validate_service(service: ServiceConfig) -> None:
+    if not 0 <= service.http_port <= 65535:
+        raise ConfigError(
+            f"service.http_port: {service.http_port} is out of range",
+            hint="use 1..65535, or 0 for any free port",
+        )
+    if service.http_enabled and not service.http_host:
+        raise ConfigError(
+            "service.http_host: empty", hint="use 127.0.0.1, or 0.0.0.0 to listen on all"
+        )
+    if service.shutdown_timeout <= 0:
+        raise ConfigError(
+            f"service.shutdown_timeout: {service.shutdown_timeout} must be positive",
+            hint="seconds the first SIGTERM may take to commit, e.g. 30",
+        )
+    if service.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(
+            f"service.log_level: {_describe(service.log_level)} is not a log level",
+            hint="use debug, info, warning or error",
+        )
+    if service.log_format not in ("auto", "json", "console"):
+        raise ConfigError(
+            f"service.log_format: {_describe(service.log_format)} is not a log format",
+            hint="use auto, json or console",
+        )
+    if service.progress_seconds < 0:
+        raise ConfigError(
+            f"service.progress_seconds: {service.progress_seconds} must not be negative",
+            hint="seconds between progress lines, or 0 for none",
+        )
 
 
 def _validate_mqtt(mqtt: MqttConfig) -> None:
