@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -21,7 +22,7 @@ from typing import NoReturn
 import click
 
 from .checkpoint import Checkpoint, CheckpointStore, now_iso
-from .config import Secret, SourceConfig, TlsConfig, load_config
+from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
 from .errors import ConfigError, ReplicatorError
 from .logs import configure as configure_logging
@@ -177,6 +178,12 @@ def check(
     sys.exit(0 if report.ok else 3)
 
 
+def _configure_logging(config: Config) -> None:
+    service = config.service
+    json_output = {"json": True, "console": False}.get(service.log_format)
+    configure_logging(json_output=json_output, level=getattr(logging, service.log_level.upper()))
+
+
 def _fail(exc: ReplicatorError) -> NoReturn:
     click.echo(f"error: {exc}", err=True)
     sys.exit(exc.exit_code)
@@ -200,6 +207,7 @@ def run(config_file: Path, stop_at_end: bool) -> None:
     configure_logging()
     try:
         config = load_config(config_file)
+        _configure_logging(config)
         code = asyncio.run(Service(config, RunOptions(stop_at_end=stop_at_end)).run())
     except ReplicatorError as exc:
         _fail(exc)

@@ -1,28 +1,45 @@
 """``replicator run``: source -> pipeline -> landing zone, as named tasks of one TaskGroup.
 
 Start-up finishes or rolls back any half-done commit (``LandingZone.recover``), then resumes
-from the checkpoint (or the configured start). The first SIGTERM/SIGINT stops reading, commits
-what is complete and exits 0; a second one exits at once (safe by the commit protocol: the
-next start recovers).
+from the checkpoint (or the configured start). The tasks: ``replicate`` (stream into batches,
+commit), ``notify`` (MQTT, best effort), ``http`` (/metrics, /healthz, /readyz) and
+``progress`` (bytes behind the source, a line on a terminal while catching up). The first
+SIGTERM/SIGINT stops reading, commits what is complete within ``service.shutdown_timeout`` and
+exits 0; a second one exits at once (safe by the commit protocol: the next start recovers).
+
+Metrics are not counted on the hot path: the stream, pipeline and notifier keep running totals,
+which a scrape hook copies into the Prometheus counters just before each scrape.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import signal
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from .binlog import events as ev
+from .binlog.constants import EventType
+from .binlog.transaction import Transaction
+from .checkpoint import Checkpoint
 from .config import Config
+from .errors import ReplicatorError
+from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineStats
+from .progress import CatchUpTracker, bytes_behind
 from .sink.landing import FaultInjector, LandingZone
+from .source.connection import open_connection
 from .source.protocol import start_position
 from .source.schema import InformationSchemaLookup
+from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
 
 log = structlog.get_logger("replicator")
@@ -31,7 +48,8 @@ log = structlog.get_logger("replicator")
 @dataclass(slots=True)
 class RunOptions:
     stop_at_end: bool = False
-    shutdown_timeout: float = 30.0
+    shutdown_timeout: float | None = None  # None: service.shutdown_timeout from the config
+    progress_to_terminal: bool | None = None  # None: when stderr is a terminal
 
 
 class Service:
@@ -44,6 +62,9 @@ class Service:
         self.pipeline: Pipeline | None = None
         self.stream: ReplicaStream | None = None
         self.notifier = Notifier(config.mqtt)
+        self.metrics = Metrics()
+        self.http: MetricsServer | None = None
+        self.metrics.on_scrape(self._sync_metrics)
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -66,7 +87,16 @@ class Service:
             bytes=sum(int(f["bytes"]) for f in files),
             end=manifest["end"],
             seconds=round(stats.last_batch_seconds, 3),
+            lag=round(self.metrics.lag_seconds, 1),
         )
+        self.metrics.batch_committed(
+            batch=int(manifest["batch"]),
+            rows=int(manifest["rows"]),
+            bytes_written=sum(int(f["bytes"]) for f in files),
+            transactions=int(manifest["transactions"]),
+            seconds=stats.last_batch_seconds,
+        )
+        self.metrics.zero_dates.inc(amount=sum(int(f.get("invalid_temporals", 0)) for f in files))
         by_table: dict[str, dict[str, Any]] = {}
         for f in files:
             entry = by_table.setdefault(str(f["table"]), {"rows": 0, "files": []})
@@ -88,6 +118,7 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
         checkpoint = await loop.run_in_executor(None, self.zone.recover)
+        self.metrics.checkpoint_saved(_epoch(checkpoint))
         start = checkpoint.position or start_position(
             self.config.start.gtid, self.config.start.file, self.config.start.position
         )
@@ -116,11 +147,17 @@ class Service:
         )
         self.stream = stream
         try:
+            await self._start_http()
             async with stream, asyncio.TaskGroup() as group:
                 notifier = group.create_task(self.notifier.run(), name="notify")
+                progress = group.create_task(self._progress(pipeline), name="progress")
                 try:
-                    await self._replicate(stream, pipeline)
+                    await group.create_task(self._replicate(stream, pipeline), name="replicate")
+                except BaseException as exc:
+                    self.metrics.fatal(str(exc) if isinstance(exc, ReplicatorError) else "stopped")
+                    raise
                 finally:
+                    progress.cancel()
                     await self.notifier.close(timeout=5.0)
                     with contextlib.suppress(asyncio.CancelledError):
                         await notifier
@@ -129,13 +166,90 @@ class Service:
         finally:
             await pipeline.close()
             lookup.close()
+            if self.http is not None:
+                await self.http.close()
         log.info(
             "stopped",
             batches=pipeline.stats.batches,
             rows=pipeline.stats.row_changes,
             position=None if pipeline.position is None else pipeline.position.describe(),
+            notifications_dropped=self.notifier.stats.dropped,
         )
         return 0
+
+    async def _start_http(self) -> None:
+        service = self.config.service
+        if not service.http_enabled:
+            return
+        self.http = MetricsServer(
+            self.metrics, host=service.http_host, port=service.http_port, ready=self._ready
+        )
+        await self.http.start()
+        log.info("http listening", host=service.http_host, port=self.http.port)
+
+    def _ready(self) -> Status:
+        self._sync_metrics()
+        return self.metrics.readiness()
+
+    def _sync_metrics(self) -> None:
+        """Copy the running totals of the stream, pipeline and notifier into the metrics."""
+        m = self.metrics
+        stream, pipeline = self.stream, self.pipeline
+        if stream is not None:
+            stats = stream.stats
+            m.reconnects.sync(total=stats.reconnects)
+            m.binlog_bytes.sync(total=stats.bytes_received)
+            m.crc_errors.sync(total=stats.checksum_errors)
+            m.events.sync_many(
+                {(_event_name(code),): n for code, n in list(stats.events_by_type.items())}
+            )
+            m.set_connected(stats.streaming)
+        if pipeline is not None:
+            m.row_changes.sync_many(dict(pipeline.stats.rows_by_table_op))
+        m.notifications_dropped.sync(total=self.notifier.stats.dropped)
+
+    async def _progress(self, pipeline: Pipeline) -> None:
+        """Every ``service.progress_seconds``: how far behind the source's binlog end we are.
+
+        Sets ``replicator_binlog_behind_bytes``; on a terminal, also a line with the rate the
+        gap closes at and an ETA while catching up."""
+        interval = self.config.service.progress_seconds
+        if interval <= 0:
+            return
+        to_terminal = self.options.progress_to_terminal
+        if to_terminal is None:
+            to_terminal = sys.stderr.isatty()
+        loop = asyncio.get_running_loop()
+        tracker = CatchUpTracker()
+        while True:
+            await asyncio.sleep(interval)
+            position = pipeline.position
+            if position is None or not position.file:
+                continue
+            try:
+                files = await loop.run_in_executor(None, self._binlog_files)
+            except ReplicatorError as exc:
+                log.debug("progress: cannot list binlog files", error=str(exc))
+                continue
+            behind = bytes_behind(files, position.file, position.position)
+            if behind is None:
+                continue
+            self.metrics.behind_bytes.set(behind)
+            progress = tracker.observe(time.monotonic(), behind)
+            if to_terminal and not progress.caught_up:
+                log.info(
+                    "catching up",
+                    progress=progress.describe(),
+                    position=position.describe(),
+                    rows=pipeline.stats.row_changes,
+                )
+
+    def _binlog_files(self) -> tuple[BinlogFile, ...]:
+        conn = open_connection(self.config.source, read_timeout=10)
+        try:
+            return server_info(conn).binlog_files or ()
+        finally:
+            conn.close()
 
     async def _replicate(self, stream: ReplicaStream, pipeline: Pipeline) -> None:
         iterator = stream.__aiter__()
@@ -159,10 +273,34 @@ class Service:
                     item = item_task.result()
                 except StopAsyncIteration:
                     break
+                if pipeline.position is None and stream.origin is not None:
+                    pipeline.seed(stream.origin)
                 await pipeline.handle(item)
-            await asyncio.wait_for(pipeline.commit(), self.options.shutdown_timeout)
+                if isinstance(item, Transaction):
+                    self.metrics.observe_event_time(item.timestamp)
+                elif isinstance(item, ev.HeartbeatEvent):
+                    self.metrics.observe_heartbeat()
+            timeout = self.options.shutdown_timeout or self.config.service.shutdown_timeout
+            await asyncio.wait_for(pipeline.commit(), timeout)
         finally:
             stop.cancel()
+
+
+def _event_name(code: int) -> str:
+    try:
+        return EventType(code).name.lower()
+    except ValueError:
+        return f"type_{code}"
+
+
+def _epoch(checkpoint: Checkpoint) -> float | None:
+    """The checkpoint's commit time as epoch seconds (None: no checkpoint yet)."""
+    if not checkpoint.committed_at:
+        return None
+    try:
+        return dt.datetime.fromisoformat(checkpoint.committed_at).timestamp()
+    except ValueError:
+        return None
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:

@@ -138,6 +138,13 @@ class Pipeline:
         """After the last transaction added to a batch (committed or not)."""
         return self._position
 
+    def seed(self, origin: StreamPosition) -> None:
+        """Where the stream began, when there is no checkpoint yet: the first batch's start, and
+        the GTID state the checkpoint carries forward (without it, a first run started at "now"
+        would checkpoint file/position only)."""
+        if self._position is None:
+            self._position = origin
+
     @property
     def pending_rows(self) -> int:
         return 0 if self._batch is None else self._batch.rows

@@ -86,6 +86,7 @@ class StreamStats:
     streaming: bool = False  # the dump is under way on the current connection
     last_error: str = ""
     checksum_failures_at: dict[tuple[str, int], int] = field(default_factory=dict)
+    events_by_type: dict[int, int] = field(default_factory=dict)  # binlog event type code
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,8 @@ class ReplicaStream:
         self.cfg = cfg
         self.stats = StreamStats()
         self.position: StreamPosition | None = start  # after the last delivered transaction
+        # where streaming began: the given start, or the end of the binlog at the first connect
+        self.origin: StreamPosition | None = start
         self.facts: ServerFacts | None = None
         self._stop_at_end = stop_at_end
         self._schema_lookup = schema_lookup
@@ -323,6 +326,8 @@ class ReplicaStream:
                     self._end = facts.end
             if self.position is None:
                 self.position = facts.end  # "now"
+            if self.origin is None:
+                self.origin = self.position
             start = self.position
             end = self._end
             if end is not None and (
@@ -420,6 +425,7 @@ class ReplicaStream:
         misframed_after = max(30.0, 10 * self.cfg.heartbeat_seconds)
         last_event = time.monotonic()
         events_here = 0
+        by_type = self.stats.events_by_type
         while not self._stopping.is_set():
             try:
                 count = sock.recv_into(view)
@@ -444,6 +450,8 @@ class ReplicaStream:
                     raise SourceUnavailableError("the server ended the binlog dump")
                 last_event = time.monotonic()
                 events_here += 1
+                code = event.header.type_code
+                by_type[code] = by_type.get(code, 0) + 1
                 for item in assembler.feed(event):
                     if not self._hand_over(item, assembler):
                         return False

@@ -1,0 +1,683 @@
+"""Prometheus metrics and the health/readiness endpoints, served on one small HTTP port.
+
+``Metrics`` owns its own ``CollectorRegistry`` (never the process-global one, so two services or
+two tests in one process cannot collide) and gives the service typed calls: ``batch_committed``,
+``observe_event_time``/``observe_heartbeat``, ``set_connected``, ``checkpoint_saved``... Every
+counter is a ``CumulativeCounter``, which is bumped with ``inc`` or *synced* to a cumulative total
+kept elsewhere. The objects that do the work already count (``StreamStats``, ``PipelineStats``,
+``NotifierStats``), so the service need not call into metrics on the hot path: it can register a
+scrape hook (``Metrics.on_scrape``) that syncs those totals right before each scrape.
+
+Sync from cumulative totals: ``counter.sync(*labels, total=n)`` adds how much ``n`` grew since
+the last sync of the same label values, so the exported counter stays monotonic however often it
+is synced. A total *smaller* than the last one means its source started again from zero (a new
+stream object after a restart), and the whole new total is added, as Prometheus' ``rate()``
+treats a counter reset. When the source object is replaced, call ``source_replaced()`` so the
+next total counts from zero even if it has already outgrown the old one. Feed one counter either
+by ``inc`` or by ``sync`` from one source; ``inc`` calls do not move the sync baseline.
+
+Replication lag (``replicator_replication_lag_seconds``) is "now minus the binlog timestamp of the
+last event seen", set when an event is observed. Two protocol facts shape it (DESIGN.md):
+heartbeats and artificial events (the fake ROTATE that opens a dump) carry timestamp 0, so
+``observe_event_time`` ignores any timestamp <= 0; and the server sends a heartbeat only when it
+has had nothing to send for a heartbeat period, i.e. we have read everything, so
+``observe_heartbeat`` sets the lag to 0. Without the heartbeat an idle source would look ever
+further behind. A stalled connection sends neither, so the lag would freeze at its last value:
+``replicator_source_silence_seconds`` (seconds since the last event or heartbeat, computed at
+scrape time) is the metric to alert on for that. ``replicator_checkpoint_age_seconds`` is also
+computed at scrape time; until a checkpoint is known it counts from start-up, so a process that
+never checkpoints still alerts.
+
+No secret can reach a metric: the only labels are event types, tables (``db.table``) and ops.
+Health and readiness reasons are short texts served by ``/readyz``, never metric labels.
+
+``MetricsServer`` is a deliberately tiny HTTP/1.x server on ``asyncio.start_server`` (no extra
+dependency): one request per connection, answered with ``Connection: close``. ``/metrics``
+(Prometheus text format, or OpenMetrics when the scraper's ``Accept`` asks for it), ``/healthz``
+(200 while the loop answers and the service is not in a fatal state; a blocked loop cannot answer,
+which the probe's own timeout turns into a failure), ``/readyz`` (200 while streaming from the
+source with no failing commit; 503 with the reason otherwise); 404 for other paths, 405 for
+methods other than GET and HEAD, 400 for malformed requests, 408 for clients too slow to send one.
+Every phase of a connection has a time limit, and the number of open connections is capped, so
+slow or malformed clients cannot pin tasks. Rendering runs inline on the loop (it takes well under
+a millisecond for this registry); health and readiness checks must be as quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, TypeVar
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.exposition import choose_encoder
+
+from .errors import ConfigError
+
+__all__ = [
+    "Check",
+    "CumulativeCounter",
+    "Metrics",
+    "MetricsServer",
+    "Status",
+    "parse_request_line",
+]
+
+log = structlog.get_logger("replicator.metrics")
+
+Clock = Callable[[], float]
+LabelValues = tuple[str, ...]
+_Labels = TypeVar("_Labels", bound=tuple[str, ...])
+
+_REASON_CHARS: Final = 200
+
+
+def _short(reason: str) -> str:
+    """One line, at most ``_REASON_CHARS`` characters: fit for a probe's response body."""
+    text = " ".join(reason.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The answer of a health or readiness check: ``ok``, or not, with a short reason."""
+
+    ok: bool
+    reason: str = ""
+
+
+Check = Callable[[], Status]
+
+
+class CumulativeCounter:
+    """A Prometheus counter that is bumped (``inc``) or synced to a cumulative total (``sync``).
+
+    Label values are positional, in the order of the counter's label names.
+    """
+
+    __slots__ = ("_arity", "_children", "_counter", "_synced", "_values")
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        name: str,
+        documentation: str,
+        labelnames: tuple[str, ...] = (),
+    ) -> None:
+        self._counter = Counter(name, documentation, labelnames, registry=registry)
+        self._arity = len(labelnames)
+        self._children: dict[LabelValues, Counter] = {}
+        self._values: dict[LabelValues, float] = {}
+        self._synced: dict[LabelValues, float] = {}
+
+    def _child(self, labels: LabelValues) -> Counter:
+        child = self._children.get(labels)
+        if child is None:
+            if len(labels) != self._arity:
+                raise ValueError(f"expected {self._arity} label values, got {len(labels)}")
+            child = self._counter.labels(*labels) if labels else self._counter
+            self._children[labels] = child
+        return child
+
+    def inc(self, *labels: str, amount: float = 1) -> None:
+        """Add ``amount`` (>= 0) to the series with these label values."""
+        if amount < 0:
+            raise ValueError(f"a counter only goes up (amount={amount})")
+        if amount:
+            self._child(labels).inc(amount)
+            self._values[labels] = self._values.get(labels, 0) + amount
+
+    def sync(self, *labels: str, total: float) -> None:
+        """Follow a cumulative ``total`` kept elsewhere: add how much it grew since last time.
+
+        A total below the previous one means the source restarted from zero: all of it is new.
+        """
+        if total < 0:
+            raise ValueError(f"a cumulative total cannot be negative (total={total})")
+        last = self._synced.get(labels, 0)
+        self._synced[labels] = total
+        self.inc(*labels, amount=total - last if total >= last else total)
+
+    def sync_many(self, totals: Mapping[_Labels, float]) -> None:
+        """``sync`` each label-values tuple to its total, e.g. a ``{("db.t", "c"): n}``."""
+        for labels, total in totals.items():
+            self.sync(*labels, total=total)
+
+    def source_replaced(self) -> None:
+        """The object whose totals are synced was replaced: count the next totals from zero."""
+        self._synced.clear()
+
+    def value(self, *labels: str) -> float:
+        """What this counter exports for these label values (0 if never counted)."""
+        return self._values.get(labels, 0)
+
+
+class Metrics:
+    """Every metric the replicator exports, in a registry of its own (``self.registry``).
+
+    ``clock`` gives wall-clock seconds since the epoch (binlog timestamps are epoch seconds);
+    tests pass a fake one.
+    """
+
+    def __init__(self, *, clock: Clock = time.time) -> None:
+        self.registry = CollectorRegistry()
+        self._clock = clock
+        self._started = clock()
+        self._hooks: list[Callable[[], None]] = []
+        r = self.registry
+
+        self.events = CumulativeCounter(
+            r, "replicator_binlog_events", "Binlog events read, by event type.", ("type",)
+        )
+        self.row_changes = CumulativeCounter(
+            r,
+            "replicator_row_changes",
+            "Row changes committed to the landing zone, by table (db.table) and op (c/u/d/r).",
+            ("table", "op"),
+        )
+        self.binlog_bytes = CumulativeCounter(
+            r, "replicator_binlog_read_bytes", "Bytes of binlog read from the source."
+        )
+        self.batches = CumulativeCounter(
+            r, "replicator_batches_committed", "Batches committed (files, manifest, checkpoint)."
+        )
+        self.rows = CumulativeCounter(
+            r, "replicator_rows_committed", "Row changes committed in batches."
+        )
+        self.parquet_bytes = CumulativeCounter(
+            r, "replicator_parquet_written_bytes", "Bytes of Parquet files committed."
+        )
+        self.reconnects = CumulativeCounter(
+            r, "replicator_source_reconnects", "Reconnections to the source after a lost one."
+        )
+        self.crc_errors = CumulativeCounter(
+            r, "replicator_crc_errors", "Binlog events whose CRC32 did not match."
+        )
+        self.zero_dates = CumulativeCounter(
+            r,
+            "replicator_zero_dates_nulled",
+            "Zero or invalid dates and timestamps written as null.",
+        )
+        self.notifications_dropped = CumulativeCounter(
+            r,
+            "replicator_notifications_dropped",
+            "Commit notifications dropped (queue full, unencodable, or left at shutdown).",
+        )
+        self.commit_failures = CumulativeCounter(
+            r, "replicator_commit_failures", "Batch commits that failed."
+        )
+
+        self._lag = Gauge(
+            "replicator_replication_lag_seconds",
+            "Seconds between the binlog timestamp of the last event read and when it was read; "
+            "0 after a heartbeat (nothing left to read).",
+            registry=r,
+        )
+        self._lag_value = 0.0
+        self._last_message: float | None = None
+        Gauge(
+            "replicator_source_silence_seconds",
+            "Seconds since the last event or heartbeat from the source (since start before one).",
+            registry=r,
+        ).set_function(self._silence)
+        self._last_checkpoint: float | None = None
+        Gauge(
+            "replicator_checkpoint_age_seconds",
+            "Seconds since the checkpoint last advanced (since start before one is known).",
+            registry=r,
+        ).set_function(self._checkpoint_age)
+        self._connected = Gauge(
+            "replicator_stream_connected",
+            "1 while the binlog dump is under way on a live connection, else 0.",
+            registry=r,
+        )
+        self._connected_value = False
+        self.behind_bytes = Gauge(
+            "replicator_binlog_behind_bytes",
+            "Binlog bytes between our position and the end of the source's binlog "
+            "(refreshed every service.progress_seconds).",
+            registry=r,
+        )
+
+        self._last_batch = Gauge(
+            "replicator_last_batch_number", "Number of the last committed batch.", registry=r
+        )
+        self._last_batch_rows = Gauge(
+            "replicator_last_batch_rows", "Row changes in the last committed batch.", registry=r
+        )
+        self._last_batch_bytes = Gauge(
+            "replicator_last_batch_bytes", "Parquet bytes of the last committed batch.", registry=r
+        )
+        self._last_batch_transactions = Gauge(
+            "replicator_last_batch_transactions",
+            "Source transactions in the last committed batch.",
+            registry=r,
+        )
+        self._last_batch_seconds = Gauge(
+            "replicator_last_batch_duration_seconds",
+            "How long writing and committing the last batch took.",
+            registry=r,
+        )
+        self._last_batch_time = Gauge(
+            "replicator_last_batch_timestamp_seconds",
+            "When the last batch was committed (seconds since the epoch).",
+            registry=r,
+        )
+
+        self._fatal = ""
+        self._commit_error = ""
+
+    # -- the service's calls ---------------------------------------------------------------
+
+    def batch_committed(
+        self,
+        *,
+        batch: int,
+        rows: int,
+        bytes_written: int,
+        rows_by_table_op: Mapping[tuple[str, str], int] | None = None,
+        transactions: int = 0,
+        seconds: float = 0.0,
+    ) -> None:
+        """A batch is durable and the checkpoint advanced: count it, refresh the last-batch
+        gauges and the checkpoint time, and clear a previous commit failure.
+
+        ``rows_by_table_op`` is this batch's ``{("db.table", "c"): n}``; leave it out when
+        ``row_changes`` is synced from cumulative totals instead.
+        """
+        now = self._clock()
+        self.batches.inc()
+        self.rows.inc(amount=rows)
+        self.parquet_bytes.inc(amount=bytes_written)
+        for (table, op), count in (rows_by_table_op or {}).items():
+            self.row_changes.inc(table, op, amount=count)
+        self._last_batch.set(batch)
+        self._last_batch_rows.set(rows)
+        self._last_batch_bytes.set(bytes_written)
+        self._last_batch_transactions.set(transactions)
+        self._last_batch_seconds.set(seconds)
+        self._last_batch_time.set(now)
+        self._last_checkpoint = now
+        self._commit_error = ""
+
+    def commit_failed(self, reason: str) -> None:
+        """A batch commit failed; readiness reports it until the next ``batch_committed``.
+        ``reason`` is served by ``/readyz``: keep secrets out of it."""
+        self.commit_failures.inc()
+        self._commit_error = _short(reason) or "unknown error"
+
+    def checkpoint_saved(self, at: float | None = None) -> None:
+        """The checkpoint advanced at ``at`` (epoch seconds; default now). Call it at start-up
+        with the recovered checkpoint's time; ``batch_committed`` calls it for each batch."""
+        self._last_checkpoint = self._clock() if at is None else at
+
+    def observe_event_time(self, ts_seconds: int) -> None:
+        """An event with binlog timestamp ``ts_seconds`` was read. Timestamps <= 0 (heartbeats,
+        artificial events) carry no time and are ignored. A timestamp ahead of our clock
+        (clock skew) counts as no lag."""
+        if ts_seconds <= 0:
+            return
+        now = self._clock()
+        self._last_message = now
+        self._set_lag(max(0.0, now - ts_seconds))
+
+    def observe_heartbeat(self) -> None:
+        """A heartbeat arrived: the source has nothing more to send, so the lag is 0."""
+        self._last_message = self._clock()
+        self._set_lag(0.0)
+
+    def set_connected(self, connected: bool) -> None:
+        """Whether the dump is under way on a live connection (feeds readiness too)."""
+        self._connected_value = connected
+        self._connected.set(1 if connected else 0)
+
+    def fatal(self, reason: str) -> None:
+        """The service is in a state it will not recover from: health and readiness fail."""
+        self._fatal = _short(reason) or "unknown error"
+
+    def on_scrape(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` before each render, e.g. to ``sync`` counters from a stats object."""
+        self._hooks.append(hook)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @property
+    def lag_seconds(self) -> float:
+        return self._lag_value
+
+    @property
+    def connected(self) -> bool:
+        return self._connected_value
+
+    def health(self) -> Status:
+        if self._fatal:
+            return Status(False, f"fatal: {self._fatal}")
+        return Status(True, "ok")
+
+    def readiness(self) -> Status:
+        if self._fatal:
+            return Status(False, f"fatal: {self._fatal}")
+        if not self._connected_value:
+            return Status(False, "not streaming from the source")
+        if self._commit_error:
+            return Status(False, f"last commit failed: {self._commit_error}")
+        return Status(True, "ready")
+
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """Run the scrape hooks, then encode the registry for a scraper sending ``accept``:
+        the Prometheus text format, or OpenMetrics when asked. Returns (body, content type)."""
+        for hook in self._hooks:
+            try:
+                hook()
+            except Exception as exc:  # a broken hook must not take the other metrics down
+                log.warning("metrics scrape hook failed", hook=repr(hook), error=repr(exc))
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _set_lag(self, seconds: float) -> None:
+        self._lag_value = seconds
+        self._lag.set(seconds)
+
+    def _silence(self) -> float:
+        since = self._started if self._last_message is None else self._last_message
+        return max(0.0, self._clock() - since)
+
+    def _checkpoint_age(self) -> float:
+        since = self._started if self._last_checkpoint is None else self._last_checkpoint
+        return max(0.0, self._clock() - since)
+
+
+# -- the HTTP side ---------------------------------------------------------------------------
+
+_LINE_LIMIT: Final = 8192  # longest request or header line (StreamReader limit)
+_MAX_HEADER_LINES: Final = 100
+_MAX_LEADING_EMPTY_LINES: Final = 4  # RFC 9112 2.2: ignore empty lines before the request line
+_LINGER: Final = 1.0  # how long to read leftovers after answering, before closing
+_TEXT: Final = "text/plain; charset=utf-8"
+# RFC 9110 5.6.2: token = 1*tchar
+_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_REASONS: Final = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def parse_request_line(line: bytes) -> tuple[str, str] | None:
+    """``METHOD SP request-target SP HTTP/1.x CRLF`` (RFC 9112 3) to ``(method, path)`` with
+    the query dropped; None when malformed. Origin form (``/metrics?x``) and absolute form
+    (``http://host/metrics``) are accepted."""
+    parts = line.rstrip(b"\r\n").split(b" ")
+    if len(parts) != 3:
+        return None
+    method, target, version = parts
+    if not _TOKEN.fullmatch(method) or re.fullmatch(rb"HTTP/1\.[0-9]", version) is None:
+        return None
+    if not target or any(c <= 0x20 or c >= 0x7F for c in target):
+        return None
+    if target.startswith((b"http://", b"https://")):
+        slash = target.find(b"/", target.index(b"//") + 2)
+        target = b"/" if slash < 0 else target[slash:]
+    if not target.startswith(b"/"):
+        return None
+    path = target.split(b"?", 1)[0].split(b"#", 1)[0]
+    return method.decode("ascii"), path.decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    path: str
+    accept: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Response:
+    status: int
+    body: bytes
+    content_type: str = _TEXT
+
+    @classmethod
+    def text(cls, status: int, text: str) -> _Response:
+        return cls(status, (text + "\n").encode("utf-8"))
+
+    def encode(self, *, head: bool) -> bytes:
+        lines = [
+            f"HTTP/1.1 {self.status} {_REASONS[self.status]}",
+            f"Content-Type: {self.content_type}",
+            f"Content-Length: {len(self.body)}",
+            "Cache-Control: no-store",
+            "Connection: close",
+        ]
+        if self.status == 405:
+            lines.append("Allow: GET, HEAD")
+        start = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return start if head else start + self.body
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _Request | _Response | None:
+    """Read the request line and every header line; the body, if any, is never read (the
+    connection closes after one answer). None when the client leaves before a whole request."""
+    try:
+        line = await reader.readline()
+        for _ in range(_MAX_LEADING_EMPTY_LINES):
+            if line not in (b"\r\n", b"\n"):
+                break
+            line = await reader.readline()
+        if not line.endswith(b"\n"):
+            return None
+        parsed = parse_request_line(line)
+        if parsed is None:
+            return _Response.text(400, "malformed request line")
+        accept: list[str] = []
+        for _ in range(_MAX_HEADER_LINES):
+            header = await reader.readline()
+            if header in (b"\r\n", b"\n"):
+                return _Request(parsed[0], parsed[1], ",".join(accept))
+            if not header.endswith(b"\n"):
+                return None
+            name, colon, value = header.partition(b":")
+            if not colon or not _TOKEN.fullmatch(name):  # also rejects obs-fold (RFC 9112 5.2)
+                return _Response.text(400, "malformed header line")
+            if name.lower() == b"accept":
+                accept.append(value.strip().decode("latin-1"))
+        return _Response.text(400, "too many header lines")
+    except ValueError:  # asyncio.StreamReader: a line longer than its limit
+        return _Response.text(400, "request line or header line too long")
+
+
+class MetricsServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on one port; ``port=0`` picks a free one.
+
+    ``health`` and ``ready`` default to ``metrics.health`` and ``metrics.readiness``; any
+    callable returning a ``Status`` quickly will do. A check that raises counts as failing.
+    ``request_timeout`` bounds reading the request and, separately, sending the answer.
+    """
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        host: str,
+        port: int,
+        health: Check | None = None,
+        ready: Check | None = None,
+        request_timeout: float = 5.0,
+        max_connections: int = 32,
+    ) -> None:
+        self.metrics = metrics
+        self._host = host
+        self._requested_port = port
+        self._health = health or metrics.health
+        self._ready = ready or metrics.readiness
+        self._timeout = request_timeout
+        self._max_connections = max_connections
+        self._server: asyncio.Server | None = None
+        self._addresses: tuple[tuple[str, int], ...] = ()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._routes: dict[str, Callable[[_Request], _Response]] = {
+            "/metrics": self._metrics,
+            "/healthz": lambda _: self._probe(self._health, "health"),
+            "/readyz": lambda _: self._probe(self._ready, "readiness"),
+        }
+
+    async def start(self) -> None:
+        if self._server is not None or self._closing:
+            raise RuntimeError("the metrics server was already started")
+        try:
+            self._server = await asyncio.start_server(
+                self._connection, self._host, self._requested_port, limit=_LINE_LIMIT
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen for metrics on {self._host}:{self._requested_port}: "
+                f"{exc.strerror or exc}",
+                hint="choose another metrics host/port, or stop what is using that port",
+            ) from exc
+        self._addresses = tuple(
+            (str(sock.getsockname()[0]), int(sock.getsockname()[1]))
+            for sock in self._server.sockets
+        )
+        log.info("metrics server listening", addresses=[f"{h}:{p}" for h, p in self._addresses])
+
+    @property
+    def addresses(self) -> tuple[tuple[str, int], ...]:
+        """(host, port) of every listening socket (a name like ``localhost`` may give two)."""
+        if self._server is None:
+            raise RuntimeError("the metrics server is not started")
+        return self._addresses
+
+    @property
+    def port(self) -> int:
+        """The bound port (of the first socket, when the host resolved to several)."""
+        return self.addresses[0][1]
+
+    async def close(self) -> None:
+        """Stop listening and drop the connections still open. Safe to call twice."""
+        server, self._server = self._server, None
+        self._closing = True
+        if server is None:
+            return
+        server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()  # wakes their tasks: reads see EOF, writes fail
+        if self._tasks:
+            _, stuck = await asyncio.wait(set(self._tasks), timeout=_LINGER)
+            for task in stuck:
+                task.cancel()
+        await server.wait_closed()
+        log.info("metrics server closed")
+
+    async def __aenter__(self) -> MetricsServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- one connection ----------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing or len(self._writers) >= self._max_connections:
+            writer.transport.abort()  # refused unread: idle clients cannot pile up
+            log.debug("metrics connection refused", open=len(self._writers))
+            return
+        task = asyncio.current_task()
+        self._writers.add(writer)
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await self._converse(reader, writer)
+        except asyncio.CancelledError:
+            # Only close() cancels these tasks, and Python 3.11's start_server callback calls
+            # task.exception() on the finished handler, which raises for a cancelled one.
+            pass
+        except Exception:  # a bug here must not take the server down
+            log.exception("metrics connection failed")
+        finally:
+            if not writer.is_closing():
+                writer.transport.abort()
+            self._writers.discard(writer)
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                request = await _read_request(reader)
+        except TimeoutError:
+            request = _Response.text(408, "request not received in time")
+        except ConnectionError:
+            return
+        if request is None:
+            return
+        if isinstance(request, _Request):
+            response, head = self._dispatch(request), request.method == "HEAD"
+        else:
+            response, head = request, False
+        try:
+            writer.write(response.encode(head=head))
+            async with asyncio.timeout(self._timeout):
+                await writer.drain()
+        except (TimeoutError, ConnectionError):
+            writer.transport.abort()
+            return
+        # Half-close, then read what the client may still send (a body, the rest of a bad
+        # request) before closing: closing with unread input sends a TCP reset, which can
+        # destroy the response still on its way to the client.
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(_LINGER):
+                if writer.can_write_eof():
+                    writer.write_eof()
+                while await reader.read(4096):
+                    pass
+        writer.close()
+        with contextlib.suppress(TimeoutError, OSError):
+            async with asyncio.timeout(_LINGER):
+                await writer.wait_closed()
+
+    def _dispatch(self, request: _Request) -> _Response:
+        route = self._routes.get(request.path)
+        if route is None:
+            return _Response.text(404, "not found: try /metrics, /healthz or /readyz")
+        if request.method not in ("GET", "HEAD"):
+            return _Response.text(405, "method not allowed: use GET or HEAD")
+        try:
+            return route(request)
+        except Exception:
+            log.exception("metrics endpoint failed", path=request.path)
+            return _Response.text(500, "internal error")
+
+    def _metrics(self, request: _Request) -> _Response:
+        body, content_type = self.metrics.render(request.accept)
+        return _Response(200, body, content_type)
+
+    @staticmethod
+    def _probe(check: Check, what: str) -> _Response:
+        try:
+            status = check()
+        except Exception as exc:
+            log.warning(f"{what} check raised", error=repr(exc))
+            return _Response.text(503, f"{what} check raised {type(exc).__name__}")
+        if status.ok:
+            return _Response.text(200, _short(status.reason) or "ok")
+        return _Response.text(503, _short(status.reason) or f"{what} check failed")
