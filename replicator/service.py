@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import signal
@@ -117,6 +118,7 @@ class Service:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
+        log.debug("config", config=dataclasses.asdict(self.config))  # secrets print as ****
         checkpoint = await loop.run_in_executor(None, self.zone.recover)
         self.metrics.checkpoint_saved(_epoch(checkpoint))
         start = checkpoint.position or start_position(
@@ -236,6 +238,7 @@ class Service:
                 continue
             self.metrics.behind_bytes.set(behind)
             progress = tracker.observe(time.monotonic(), behind)
+            log.debug("progress", behind_bytes=behind, position=position.describe())
             if to_terminal and not progress.caught_up:
                 log.info(
                     "catching up",
