@@ -30,6 +30,7 @@ from .service import RunOptions, Service
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .source.protocol import start_position
+from .status import format_text, gather
 
 MAX_SERVER_ID = 2**32 - 1
 
@@ -212,6 +213,30 @@ def run(config_file: Path, stop_at_end: bool) -> None:
     except ReplicatorError as exc:
         _fail(exc)
     sys.exit(code)
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The config `run` uses (landing zone, HTTP port, source).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--no-source", is_flag=True, help="Do not connect to the source server.")
+def status(config_file: Path, as_json: bool, no_source: bool) -> None:
+    """Position, lag, last batch and checkpoint: from the landing zone, the running daemon's
+    HTTP port and the source (each optional but the landing zone)."""
+    try:
+        config = load_config(config_file)
+        report = gather(config, probe_source=not no_source)
+    except ReplicatorError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        click.echo(format_text(report), nl=False)
 
 
 @main.group()

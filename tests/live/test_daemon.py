@@ -14,10 +14,13 @@ import asyncio
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from replicator.checkpoint import position_from_json
+from replicator.cli import main
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.mosquitto import MosquittoBroker
 from tests.live.daemon import Daemon, Writer, daemon_config, landed_ids, new_http_port
@@ -61,6 +64,14 @@ def test_metrics_health_sigterm_and_restart(tmp_path: Path, mosquitto: Mosquitto
             assert daemon.metric("replicator_crc_errors_total") == 0
             assert daemon.metric("replicator_replication_lag_seconds") < 30
             assert daemon.metric("replicator_checkpoint_age_seconds") < 30
+            running = _status(config)
+            assert running["daemon"]["reachable"] is True
+            assert running["daemon"]["ready"] is True
+            assert running["daemon"]["streaming"] is True
+            assert running["checkpoint"]["batch"] >= 3
+            assert running["last_batch"]["tables"]["shop.t"] > 0
+            assert running["source"]["reachable"] is True
+            assert running["source"]["checkpoint_behind_bytes"] >= 0
             daemon.signal(signal.SIGTERM)  # mid-workload: the writer is still inserting
             code = daemon.wait(30)
         finally:
@@ -78,6 +89,10 @@ def test_metrics_health_sigterm_and_restart(tmp_path: Path, mosquitto: Mosquitto
         # started from a GTID: the checkpoint carries the GTID state forward, not only file/pos
         assert saved.mariadb_gtid is not None
         assert str(saved.mariadb_gtid) == f"0-1-{len(first_run) + 2}"  # 2 DDL before the rows
+        after = _status(config)
+        assert after["daemon"]["reachable"] is False
+        assert after["checkpoint"]["describe"] == stopped[0]["position"]
+        assert after["last_batch"]["batch"] == checkpoint["batch"]
         batch_lines = [line for line in lines if line["event"] == "batch committed"]
         assert batch_lines[-1]["batch"] == checkpoint["batch"]
         assert {"rows", "tables", "bytes", "lag", "end"} <= set(batch_lines[-1])
@@ -91,6 +106,17 @@ def test_metrics_health_sigterm_and_restart(tmp_path: Path, mosquitto: Mosquitto
             second.kill()
         assert code == 0, second.log_tail()
         assert sorted(landed_ids(root)) == list(range(1, written + 1))
+
+
+def _status(config: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["status", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert isinstance(report, dict)
+    text = CliRunner().invoke(main, ["status", "--config", str(config)])
+    assert text.exit_code == 0
+    assert "checkpoint" in text.output
+    return report
 
 
 def test_broker_outage_counts_drops_and_kill_sends_the_will(tmp_path: Path) -> None:

@@ -1,0 +1,181 @@
+"""``replicator status``: where a landing zone stands, from what is on disk and who answers.
+
+Three sources, each optional except the first, so the command is useful when the daemon is
+down or the source unreachable:
+
+* the landing zone: the checkpoint (position, batch, age) and the last committed manifest;
+* the running daemon's HTTP port (``service.http_port``): readiness, replication lag, whether
+  the dump is streaming, bytes behind;
+* the source server: the end of its binlog, and how many bytes the checkpoint is behind it.
+
+Nothing here writes anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from .checkpoint import CheckpointStore, position_to_json
+from .config import Config
+from .errors import ReplicatorError
+from .progress import bytes_behind
+from .sink.landing import MANIFESTS
+from .source.connection import open_connection
+from .source.server_info import server_info
+
+_DAEMON_METRICS = {
+    "replicator_replication_lag_seconds": "lag_seconds",
+    "replicator_stream_connected": "streaming",
+    "replicator_binlog_behind_bytes": "behind_bytes",
+    "replicator_batches_committed_total": "batches_this_run",
+    "replicator_rows_committed_total": "rows_this_run",
+    "replicator_checkpoint_age_seconds": "checkpoint_age_seconds",
+}
+
+
+def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -> dict[str, Any]:
+    """The status report as plain data (what ``--json`` prints)."""
+    root = Path(config.sink.root)
+    checkpoint = CheckpointStore(root).load()
+    report: dict[str, Any] = {"landing": str(root)}
+    position = checkpoint.position
+    report["checkpoint"] = {
+        "batch": checkpoint.batch,
+        "next_seq": checkpoint.next_seq,
+        "committed_at": checkpoint.committed_at or None,
+        "age_seconds": _age(checkpoint.committed_at),
+        "position": None if position is None else position_to_json(position),
+        "describe": None if position is None else position.describe(),
+    }
+    report["last_batch"] = _last_batch(root, checkpoint.batch)
+    report["daemon"] = _daemon(config, timeout)
+    if probe_source:
+        report["source"] = _source(config, report["checkpoint"]["position"], timeout)
+    return report
+
+
+def _age(committed_at: str) -> float | None:
+    if not committed_at:
+        return None
+    try:
+        then = dt.datetime.fromisoformat(committed_at)
+    except ValueError:
+        return None
+    return round((dt.datetime.now(dt.UTC) - then).total_seconds(), 1)
+
+
+def _last_batch(root: Path, batch: int) -> dict[str, Any] | None:
+    if batch == 0:
+        return None
+    path = root / MANIFESTS / f"{batch:020d}.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"batch": batch, "error": f"cannot read {path}: {exc}"}
+    tables: dict[str, int] = {}
+    for entry in manifest.get("files", []):
+        tables[entry["table"]] = tables.get(entry["table"], 0) + int(entry["rows"])
+    return {
+        "batch": batch,
+        "committed_at": manifest.get("committed_at"),
+        "rows": manifest.get("rows"),
+        "transactions": manifest.get("transactions"),
+        "tables": tables,
+    }
+
+
+def _daemon(config: Config, timeout: float) -> dict[str, Any]:
+    service = config.service
+    if not service.http_enabled or service.http_port == 0:
+        return {"reachable": False, "why": "service.http_port is not a fixed port"}
+    host = "127.0.0.1" if service.http_host in ("0.0.0.0", "::", "") else service.http_host
+    base = f"http://{host}:{service.http_port}"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"{base}/metrics", timeout=timeout) as response:
+            body = response.read().decode()
+    except (OSError, urllib.error.URLError) as exc:
+        return {"reachable": False, "why": f"{base}: {getattr(exc, 'reason', exc)}"}
+    out: dict[str, Any] = {"reachable": True, "url": base}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            key = _DAEMON_METRICS.get(sample.name)
+            if key is not None:
+                out[key] = sample.value
+    if "streaming" in out:
+        out["streaming"] = bool(out["streaming"])
+    try:
+        with opener.open(f"{base}/readyz", timeout=timeout) as response:
+            out["ready"], out["ready_reason"] = True, response.read().decode().strip()
+    except urllib.error.HTTPError as exc:
+        out["ready"], out["ready_reason"] = False, exc.read().decode().strip()
+    except OSError as exc:
+        out["ready"], out["ready_reason"] = False, str(exc)
+    return out
+
+
+def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+    try:
+        conn = open_connection(config.source, read_timeout=timeout)
+    except ReplicatorError as exc:
+        return {"reachable": False, "why": str(exc)}
+    try:
+        info = server_info(conn)
+    except ReplicatorError as exc:
+        return {"reachable": False, "why": str(exc)}
+    finally:
+        conn.close()
+    out: dict[str, Any] = {"reachable": True, "version": info.version_string}
+    if info.binlog_end is not None:
+        out["binlog_end"] = str(info.binlog_end)
+    out["gtid"] = info.gtid_binlog_pos or info.gtid_executed
+    if position is not None and info.binlog_files and position.get("file"):
+        out["checkpoint_behind_bytes"] = bytes_behind(
+            info.binlog_files, str(position["file"]), int(position["position"])
+        )
+    return out
+
+
+def format_text(report: dict[str, Any]) -> str:
+    """A few aligned lines for people."""
+    lines = [("landing zone", report["landing"])]
+    cp = report["checkpoint"]
+    if cp["position"] is None:
+        lines.append(("checkpoint", "none yet (the first run starts at service start config)"))
+    else:
+        age = "" if cp["age_seconds"] is None else f", {cp['age_seconds']:.0f} s ago"
+        lines.append(("checkpoint", f"{cp['describe']}, batch {cp['batch']}{age}"))
+    last = report["last_batch"]
+    if last is not None and "error" not in last:
+        tables = ", ".join(f"{t} {n}" for t, n in sorted(last["tables"].items()))
+        lines.append(
+            ("last batch", f"#{last['batch']} at {last['committed_at']}: {last['rows']} rows"
+             f" in {last['transactions']} transactions ({tables})")
+        )  # fmt: skip
+    elif last is not None:
+        lines.append(("last batch", last["error"]))
+    daemon = report["daemon"]
+    if daemon["reachable"]:
+        state = "ready" if daemon.get("ready") else f"not ready: {daemon.get('ready_reason')}"
+        lag = daemon.get("lag_seconds")
+        lag_text = "" if lag is None else f", lag {lag:.1f} s"
+        lines.append(("daemon", f"running at {daemon['url']}, {state}{lag_text}"))
+    else:
+        lines.append(("daemon", f"not reachable ({daemon['why']})"))
+    source = report.get("source")
+    if source is not None and source["reachable"]:
+        behind = source.get("checkpoint_behind_bytes")
+        behind_text = "" if behind is None else f", checkpoint {behind} bytes behind"
+        lines.append(("source", f"{source['version']}, binlog end {source.get('binlog_end')}"
+                      f"{behind_text}"))  # fmt: skip
+    elif source is not None:
+        lines.append(("source", f"not reachable ({source['why']})"))
+    width = max(len(name) for name, _ in lines)
+    return "".join(f"{name:<{width}}  {value}\n" for name, value in lines)
