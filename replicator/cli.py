@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -24,6 +25,7 @@ import click
 from .checkpoint import Checkpoint, CheckpointStore, now_iso
 from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
+from .embedded.demo import start_demo
 from .errors import ConfigError, ReplicatorError
 from .logs import configure as configure_logging
 from .service import RunOptions, Service
@@ -195,24 +197,59 @@ def _fail(exc: ReplicatorError) -> NoReturn:
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
-    required=True,
-    help="YAML config (see config/replicator.example.yaml).",
+    help="YAML config (see config/replicator.example.yaml). Without it, and without "
+    "REPLICATOR_SOURCE__HOST, the embedded demo runs: a local MariaDB with a sample workload.",
 )
 @click.option(
     "--stop-at-end",
     is_flag=True,
     help="Stop once everything up to the end of the binlog at start is committed.",
 )
-def run(config_file: Path, stop_at_end: bool) -> None:
-    """Replicate into the landing zone until stopped (SIGTERM: commit, then exit 0)."""
+@click.option(
+    "--for",
+    "run_for",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop (as on SIGTERM: commit, exit 0) after this many seconds.",
+)
+@click.option(
+    "--landing",
+    type=click.Path(path_type=Path),
+    default=Path("landing"),
+    show_default=True,
+    help="Demo only: the landing zone (the demo server lives next to it).",
+)
+def run(config_file: Path | None, stop_at_end: bool, run_for: float | None, landing: Path) -> None:
+    """Replicate into the landing zone until stopped (SIGTERM: commit, then exit 0).
+
+    With no --config and no REPLICATOR_SOURCE__HOST: the embedded demo. It starts a local
+    MariaDB (kept in .replicator-demo next to the landing zone) with a sample shop workload and
+    lands it into ./landing; Ctrl-C stops it.
+    """
     configure_logging()
+    options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
     try:
-        config = load_config(config_file)
-        _configure_logging(config)
-        code = asyncio.run(Service(config, RunOptions(stop_at_end=stop_at_end)).run())
+        if config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ:
+            code = _run_demo(landing, options)
+        else:
+            config = load_config(config_file)
+            _configure_logging(config)
+            code = asyncio.run(Service(config, options).run())
     except ReplicatorError as exc:
         _fail(exc)
     sys.exit(code)
+
+
+def _run_demo(landing: Path, options: RunOptions) -> int:
+    with start_demo(landing) as demo:
+        code = asyncio.run(Service(demo.config, options).run())
+        stats = demo.stop()
+    click.echo(
+        f"demo: {stats.transactions} transactions written to the local MariaDB; landing zone "
+        f"in {landing}/ (try: replicator materialize --landing {landing} --out current)",
+        err=True,
+    )
+    return code
 
 
 @main.command()

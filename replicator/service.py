@@ -51,6 +51,7 @@ class RunOptions:
     stop_at_end: bool = False
     shutdown_timeout: float | None = None  # None: service.shutdown_timeout from the config
     progress_to_terminal: bool | None = None  # None: when stderr is a terminal
+    run_for: float | None = None  # stop (as on SIGTERM) after this many seconds
 
 
 class Service:
@@ -118,6 +119,8 @@ class Service:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
+        if self.options.run_for is not None:
+            loop.call_later(self.options.run_for, self._stop.set)
         log.debug("config", config=dataclasses.asdict(self.config))  # secrets print as ****
         checkpoint = await loop.run_in_executor(None, self.zone.recover)
         self.metrics.checkpoint_saved(_epoch(checkpoint))

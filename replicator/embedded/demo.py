@@ -1,0 +1,215 @@
+"""The embedded demo: ``replicator run`` with no source configured shows the product working.
+
+``start_demo(landing)`` does, in order:
+
+1. Starts a MariaDB server of our own (``mariadbd`` from the ``mariadb-server-core`` package;
+   nothing is downloaded) on a free 127.0.0.1 port, with the binlog settings replicator needs
+   (ROW, FULL row image, CRC32, GTID domain 0) and ``binlog_row_metadata=FULL`` where the
+   server has it (MariaDB 10.5+), so column names and ENUM/SET labels travel in the binlog.
+2. Creates the ``shop`` database (customers, products, orders, order_items; every column type
+   the landing zone maps) and seeds it, unless a kept server already has it.
+3. Starts the sample workload (``workload.py``) in a thread: about ``rate`` transactions per
+   second of orders, payments, cancellations, price changes, primary-key changes, some
+   rolled back, an ``ADD COLUMN`` now and then.
+4. Returns a ``Demo`` handle whose ``config`` points replicator at that server: the ``repl``
+   account, only ``shop.*``, small batches (a commit about every second), landing in
+   ``landing``, and, when the landing zone has no checkpoint yet, a start at the beginning of
+   the server's binary log, so the landing zone holds every row from the first INSERT on.
+
+Run ``Service(demo.config, ...)`` while the handle is open; closing it stops the workload
+after its current transaction, then the server (clean shutdown)::
+
+    with start_demo(Path("landing")) as demo:
+        asyncio.run(Service(demo.config, RunOptions()).run())
+
+Where the server lives: ``<landing>/../.replicator-demo`` (next to the landing zone, not in
+it, so Spark never lists it), kept across runs. The next run continues the same datadir and
+binary log, and replicator resumes from the landing zone's checkpoint: the two stay
+consistent. To start over, remove both directories. A new server next to a landing zone that
+already has a checkpoint is refused (the checkpoint names transactions the new server never
+had). ``server_dir=`` puts the server elsewhere; ``temporary=True`` uses a temp dir deleted at
+stop (tests). The server listens on 127.0.0.1 only; its root account has no password.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+
+import structlog
+
+from ..config import Config, FilterConfig, Secret, SinkConfig, SourceConfig, StartConfig
+from .mariadb import DEBIAN_PACKAGES, MariaDBServer, mariadb_available, mariadbd_version
+from .process import EmbeddedServerError
+from .workload import Workload, WorkloadStats
+
+__all__ = [
+    "DEMO_DATABASE",
+    "DEMO_SERVER_DIR",
+    "Demo",
+    "default_server_dir",
+    "demo_config",
+    "demo_server_args",
+    "start_demo",
+]
+
+log = structlog.get_logger("replicator")
+
+DEMO_DATABASE = "shop"
+DEMO_SERVER_DIR = ".replicator-demo"  # next to the landing zone
+_CHECKPOINT = Path("_state") / "checkpoint.json"  # checkpoint.py's file under the root
+
+
+def default_server_dir(landing: Path) -> Path:
+    """Where the demo keeps its server by default: ``<landing>/../.replicator-demo``."""
+    return landing.absolute().parent / DEMO_SERVER_DIR
+
+
+def demo_server_args() -> tuple[str, ...]:
+    """Server options beyond the base ones: FULL row metadata where the server has it."""
+    if mariadbd_version() >= (10, 5):
+        return ("--binlog-row-metadata=FULL",)
+    return ()
+
+
+def demo_config(server: MariaDBServer, landing: Path, *, database: str = DEMO_DATABASE) -> Config:
+    """The replicator config for a running embedded server: the replication account, only
+    ``database``, small batches, landing in ``landing``. With no checkpoint in ``landing`` it
+    starts at the beginning of the server's binary log (so nothing the demo wrote is missed);
+    otherwise the checkpoint decides."""
+    files = server.binlog_files()
+    if not files:
+        raise EmbeddedServerError(
+            f"{server!r} has no binary log", hint="do not pass --skip-log-bin to the server"
+        )
+    return Config(
+        source=SourceConfig(
+            host=server.host,
+            port=server.port,
+            user=server.user,
+            password=Secret(server.password),
+            heartbeat_seconds=1.0,
+            reconnect_max_delay=5.0,
+        ),
+        start=StartConfig(file=files[0], position=4),
+        sink=SinkConfig(
+            root=str(landing),
+            batch_max_rows=10_000,
+            batch_max_bytes=8 * 1024 * 1024,
+            batch_max_seconds=1.0,
+        ),
+        filters=FilterConfig(include=(f"{database}.*",)),
+    )
+
+
+class Demo:
+    """A running demo: ``server``, ``workload`` and the ``config`` to replicate from them.
+
+    ``stop()`` (or leaving ``with``) stops the workload, then the server; idempotent."""
+
+    def __init__(
+        self, server: MariaDBServer, workload: Workload, config: Config, landing: Path
+    ) -> None:
+        self.server = server
+        self.workload = workload
+        self.config = config
+        self.landing = landing
+        self._stopped = False
+
+    def stop(self) -> WorkloadStats:
+        """Stop the workload after its current transaction, then shut the server down."""
+        try:
+            stats = self.workload.stop()
+        finally:
+            self.server.stop()
+        if not self._stopped:
+            self._stopped = True
+            log.info(
+                "demo source stopped",
+                transactions=stats.transactions,
+                rolled_back=stats.rolled_back,
+                ddl=stats.ddl,
+                rows_changed=stats.rows_changed,
+            )
+        return stats
+
+    def __enter__(self) -> Demo:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _workload_failed(exc: BaseException) -> None:
+    log.error(
+        "demo workload stopped",
+        error=str(exc),
+        hint="replication continues with what was written; restart to resume the workload",
+    )
+
+
+def start_demo(
+    landing: Path = Path("landing"),
+    *,
+    server_dir: Path | None = None,
+    temporary: bool = False,
+    rate: float = 5.0,
+    seed: int = 42,
+    duration: float | None = None,
+    startup_timeout: float = 60.0,
+) -> Demo:
+    """Start the server, prepare ``shop``, start the workload thread; return the handle.
+
+    ``server_dir``: where the server keeps its files (default ``default_server_dir(landing)``);
+    ``temporary``: a temp dir instead, deleted at stop. ``rate``: workload transactions per
+    second; ``seed``: its random seed; ``duration``: seconds until the workload stops by
+    itself (None: until ``stop()``)."""
+    ok, reason = mariadb_available()
+    if not ok:
+        raise EmbeddedServerError(
+            f"the demo needs a local MariaDB: {reason}",
+            hint=f"apt-get install {DEBIAN_PACKAGES} (Debian/Ubuntu), or point replicator at "
+            "your own server: replicator run --config FILE",
+        )
+    base_dir = None if temporary else (server_dir or default_server_dir(landing))
+    server = MariaDBServer(demo_server_args(), base_dir=base_dir, startup_timeout=startup_timeout)
+    checkpoint = landing / _CHECKPOINT
+    if not server.has_datadir and checkpoint.exists():
+        where = "a temp dir" if base_dir is None else str(base_dir)
+        raise EmbeddedServerError(
+            f"{landing} has a checkpoint, but the demo server in {where} would be new: the "
+            "checkpoint names transactions that server never had",
+            hint=f"remove {landing} to start the demo over, or bring back the server directory "
+            "the landing zone was filled from",
+        )
+    server.start()
+    try:
+        config = demo_config(server, landing)
+        workload = Workload(
+            server.connect,
+            database=DEMO_DATABASE,
+            seed=seed,
+            rate=rate,
+            on_error=_workload_failed,
+        )
+        workload.prepare()
+        workload.start(duration=duration)
+    except BaseException:
+        server.stop()
+        raise
+    log.info(
+        "demo source started",
+        server=f"{server.host}:{server.port}",
+        version=server.version,
+        server_dir=str(server.base_dir),
+        database=DEMO_DATABASE,
+        rate=rate,
+        landing=str(landing),
+        hint=f"look inside: mariadb -h {server.host} -P {server.port} -u root {DEMO_DATABASE}",
+    )
+    return Demo(server, workload, config, landing)
