@@ -213,3 +213,25 @@ def test_demo_handle_stop_is_idempotent(tmp_path: Path) -> None:
     assert first == second
     assert first.transactions > 0
     assert not base_dir.exists()
+
+
+def test_run_without_a_source_is_the_demo(tmp_path: Path) -> None:
+    """The README's first command: `replicator run` with nothing configured lands the demo."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPLICATOR_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "replicator.cli", "run", "--for", "6"],
+        cwd=tmp_path, env=env, capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    landing = tmp_path / "landing"
+    manifests = sorted((landing / "_manifests").glob("*.json"))
+    assert len(manifests) >= 2
+    tables = {f["table"] for m in manifests for f in json.loads(m.read_text())["files"]}
+    assert tables == {f"shop.{t}" for t in TABLES}
+    assert (tmp_path / ".replicator-demo").is_dir()  # kept for the next run
+    assert b"demo: " in done.stderr
