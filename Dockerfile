@@ -1,15 +1,46 @@
-# replicator: a slim, non-root image whose entrypoint is the replicator CLI.
+# replicator images. Default target: the daemon (slim, non-root, healthcheck on /healthz).
+#   docker build -t replicator .
+#   docker build --target spark -t replicator-spark .   # adds Java + PySpark for `materialize`
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY replicator ./replicator
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.11-slim
-RUN useradd --create-home --uid 10001 replicator
+# The Spark side: `replicator materialize` with PySpark in local mode (or --master URL).
+FROM python:3.11-slim AS spark
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 replicator \
+    && mkdir -p /current && chown replicator /current
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir "$(ls /wheels/replicator-*.whl)[spark]" && rm -rf /wheels
 USER replicator
 WORKDIR /home/replicator
 ENTRYPOINT ["replicator"]
-CMD ["--help"]
+CMD ["materialize", "--help"]
+
+# The daemon.
+FROM python:3.11-slim AS daemon
+RUN useradd --create-home --uid 10001 replicator \
+    && mkdir -p /landing /etc/replicator \
+    && chown replicator /landing
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+COPY config/replicator.example.yaml /etc/replicator/replicator.yaml
+USER replicator
+WORKDIR /home/replicator
+# Inside a container the HTTP port must listen beyond loopback for Prometheus; the landing
+# zone is a volume.
+ENV REPLICATOR_SERVICE__HTTP_HOST=0.0.0.0 \
+    REPLICATOR_SINK__ROOT=/landing \
+    PYTHONUNBUFFERED=1
+VOLUME ["/landing"]
+EXPOSE 9108
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request as u; sys.exit(0 if u.urlopen('http://127.0.0.1:9108/healthz', timeout=4).status == 200 else 1)"]
+# SIGTERM commits the open batch and exits 0 within service.shutdown_timeout (30 s).
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["replicator"]
+CMD ["run", "--config", "/etc/replicator/replicator.yaml"]

@@ -11,6 +11,9 @@ command -v my_print_defaults >/dev/null 2>&1 || need+=(mariadb-client-core)
 command -v mariadb-binlog >/dev/null 2>&1 || need+=(mariadb-client)
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+# validates docker-compose.yml in the tests (no Docker engine needed for that)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 \
+    || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
     echo "bootstrap: installing ${need[*]}" >&2
     SUDO=""
