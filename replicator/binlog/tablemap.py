@@ -249,6 +249,70 @@ def _charset_per_column(
     return out
 
 
+# information_schema DATA_TYPE families, to tell whether a looked-up schema still lines up with
+# a TABLE_MAP's column types (the types always come from the binlog; the schema gives names,
+# labels and, for old MariaDB temporals, precision)
+_FAMILY_OF_TYPE: dict[int, str] = {
+    **dict.fromkeys((_T.TINY, _T.SHORT, _T.INT24, _T.LONG, _T.LONGLONG, _T.BOOL), "integer"),
+    **dict.fromkeys((_T.FLOAT, _T.DOUBLE, _T.DECIMAL, _T.NEWDECIMAL), "number"),
+    **dict.fromkeys((_T.DATE, _T.NEWDATE), "date"),
+    **dict.fromkeys((_T.TIME, _T.TIME2), "time"),
+    **dict.fromkeys((_T.DATETIME, _T.DATETIME2, _T.TIMESTAMP, _T.TIMESTAMP2), "datetime"),
+    _T.YEAR: "year",
+    _T.BIT: "bit",
+    _T.ENUM: "enum",
+    _T.SET: "set",
+    _T.JSON: "json",
+    _T.GEOMETRY: "geometry",
+}
+_FAMILY_OF_DATA_TYPE: dict[str, str] = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "bigint"), "integer"),
+    **dict.fromkeys(("float", "double", "real", "decimal", "numeric"), "number"),
+    "date": "date",
+    "time": "time",
+    **dict.fromkeys(("datetime", "timestamp"), "datetime"),
+    "year": "year",
+    "bit": "bit",
+    "enum": "enum",
+    "set": "set",
+    "json": "json",
+}
+
+
+def _check_alignment(
+    schema_name: str, table_name: str, types: list[int], known: TableSchema
+) -> None:
+    """Refuse a looked-up schema that does not line up with the TABLE_MAP: never misalign.
+
+    information_schema shows the table as it is now, which may be after DDL the stream has not
+    reached yet. Two changes keep names by position and are accepted: columns added at the end
+    (the TABLE_MAP is a prefix of the schema) and columns whose type was modified within its
+    family (INT to BIGINT, VARCHAR(10) to VARCHAR(40)). Anything else (a column dropped, moved,
+    or added in the middle) shows up as a count or type-family mismatch and stops the stream.
+    """
+    count = len(types)
+    if count > len(known.columns):
+        problem = f"has {count} columns but the table now has {len(known.columns)}"
+    else:
+        problem = ""
+        for i, (code, column) in enumerate(zip(types, known.columns, strict=False)):
+            logged = _FAMILY_OF_TYPE.get(code, "other")
+            current = _FAMILY_OF_DATA_TYPE.get(column.data_type, "other")
+            if logged != current and "geometry" not in (logged, column.data_type):
+                problem = (
+                    f"column {i + 1} is logged as {logged} but {column.name!r} is now "
+                    f"{column.data_type}"
+                )
+                break
+    if problem:
+        raise DecodeError(
+            f"TABLE_MAP for {schema_name}.{table_name} {problem}; refusing to misalign columns",
+            hint="the table changed after these events were written (a dropped or moved "
+            "column) and binlog_row_metadata=MINIMAL does not log names: set "
+            "binlog_row_metadata=FULL on the source, or resume from a position after the change",
+        )
+
+
 def decode_table_map(
     body: bytes,
     post_header_length: int,
@@ -292,13 +356,8 @@ def decode_table_map(
 
     if needs_lookup and schema_lookup is not None:
         looked_up = schema_lookup(schema_name, table_name)
-        if looked_up is not None and len(looked_up.columns) != column_count:
-            raise DecodeError(
-                f"TABLE_MAP for {schema_name}.{table_name} has {column_count} columns but the "
-                f"known schema has {len(looked_up.columns)}; refusing to misalign columns",
-                hint="the table's schema changed without replicator seeing the DDL; "
-                "restart from a position after the change or refresh the schema",
-            )
+        if looked_up is not None:
+            _check_alignment(schema_name, table_name, real_types, looked_up)
 
     numeric_idx = [i for i, t in enumerate(real_types) if t in _NUMERIC]
     character = _CHARACTER_MARIADB if mariadb else _CHARACTER
