@@ -32,6 +32,7 @@ from .service import RunOptions, Service
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .source.protocol import start_position
+from .spark.cli import materialize
 from .status import format_text, gather
 
 MAX_SERVER_ID = 2**32 - 1
@@ -320,6 +321,9 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(f"checkpoint set to {position.describe()}")  # position is set once here
+
+
+main.add_command(materialize)
 
 
 if __name__ == "__main__":  # pragma: no cover

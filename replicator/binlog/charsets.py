@@ -182,7 +182,10 @@ MYSQL_LATIN1_TABLE = _mysql_latin1_table()
 as the C1 controls U+0081 ...)."""
 
 
-def _decode_mysql_latin1(data: bytes) -> str:
+def decode_mysql_latin1(data: bytes) -> str:
+    """MySQL ``latin1`` text (see the module doc)."""
+    if data.isascii():  # the usual case: ASCII is the same in every table, and C-fast
+        return data.decode("ascii")
     return codecs.charmap_decode(data, "strict", MYSQL_LATIN1_TABLE)[0]
 
 
@@ -195,7 +198,7 @@ def text_decoder(codec: str) -> Callable[[bytes], str]:
     if name == "utf-8":
         return bytes.decode  # utf-8 is the default: a C call with no codec lookup
     if name == "cp1252":
-        return _decode_mysql_latin1
+        return decode_mysql_latin1
     decode = codecs.getdecoder(name)
 
     def decode_text(data: bytes) -> str:

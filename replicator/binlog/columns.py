@@ -38,6 +38,12 @@ row event are refused at build time with ``DecodeError``. Every decoder raises
 ``TruncatedError`` when its value runs past the end of ``buf``. DECIMAL, DATE, DATETIME2,
 TIMESTAMP2 and TIME2 decoders keep a small per-column cache keyed by the value's bytes, since
 such values repeat across rows and the returned objects are immutable.
+
+``build_plan(col)`` returns the same decoder inside a ``ColumnPlan`` that also says how the
+value is laid out (a struct format, a cached fixed-width conversion, length-prefixed data, an
+ENUM index...), so ``rowcode.py`` can inline the column into a table's compiled row decoder.
+The plan and the decoder come from the same builder and the same parameters; the decoder is
+the reference the compiled code falls back to.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import sys
 import zlib
 from array import array
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import temporal
 from .charsets import BINARY, text_decoder
@@ -56,7 +63,14 @@ from .errors import DecodeError, TruncatedError
 from .json_binary import decode_json_text
 from .schema import ColumnDef
 
-__all__ = ["ColumnDecoder", "build_decoder", "column_label"]
+__all__ = [
+    "ColumnDecoder",
+    "ColumnPlan",
+    "FixedMemo",
+    "build_decoder",
+    "build_plan",
+    "column_label",
+]
 
 ColumnDecoder = Callable[[bytes, int], tuple[object, int]]
 _BytesReader = Callable[[bytes, int], tuple[bytes, int]]
@@ -65,7 +79,7 @@ _BytesReader = Callable[[bytes, int], tuple[bytes, int]]
 _MARIADB_BLOB_COMPRESSED = 140
 _MARIADB_VARCHAR_COMPRESSED = 141
 _SET_CACHE_LIMIT = 4096
-_VALUE_CACHE_LIMIT = 1024
+MEMO_LIMIT = 1024  # values a FixedMemo holds before it starts over
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 
 
@@ -85,8 +99,80 @@ def _truncated(label: str) -> TruncatedError:
     return TruncatedError(f"column {label}: value runs past the end of the row image")
 
 
+class FixedMemo:
+    """Fixed-width values converted through a cache keyed by their exact bytes: dates, times
+    and amounts repeat across the rows of a transaction, and a dict hit costs a fraction of
+    the conversion. Converters here return immutable, non-None values; the cache is dropped
+    whenever it fills. ``get`` is the cache lookup (None on a miss), ``miss`` converts and
+    caches."""
+
+    __slots__ = ("cache", "convert", "get", "size", "what")
+
+    def __init__(self, size: int, convert: Callable[[bytes], object], what: str) -> None:
+        self.size = size
+        self.convert = convert
+        self.what = what
+        self.cache: dict[bytes, object] = {}
+        self.get = self.cache.get
+
+    def miss(self, key: bytes) -> object:
+        if len(key) != self.size:
+            raise TruncatedError(f"{self.what} value runs past the end of the row image")
+        value = self.convert(key)
+        cache = self.cache
+        if len(cache) >= MEMO_LIMIT:
+            cache.clear()
+        cache[key] = value
+        return value
+
+    def decoder(self) -> ColumnDecoder:
+        size, get, miss = self.size, self.get, self.miss
+
+        def decode(buf: bytes, offset: int) -> tuple[object, int]:
+            end = offset + size
+            key = buf[offset:end]
+            value = get(key)
+            if value is None:
+                value = miss(key)
+            return value, end
+
+        return decode
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnPlan:
+    """One column's decoder and, for the common types, how to inline it.
+
+    ``kind``:
+
+    * ``"call"`` -- only ``decode`` knows the format;
+    * ``"struct"`` -- ``width`` bytes read with the struct format character ``fmt``
+      (little-endian, no conversion);
+    * ``"memo"`` -- ``width`` bytes converted through ``memo``;
+    * ``"data"`` -- a ``width``-byte little-endian length, then that many bytes, decoded by
+      ``text`` (None: the bytes themselves) and, when ``pad``, right-padded with 0x00 to
+      ``pad`` bytes (BINARY(n));
+    * ``"enum"`` -- a ``width``-byte little-endian index into ``labels`` (index 0 is "");
+    * ``"year"`` -- one byte, 0 or 1900 + n.
+    """
+
+    decode: ColumnDecoder
+    kind: str = "call"
+    width: int = 0
+    fmt: str = ""
+    memo: FixedMemo | None = None
+    text: Callable[[bytes], str] | None = None
+    pad: int = 0
+    labels: tuple[str, ...] = ()
+
+
 def build_decoder(col: ColumnDef) -> ColumnDecoder:
     """Choose and precompile the decoder for one column (once per TABLE_MAP)."""
+    return build_plan(col).decode
+
+
+def build_plan(col: ColumnDef) -> ColumnPlan:
+    """The decoder of one column and how to inline it (once per TABLE_MAP)."""
     builder = _BUILDERS.get(col.type)
     if builder is None:
         raise DecodeError(
@@ -130,28 +216,35 @@ def _struct_decoder(fmt: str, col: ColumnDef) -> ColumnDecoder:
     return decode
 
 
-def _tiny(col: ColumnDef) -> ColumnDecoder:
-    return _struct_decoder("<B" if col.unsigned else "<b", col)
+def _struct_plan(fmt: str, col: ColumnDef) -> ColumnPlan:
+    """A little-endian value of one struct format character ``fmt``."""
+    return ColumnPlan(
+        _struct_decoder("<" + fmt, col), "struct", width=struct.calcsize("<" + fmt), fmt=fmt
+    )
 
 
-def _short(col: ColumnDef) -> ColumnDecoder:
-    return _struct_decoder("<H" if col.unsigned else "<h", col)
+def _tiny(col: ColumnDef) -> ColumnPlan:
+    return _struct_plan("B" if col.unsigned else "b", col)
 
 
-def _long(col: ColumnDef) -> ColumnDecoder:
-    return _struct_decoder("<I" if col.unsigned else "<i", col)
+def _short(col: ColumnDef) -> ColumnPlan:
+    return _struct_plan("H" if col.unsigned else "h", col)
 
 
-def _longlong(col: ColumnDef) -> ColumnDecoder:
-    return _struct_decoder("<Q" if col.unsigned else "<q", col)
+def _long(col: ColumnDef) -> ColumnPlan:
+    return _struct_plan("I" if col.unsigned else "i", col)
 
 
-def _float(col: ColumnDef) -> ColumnDecoder:
-    return _struct_decoder("<f", col)
+def _longlong(col: ColumnDef) -> ColumnPlan:
+    return _struct_plan("Q" if col.unsigned else "q", col)
 
 
-def _double(col: ColumnDef) -> ColumnDecoder:
-    return _struct_decoder("<d", col)
+def _float(col: ColumnDef) -> ColumnPlan:
+    return _struct_plan("f", col)
+
+
+def _double(col: ColumnDef) -> ColumnPlan:
+    return _struct_plan("d", col)
 
 
 def _int24(col: ColumnDef) -> ColumnDecoder:
@@ -169,7 +262,7 @@ def _int24(col: ColumnDef) -> ColumnDecoder:
     return decode
 
 
-def _year(col: ColumnDef) -> ColumnDecoder:
+def _year(col: ColumnDef) -> ColumnPlan:
     label = column_label(col)
 
     def decode(buf: bytes, offset: int) -> tuple[object, int]:
@@ -179,34 +272,16 @@ def _year(col: ColumnDef) -> ColumnDecoder:
             raise _truncated(label) from None
         return (value + 1900 if value else 0), offset + 1
 
-    return decode
+    return ColumnPlan(decode, "year", width=1)
 
 
-def _memoized(size: int, convert: Callable[[bytes], object], what: str) -> ColumnDecoder:
-    """Decode fixed-width values through a cache keyed by their exact bytes: dates, times and
-    amounts repeat across the rows of a transaction, and a dict hit costs a fraction of the
-    conversion. Converters here return immutable, non-None values; the cache is dropped
-    whenever it fills."""
-    cache: dict[bytes, object] = {}
-    get = cache.get
-
-    def decode(buf: bytes, offset: int) -> tuple[object, int]:
-        end = offset + size
-        key = buf[offset:end]
-        value = get(key)
-        if value is None:
-            if len(key) != size:
-                raise TruncatedError(f"{what} value runs past the end of the row image")
-            value = convert(key)
-            if len(cache) >= _VALUE_CACHE_LIMIT:
-                cache.clear()
-            cache[key] = value
-        return value, end
-
-    return decode
+def _memoized(size: int, convert: Callable[[bytes], object], what: str) -> ColumnPlan:
+    """Fixed-width values decoded through a ``FixedMemo``."""
+    memo = FixedMemo(size, convert, what)
+    return ColumnPlan(memo.decoder(), "memo", width=size, memo=memo)
 
 
-def _newdecimal(col: ColumnDef) -> ColumnDecoder:
+def _newdecimal(col: ColumnDef) -> ColumnPlan:
     precision, scale = col.meta >> 8, col.meta & 0xFF
     convert = build_decimal_converter(precision, scale)
     return _memoized(decimal_size(precision, scale), convert, f"DECIMAL({precision},{scale})")
@@ -237,7 +312,7 @@ def _null(col: ColumnDef) -> ColumnDecoder:
 # ----------------------------------------------------------------------------- temporal
 
 
-def _date(col: ColumnDef) -> ColumnDecoder:
+def _date(col: ColumnDef) -> ColumnPlan:
     return _memoized(3, temporal.date_converter(), "DATE")
 
 
@@ -257,17 +332,17 @@ def _timestamp(col: ColumnDef) -> ColumnDecoder:
     return temporal.timestamp_decoder()
 
 
-def _time2(col: ColumnDef) -> ColumnDecoder:
+def _time2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.time2_converter(col.meta)
     return _memoized(temporal.time2_size(col.meta), convert, "TIME")
 
 
-def _datetime2(col: ColumnDef) -> ColumnDecoder:
+def _datetime2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.datetime2_converter(col.meta)
     return _memoized(temporal.datetime2_size(col.meta), convert, "DATETIME")
 
 
-def _timestamp2(col: ColumnDef) -> ColumnDecoder:
+def _timestamp2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.timestamp2_converter(col.meta)
     return _memoized(temporal.timestamp2_size(col.meta), convert, "TIMESTAMP")
 
@@ -380,18 +455,19 @@ def _text_reader(prefix: int, col: ColumnDef, codec: str) -> ColumnDecoder:
     return decode
 
 
-def _string_data(prefix: int, col: ColumnDef) -> ColumnDecoder:
+def _string_data(prefix: int, col: ColumnDef) -> ColumnPlan:
     """Text when the column has a text charset, else raw bytes."""
     if col.charset is None or col.charset == BINARY:
-        return _bytes_reader(prefix, column_label(col))
-    return _text_reader(prefix, col, col.charset)
+        return ColumnPlan(_bytes_reader(prefix, column_label(col)), "data", width=prefix)
+    decode = _text_reader(prefix, col, col.charset)
+    return ColumnPlan(decode, "data", width=prefix, text=text_decoder(col.charset))
 
 
-def _varchar(col: ColumnDef) -> ColumnDecoder:
+def _varchar(col: ColumnDef) -> ColumnPlan:
     return _string_data(1 if col.meta < 256 else 2, col)
 
 
-def _string(col: ColumnDef) -> ColumnDecoder:
+def _string(col: ColumnDef) -> ColumnPlan:
     real_type = col.meta >> 8
     if real_type in (ColumnType.ENUM, ColumnType.SET):  # TABLE_MAP type left unresolved
         return _BUILDERS[real_type](col)
@@ -405,7 +481,7 @@ def _string(col: ColumnDef) -> ColumnDecoder:
         data, end = read(buf, offset)
         return data.ljust(length, b"\x00"), end
 
-    return decode_binary
+    return ColumnPlan(decode_binary, "data", width=prefix, pad=length)
 
 
 _BLOB_DEFAULT_PREFIX = {
@@ -416,7 +492,7 @@ _BLOB_DEFAULT_PREFIX = {
 }
 
 
-def _blob(col: ColumnDef) -> ColumnDecoder:
+def _blob(col: ColumnDef) -> ColumnPlan:
     prefix = col.meta or _BLOB_DEFAULT_PREFIX[ColumnType(col.type)]
     if not 1 <= prefix <= 4:
         raise DecodeError(f"invalid BLOB length size {prefix}")
@@ -534,12 +610,12 @@ def _pack_length(col: ColumnDef, allowed: tuple[int, ...], kind: str) -> int:
     return size
 
 
-def _enum(col: ColumnDef) -> ColumnDecoder:
+def _enum(col: ColumnDef) -> ColumnPlan:
     size = _pack_length(col, (1, 2), "ENUM")
     label = column_label(col)
     unpack = struct.Struct("<B" if size == 1 else "<H").unpack_from
     if col.enum_values is None:
-        return _struct_decoder("<B" if size == 1 else "<H", col)
+        return _struct_plan("B" if size == 1 else "H", col)
     labels = ("", *col.enum_values)  # index 0: the empty-string error value
 
     def decode(buf: bytes, offset: int) -> tuple[object, int]:
@@ -554,7 +630,7 @@ def _enum(col: ColumnDef) -> ColumnDecoder:
                 f"column {label}: ENUM index {index} beyond its {len(labels) - 1} labels"
             ) from None
 
-    return decode
+    return ColumnPlan(decode, "enum", width=size, labels=labels)
 
 
 def _set(col: ColumnDef) -> ColumnDecoder:
@@ -590,38 +666,47 @@ def _set(col: ColumnDef) -> ColumnDecoder:
     return decode
 
 
-_BUILDERS: dict[int, Callable[[ColumnDef], ColumnDecoder]] = {
+def _called(build: Callable[[ColumnDef], ColumnDecoder]) -> Callable[[ColumnDef], ColumnPlan]:
+    """A builder whose decoder is never inlined."""
+
+    def plan(col: ColumnDef) -> ColumnPlan:
+        return ColumnPlan(build(col))
+
+    return plan
+
+
+_BUILDERS: dict[int, Callable[[ColumnDef], ColumnPlan]] = {
     ColumnType.TINY: _tiny,
     ColumnType.SHORT: _short,
-    ColumnType.INT24: _int24,
+    ColumnType.INT24: _called(_int24),
     ColumnType.LONG: _long,
     ColumnType.LONGLONG: _longlong,
     ColumnType.FLOAT: _float,
     ColumnType.DOUBLE: _double,
-    ColumnType.NULL: _null,
+    ColumnType.NULL: _called(_null),
     ColumnType.YEAR: _year,
     ColumnType.NEWDECIMAL: _newdecimal,
-    ColumnType.BIT: _bit,
+    ColumnType.BIT: _called(_bit),
     ColumnType.DATE: _date,
     ColumnType.NEWDATE: _date,
-    ColumnType.TIME: _time,
-    ColumnType.DATETIME: _datetime,
-    ColumnType.TIMESTAMP: _timestamp,
+    ColumnType.TIME: _called(_time),
+    ColumnType.DATETIME: _called(_datetime),
+    ColumnType.TIMESTAMP: _called(_timestamp),
     ColumnType.TIME2: _time2,
     ColumnType.DATETIME2: _datetime2,
     ColumnType.TIMESTAMP2: _timestamp2,
     ColumnType.VARCHAR: _varchar,
     ColumnType.VAR_STRING: _varchar,
     ColumnType.STRING: _string,
-    _MARIADB_BLOB_COMPRESSED: _compressed,
-    _MARIADB_VARCHAR_COMPRESSED: _compressed,
+    _MARIADB_BLOB_COMPRESSED: _called(_compressed),
+    _MARIADB_VARCHAR_COMPRESSED: _called(_compressed),
     ColumnType.TINY_BLOB: _blob,
     ColumnType.BLOB: _blob,
     ColumnType.MEDIUM_BLOB: _blob,
     ColumnType.LONG_BLOB: _blob,
     ColumnType.ENUM: _enum,
-    ColumnType.SET: _set,
-    ColumnType.JSON: _json,
-    ColumnType.GEOMETRY: _geometry,
-    ColumnType.VECTOR: _vector,
+    ColumnType.SET: _called(_set),
+    ColumnType.JSON: _called(_json),
+    ColumnType.GEOMETRY: _called(_geometry),
+    ColumnType.VECTOR: _called(_vector),
 }

@@ -107,6 +107,8 @@ def build_decimal_converter(precision: int, scale: int) -> Callable[[bytes], Dec
             return Decimal(unscaled).scaleb(exponent, exact)
         return Decimal(unscaled)
 
+    if len(layout) in (2, 3):
+        return _unrolled(layout, top, invert, exponent, bad_group)
     if len(layout) != 1:
         return convert
     ((_, _, only_limit, _),) = layout
@@ -128,6 +130,47 @@ def build_decimal_converter(precision: int, scale: int) -> Callable[[bytes], Dec
         return Decimal(unscaled)
 
     return convert_one_group
+
+
+def _unrolled(
+    layout: tuple[tuple[int, int, int, int], ...],
+    top: int,
+    invert: int,
+    exponent: int,
+    bad_group: Callable[[int], DecodeError],
+) -> Callable[[bytes], Decimal]:
+    """``convert`` without its loop, for two or three digit groups (DECIMAL(10,2),
+    DECIMAL(12,2), DECIMAL(18,4)... the usual amounts)."""
+    low_limit, low_mask = layout[0][2], layout[0][1]
+    mid_shift, mid_mask, mid_limit, mid_weight = layout[1]
+    if len(layout) == 3:
+        high_shift, _, high_limit, high_weight = layout[2]
+    else:  # two groups: the "middle" one is the most significant, the high one is 0
+        high_shift, high_limit, high_weight = 8 * 64, 1, 0
+    exact = _EXACT
+    from_bytes = int.from_bytes
+
+    def convert(raw_bytes: bytes) -> Decimal:
+        raw = from_bytes(raw_bytes, "big")
+        if raw & top:
+            raw ^= top
+            negative = False
+        else:
+            raw ^= invert
+            negative = True
+        low = raw & low_mask
+        mid = raw >> mid_shift & mid_mask
+        high = raw >> high_shift
+        if low >= low_limit or mid >= mid_limit or high >= high_limit:
+            raise bad_group(low if low >= low_limit else mid if mid >= mid_limit else high)
+        unscaled = high * high_weight + mid * mid_weight + low
+        if negative:
+            unscaled = -unscaled
+        if exponent:
+            return Decimal(unscaled).scaleb(exponent, exact)
+        return Decimal(unscaled)
+
+    return convert
 
 
 def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:

@@ -8,7 +8,8 @@
   event, or is an EOF (0xFE, short) or ERR (0xFF) packet (``sql/rpl_binlog_sender.cc``).
 
 Both framers are sans-I/O: ``feed()`` bytes in any chunking, then call ``next_*()`` until it
-returns ``NEED_DATA``.
+returns ``NEED_DATA``. Fed bytes are copied once into the framer's buffer (a memoryview over a
+reused receive buffer is fine) and once out of it, as each whole event.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class _Buffer:
         self._buf = bytearray()
         self._start = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         if self._start and self._start >= len(self._buf) // 2:
             del self._buf[: self._start]
             self._start = 0
@@ -55,9 +56,13 @@ class _Buffer:
 
     def take(self, length: int) -> bytes:
         start = self._start
-        out = bytes(self._buf[start : start + length])
+        with memoryview(self._buf) as view:  # one copy (a bytearray slice would be two)
+            out = bytes(view[start : start + length])
         self._start = start + length
         return out
+
+    def skip(self, length: int) -> None:
+        self._start += length
 
 
 class FileFramer:
@@ -76,7 +81,7 @@ class FileFramer:
         """File offset of the next event to be returned."""
         return self._offset
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self._buffer.feed(data)
 
     def next_event(self) -> tuple[int, bytes] | _NeedData:
@@ -142,7 +147,7 @@ class PacketFramer:
         self._parts: list[bytes] = []
         self.bytes_received = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self.bytes_received += len(data)
         self._buffer.feed(data)
 
@@ -159,7 +164,9 @@ class PacketFramer:
         """The first ``length`` buffered bytes (fewer if not yet received), not consumed."""
         return self._buffer.peek(0, min(length, len(self._buffer)))
 
-    def next_payload(self) -> bytes | _NeedData:
+    def next_payload(self, *, skip: int = 0) -> bytes | _NeedData:
+        """The next whole payload; ``skip`` drops its first bytes (the dump stream's 0x00
+        marker before an event) without copying the rest again."""
         buf = self._buffer
         while True:
             if len(buf) < 4:
@@ -175,17 +182,19 @@ class PacketFramer:
                     hint="the connection lost or corrupted bytes; reconnect",
                 )
             self._sequence = (sequence + 1) & 0xFF
-            buf.take(4)
-            part = buf.take(length)
+            buf.skip(4)
             if length == MAX_PACKET:
-                self._parts.append(part)
+                self._parts.append(buf.take(length))
                 continue
             if self._parts:
-                self._parts.append(part)
+                self._parts.append(buf.take(length))
                 payload = b"".join(self._parts)
                 self._parts = []
-                return payload
-            return part
+                return payload[skip:] if skip else payload
+            if skip > length:
+                raise DecodeError(f"packet of {length} bytes is shorter than its marker")
+            buf.skip(skip)
+            return buf.take(length - skip)
 
 
 def parse_err_packet(payload: bytes) -> ServerError:

@@ -50,10 +50,12 @@ from .mysql_bodies import (
 )
 from .reader import read_lenenc, take, uint
 from .rows import RowImage, TableDecoder, decode_images
-from .tablemap import SchemaLookup, decode_table_map
+from .schema import ColumnDef, TableSchema
+from .tablemap import SchemaLookup, TableMapBody, decode_table_map
 from .versions import version_tuple
 
 _HEADER = struct.Struct("<IBIIIH")
+_CACHE_LIMIT = 1024  # table maps and table decoders kept (each set starts over when full)
 _T = EventType
 
 # The FORMAT_DESCRIPTION of servers from these versions on carries a checksum-algorithm byte
@@ -198,6 +200,10 @@ class EventParser:
         self.schema_lookup = schema_lookup
         self.format: ev.FormatDescriptionEvent | None = None
         self.tables: dict[int, tuple[ev.TableMapEvent, TableDecoder]] = {}
+        # TABLE_MAP bodies already decoded, and row decoders by table shape: built once, not
+        # once per transaction (content-keyed, so a reused table_id is no problem)
+        self.table_maps: dict[tuple[int, bool, bytes], tuple[TableMapBody, TableDecoder]] = {}
+        self._table_decoders: dict[tuple[ColumnDef, ...], TableDecoder] = {}
         self.ignored_events = 0
         self.events_decoded = 0
         self._format_alg = CHECKSUM_OFF
@@ -326,12 +332,12 @@ class EventParser:
 
     @staticmethod
     def _crc_of(raw: bytes) -> int:
-        data = raw[:-4]
         if raw[4] == _T.FORMAT_DESCRIPTION and raw[17] & LOG_EVENT_BINLOG_IN_USE_F:
-            patched = bytearray(data)
+            patched = bytearray(raw[:-4])
             patched[17] &= ~LOG_EVENT_BINLOG_IN_USE_F & 0xFF
-            data = bytes(patched)
-        return zlib.crc32(data)
+            return zlib.crc32(patched)
+        with memoryview(raw) as view:  # no copy of the event (zlib drops the GIL for it)
+            return zlib.crc32(view[:-4])
 
     def _verify(self, raw: bytes, type_code: int, flags: int, start: int) -> None:
         expected = int.from_bytes(raw[-4:], "little")
@@ -367,6 +373,15 @@ class EventParser:
 
     def forget_tables(self) -> None:
         self.tables.clear()
+
+    def table_decoder(self, columns: tuple[ColumnDef, ...]) -> TableDecoder:
+        """The row decoder of a table of these columns (compiled once per shape)."""
+        found = self._table_decoders.get(columns)
+        if found is None:
+            if len(self._table_decoders) >= _CACHE_LIMIT:
+                self._table_decoders.clear()
+            found = self._table_decoders[columns] = TableDecoder.build(columns)
+        return found
 
     # -- payload ---------------------------------------------------------------------------
 
@@ -652,9 +667,32 @@ def _binlog_checkpoint(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 
 
 def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
-    decoded = decode_table_map(
-        body, p.post_header_length(_T.TABLE_MAP, 8), p.schema_lookup, mariadb=p.is_mariadb
-    )
+    post_header = p.post_header_length(_T.TABLE_MAP, 8)
+    mariadb = p.is_mariadb
+    key = (post_header, mariadb, body)
+    cached = p.table_maps.get(key)
+    if cached is None:
+        looked_up = False
+        lookup = p.schema_lookup
+
+        def tracked(schema: str, table: str) -> TableSchema | None:
+            nonlocal looked_up
+            looked_up = True
+            assert lookup is not None
+            return lookup(schema, table)
+
+        decoded = decode_table_map(
+            body, post_header, None if lookup is None else tracked, mariadb=mariadb
+        )
+        decoder = p.table_decoder(decoded.columns)
+        cached = (decoded, decoder)
+        if not looked_up:
+            # the same bytes decode the same way: a transaction's TABLE_MAP repeats the
+            # previous one's (a schema lookup may change with DDL, so those are not kept)
+            if len(p.table_maps) >= _CACHE_LIMIT:
+                p.table_maps.clear()
+            p.table_maps[key] = cached
+    decoded, decoder = cached
     event = ev.TableMapEvent(
         **w.kw(),
         table_id=decoded.table_id,
@@ -665,11 +703,6 @@ def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         primary_key=decoded.primary_key,
         has_metadata=decoded.has_metadata,
     )
-    previous = p.tables.get(decoded.table_id)
-    if previous is not None and previous[0].columns == event.columns:
-        decoder = previous[1]  # same table, same shape: keep the compiled decoders
-    else:
-        decoder = TableDecoder.build(event.columns)
     p.tables[decoded.table_id] = (event, decoder)
     return event
 

@@ -8,8 +8,10 @@ the after image; then rows until the end of the event. Each row image is a NULL 
 the *present* columns followed by the values of the present, non-NULL columns in column order
 (``pack_row`` in sql/rpl_record.cc).
 
-Decoders are chosen once per TABLE_MAP and per presence bitmap (``RowLayout``); the loop
-over rows only calls them.
+Decoders are chosen once per TABLE_MAP and per presence bitmap (``RowLayout``). Each layout
+also gets a compiled decoder (``rowcode.py``) that decodes a whole event's images in one
+generated loop; the reference loop here (``RowLayout.decode``, one decoder call per value)
+takes over from the first row the compiled code cannot decode, and raises the error.
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .columns import ColumnDecoder, build_decoder
+from .columns import ColumnDecoder, ColumnPlan, build_plan
 from .errors import DecodeError, TruncatedError
+from .rowcode import PairsDecoder, RowsDecoder, compile_pairs, compile_rows
 from .schema import ColumnDef
 from .values import ABSENT
 
 RowImage = tuple[object, ...]
+
+COMPILED_ROWS = True
+"""Whether new ``TableDecoder``s use compiled row decoders (tests compare both paths)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,31 @@ class RowLayout:
     decoders: tuple[ColumnDecoder, ...]
     null_bytes: int
     template: tuple[object, ...]  # ABSENT everywhere, copied per row
+    plans: tuple[ColumnPlan, ...] | None = None  # every column's; None: no compiled decoders
+    _rows: list[RowsDecoder] = field(default_factory=list, compare=False, repr=False)
+    _pairs: dict[tuple[int, ...], PairsDecoder] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def rows_decoder(self) -> RowsDecoder | None:
+        """The compiled decoder of insert/delete images (built on first use)."""
+        if self.plans is None:
+            return None
+        if not self._rows:
+            self._rows.append(compile_rows(self.plans, self.present, self.null_bytes))
+        return self._rows[0]
+
+    def pairs_decoder(self, after: RowLayout) -> PairsDecoder | None:
+        """The compiled decoder of update images, this layout before and ``after`` after."""
+        if self.plans is None:
+            return None
+        found = self._pairs.get(after.present)
+        if found is None:
+            found = compile_pairs(
+                self.plans, (self.present, self.null_bytes), (after.present, after.null_bytes)
+            )
+            self._pairs[after.present] = found
+        return found
 
     def decode(self, buf: bytes, pos: int) -> tuple[RowImage, int]:
         """Decode one row image starting at ``pos``."""
@@ -54,15 +85,19 @@ class RowLayout:
 
 @dataclass(slots=True)
 class TableDecoder:
-    """Everything needed to decode rows of one table map; built once per TABLE_MAP."""
+    """Everything needed to decode rows of one table shape (a TABLE_MAP's columns); the
+    parser builds it once per shape, not once per TABLE_MAP event."""
 
     columns: tuple[ColumnDef, ...]
     decoders: tuple[ColumnDecoder, ...]
+    plans: tuple[ColumnPlan, ...] | None = None  # None: reference decoders only
     _layouts: dict[int, RowLayout] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, columns: tuple[ColumnDef, ...]) -> TableDecoder:
-        return cls(columns, tuple(build_decoder(c) for c in columns))
+    def build(cls, columns: tuple[ColumnDef, ...], *, compiled: bool | None = None) -> TableDecoder:
+        plans = tuple(build_plan(c) for c in columns)
+        use = COMPILED_ROWS if compiled is None else compiled
+        return cls(columns, tuple(p.decode for p in plans), plans if use else None)
 
     def layout(self, present_bits: int) -> RowLayout:
         found = self._layouts.get(present_bits)
@@ -75,6 +110,7 @@ class TableDecoder:
                 decoders=tuple(self.decoders[i] for i in present),
                 null_bytes=(len(present) + 7) // 8,
                 template=(ABSENT,) * n,
+                plans=self.plans,
             )
             self._layouts[present_bits] = found
         return found
@@ -95,6 +131,23 @@ def decode_images(
     end = len(buf)
     rows: list[RowImage] = []
     afters: list[RowImage] = []
+    if pos < end and not layout.present and (after_layout is None or not after_layout.present):
+        # an image of no columns takes no bytes: the bytes left over cannot be row images
+        raise DecodeError(f"{end - pos} bytes of row images for a row image of no columns")
+    if after_hook is None:
+        done = False
+        if after_layout is None:
+            fast = layout.rows_decoder()
+            if fast is not None:
+                pos, done = fast(buf, pos, end, rows)
+        else:
+            pairs = layout.pairs_decoder(after_layout)
+            if pairs is not None:
+                pos, done = pairs(buf, pos, end, rows, afters)
+        if done:
+            return tuple(rows), tuple(afters)
+    # The reference loop: everything without a compiled decoder, and from the first row the
+    # compiled one could not decode (it raises the error the compiled code does not).
     try:
         if after_layout is None:
             decode = layout.decode

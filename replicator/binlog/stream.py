@@ -41,7 +41,7 @@ class BinlogFileDecoder:
         )
         self._file = file
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self.framer.feed(data)
 
     def next_event(self) -> Event | _NeedData:
@@ -85,11 +85,17 @@ class DumpStreamDecoder:
             verify_checksum=verify_checksum,
         )
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
+        """Bytes as they arrived; copied at once, so a reused receive buffer is fine."""
         self.framer.feed(data)
 
     def next_event(self) -> Event | _NeedData | EndOfStream:
-        self._check_packet_length()
+        if self._check_packet_length():
+            # an event packet (0x00, then the event): take the event without the marker
+            event = self.framer.next_payload(skip=1)
+            if isinstance(event, _NeedData):
+                return event
+            return self.parser.parse(event)
         payload = self.framer.next_payload()
         if isinstance(payload, _NeedData):
             return payload
@@ -98,8 +104,9 @@ class DumpStreamDecoder:
             return raw
         return self.parser.parse(raw)
 
-    def _check_packet_length(self) -> None:
-        """Cross-check a new packet's length with the event size inside it.
+    def _check_packet_length(self) -> bool:
+        """Cross-check a new packet's length with the event size inside it; True when the
+        next payload is an event whose length checks out (its marker byte is 0x00).
 
         A dump packet holding an event is 0x00 then the event, so its length is
         ``event_size + 1`` (or 0xFFFFFF when the event continues in further packets). The
@@ -109,10 +116,10 @@ class DumpStreamDecoder:
         """
         framer = self.framer
         if framer.continuing:
-            return
+            return False
         head = framer.peek(4 + 1 + 13)
         if len(head) < 4 + 1 + 13 or head[4] != 0x00:
-            return
+            return False
         length = int.from_bytes(head[0:3], "little")
         event_size = int.from_bytes(head[4 + 1 + 9 : 4 + 1 + 13], "little")
         expected = min(event_size + 1, MAX_PACKET)
@@ -123,3 +130,4 @@ class DumpStreamDecoder:
                 position=self.parser.position,
                 hint="the connection corrupted the stream; reconnect",
             )
+        return True

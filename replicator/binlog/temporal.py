@@ -203,12 +203,16 @@ def datetime2_converter(fsp: int) -> Callable[[bytes], datetime | InvalidTempora
     unit = _fraction_unit(fsp)
     ofs = _DATETIMEF_INT_OFS
 
+    from_bytes = int.from_bytes
+
     def convert(raw: bytes) -> datetime | InvalidTemporal:
-        whole = int.from_bytes(raw, "big")
+        whole = from_bytes(raw, "big")
         micro = (whole & frac_mask) * unit
         packed = (whole >> frac_bits) - ofs
         ymd = packed >> 17
-        year, month = divmod(ymd >> 5, 13)
+        year_month = ymd >> 5
+        year = year_month // 13  # divmod without the call
+        month = year_month - year * 13
         day = ymd & 31
         hour = (packed >> 12) & 31
         minute = (packed >> 6) & 63

@@ -23,7 +23,7 @@ class RowChange:
     binlog_file: str
     binlog_pos: int
     values: tuple[object, ...]  # after image; the before image for deletes
-    before: tuple[object, ...] | None = None  # updates, when the before image is kept
+    before: tuple[object, ...] | None = None  # updates: the before image (its key always lands)
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,7 +167,6 @@ class Pipeline:
     ) -> list[tuple[TableVersion, list[RowChange]]]:
         """Row changes grouped by table version, in order, with ``_seq`` assigned."""
         out: list[tuple[TableVersion, list[RowChange]]] = []
-        keep_before = self.sink.keep_before_image
         seq = self._next_seq
         gtid = transaction.gtid
         for event in events:
@@ -190,7 +189,7 @@ class Pipeline:
                     changes.append(
                         RowChange(
                             "u", seq, gtid, ts, server_id, file, pos, _project(after, keep),
-                            _project(before, keep) if keep_before else None,
+                            _project(before, keep),  # `_before` if kept; `_before_key` always
                         )
                     )  # fmt: skip
                     seq += 1

@@ -105,13 +105,14 @@ class Batch:
     rows: int = 0
     bytes: int = 0
     transactions: int = 0
-    _files: dict[tuple[str, str, tuple[object, ...]], _TableFile] = field(default_factory=dict)
+    _files: dict[tuple[object, ...], _TableFile] = field(default_factory=dict)
 
     def add(self, version: TableVersion, changes: Sequence[RowChange]) -> None:
         """Append row changes of one table version (called from the writer thread)."""
         if not changes:
             return
-        key = (version.schema, version.table, version.columns)
+        # the primary key too: each file's footer records one (parquet_writer)
+        key = (version.schema, version.table, version.columns, version.primary_key)
         target = self._files.get(key)
         if target is None:
             target = self.zone._open_file(version, changes[0].seq)
@@ -214,6 +215,7 @@ class LandingZone:
             version,
             with_before=self.cfg.keep_before_image,
             with_absent=True,
+            with_before_key=True,  # updates name the row they change (parquet_writer)
             row_group_rows=self.cfg.row_group_rows,
             compression=self.cfg.compression,
         )

@@ -21,6 +21,21 @@ Values land as the decoder produced them (README "Type mapping"), with these con
   with too many digits, a value of the wrong kind) -> IntegrityError naming the column and
   the binlog position. Nothing is ever wrapped, rounded or dropped.
 
+Row identity, for whoever turns the changes back into a table (``replicator.spark``):
+
+* The schema metadata key ``replicator.primary_key`` holds the primary key's column names as a
+  JSON list in key order, ``[]`` when the table has none, or none is known (TABLE_MAP without
+  PRIMARY KEY metadata and no schema lookup), or a key column is filtered out: then the whole
+  row is the identity. Files written before this key existed lack it (identity unknown).
+* With ``with_before_key`` every file gets a ``_before_key`` column: a struct of the identity
+  columns (the key, or every column when there is no key) taken from the update's before
+  image. It is set for ``u`` rows and null for the others; null too for an update whose before
+  image was not handed over or lacks a key column. It is what lets a reader apply an UPDATE
+  that changes the primary key (the old key's row must go) and an UPDATE of a table without
+  a key (the old row must go) when ``_before`` is not kept, and it names the row of a partial
+  (MINIMAL) after image that leaves the unchanged key columns out. Its invalid dates are
+  nulls like everywhere, but not counted again.
+
 The conversion is optimistic: pyarrow rejects every marker object, so a column is first
 converted as it is and only scanned value by value when that fails. A failed ``write()``
 leaves the file as it was; a disk error (OSError) removes the partial file and raises
@@ -31,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +74,10 @@ from .arrow_types import (
     arrow_schema,
 )
 
-__all__ = ["ParquetTableWriter", "WrittenFile"]
+__all__ = ["BEFORE_KEY_FIELD", "PRIMARY_KEY_KEY", "ParquetTableWriter", "WrittenFile", "identity"]
+
+BEFORE_KEY_FIELD = "_before_key"
+PRIMARY_KEY_KEY = b"replicator.primary_key"
 
 _OPS = frozenset({"c", "u", "d", "r"})
 # pyarrow raises ArrowInvalid (a ValueError), ArrowTypeError (a TypeError) or OverflowError
@@ -105,6 +124,16 @@ def _decimal_text(values: Sequence[object]) -> list[object]:
     return [format(v, "f") if type(v) is Decimal else v for v in values]
 
 
+def identity(version: TableVersion) -> tuple[tuple[int, ...], bool]:
+    """Positions (in ``version.columns``) of the columns that identify a row, and whether
+    they are the primary key (else: every column). ``primary_key`` holds the TABLE_MAP's
+    column ordinals, which survive a column filter as ``ColumnDef.index``."""
+    where = {col.index: pos for pos, col in enumerate(version.columns)}
+    if version.primary_key and all(i in where for i in version.primary_key):
+        return tuple(where[i] for i in version.primary_key), True
+    return tuple(range(len(version.columns))), False
+
+
 def _plan(col: ColumnDef) -> _ColumnPlan:
     field = arrow_field(col)
     text_decimal = col.type == ColumnType.NEWDECIMAL and pa.types.is_string(field.type)
@@ -127,6 +156,7 @@ class ParquetTableWriter:
         *,
         with_before: bool,
         with_absent: bool = False,
+        with_before_key: bool = False,
         row_group_rows: int = 128_000,
         row_group_bytes: int = 128 << 20,
         compression: str = "zstd",
@@ -140,9 +170,19 @@ class ParquetTableWriter:
         self.with_absent = with_absent
         self.row_group_rows = row_group_rows
         self.row_group_bytes = row_group_bytes
-        self.schema = arrow_schema(version, with_before=with_before, with_absent=with_absent)
+        self.with_before_key = with_before_key
         self._plans = tuple(_plan(col) for col in version.columns)
+        self._key, keyed = identity(version)
+        self.schema = _with_identity(
+            arrow_schema(version, with_before=with_before, with_absent=with_absent),
+            version,
+            [self._plans[pos] for pos in self._key] if keyed else [],
+            [self._plans[pos] for pos in self._key] if with_before_key else None,
+        )
         self._before_type = self.schema.field(BEFORE_FIELD).type if with_before else None
+        self._before_key_type = (
+            self.schema.field(BEFORE_KEY_FIELD).type if with_before_key else None
+        )
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pending_bytes = 0
@@ -331,6 +371,8 @@ class ParquetTableWriter:
             arrays.append(before)
         if self.with_absent:
             arrays.append(self._absent(n, absent_rows))
+        if self._before_key_type is not None:
+            arrays.append(self._before_key(changes))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema), invalid
 
     def _transpose(
@@ -468,6 +510,29 @@ class ParquetTableWriter:
         )
         return struct, invalid
 
+    def _before_key(self, changes: Sequence[RowChange]) -> pa.Array:
+        """``_before_key``: the identity columns of each update's before image."""
+        assert self._before_key_type is not None
+        key = self._key
+        nothing = (None,) * len(key)
+        images = [
+            nothing if c.op != "u" or c.before is None else tuple(c.before[p] for p in key)
+            for c in changes
+        ]
+        missing = [image is nothing or any(v is ABSENT for v in image) for image in images]
+        if all(missing):
+            return pa.nulls(len(changes), self._before_key_type)
+        rows = [nothing if gone else image for image, gone in zip(images, missing, strict=True)]
+        children: list[pa.Array] = []
+        for pos, values in zip(key, zip(*rows, strict=True), strict=True):
+            array, _ = self._column(self._plans[pos], values, changes, _Absent.NULL, [])
+            children.append(array)
+        return pa.StructArray.from_arrays(
+            children,
+            fields=list(self._before_key_type),
+            mask=pa.array(missing, pa.bool_()),
+        )
+
     def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:
         if not absent_rows:
             offsets = pa.array([0] * (n + 1), pa.int32())
@@ -488,6 +553,29 @@ def _fitting(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(array, pa.ChunkedArray):
         raise _TooLarge
     return array
+
+
+def _with_identity(
+    schema: pa.Schema,
+    version: TableVersion,
+    key: list[_ColumnPlan],
+    before_key: list[_ColumnPlan] | None,
+) -> pa.Schema:
+    """``schema`` with the ``replicator.primary_key`` metadata and, when ``before_key`` is
+    given, the ``_before_key`` field (see the module doc)."""
+    metadata = dict(schema.metadata or {})
+    metadata[PRIMARY_KEY_KEY] = json.dumps([plan.name for plan in key]).encode("utf-8")
+    if before_key is not None:
+        clash = [n for n in schema.names if n.lower() == BEFORE_KEY_FIELD]
+        if clash:
+            raise SinkError(
+                f"table {version.name}: column `{clash[0]}` has the name of a landing-zone "
+                "metadata column",
+                hint="rename the column or leave the table out of replication",
+            )
+        fields = [schema.field(plan.name) for plan in before_key]
+        schema = schema.append(pa.field(BEFORE_KEY_FIELD, pa.struct(fields)))
+    return schema.with_metadata(metadata)
 
 
 def _check_compression(name: str) -> None:

@@ -17,6 +17,7 @@ nothing is skipped or repeated. A CRC mismatch that recurs at the same position
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import random
 import socket
@@ -172,7 +173,9 @@ class ReplicaStream:
         # transaction must not pile up while the consumer writes Parquet.
         self._row_budget = max(1, cfg.buffer_rows)
         self._rows_queued = 0
+        self._items_queued = 0
         self._room = threading.Condition()
+        self._batch: list[Item | BaseException | _End] = []  # see _deliver
 
     # -- asyncio side ----------------------------------------------------------------------
 
@@ -185,7 +188,8 @@ class ReplicaStream:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._queue = asyncio.Queue(maxsize=self._queue_size)
+        # bounded by _deliver (items and row images), so putting never waits on the loop
+        self._queue = asyncio.Queue()
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
 
@@ -198,10 +202,11 @@ class ReplicaStream:
         if self._finished:
             raise StopAsyncIteration
         item = await self._queue.get()
-        if isinstance(item, (Transaction, TransactionPart)):
-            with self._room:
-                self._rows_queued -= item.row_count
-                self._room.notify()
+        rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
+        with self._room:
+            self._items_queued -= 1
+            self._rows_queued -= rows
+            self._room.notify()
         if isinstance(item, _End):
             self._finished = True
             raise StopAsyncIteration
@@ -213,8 +218,9 @@ class ReplicaStream:
     async def aclose(self) -> None:
         self._stopping.set()
         self._close_socket()
+        with self._room:  # unblock a reader waiting for room in the queue
+            self._room.notify_all()
         if self._queue is not None:
-            # unblock a reader waiting for room in the queue
             while not self._queue.empty():
                 self._queue.get_nowait()
         thread = self._thread
@@ -223,31 +229,66 @@ class ReplicaStream:
 
     # -- reader thread ---------------------------------------------------------------------
 
-    def _deliver(self, item: Item | BaseException | _End) -> bool:
-        """Hand an item to the loop, waiting for room. False when the stream is stopping."""
-        assert self._loop is not None and self._queue is not None
-        queue = self._queue
-        if isinstance(item, (Transaction, TransactionPart)):
-            rows = item.row_count
+    def _deliver(self, item: Item | BaseException | _End, *, now: bool = True) -> bool:
+        """Hand an item to the loop, waiting for room. False when the stream is stopping.
+
+        Room is counted here, in items and row images. With ``now=False`` the item joins a
+        batch that ``_flush`` hands over in one go, once per chunk read from the socket: a
+        round trip to the loop per transaction costs as much as decoding a small one."""
+        rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
+        while True:
             with self._room:
+                if self._stopping.is_set():
+                    return False
                 # always let one item through, however large, so the stream cannot stall
-                while (
-                    self._rows_queued
-                    and self._rows_queued + rows > self._row_budget
-                    and not self._stopping.is_set()
+                if self._items_queued < self._queue_size and (
+                    not self._rows_queued or self._rows_queued + rows <= self._row_budget
                 ):
+                    self._items_queued += 1
+                    self._rows_queued += rows
+                    break
+                if not self._batch:
                     self._room.wait(0.5)
-                self._rows_queued += rows
+                    continue
+            # full, partly with our own batch: the consumer can only make room from what it
+            # has, so send the batch (never while holding the lock the consumer takes)
+            if not self._flush():
+                return False
+        self._batch.append(item)
+        return self._flush() if now else True
+
+    def _flush(self) -> bool:
+        """Hand the batched items to the loop and wait until they are queued (reader thread
+        only). False when the stream is stopping or the loop is gone.
+
+        The wait matters as much as the hand-off: it is when the loop thread gets the GIL
+        without contention. A reader that never waits makes every GIL acquisition of the loop
+        thread (each wake-up, each socket call) wait out the interpreter's switch interval,
+        and the event loop falls behind by tens of milliseconds."""
+        batch = self._batch
+        if not batch:
+            return True
+        self._batch = []
+        assert self._loop is not None
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._put_all(batch), self._loop)
+        except RuntimeError:  # loop closed
+            return False
         while not self._stopping.is_set():
-            future = asyncio.run_coroutine_threadsafe(queue.put(item), self._loop)
             try:
                 future.result(timeout=0.5)
                 return True
             except TimeoutError:
-                future.cancel()
-            except RuntimeError:  # loop closed
+                continue
+            except (RuntimeError, concurrent.futures.CancelledError):  # loop closed
                 return False
+        future.cancel()
         return False
+
+    async def _put_all(self, batch: list[Item | BaseException | _End]) -> None:
+        assert self._queue is not None
+        for item in batch:
+            self._queue.put_nowait(item)
 
     def _close_socket(self) -> None:
         with self._socket_lock:
@@ -417,6 +458,18 @@ class ReplicaStream:
             verify_checksum=True,
         )
         assembler = TransactionAssembler(part_rows=self._part_rows)
+        try:
+            return self._read_events(sock, decoder, assembler, end)
+        finally:
+            self._flush()  # whatever was handed over (position moved) reaches the consumer
+
+    def _read_events(
+        self,
+        sock: socket.socket,
+        decoder: DumpStreamDecoder,
+        assembler: TransactionAssembler,
+        end: StreamPosition | None,
+    ) -> bool:
         buffer = bytearray(_READ_SIZE)
         view = memoryview(buffer)
         silence = max(1.0, 2 * self.cfg.heartbeat_seconds)
@@ -438,7 +491,7 @@ class ReplicaStream:
                 raise SourceUnavailableError("the server closed the replication connection")
             self.stats.bytes_received += count
             self.stats.streaming = True
-            decoder.feed(bytes(view[:count]))
+            decoder.feed(view[:count])  # copied into the framer at once
             while True:
                 try:
                     event = decoder.next_event()
@@ -457,6 +510,8 @@ class ReplicaStream:
                         return False
                     if end is not None and self._reached(item, assembler, end):
                         return True
+            if not self._flush():
+                return False
             # Bytes keep coming but no event completes: a corrupted packet length is making
             # the framer wait for data that will never form an event (heartbeats included).
             if time.monotonic() - last_event > misframed_after:
@@ -480,7 +535,7 @@ class ReplicaStream:
                 self._schema_changed(item)
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
-        return self._deliver(item)
+        return self._deliver(item, now=False)
 
     def _schema_changed(self, transaction: Transaction) -> None:
         """A DDL statement went by: schemas looked up before it may be stale now."""
@@ -501,6 +556,11 @@ class ReplicaStream:
             )
         if isinstance(item, ev.HeartbeatEvent) and item.log_file:
             return position_reached(item.log_file, item.log_position, end.file, end.position)
+        if isinstance(item, ev.Event) and item.header.log_pos and not item.header.artificial:
+            # Control events between transactions carry real positions too: when the binlog
+            # ends with a rotate (FORMAT_DESCRIPTION, GTID list, checkpoint of the new file),
+            # the end is reached here instead of a heartbeat period later.
+            return position_reached(item.file, item.next_position, end.file, end.position)
         return False
 
     def _decode_failed(self, exc: DecodeError) -> None:

@@ -1,0 +1,188 @@
+"""``replicator materialize``: the landing zone's change files to current-state Parquet tables.
+
+``materialize`` is a ``click.Command`` for ``replicator.cli`` to register. It imports pyspark
+only when it runs, so the rest of replicator works without it; without pyspark it exits 2
+saying ``pip install 'replicator[spark]'``. Exit codes (DESIGN.md): 0 done, 2 bad arguments
+(landing zone missing, a malformed ``--key``, options that do not match the existing output,
+pyspark or Java missing), 4 the changes cannot be applied exactly (the error names the row
+and the fix), 1 anything else (a Spark failure, another run holding the output directory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import ConfigError, ReplicatorError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .materialize import MaterializeOptions, TableResult
+
+__all__ = ["materialize", "parse_keys"]
+
+_INSTALL_HINT = "pip install 'replicator[spark]' (Spark also needs Java 17)"
+
+
+def parse_keys(values: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``--key db.t=a,b`` options to ``{"db.t": ("a", "b")}``; ``db.t=`` means no key."""
+    keys: dict[str, tuple[str, ...]] = {}
+    for value in values:
+        table, sep, columns = value.partition("=")
+        names = tuple(c.strip() for c in columns.split(",") if c.strip())
+        if not sep or "." not in table.strip():
+            raise ConfigError(
+                f"--key {value!r} is not DB.TABLE=COLUMN[,COLUMN...]",
+                hint="e.g. --key shop.orders=id, or --key shop.log= for whole-row identity",
+            )
+        keys[table.strip()] = names
+    return keys
+
+
+@contextlib.contextmanager
+def _session(master: str) -> Iterator[SparkSession]:
+    """The active SparkSession (e.g. under spark-submit), or a new one stopped at the end."""
+    try:
+        from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark is optional
+    except ImportError as exc:
+        raise ConfigError("pyspark is not installed", hint=_INSTALL_HINT) from exc
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    try:
+        spark = (
+            SparkSession.builder.master(master)
+            .appName("replicator-materialize")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+    except Exception as exc:  # the JVM did not start: no Java, bad --master
+        raise ConfigError(
+            f"cannot start Spark (--master {master}): {str(exc).splitlines()[0]}",
+            hint="install Java 17 (or set JAVA_HOME) and check --master",
+        ) from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def _describe(result: TableResult) -> str:
+    text = (
+        f"{result.table}: {result.action}, {result.batches} batches, "
+        f"{result.changes} changes -> {result.rows} rows (up to batch {result.last_batch})"
+    )
+    if result.unmatched:
+        text += f"; {result.unmatched} deletes of rows not in the state ignored"
+    if result.waiting is not None:
+        text += f"; batch {result.waiting} is committed but not yet published (next run)"
+    return text
+
+
+def _run(
+    landing: Path,
+    out: Path,
+    tables: Sequence[str],
+    master: str,
+    options: MaterializeOptions,
+) -> list[TableResult]:
+    with _session(master) as spark:
+        from .materialize import materialize as run  # noqa: PLC0415 - imports pyspark
+
+        return run(spark, landing, out, tables=list(tables) or None, options=options)
+
+
+@click.command("materialize")
+@click.option(
+    "--landing",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The landing zone (sink.root of `replicator run`).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Output directory: <out>/<db>/<table>/ current-state Parquet.",
+)
+@click.option(
+    "--tables",
+    multiple=True,
+    metavar="DB.T",
+    help="Tables (names or globs; repeat or comma-separate). Default: all.",
+)
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="DB.T=COL[,COL]",
+    help="Identity columns of a table whose files do not record its primary key "
+    "(DB.T= for whole rows).",
+)
+@click.option("--keep-metadata", is_flag=True, help="Keep _op, _seq, _gtid, _ts, ... per row.")
+@click.option(
+    "--allow-unknown",
+    is_flag=True,
+    help="Columns no row image carried (MINIMAL images) become null, listed in _absent.",
+)
+@click.option(
+    "--assume-stable-keys",
+    is_flag=True,
+    help="Files without _before_key: assume updates never change the primary key.",
+)
+@click.option("--full-refresh", is_flag=True, help="Rebuild from every manifest.")
+def materialize(
+    landing: Path,
+    out: Path,
+    tables: tuple[str, ...],
+    master: str,
+    keys: tuple[str, ...],
+    keep_metadata: bool,
+    allow_unknown: bool,
+    assume_stable_keys: bool,
+    full_refresh: bool,
+) -> None:
+    """Turn the landing zone into current-state Parquet tables (PySpark).
+
+    Incremental: a re-run applies only the batches committed since the last one.
+    """
+    try:
+        parsed = parse_keys(keys)
+        if not landing.is_dir():
+            raise ConfigError(
+                f"landing zone {landing} is not a directory",
+                hint="pass --landing the sink.root directory that `replicator run` writes",
+            )
+        try:
+            from .materialize import MaterializeOptions  # noqa: PLC0415 - imports pyspark
+        except ImportError as exc:
+            raise ConfigError("pyspark is not installed", hint=_INSTALL_HINT) from exc
+        options = MaterializeOptions(
+            keep_metadata=keep_metadata,
+            allow_unknown=allow_unknown,
+            assume_stable_keys=assume_stable_keys,
+            keys=parsed,
+            full_refresh=full_refresh,
+        )
+        names = [n.strip() for value in tables for n in value.split(",") if n.strip()]
+        results = _run(landing, out, names, master, options)
+    except ReplicatorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # a Spark job failed (Py4JJavaError and friends)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        click.echo(f"error: materialize failed: {first}", err=True)
+        sys.exit(1)
+    for result in results:
+        click.echo(_describe(result))
+    if not results:
+        click.echo("no tables selected: the landing zone has none yet, or --tables matched none")

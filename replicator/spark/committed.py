@@ -1,0 +1,274 @@
+"""What of the landing zone may be read: the files committed manifests list, nothing else.
+
+A batch is committed when its manifest ``<root>/_manifests/<batch>.json`` exists
+(``sink.landing``); its files are renamed into place right after. A reader therefore goes by
+the manifests, never by listing directories: a file no manifest names is not data (a crash
+left it, or it is still hidden as ``.part-*.tmp``), and a manifest whose files are not all in
+place yet is a commit still being published by a running daemon. ``read_manifests`` returns
+the committed batches in order up to the first such one; later batches wait for the next run,
+so changes are never applied out of order.
+
+Each file's footer names its table (``replicator.table``), its schema version and its primary
+key (``replicator.primary_key``, see ``sink.parquet_writer``): ``table_identity`` turns those
+into the columns that identify a row. This module needs pyarrow only, not Spark.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import ConfigError, IntegrityError
+from ..sink.landing import MANIFESTS
+from ..sink.parquet_writer import PRIMARY_KEY_KEY
+
+__all__ = [
+    "CommittedFile",
+    "Manifest",
+    "Manifests",
+    "TableDir",
+    "check_landing",
+    "committed_files",
+    "file_key",
+    "file_schema",
+    "read_manifests",
+    "select_tables",
+    "table_dirs",
+    "table_identity",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedFile:
+    """One data file a committed manifest lists."""
+
+    table: str  # "db.t" as the manifest names it
+    path: Path  # absolute
+    batch: int
+    rows: int
+    first_seq: int | None
+    last_seq: int | None
+
+    @property
+    def table_dir(self) -> Path:
+        """The table's directory relative to the landing root (``<db>/<table>``)."""
+        return Path(self.path.parent.parent.name, self.path.parent.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    batch: int
+    path: Path
+    last_seq: int
+    files: tuple[CommittedFile, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TableDir:
+    """A table directory of the landing zone: ``<root>/<db>/<table>``."""
+
+    name: str  # "db.t"
+    rel: Path  # "<db>/<table>" with the landing zone's escaping
+
+
+def _unsafe(part: str) -> str:
+    """Undo ``sink.landing._safe`` (a directory name back to a database or table name)."""
+    if part.startswith("%2E"):
+        part = "." + part[3:]
+    return part.replace("%2F", "/").replace("%00", "\0")
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def check_landing(root: Path) -> None:
+    """ConfigError (exit 2) unless ``root`` is a directory."""
+    if not root.is_dir():
+        raise ConfigError(
+            f"landing zone {root} is not a directory",
+            hint="pass --landing the sink.root directory that `replicator run` writes",
+        )
+
+
+def table_dirs(root: Path) -> list[TableDir]:
+    """Every table directory of the landing zone (committed files or not), sorted."""
+    check_landing(root)
+    found: list[TableDir] = []
+    for db in sorted(root.iterdir()):
+        if _hidden(db.name) or not db.is_dir():
+            continue
+        for table in sorted(db.iterdir()):
+            if _hidden(table.name) or not table.is_dir():
+                continue
+            found.append(
+                TableDir(f"{_unsafe(db.name)}.{_unsafe(table.name)}", table.relative_to(root))
+            )
+    return found
+
+
+def select_tables(tables: Sequence[TableDir], patterns: Sequence[str] | None) -> list[TableDir]:
+    """The tables ``patterns`` (``db.t`` names or globs) select; all when None.
+
+    A pattern without glob characters that names no table is a ConfigError."""
+    if not patterns:
+        return list(tables)
+    chosen = [t for t in tables if any(fnmatch.fnmatchcase(t.name, p) for p in patterns)]
+    names = {t.name for t in tables}
+    for pattern in patterns:
+        if not any(ch in pattern for ch in "*?[") and pattern not in names:
+            raise ConfigError(
+                f"table {pattern} is not in the landing zone",
+                hint="name tables as database.table, as in the landing zone's directories",
+            )
+    return chosen
+
+
+def _manifest(path: Path, root: Path) -> Manifest:
+    try:
+        data = json.loads(path.read_text())
+        batch = int(data["batch"])
+        files = tuple(
+            CommittedFile(
+                table=str(item["table"]),
+                path=root / str(item["path"]),
+                batch=batch,
+                rows=int(item["rows"]),
+                first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
+                last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
+            )
+            for item in data["files"]
+        )
+        manifest = Manifest(batch, path, int(data["last_seq"]), files)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(
+            f"cannot read manifest {path}: {exc}",
+            hint="a manifest is written atomically, so this one was changed by hand: restore "
+            "it from a backup",
+        ) from exc
+    if manifest.batch != int(path.stem):
+        raise IntegrityError(
+            f"manifest {path} is for batch {manifest.batch}",
+            hint="manifest files are named after their batch: restore the original file",
+        )
+    return manifest
+
+
+@dataclass(frozen=True, slots=True)
+class Manifests:
+    """Committed batches after some batch, in order, up to the first not yet published."""
+
+    manifests: tuple[Manifest, ...]
+    waiting: int | None  # the first committed batch whose files are not all in place
+
+    @property
+    def last_batch(self) -> int | None:
+        return self.manifests[-1].batch if self.manifests else None
+
+
+def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> Manifests:
+    """Manifests of batches numbered above ``after``, in batch order.
+
+    Stops before the first manifest whose files are not all in place (a commit being
+    published; ``waiting``), unless ``unpublished`` asks for those too. A gap in the batch
+    numbers is an IntegrityError: a committed batch is missing, and skipping it would apply
+    later changes without it.
+    """
+    check_landing(root)
+    directory = root / MANIFESTS
+    if not directory.is_dir():
+        return Manifests((), None)
+    numbered = sorted((int(p.stem), p) for p in directory.glob("[0-9]*.json") if p.stem.isdigit())
+    out: list[Manifest] = []
+    waiting: int | None = None
+    previous = after if after > 0 else None
+    for number, path in numbered:
+        if number <= after:
+            continue
+        if previous is not None and number != previous + 1:
+            raise IntegrityError(
+                f"committed batch {previous + 1} is missing from {directory} (next is {number})",
+                hint="restore the manifest and its files, or rebuild the output with "
+                "--full-refresh from what the landing zone holds",
+            )
+        manifest = _manifest(path, root)
+        if waiting is None and not all(f.path.is_file() for f in manifest.files):
+            waiting = number
+            if not unpublished:
+                break
+        out.append(manifest)
+        previous = number
+    return Manifests(tuple(out), waiting)
+
+
+def committed_files(
+    root: Path, *, after: int = 0, tables: Iterable[str] | None = None
+) -> dict[str, list[CommittedFile]]:
+    """Committed, published files per table (``db.t``), in ``_seq`` order."""
+    wanted = None if tables is None else set(tables)
+    out: dict[str, list[CommittedFile]] = {}
+    for manifest in read_manifests(root, after=after).manifests:
+        for item in manifest.files:
+            if wanted is None or item.table in wanted:
+                out.setdefault(item.table, []).append(item)
+    return out
+
+
+def file_schema(path: Path) -> pa.Schema:
+    """A file's Arrow schema with its key-value metadata, from the footer only."""
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise IntegrityError(
+            f"cannot read the footer of committed file {path}: {exc}",
+            hint="the file is listed by a manifest, so it was complete when committed: "
+            "restore it from a backup",
+        ) from exc
+
+
+def file_key(schema: pa.Schema) -> tuple[str, ...] | None:
+    """The primary key a file's footer records; () for none; None when not recorded."""
+    raw = (schema.metadata or {}).get(PRIMARY_KEY_KEY)
+    if raw is None:
+        return None
+    return tuple(str(name) for name in json.loads(raw))
+
+
+def table_identity(
+    table: str,
+    schemas: Sequence[tuple[Path, pa.Schema]],
+    *,
+    override: Sequence[str] | None = None,
+    previous: tuple[str, ...] | None = None,
+) -> tuple[str, ...]:
+    """The columns that identify a row of ``table``: its primary key, or () for the whole
+    row (no primary key). ``override`` (``--key``) wins; otherwise every file must record the
+    same key, and agree with ``previous`` (the key the existing output was built with)."""
+    if override is not None:
+        return tuple(override)
+    keys: dict[tuple[str, ...], Path] = {}
+    for path, schema in schemas:
+        key = file_key(schema)
+        if key is None:
+            raise ConfigError(
+                f"table {table}: {path} does not record the primary key (written by an older "
+                "replicator)",
+                hint=f"pass --key {table}=col1,col2 (or --key {table}= for none: whole rows)",
+            )
+        keys.setdefault(key, path)
+    if previous is not None:
+        keys.setdefault(previous, Path("(the existing output)"))
+    if len(keys) > 1:
+        shown = "; ".join(f"({', '.join(k)}) in {p}" for k, p in keys.items())
+        raise ConfigError(
+            f"table {table}: the primary key changed: {shown}",
+            hint="rows cannot be followed across a primary-key change: pass "
+            f"--key {table}=... to choose the identity columns, with --full-refresh",
+        )
+    return next(iter(keys)) if keys else ()

@@ -1,0 +1,176 @@
+"""The output directory: each table's current state, replaced atomically, with what it holds.
+
+``<out>/<db>/<table>`` is a symbolic link to a hidden version directory next to it,
+``<out>/<db>/.<table>.v-<id>/``, which holds the state as Parquet files (written by Spark)
+and ``_replicator_state.json``: the last landing-zone batch applied (or the last streaming
+micro-batch), the primary key, the options and the Spark schema of the rows. A run writes a
+new version directory, then replaces the link in one ``rename(2)`` of a symbolic link, then
+deletes the old version. A crash at any point leaves the link on a complete version whose
+JSON matches its files; leftover version directories are removed by the next run. Readers
+(``spark.read.parquet("<out>/<db>/<table>")``) always see one whole state; one that is
+reading an old version while it is deleted fails and must retry.
+
+Names starting with ``.`` or ``_`` are skipped by Spark's Parquet reader, so neither the
+version directories nor the JSON are ever read as data. One process at a time may write an
+output directory: ``lock`` takes an exclusive ``flock`` on ``<out>/.replicator.lock``.
+Needs a local (POSIX) filesystem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import fsync_dir, write_atomic
+from ..errors import ConfigError, SinkError
+
+__all__ = ["STATE_FILE", "TableState", "clean", "load", "lock", "publish", "update"]
+
+STATE_FILE = "_replicator_state.json"
+LOCK_FILE = ".replicator.lock"
+FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    """What a state version holds; stored as ``_replicator_state.json`` inside it."""
+
+    table: str  # db.t
+    landing: str  # the landing root it was built from (absolute)
+    mode: str  # "batch" (materialize) or "stream" (streaming.merge_micro_batch)
+    last_batch: int  # last landing-zone batch applied (batch mode)
+    stream_batch: int  # last streaming micro-batch applied (stream mode); -1: none
+    last_seq: int | None  # highest _seq applied
+    key: list[str]  # primary key; [] = whole rows
+    keep_metadata: bool
+    allow_unknown: bool
+    schema: str  # Spark StructType JSON of the rows
+    rows: int
+    format: int = FORMAT
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: Path) -> TableState:
+        try:
+            if data.get("format") != FORMAT:
+                raise ValueError(f"format {data.get('format')!r}")
+            return cls(**data)
+        except (TypeError, ValueError) as exc:
+            raise SinkError(
+                f"cannot read {where}: {exc}",
+                hint="the output directory was not written by this version of materialize: "
+                "use another --out, or --full-refresh",
+            ) from exc
+
+
+def _versions(link: Path) -> Iterator[Path]:
+    prefix = f".{link.name}.v-"
+    if link.parent.is_dir():
+        for entry in link.parent.iterdir():
+            if entry.name.startswith(prefix):
+                yield entry
+
+
+def load(link: Path) -> tuple[TableState, Path] | None:
+    """The state ``link`` points at and its version directory; None when there is none."""
+    if not os.path.lexists(link):
+        return None
+    if not link.is_symlink():
+        raise ConfigError(
+            f"{link} exists and was not written by materialize",
+            hint="choose an empty --out directory (or move that directory away)",
+        )
+    target = link.parent / os.readlink(link)
+    path = target / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SinkError(
+            f"cannot read {path}: {exc}",
+            hint="the state is damaged: rebuild it with --full-refresh",
+        ) from exc
+    return TableState.from_json(data, path), target
+
+
+@contextlib.contextmanager
+def lock(out: Path) -> Iterator[None]:
+    """Hold the output directory's write lock (one writer at a time)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        handle = open(out / LOCK_FILE, "a+b")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot use output directory {out}: {exc.strerror}",
+            hint="pass --out a writable directory",
+        ) from exc
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SinkError(
+                f"another materialize or stream is writing {out}",
+                hint="wait for it to finish, or give this one another --out",
+            ) from None
+        yield
+    finally:
+        handle.close()
+
+
+def publish(link: Path, write: Callable[[Path], int], state: TableState) -> TableState:
+    """Write a new version with ``write(directory) -> rows``, record ``state`` in it and
+    swap ``link`` to it; returns the recorded state."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    old = load(link)
+    version = link.parent / f".{link.name}.v-{uuid.uuid4().hex[:12]}"
+    try:
+        rows = write(version)
+        state = replace(state, rows=rows)
+        write_atomic(version / STATE_FILE, state.to_json())
+        fsync_dir(version)
+        temp = link.parent / f".{link.name}.link-{uuid.uuid4().hex[:12]}"
+        os.symlink(version.name, temp)
+        os.replace(temp, link)  # the commit point
+        fsync_dir(link.parent)
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)
+        raise
+    keep = {version.name}
+    for stale in _versions(link):
+        if stale.name not in keep:
+            shutil.rmtree(stale, ignore_errors=True)
+    if old is not None and old[1].name not in keep:
+        shutil.rmtree(old[1], ignore_errors=True)
+    return state
+
+
+def update(link: Path, state: TableState) -> None:
+    """Record ``state`` in the current version (same rows, e.g. a later ``last_batch``)."""
+    found = load(link)
+    if found is None:
+        raise SinkError(f"{link} has no state to update")
+    write_atomic(found[1] / STATE_FILE, state.to_json())
+
+
+def clean(link: Path) -> None:
+    """Remove version directories ``link`` does not point at and temporary links (what a
+    crash leaves)."""
+    current = load(link)
+    keep = None if current is None else current[1].name
+    for stale in _versions(link):
+        if stale.name != keep:
+            shutil.rmtree(stale, ignore_errors=True)
+    if link.parent.is_dir():
+        for temp in link.parent.glob(f".{glob.escape(link.name)}.link-*"):
+            with contextlib.suppress(OSError):
+                temp.unlink()
