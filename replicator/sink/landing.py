@@ -160,6 +160,7 @@ class Batch:
                     "bytes": info.bytes,
                     "first_seq": info.first_seq,
                     "last_seq": info.last_seq,
+                    "invalid_temporals": info.invalid_temporals,  # zero dates written as null
                 }
                 for target, info in written
             ],
