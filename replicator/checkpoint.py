@@ -58,6 +58,9 @@ class Checkpoint:
     next_seq: int  # the `_seq` the next row change gets
     position: StreamPosition | None  # after the last committed transaction; None: not yet
     committed_at: str = ""
+    # XA transactions prepared before ``position`` and not yet decided: their rows wait under
+    # ``_state/xa/<key>.pickle`` for the XA COMMIT (sink.landing)
+    xa_pending: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         pos = self.position
@@ -67,6 +70,7 @@ class Checkpoint:
             "next_seq": self.next_seq,
             "committed_at": self.committed_at,
             "position": None if pos is None else position_to_json(pos),
+            "xa_pending": list(self.xa_pending),
         }
 
 
@@ -111,6 +115,7 @@ class CheckpointStore:
                 next_seq=int(data["next_seq"]),
                 position=None if position is None else position_from_json(position, str(self.path)),
                 committed_at=str(data.get("committed_at", "")),
+                xa_pending=tuple(str(key) for key in data.get("xa_pending", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(

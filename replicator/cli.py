@@ -316,6 +316,7 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
                 next_seq=current.next_seq,
                 position=position,
                 committed_at=now_iso(),
+                xa_pending=current.xa_pending,  # prepared XA still waits for its outcome
             )
         )
     except ReplicatorError as exc:

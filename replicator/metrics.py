@@ -212,6 +212,13 @@ class Metrics:
         self.commit_failures = CumulativeCounter(
             r, "replicator_commit_failures", "Batch commits that failed."
         )
+        self.xa_transactions = CumulativeCounter(
+            r,
+            "replicator_xa_transactions",
+            "XA transactions by outcome: prepared (held), committed (landed), rolled_back "
+            "(dropped), unknown (an XA COMMIT whose PREPARE came before the stream's start).",
+            ("outcome",),
+        )
 
         self._lag = Gauge(
             "replicator_replication_lag_seconds",

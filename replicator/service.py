@@ -211,6 +211,15 @@ class Service:
             m.set_connected(stats.streaming)
         if pipeline is not None:
             m.row_changes.sync_many(dict(pipeline.stats.rows_by_table_op))
+            ps = pipeline.stats
+            m.xa_transactions.sync_many(
+                {
+                    ("prepared",): ps.xa_prepared,
+                    ("committed",): ps.xa_committed,
+                    ("rolled_back",): ps.xa_rolled_back,
+                    ("unknown",): ps.xa_unknown,
+                }
+            )
         m.notifications_dropped.sync(total=self.notifier.stats.dropped)
 
     async def _progress(self, pipeline: Pipeline) -> None:

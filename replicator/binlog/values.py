@@ -30,5 +30,8 @@ class _Absent:
     def __bool__(self) -> bool:
         return False
 
+    def __reduce__(self) -> str:
+        return "ABSENT"  # pickling keeps the one instance (held XA rows are pickled)
+
 
 ABSENT = _Absent()

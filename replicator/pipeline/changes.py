@@ -39,3 +39,19 @@ class TableVersion:
     @property
     def name(self) -> str:
         return f"{self.schema}.{self.table}"
+
+
+@dataclass(slots=True)
+class HeldXa:
+    """The row changes of an XA transaction prepared but not yet decided (DESIGN.md: XA is
+    held until XA COMMIT, dropped at XA ROLLBACK). Its changes get their ``_seq``, ``_gtid``
+    and ``_ts`` when the commit lands them; until then ``seq`` is 0. Once a batch commits
+    while it is held, the landing zone keeps it on disk (``_state/xa/``) so a restart past
+    the PREPARE still has its rows."""
+
+    key: str  # XaId.key
+    xid: str  # as the server prints it, for messages
+    groups: list[tuple[TableVersion, list[RowChange]]]
+    file: str  # where the prepared part starts
+    position: int
+    stored: bool = False  # already written under _state/xa/

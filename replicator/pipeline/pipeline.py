@@ -7,6 +7,12 @@ commits, whole transactions only, when it reaches ``batch_max_rows`` row changes
 for memory arrives in parts; its rows stream into the batch's staging files as they come and
 the batch commits at its end. Converting rows and writing Parquet run in one worker thread,
 so the event loop stays free; the commit protocol itself is in ``sink.landing``.
+
+XA: the rows of a transaction that ends at XA PREPARE are held (``HeldXa``) and land with
+the transaction that commits them (``XA COMMIT``), which gives them their ``_seq``, ``_gtid``
+and ``_ts``; ``XA ROLLBACK`` drops them. Held transactions outlive batches and restarts
+through the landing zone (``_state/xa/``). An XA COMMIT of a transaction prepared before the
+stream's start has no rows here: it is counted and logged, never guessed.
 """
 
 from __future__ import annotations
@@ -20,15 +26,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from ..binlog import events as ev
 from ..binlog.transaction import Transaction, TransactionPart
+from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
-from ..errors import IntegrityError
+from ..errors import ConfigError, IntegrityError
 from ..sink.landing import Batch, LandingZone
 from ..source.protocol import StreamPosition
 from ..source.stream import TransactionAborted
-from .changes import RowChange, TableVersion
+from .changes import HeldXa, RowChange, TableVersion
+
+log = structlog.get_logger("replicator")
+Groups = list[tuple[TableVersion, list[RowChange]]]
 
 
 @dataclass(slots=True)
@@ -43,6 +55,10 @@ class PipelineStats:
     last_event_timestamp: int = 0  # binlog header time of the last committed transaction
     filtered_transactions: int = 0
     aborted_parts: int = 0
+    xa_prepared: int = 0  # XA transactions held at PREPARE
+    xa_committed: int = 0  # landed at their XA COMMIT
+    xa_rolled_back: int = 0  # dropped at XA ROLLBACK
+    xa_unknown: int = 0  # outcomes of transactions prepared before the stream's start
 
 
 class TableFilter:
@@ -132,6 +148,9 @@ class Pipeline:
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
         self._in_parts = False
+        # prepared XA transactions awaiting their outcome, and the set the checkpoint holds
+        self._held: dict[str, HeldXa] = zone.load_held(checkpoint.xa_pending)
+        self._held_committed = dict(self._held)
 
     @property
     def position(self) -> StreamPosition | None:
@@ -164,11 +183,17 @@ class Pipeline:
         transaction: Transaction | TransactionPart,
         events: Iterable[ev.Event],
         ts: dt.datetime,
-    ) -> list[tuple[TableVersion, list[RowChange]]]:
+    ) -> Groups:
         """Row changes grouped by table version, in order, with ``_seq`` assigned."""
-        out: list[tuple[TableVersion, list[RowChange]]] = []
-        seq = self._next_seq
-        gtid = transaction.gtid
+        out, self._next_seq = self._collect(events, transaction.gtid, ts, self._next_seq)
+        self._count(out)
+        return out
+
+    def _collect(
+        self, events: Iterable[ev.Event], gtid: str | None, ts: dt.datetime, seq: int
+    ) -> tuple[Groups, int]:
+        """Row changes of ``events`` grouped by table version, numbered from ``seq``."""
+        out: Groups = []
         for event in events:
             if isinstance(event, ev.OpaqueEvent) and event.header.type_code in (20, 21, 22):
                 raise IntegrityError(
@@ -204,14 +229,73 @@ class Pipeline:
                 out[-1][1].extend(changes)
             else:
                 out.append((version, changes))
-        self._next_seq = seq
-        for version, changes in out:
+        return out, seq
+
+    def _count(self, groups: Groups) -> None:
+        for version, changes in groups:
             for change in changes:
                 key = (version.name, change.op)
                 self.stats.rows_by_table_op[key] = self.stats.rows_by_table_op.get(key, 0) + 1
+
+    def _xa(self, transaction: Transaction, ts: dt.datetime) -> Groups:
+        """The rows an XA part lands now: none at PREPARE (held) or ROLLBACK, the held rows
+        at COMMIT, renumbered as this transaction's."""
+        prepare = next(
+            (e for e in reversed(transaction.events) if isinstance(e, ev.XaPrepareEvent)), None
+        )
+        if prepare is not None and prepare.one_phase:  # MySQL XA COMMIT ... ONE PHASE
+            return self._changes(transaction, transaction.events, ts)
+        xa = xa_id_of(transaction)
+        if xa is None:
+            raise IntegrityError(
+                f"XA transaction at {transaction.file}:{transaction.position} names no XA id"
+            )
+        if transaction.ending == "xa_prepare":
+            if transaction.parts:
+                raise ConfigError(
+                    f"XA transaction {xa} has more row changes than "
+                    "sink.large_transaction_rows: its rows cannot be held until XA COMMIT",
+                    hint="raise sink.large_transaction_rows above the XA transaction's size",
+                )
+            groups, _ = self._collect(transaction.events, None, ts, 0)
+            self._held[xa.key] = HeldXa(
+                xa.key, str(xa), groups, transaction.file, transaction.position
+            )
+            self.stats.xa_prepared += 1
+            return []
+        held = self._held.pop(xa.key, None)
+        if transaction.ending == "xa_rollback":
+            self.stats.xa_rolled_back += 1
+            return []
+        if held is None:
+            self.stats.xa_unknown += 1
+            log.warning(
+                "xa_commit_without_prepare",
+                xid=str(xa),
+                at=f"{transaction.end_file}:{transaction.end_position}",
+                hint="the XA PREPARE came before the position this stream started from, so "
+                "its rows are not in the landing zone; replay from before it to land them",
+            )
+            return []
+        out: Groups = []
+        seq = self._next_seq
+        for version, changes in held.groups:
+            fresh = []
+            for c in changes:
+                fresh.append(
+                    RowChange(
+                        c.op, seq, transaction.gtid, ts, c.server_id, c.binlog_file,
+                        c.binlog_pos, c.values, c.before,
+                    )
+                )  # fmt: skip
+                seq += 1
+            out.append((version, fresh))
+        self._next_seq = seq
+        self._count(out)
+        self.stats.xa_committed += 1
         return out
 
-    def _append(self, batch: Batch, groups: list[tuple[TableVersion, list[RowChange]]]) -> None:
+    def _append(self, batch: Batch, groups: Groups) -> None:
         for version, changes in groups:
             batch.add(version, changes)
 
@@ -234,13 +318,17 @@ class Pipeline:
             self._batch = None
             self._next_seq = self.checkpoint.next_seq
             self._position = self.checkpoint.position
+            self._held = dict(self._held_committed)
             self._in_parts = False
             return
         if not isinstance(item, Transaction):
             return
         batch = self._open()
         ts = _commit_time(item, item.timestamp)
-        groups = self._changes(item, item.events, ts)
+        if item.ending.startswith("xa_"):
+            groups = self._xa(item, ts)
+        else:
+            groups = self._changes(item, item.events, ts)
         await self._run(self._append, batch, groups)
         batch.transactions += 1
         self._batch_bytes += item.end_position - item.position if not item.parts else 0
@@ -278,8 +366,9 @@ class Pipeline:
             return
         assert self._position is not None
         started = time.monotonic()
-        checkpoint = await self._run(batch.commit, self._position, self._next_seq)
+        checkpoint = await self._run(batch.commit, self._position, self._next_seq, self._held)
         self.checkpoint = checkpoint
+        self._held_committed = dict(self._held)
         self._batch = None
         self.stats.batches += 1
         self.stats.row_changes += batch.rows

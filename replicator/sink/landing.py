@@ -19,6 +19,12 @@ no manifest names (a batch that never reached step 2; its transactions are repla
 checkpoint). A data file therefore appears under its final name only once its batch is
 committed, and a replayed batch rewrites the same names (they derive from ``_seq``, which the
 checkpoint carries), never adding duplicates.
+
+XA transactions prepared but not yet decided when a batch commits have their rows written to
+``_state/xa/<key>.pickle`` in step 1 (fsync'd; a file only this program writes and reads), and
+their keys go into the manifest and the checkpoint (``xa_pending``). The batch whose XA COMMIT
+lands the rows drops the key; files no checkpoint names are deleted after each commit and at
+recovery. So a checkpoint past an XA PREPARE still has that transaction's rows.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +50,12 @@ from ..checkpoint import (
 )
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
-from ..pipeline.changes import RowChange, TableVersion
+from ..pipeline.changes import HeldXa, RowChange, TableVersion
 from ..source.protocol import StreamPosition
 from .parquet_writer import ParquetTableWriter, WrittenFile
 
 MANIFESTS = "_manifests"
+HELD_XA = Path("_state") / "xa"
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
 
@@ -125,9 +133,13 @@ class Batch:
             target.writer.abort()
         self._files.clear()
 
-    def commit(self, end: StreamPosition, next_seq: int) -> Checkpoint:
-        """Run the commit protocol; returns the new checkpoint."""
+    def commit(
+        self, end: StreamPosition, next_seq: int, held: Mapping[str, HeldXa] | None = None
+    ) -> Checkpoint:
+        """Run the commit protocol; returns the new checkpoint. ``held``: the XA transactions
+        prepared and undecided at ``end`` (stored with the batch's data)."""
         zone = self.zone
+        held = held or {}
         zone.fault.next_batch()
         written: list[tuple[_TableFile, WrittenFile]] = []
         try:
@@ -135,6 +147,7 @@ class Batch:
                 written.append((target, target.writer.close()))
             for directory in {t.temp.parent for t in self._files.values()}:
                 fsync_dir(directory)
+            zone.store_held([h for h in held.values() if not h.stored])
         except OSError as exc:
             self.abort()
             raise SinkError(
@@ -152,6 +165,7 @@ class Batch:
             "transactions": self.transactions,
             "start": None if self.start is None else position_to_json(self.start),
             "end": position_to_json(end),
+            "xa_pending": sorted(held),
             "files": [
                 {
                     "table": target.version.name,
@@ -182,9 +196,13 @@ class Batch:
             next_seq=next_seq,
             position=end,
             committed_at=str(manifest["committed_at"]),
+            xa_pending=tuple(sorted(held)),
         )
         zone.checkpoints.save(checkpoint)
         zone.fault.at("checkpoint")
+        for item in held.values():
+            item.stored = True
+        zone.drop_held_except(checkpoint.xa_pending)
         self.zone.last_manifest = manifest
         return checkpoint
 
@@ -231,6 +249,58 @@ class LandingZone:
                 hint="the batch is committed (its manifest exists); restart to finish it",
             ) from exc
 
+    # -- held XA transactions ----------------------------------------------------------------
+
+    def _held_path(self, key: str) -> Path:
+        return self.root / HELD_XA / f"{key}.pickle"
+
+    def store_held(self, items: Sequence[HeldXa]) -> None:
+        """Write held XA transactions durably (before the manifest that names them)."""
+        if not items:
+            return
+        directory = self.root / HELD_XA
+        directory.mkdir(parents=True, exist_ok=True)
+        for item in items:
+            path = self._held_path(item.key)
+            tmp = path.with_name(f".{path.name}.tmp")
+            with open(tmp, "wb") as handle:
+                pickle.dump(item, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        fsync_dir(directory)
+
+    def load_held(self, keys: Sequence[str]) -> dict[str, HeldXa]:
+        """The held XA transactions a checkpoint names."""
+        found: dict[str, HeldXa] = {}
+        for key in keys:
+            path = self._held_path(key)
+            try:
+                with open(path, "rb") as handle:
+                    item = pickle.load(handle)  # written by store_held only
+            except (OSError, pickle.UnpicklingError, EOFError) as exc:
+                raise IntegrityError(
+                    f"the rows of prepared XA transaction {key} ({path}) cannot be read: {exc}",
+                    hint="restore the file, or move the checkpoint back before its XA PREPARE "
+                    "with `replicator checkpoint set` to read them from the binlog again",
+                ) from exc
+            if not isinstance(item, HeldXa) or item.key != key:
+                raise IntegrityError(f"{path} does not hold XA transaction {key}")
+            item.stored = True
+            found[key] = item
+        return found
+
+    def drop_held_except(self, keep: Sequence[str]) -> None:
+        """Delete held XA files no checkpoint names (decided, or never committed)."""
+        directory = self.root / HELD_XA
+        if not directory.is_dir():
+            return
+        wanted = {f"{key}.pickle" for key in keep}
+        for path in directory.iterdir():
+            if path.name not in wanted:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
     def begin(self, checkpoint: Checkpoint) -> Batch:
         return Batch(
             zone=self,
@@ -271,9 +341,11 @@ class LandingZone:
                     next_seq=int(manifest["last_seq"]) + 1,
                     position=position_from_json(manifest["end"], str(path)),
                     committed_at=str(manifest["committed_at"]),
+                    xa_pending=tuple(manifest.get("xa_pending", ())),
                 )
                 self.checkpoints.save(checkpoint)
         self._remove_uncommitted(referenced)
+        self.drop_held_except(checkpoint.xa_pending)
         return checkpoint
 
     def _remove_uncommitted(self, referenced: set[Path]) -> None:

@@ -79,11 +79,11 @@ class InformationSchemaLookup:
                 self._cache[key] = self._fetch(schema, table)
             return self._cache[key]
 
-    def forget(self, schema: str, table: str | None = None) -> None:
-        """Drop cached tables (after DDL): all of a schema, or one table."""
+    def forget(self, schema: str | None = None, table: str | None = None) -> None:
+        """Drop cached tables (after DDL): every table, all of a schema, or one table."""
         with self._lock:
             for key in list(self._cache):
-                if key[0] == schema and (table is None or key[1] == table):
+                if (schema is None or key[0] == schema) and (table is None or key[1] == table):
                     del self._cache[key]
 
     def _fetch(self, schema: str, table: str) -> TableSchema | None:

@@ -532,19 +532,20 @@ class ReplicaStream:
             self.stats.transactions += 1
             self.position = self.position.after(item.gtid, item.end_file, item.end_position)
             if item.ending == "ddl":
-                self._schema_changed(item)
+                self._schema_changed()
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
         return self._deliver(item, now=False)
 
-    def _schema_changed(self, transaction: Transaction) -> None:
-        """A DDL statement went by: schemas looked up before it may be stale now."""
+    def _schema_changed(self) -> None:
+        """A DDL statement went by: any schema looked up before it may be stale now.
+
+        Which table it changed is not known: ``QueryEvent.schema`` is the session's default
+        database (``USE a; ALTER TABLE b.t ...`` logs ``a``), and parsing every DDL dialect is
+        fragile. So the whole cache is forgotten; each table is looked up once more."""
         forget = getattr(self._schema_lookup, "forget", None)
-        if forget is None:
-            return
-        for event in transaction.events:
-            if isinstance(event, ev.QueryEvent):
-                forget(event.schema)
+        if forget is not None:
+            forget()
 
     def _reached(self, item: Item, assembler: TransactionAssembler, end: StreamPosition) -> bool:
         assert self.position is not None

@@ -128,6 +128,7 @@ async def test_scrape_reports_every_metric(served: Served) -> None:
     m.crc_errors.inc()
     m.zero_dates.inc(amount=2)
     m.notifications_dropped.inc(amount=5)
+    m.xa_transactions.sync_many({("prepared",): 2, ("committed",): 1})
     m.set_connected(True)
     clock.now = T0 + 10
     m.observe_event_time(int(T0 + 7))
@@ -160,6 +161,8 @@ async def test_scrape_reports_every_metric(served: Served) -> None:
     assert value(text, "replicator_crc_errors_total") == 1
     assert value(text, "replicator_zero_dates_nulled_total") == 2
     assert value(text, "replicator_notifications_dropped_total") == 5
+    assert value(text, "replicator_xa_transactions_total", outcome="prepared") == 2
+    assert value(text, "replicator_xa_transactions_total", outcome="committed") == 1
     assert value(text, "replicator_commit_failures_total") == 0
     assert value(text, "replicator_replication_lag_seconds") == 3
     assert value(text, "replicator_source_silence_seconds") == 30
