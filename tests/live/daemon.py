@@ -31,13 +31,16 @@ def daemon_config(
     http_port: int,
     user: str = "repl",
     password_line: str = "password: replpass",
+    batch_max_rows: int = 50,
+    batch_max_seconds: float = 0.5,
     extra: str = "",
 ) -> Path:
     path.write_text(
         f"source:\n  host: {server.host}\n  port: {server.port}\n  user: {user}\n"
         f"  {password_line}\n  server_id: {4000 + http_port % 1000}\n  heartbeat_seconds: 1\n"
         f"start:\n  gtid: '{start_gtid}'\n"
-        f"sink:\n  root: {root}\n  batch_max_rows: 50\n  batch_max_seconds: 0.5\n"
+        f"sink:\n  root: {root}\n  batch_max_rows: {batch_max_rows}\n"
+        f"  batch_max_seconds: {batch_max_seconds}\n"
         f"service:\n  http_port: {http_port}\n  shutdown_timeout: 20\n  progress_seconds: 1\n"
         + extra
     )

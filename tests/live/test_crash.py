@@ -21,6 +21,7 @@ import pyarrow.dataset as pads
 import pytest
 
 from replicator.binlog import events as ev
+from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
 from tests.harness.mariadb import MariaDBServer
 
@@ -32,6 +33,7 @@ TABLES = {
     "events": "id BIGINT PRIMARY KEY, at DATETIME(6), payload TEXT",
 }
 STEPS = ("data", "manifest", "publish-mid", "publish", "checkpoint")
+MAX_TRANSACTIONS = 6000
 
 
 def _config(path: Path, server: MariaDBServer, root: Path) -> Path:
@@ -46,12 +48,15 @@ def _config(path: Path, server: MariaDBServer, root: Path) -> Path:
     return path
 
 
-def _workload(server: MariaDBServer, transactions: int, seed: int, done: threading.Event) -> None:
+def _workload(server: MariaDBServer, seed: int, stop: threading.Event, counted: list[int]) -> None:
+    """Transactions until ``stop`` (at most MAX_TRANSACTIONS), paced so that the daemon is
+    killed and restarted many times while they run; ``counted`` gets how many ran."""
     rng = random.Random(seed)
     conn = server.connect("shop")
+    n = 0
     try:
         with conn.cursor() as cur:
-            for n in range(transactions):
+            while n < MAX_TRANSACTIONS and not stop.is_set():
                 cur.execute("BEGIN")
                 for _ in range(rng.randrange(1, 6)):
                     key = rng.randrange(300)
@@ -72,11 +77,11 @@ def _workload(server: MariaDBServer, transactions: int, seed: int, done: threadi
                 if rng.random() < 0.15:
                     cur.execute("DELETE FROM orders WHERE id = %s", (rng.randrange(300),))
                 cur.execute("ROLLBACK" if rng.random() < 0.05 else "COMMIT")
-                if n % 20 == 0:
-                    time.sleep(0.01)
+                n += 1
+                time.sleep(0.02)
     finally:
         conn.close()
-        done.set()
+        counted.append(n)
 
 
 def _expected(server: MariaDBServer, start_file: str, start_pos: int) -> dict[str, Counter]:
@@ -120,16 +125,17 @@ def _landed(root: Path) -> tuple[dict[str, Counter], list[int]]:
 
 
 def _run(
-    config: Path, *, stop_at_end: bool = False, fault: str | None = None
+    config: Path, log: Path, *, stop_at_end: bool = False, fault: str | None = None
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ, CRASH_TEST_PASSWORD="replpass")
-    env.pop("REPLICATOR_FAULT_CRASH_AT", None)
+    env.pop(FAULT_ENV, None)
     if fault:
-        env["REPLICATOR_FAULT_CRASH_AT"] = fault
+        env[FAULT_ENV] = fault
     args = [sys.executable, "-m", "replicator.cli", "run", "--config", str(config)]
     if stop_at_end:
         args.append("--stop-at-end")
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(log, "wb") as stderr:  # a file, not a pipe nobody drains while it runs
+        return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
 
 
 def test_sigkill_anywhere_lands_everything_exactly_once(tmp_path: Path) -> None:
@@ -140,42 +146,46 @@ def test_sigkill_anywhere_lands_everything_exactly_once(tmp_path: Path) -> None:
         status = server.binlog_status()
         root = tmp_path / "landing"
         config = _config(tmp_path / "replicator.yaml", server, root)
-        (tmp_path / "start.yaml").write_text("")
         # start where the workload starts
         config.write_text(config.read_text() + f"start:\n  gtid: '{status.gtid_binlog_pos}'\n")
-        done = threading.Event()
-        writer = threading.Thread(target=_workload, args=(server, 700, 1, done))
+        stop = threading.Event()
+        counted: list[int] = []
+        writer = threading.Thread(target=_workload, args=(server, 1, stop, counted))
         writer.start()
         rng = random.Random(99)
-        kills = 0
-        step_kills: Counter = Counter()
+        log = tmp_path / "run.log"
+        kills = kills_while_writing = 0
+        step_kills: Counter = Counter()  # kills the daemon did itself, inside a commit step
         try:
-            while kills < 36:
+            while kills < 36 or set(step_kills) != set(STEPS):
+                assert kills < 60, f"faults never fired: {step_kills}"
                 index = kills % (len(STEPS) + 1)
                 fault = None
                 if index < len(STEPS):
                     fault = f"{STEPS[index]}:{rng.randrange(1, 3)}"
-                proc = _run(config, fault=fault)
+                proc = _run(config, log, fault=fault)
                 try:
                     proc.wait(timeout=rng.uniform(0.4, 2.0) if fault is None else 20)
                 except subprocess.TimeoutExpired:
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
-                if proc.returncode == -signal.SIGKILL:
-                    kills += 1
-                    if fault is not None:
-                        step_kills[fault.split(":")[0]] += 1
-                else:
-                    stderr = proc.stderr.read().decode() if proc.stderr else ""
-                    raise AssertionError(f"run exited {proc.returncode}: {stderr[-2000:]}")
+                said = log.read_text(errors="replace")
+                assert proc.returncode == -signal.SIGKILL, f"run exited {proc.returncode}: {said}"
+                kills += 1
+                kills_while_writing += writer.is_alive()
+                if fault is not None and f"fault injected: {fault}" in said:
+                    step_kills[fault.split(":")[0]] += 1
         finally:
+            stop.set()
             writer.join()
-        final = _run(config, stop_at_end=True)
-        _, stderr = final.communicate(timeout=300)
-        assert final.returncode == 0, stderr.decode()[-3000:]
+        final = _run(config, log, stop_at_end=True)
+        final.wait(timeout=300)
+        assert final.returncode == 0, log.read_text(errors="replace")[-3000:]
         expected = _expected(server, status.file, status.position)
     landed, seqs = _landed(root)
-    assert kills >= 30
+    assert kills >= 36
+    assert kills_while_writing == kills  # every restart had to catch up with a live workload
+    assert counted[0] < MAX_TRANSACTIONS  # the writer ran until the last kill
     assert set(step_kills) == set(STEPS)
     assert sum(sum(c.values()) for c in expected.values()) > 1000
     for name in TABLES:

@@ -3,6 +3,8 @@
 * metrics and health: /metrics, /healthz and /readyz answer while a workload runs; SIGTERM
   mid-workload exits 0 with everything it read committed; a restart continues where it stopped
   and the landing zone holds every source row exactly once;
+* a second signal during the drain exits 1 at once, leaving the open batch uncommitted; the
+  next start lands it, and every row is there exactly once;
 * MQTT at the daemon level: with the broker stopped, landing goes on and the dropped-notification
   counter rises; a SIGKILLed daemon's status turns ``offline`` through its last will;
 * secrets: the source and broker passwords appear in no log line, metric, or file it writes.
@@ -11,8 +13,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +110,61 @@ def test_metrics_health_sigterm_and_restart(tmp_path: Path, mosquitto: Mosquitto
             second.kill()
         assert code == 0, second.log_tail()
         assert sorted(landed_ids(root)) == list(range(1, written + 1))
+
+
+def test_second_signal_exits_at_once_and_restart_lands_exactly_once(tmp_path: Path) -> None:
+    with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
+        start = _prepare(server)
+        root = tmp_path / "landing"
+        port = new_http_port()
+        # batches commit at 100 rows only (never by age), so rows 201-250 stay in the open batch
+        config = daemon_config(
+            tmp_path / "c.yaml",
+            server,
+            root,
+            start_gtid=start,
+            http_port=port,
+            batch_max_rows=100,
+            batch_max_seconds=3600,
+        )
+        daemon = Daemon(config, tmp_path / "run1.log", port).start()
+        try:
+            daemon.wait_for("ready", lambda: daemon.get("/readyz")[0] == 200)
+            with contextlib.closing(server.connect("shop")) as conn, conn.cursor() as cur:
+                for n in range(1, 251):
+                    cur.execute("INSERT INTO t (id, v) VALUES (%s, 'x')", (n,))
+            daemon.wait_for(
+                "all rows read, two batches committed",
+                lambda: (
+                    daemon.metric("replicator_row_changes_total") == 250
+                    and daemon.metric("replicator_batches_committed_total") == 2
+                ),
+            )
+            # Stopped, the process holds both signals pending; they differ, so the kernel
+            # cannot merge them, and on SIGCONT the second is handled before the drain commits.
+            daemon.signal(signal.SIGSTOP)
+            daemon.signal(signal.SIGTERM)
+            daemon.signal(signal.SIGINT)
+            signalled = time.monotonic()
+            daemon.signal(signal.SIGCONT)
+            code = daemon.wait(10)
+            seconds = time.monotonic() - signalled
+        finally:
+            daemon.kill()
+        assert code == 1, daemon.log_tail()
+        assert seconds < 3
+        events = [line["event"] for line in daemon.log_lines()]
+        assert "exiting at once" in events
+        assert "stopped" not in events
+        assert landed_ids(root) == list(range(1, 201))  # the open batch was not committed
+
+        second = Daemon(config, tmp_path / "run2.log", port, args=("--stop-at-end",)).start()
+        try:
+            code = second.wait(120)
+        finally:
+            second.kill()
+        assert code == 0, second.log_tail()
+        assert landed_ids(root) == list(range(1, 251))
 
 
 def _status(config: Path) -> dict[str, Any]:

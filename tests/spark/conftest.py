@@ -3,11 +3,13 @@ partitions, quiet logs), created lazily by the first Spark test.
 
 The driver runs with TZ=UTC so that PySpark's ``collect()`` shows TIMESTAMP values in UTC
 (it converts them to naive datetimes in the Python process's local zone). The tests skip
-when pyspark or Java is missing.
+when pyspark or Java is missing; with REPLICATOR_REQUIRE_LIVE=1 (CI sets it) that skip becomes a
+failure, as for the live servers in tests/conftest.py.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import time
@@ -15,6 +17,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.conftest import REQUIRE_LIVE_ENV, _unavailable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,9 +29,10 @@ time.tzset()
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    pytest.importorskip("pyspark")
+    if importlib.util.find_spec("pyspark") is None:
+        _unavailable("pyspark is not installed", REQUIRE_LIVE_ENV)
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java (none on PATH, JAVA_HOME unset)")
+        _unavailable("Spark needs Java (none on PATH, JAVA_HOME unset)", REQUIRE_LIVE_ENV)
     from pyspark.sql import SparkSession
 
     session = (

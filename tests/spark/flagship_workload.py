@@ -24,7 +24,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pymysql
@@ -374,6 +374,9 @@ def expected_rows(
     return out
 
 
+# normalize() rounds to the context's precision (28 digits by default); DECIMAL(65,30) needs 65.
+_EXACT = Context(prec=100)
+
 _DT = re.compile(r"(\d{4})-(\d\d)-(\d\d)(?: (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?)?")
 _TIME = re.compile(r"(-?)(\d+):(\d\d):(\d\d)(?:\.(\d{1,6}))?")
 
@@ -385,7 +388,7 @@ def canonical(kind: str, value: Any) -> Any:
     if kind in ("int", "bit"):
         return int(value)  # Spark shows BIGINT UNSIGNED as decimal(20,0)
     if kind == "decimal":
-        return Decimal(value).normalize()  # DECIMAL(65,30) lands as exact text
+        return Decimal(value).normalize(_EXACT)  # DECIMAL(65,30) lands as exact text
     if kind == "float":
         import struct
 

@@ -44,7 +44,8 @@ def test_materialize_command(spark: SparkSession, tmp_path: Path) -> None:
     assert not (out / "shop" / "log").exists()
     assert spark.sparkContext._jsc is not None  # the test session is still alive
 
-    code, stdout, _ = run("--landing", str(zone.root), "--out", str(out))
+    # --master is accepted; the active test session is reused, so no second one starts
+    code, stdout, _ = run("--landing", str(zone.root), "--out", str(out), "--master", "local[1]")
     assert code == 0
     assert stdout.splitlines() == [
         "shop.items: unchanged, 0 batches, 0 changes -> 2 rows (up to batch 1)",

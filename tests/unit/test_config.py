@@ -69,7 +69,7 @@ BAD_CONFIGS: list[tuple[str, dict[str, str], str]] = [
     ("source:\n  password_file: /nonexistent/pw\n", {}, "source.password_file"),
     ("source:\n  tls:\n    enabled: maybe\n", {}, "source.tls.enabled: 'maybe'"),
     ("source:\n  buffer_rows: 0\n", {}, "source.buffer_rows: 0"),
-    ("start:\n  gtid: 0-1-5\n  file: mysql-bin.000001\n", {}, "start:"),
+    ("start:\n  gtid: 0-1-5\n  file: mysql-bin.000001\n", {}, "start.gtid or start.file"),
     ("start:\n  position: 2\n", {}, "start.position: 2"),
     ("sink:\n  batch_max_rows: 0\n", {}, "sink.batch_max_rows: 0"),
     ("sink:\n  batch_max_seconds: 0\n", {}, "sink.batch_max_seconds: 0"),

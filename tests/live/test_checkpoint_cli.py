@@ -1,0 +1,141 @@
+"""``replicator checkpoint show|set`` around real ``replicator run --stop-at-end`` runs.
+
+``show`` prints where the last run stopped (batch, next ``_seq``, file/position, GTID state);
+``set --gtid`` and ``set --file/--pos`` move it back, and the next run lands the replayed
+changes again with higher ``_seq``. A bad ``set`` exits 2 and leaves the checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from replicator.cli import main
+from tests.harness.mariadb import MariaDBServer
+from tests.live.daemon import Daemon, daemon_config, new_http_port
+
+DB = "checkpoint_cli"
+
+
+def _landed(root: Path) -> list[tuple[int, int]]:
+    """(``_seq``, id) of every committed row change of ``DB.t``, in ``_seq`` order."""
+    rows: list[tuple[int, int]] = []
+    for manifest in sorted((root / "_manifests").glob("*.json")):
+        for entry in json.loads(manifest.read_text())["files"]:
+            if entry["table"] == f"{DB}.t":
+                table = pq.read_table(root / entry["path"], columns=["_seq", "id"])
+                rows.extend(zip(table["_seq"].to_pylist(), table["id"].to_pylist(), strict=True))
+    return sorted(rows)
+
+
+def _run_to_end(config: Path, log: Path, port: int) -> None:
+    daemon = Daemon(config, log, port, args=("--stop-at-end",)).start()
+    try:
+        code = daemon.wait(120)
+    finally:
+        daemon.kill()
+    assert code == 0, daemon.log_tail()
+
+
+def _show(config: Path) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["checkpoint", "show", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert isinstance(shown, dict)
+    return shown
+
+
+def _set(config: Path, *args: str) -> str:
+    result = CliRunner().invoke(main, ["checkpoint", "set", "--config", str(config), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.live
+def test_show_then_replay_by_gtid_and_by_file_position(
+    tmp_path: Path, mariadb_full_metadata: MariaDBServer
+) -> None:
+    server = mariadb_full_metadata
+    server.execute(f"CREATE DATABASE {DB}")
+    server.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, v INT)")
+    start = server.binlog_status().gtid_binlog_pos
+    after = []
+    for n in (1, 2, 3):
+        server.execute(f"INSERT INTO {DB}.t VALUES (%s, %s)", (n, n))
+        after.append(server.binlog_status())
+    root = tmp_path / "landing"
+    port = new_http_port()
+    config = daemon_config(
+        tmp_path / "c.yaml",
+        server,
+        root,
+        start_gtid=start,
+        http_port=port,
+        extra=f"filters:\n  include: ['{DB}.*']\n",
+    )
+
+    _run_to_end(config, tmp_path / "run1.log", port)
+    first = _landed(root)
+    assert [row_id for _, row_id in first] == [1, 2, 3]
+    shown = _show(config)
+    assert shown["batch"] == len(list((root / "_manifests").glob("*.json"))) >= 1
+    assert shown["next_seq"] == first[-1][0] + 1
+    assert shown["position"] == {
+        "file": after[2].file,
+        "position": after[2].position,
+        "mariadb_gtid": after[2].gtid_binlog_pos,
+    }
+
+    # back to just after row 1, by GTID: rows 2 and 3 land again, after everything else
+    assert after[0].gtid_binlog_pos in _set(config, "--gtid", after[0].gtid_binlog_pos)
+    moved = _show(config)
+    assert moved["position"]["mariadb_gtid"] == after[0].gtid_binlog_pos
+    assert (moved["batch"], moved["next_seq"]) == (shown["batch"], shown["next_seq"])
+    _run_to_end(config, tmp_path / "run2.log", port)
+    second = _landed(root)
+    assert second[:3] == first
+    assert [row_id for _, row_id in second[3:]] == [2, 3]
+    assert second[3][0] >= shown["next_seq"]
+
+    # back to just after row 2, by file and position: row 3 lands a third time
+    _set(config, "--file", after[1].file, "--pos", str(after[1].position))
+    assert _show(config)["position"]["position"] == after[1].position
+    _run_to_end(config, tmp_path / "run3.log", port)
+    third = _landed(root)
+    assert third[:5] == second
+    assert [row_id for _, row_id in third[5:]] == [3]
+    assert third[5][0] > second[-1][0]
+
+    checkpoint = root / "_state" / "checkpoint.json"
+    saved = checkpoint.read_bytes()
+    bad = CliRunner().invoke(
+        main, ["checkpoint", "set", "--config", str(config), "--gtid", "nonsense"]
+    )
+    assert bad.exit_code == 2, bad.output
+    assert checkpoint.read_bytes() == saved
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "needs --gtid or --file/--pos"),
+        (("--gtid", "nonsense"), "not a MariaDB GTID"),
+        (("--gtid", "0-1-5", "--file", "mysql-bin.000001"), "not both"),
+        (("--file", "mysql-bin.000001", "--pos", "2"), "before the first event"),
+    ],
+)
+def test_bad_set_exits_2_and_writes_nothing(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    root = tmp_path / "landing"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sink:\n  root: {root}\n")
+    result = CliRunner().invoke(main, ["checkpoint", "set", "--config", str(config), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (root / "_state" / "checkpoint.json").exists()
