@@ -220,11 +220,18 @@ class Pipeline:
                     seq += 1
             else:
                 op = "c" if event.kind is ev.RowsKind.INSERT else "d"
-                for row in event.rows:
-                    changes.append(
-                        RowChange(op, seq, gtid, ts, server_id, file, pos, _project(row, keep))
+                if keep is None:  # no column left out: the decoded tuples as they are
+                    changes.extend(
+                        RowChange(op, n, gtid, ts, server_id, file, pos, row)
+                        for n, row in enumerate(event.rows, seq)
                     )
-                    seq += 1
+                    seq += len(event.rows)
+                else:
+                    for row in event.rows:
+                        changes.append(
+                            RowChange(op, seq, gtid, ts, server_id, file, pos, _project(row, keep))
+                        )
+                        seq += 1
             if out and out[-1][0] == version:
                 out[-1][1].extend(changes)
             else:

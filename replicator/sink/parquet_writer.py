@@ -461,20 +461,22 @@ class ParquetTableWriter:
         ) from exc
 
     def _metadata(self, changes: Sequence[RowChange]) -> list[pa.Array]:
-        ops = [c.op for c in changes]
+        # RowChange is a tuple whose first seven fields are the metadata columns, in order
+        fields_of = list(zip(*changes, strict=True))
+        ops, seqs, gtids, stamps, server_ids, files, positions = fields_of[:7]
         if not _OPS.issuperset(ops):
             raise InternalError(f"unknown _op in {sorted(set(ops) - _OPS)}")
-        seq = pa.array([c.seq for c in changes], pa.int64())
+        seq = pa.array(seqs, pa.int64())
         self._check_order(seq)
         fields = METADATA_FIELDS
         arrays = [
             pa.array(ops, fields[0].type),
             seq,
-            pa.array([c.gtid for c in changes], fields[2].type),
-            pa.array([c.ts for c in changes], fields[3].type),
-            pa.array([c.server_id for c in changes], fields[4].type),
-            pa.array([c.binlog_file for c in changes], fields[5].type),
-            pa.array([c.binlog_pos for c in changes], fields[6].type),
+            pa.array(gtids, fields[2].type),
+            pa.array(stamps, fields[3].type),
+            pa.array(server_ids, fields[4].type),
+            pa.array(files, fields[5].type),
+            pa.array(positions, fields[6].type),
         ]
         for field, array in zip(fields, arrays, strict=True):
             if not field.nullable and array.null_count:
