@@ -63,13 +63,10 @@ class _Events:
         self.position = 4
 
     def _at(self, type_code: int) -> tuple[ev.EventHeader, str, int, int]:
-        start, self.position = self.position, self.position + 50
-        return (
-            ev.EventHeader(1_700_000_000, type_code, 1, 50, self.position, 0),
-            "b.1",
-            start,
-            (self.position),
-        )
+        start = self.position
+        self.position += 50
+        header = ev.EventHeader(1_700_000_000, type_code, 1, 50, self.position, 0)
+        return header, "b.1", start, self.position
 
     def gtid(self, gno: int) -> ev.MysqlGtidEvent:
         return ev.MysqlGtidEvent(
