@@ -29,6 +29,7 @@ from .embedded.demo import start_demo
 from .errors import ConfigError, ReplicatorError
 from .logs import configure as configure_logging
 from .service import RunOptions, Service
+from .sink.landing import LandingZone
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .source.protocol import start_position
@@ -308,8 +309,9 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
         if found is None:
             raise ConfigError("checkpoint set needs --gtid or --file/--pos")
         position = found
+        # finish a half-done commit first, or its roll-forward would undo this move
+        current = LandingZone(config.sink).recover()
         store = CheckpointStore(Path(config.sink.root))
-        current = store.load()
         store.save(
             Checkpoint(
                 batch=current.batch,
@@ -322,6 +324,8 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(f"checkpoint set to {position.describe()}")  # position is set once here
+    for name in current.xa_pending:
+        click.echo(f"prepared XA transaction still held (lands at its XA COMMIT): {name}")
 
 
 main.add_command(materialize)

@@ -4,7 +4,8 @@ Boundaries (mysql-server ``sql/binlog.cc`` MYSQL_BIN_LOG::write_transaction, Mar
 ``sql/log_event.h`` Gtid_log_event):
 
 * MySQL: a GTID / ANONYMOUS_GTID / GTID_TAGGED event, then ``BEGIN`` ... ``XID`` (or a
-  ``COMMIT``/``ROLLBACK`` QUERY for non-transactional engines), or a single DDL QUERY.
+  ``COMMIT``/``ROLLBACK`` QUERY for non-transactional engines), or a single DDL QUERY, or
+  (8.0.21+) ``CREATE TABLE ... START TRANSACTION``, its rows and an ``XID``.
   TRANSACTION_PAYLOAD carries the BEGIN..XID part compressed: its inner events are fed here in
   order. XA: ``XA START`` ... an XA_PREPARE event ends the prepared part; the outcome comes
   later as its own transaction (a QUERY ``XA COMMIT``/``XA ROLLBACK``).
@@ -98,6 +99,13 @@ def _statement(event: ev.QueryEvent) -> str:
     return event.query.strip().rstrip(";").strip().upper()
 
 
+def _atomic_create_select(statement: str) -> bool:
+    """MySQL 8.0.21+ logs ``CREATE TABLE ... SELECT`` (ROW format, atomic DDL engines) as one
+    transaction: the CREATE TABLE statement with ``START TRANSACTION`` appended opens it, the
+    rows follow, an XID ends it (WL#13355; refman "Replication of CREATE TABLE ... SELECT")."""
+    return statement.startswith("CREATE") and statement.endswith("START TRANSACTION")
+
+
 @dataclass(slots=True)
 class TransactionAssembler:
     """Feed events in stream order; get back finished transactions and control events.
@@ -174,7 +182,11 @@ class TransactionAssembler:
             if ends:
                 self.discarded_incomplete += 1
             return []
-        if statement == "BEGIN" or statement.startswith("XA START"):
+        if (
+            statement == "BEGIN"
+            or statement.startswith("XA START")
+            or (not self._started and _atomic_create_select(statement))
+        ):
             if self._started and self._open:
                 self._drop_open()
             self._started = True

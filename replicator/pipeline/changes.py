@@ -16,7 +16,8 @@ from ..binlog.schema import ColumnDef
 
 class RowChange(NamedTuple):
     """A tuple, not a dataclass: a million are built per million row images, and a tuple is
-    built at C speed and transposed into columns with one ``zip(*changes)``."""
+    built at C speed and transposed into columns with one ``zip(*changes)``. The field order
+    is part of the held-XA file format (``sink.landing.HELD_XA_FORMAT``)."""
 
     op: str  # "c" insert, "u" update, "d" delete, "r" snapshot read
     seq: int
@@ -52,9 +53,15 @@ class HeldXa:
     while it is held, the landing zone keeps it on disk (``_state/xa/``) so a restart past
     the PREPARE still has its rows."""
 
-    key: str  # XaId.key
+    key: str  # XaId.key: what the XA COMMIT / ROLLBACK names
     xid: str  # as the server prints it, for messages
     groups: list[tuple[TableVersion, list[RowChange]]]
     file: str  # where the prepared part starts
     position: int
     stored: bool = False  # already written under _state/xa/
+
+    @property
+    def name(self) -> str:
+        """Its file name under ``_state/xa/``: one per PREPARE, so an XA id used again later
+        never overwrites the rows of an earlier transaction a checkpoint still names."""
+        return f"{self.key}.{self.file}.{self.position}"

@@ -149,7 +149,9 @@ class Pipeline:
         self._position: StreamPosition | None = checkpoint.position
         self._in_parts = False
         # prepared XA transactions awaiting their outcome, and the set the checkpoint holds
-        self._held: dict[str, HeldXa] = zone.load_held(checkpoint.xa_pending)
+        self._held: dict[str, HeldXa] = {
+            item.key: item for item in zone.load_held(checkpoint.xa_pending)
+        }
         self._held_committed = dict(self._held)
 
     @property
@@ -309,8 +311,11 @@ class Pipeline:
     async def handle(self, item: object) -> None:
         """Take one stream item; commits when a batch is due."""
         if isinstance(item, TransactionPart):
-            if not self._in_parts and self._batch is not None and self._batch.rows:
-                await self.commit()  # a huge transaction gets a batch of its own
+            if not self._in_parts and self._batch is not None and self._batch.transactions:
+                # a huge transaction gets a batch of its own; committing what came before it
+                # (rows, or only held XA and positions) means an abort of its parts loses
+                # nothing the stream will not send again
+                await self.commit()
             self._in_parts = True
             batch = self._open()
             ts = _commit_time(item, int(time.time()))

@@ -21,8 +21,9 @@ committed, and a replayed batch rewrites the same names (they derive from ``_seq
 checkpoint carries), never adding duplicates.
 
 XA transactions prepared but not yet decided when a batch commits have their rows written to
-``_state/xa/<key>.pickle`` in step 1 (fsync'd; a file only this program writes and reads), and
-their keys go into the manifest and the checkpoint (``xa_pending``). The batch whose XA COMMIT
+``_state/xa/<xa id>.<file>.<position>.pickle`` in step 1 (fsync'd; a file only this program
+writes and reads; one per PREPARE), and those names go into the manifest and the checkpoint
+(``xa_pending``). The batch whose XA COMMIT
 lands the rows drops the key; files no checkpoint names are deleted after each commit and at
 recovery. So a checkpoint past an XA PREPARE still has that transaction's rows.
 """
@@ -56,6 +57,7 @@ from .parquet_writer import ParquetTableWriter, WrittenFile
 
 MANIFESTS = "_manifests"
 HELD_XA = Path("_state") / "xa"
+HELD_XA_FORMAT = 1  # bump when HeldXa or RowChange change shape
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
 
@@ -167,7 +169,7 @@ class Batch:
             "transactions": self.transactions,
             "start": None if self.start is None else position_to_json(self.start),
             "end": position_to_json(end),
-            "xa_pending": sorted(held),
+            "xa_pending": sorted(h.name for h in held.values()),
             "files": [
                 {
                     "table": target.version.name,
@@ -198,7 +200,7 @@ class Batch:
             next_seq=next_seq,
             position=end,
             committed_at=str(manifest["committed_at"]),
-            xa_pending=tuple(sorted(held)),
+            xa_pending=tuple(sorted(h.name for h in held.values())),
         )
         zone.checkpoints.save(checkpoint)
         zone.fault.at("checkpoint")
@@ -253,8 +255,8 @@ class LandingZone:
 
     # -- held XA transactions ----------------------------------------------------------------
 
-    def _held_path(self, key: str) -> Path:
-        return self.root / HELD_XA / f"{key}.pickle"
+    def _held_path(self, name: str) -> Path:
+        return self.root / HELD_XA / f"{name}.pickle"
 
     def store_held(self, items: Sequence[HeldXa]) -> None:
         """Write held XA transactions durably (before the manifest that names them)."""
@@ -263,33 +265,37 @@ class LandingZone:
         directory = self.root / HELD_XA
         directory.mkdir(parents=True, exist_ok=True)
         for item in items:
-            path = self._held_path(item.key)
+            path = self._held_path(item.name)
             tmp = path.with_name(f".{path.name}.tmp")
             with open(tmp, "wb") as handle:
-                pickle.dump(item, handle, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((HELD_XA_FORMAT, item), handle, protocol=pickle.HIGHEST_PROTOCOL)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
         fsync_dir(directory)
 
-    def load_held(self, keys: Sequence[str]) -> dict[str, HeldXa]:
+    def load_held(self, names: Sequence[str]) -> list[HeldXa]:
         """The held XA transactions a checkpoint names."""
-        found: dict[str, HeldXa] = {}
-        for key in keys:
-            path = self._held_path(key)
+        found: list[HeldXa] = []
+        for name in names:
+            path = self._held_path(name)
             try:
                 with open(path, "rb") as handle:
-                    item = pickle.load(handle)  # written by store_held only
-            except (OSError, pickle.UnpicklingError, EOFError) as exc:
+                    version, item = pickle.load(handle)  # written by store_held only
+            except Exception as exc:  # unreadable, truncated, or of another shape
                 raise IntegrityError(
-                    f"the rows of prepared XA transaction {key} ({path}) cannot be read: {exc}",
+                    f"the rows of prepared XA transaction {name} ({path}) cannot be read: {exc}",
                     hint="restore the file, or move the checkpoint back before its XA PREPARE "
                     "with `replicator checkpoint set` to read them from the binlog again",
                 ) from exc
-            if not isinstance(item, HeldXa) or item.key != key:
-                raise IntegrityError(f"{path} does not hold XA transaction {key}")
+            if version != HELD_XA_FORMAT or not isinstance(item, HeldXa) or item.name != name:
+                raise IntegrityError(
+                    f"{path} does not hold XA transaction {name} in format {HELD_XA_FORMAT}",
+                    hint="it was written by another version of replicator: move the checkpoint "
+                    "back before its XA PREPARE with `replicator checkpoint set`",
+                )
             item.stored = True
-            found[key] = item
+            found.append(item)
         return found
 
     def drop_held_except(self, keep: Sequence[str]) -> None:

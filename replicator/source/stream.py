@@ -531,7 +531,7 @@ class ReplicaStream:
             self._open_parts = False
             self.stats.transactions += 1
             self.position = self.position.after(item.gtid, item.end_file, item.end_position)
-            if item.ending == "ddl":
+            if item.ending == "ddl" and _may_change_columns(item):
                 self._schema_changed()
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
@@ -623,3 +623,25 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, pymysql.err.OperationalError):
         return True
     return isinstance(exc, pymysql.err.InterfaceError)
+
+
+# DDL that cannot change a table's columns: no reason to look every table up again after it
+# (schedulers and maintenance jobs can issue these often)
+_NO_COLUMN_CHANGE = (
+    "GRANT ", "REVOKE ", "TRUNCATE ", "ANALYZE ", "OPTIMIZE ", "FLUSH ", "CREATE USER ",
+    "DROP USER ", "ALTER USER ", "RENAME USER ", "SET PASSWORD", "CREATE ROLE ", "DROP ROLE ",
+    "CREATE DATABASE ", "CREATE SCHEMA ", "CREATE EVENT ", "ALTER EVENT ", "DROP EVENT ",
+    "CREATE PROCEDURE ", "DROP PROCEDURE ", "CREATE FUNCTION ", "DROP FUNCTION ",
+    "CREATE DEFINER", "CREATE TRIGGER ", "DROP TRIGGER ",
+)  # fmt: skip
+
+
+def _may_change_columns(transaction: Transaction) -> bool:
+    """False only for DDL known not to touch columns; anything else (and anything unknown)
+    may have changed a table we cached."""
+    for event in transaction.events:
+        if isinstance(event, ev.QueryEvent):
+            statement = " ".join(event.query.split()).upper()
+            if not statement.startswith(_NO_COLUMN_CHANGE):
+                return True
+    return False

@@ -7,6 +7,7 @@ import itertools
 from replicator.binlog import events as ev
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 
+from .synthetic_events import Events
 from .test_stream import SAMPLE, _decode_file
 
 
@@ -82,3 +83,18 @@ def test_format_description_drops_an_open_group() -> None:
     assert out == [events[0]]
     assert assembler.discarded_incomplete == 1
     assert not assembler.in_transaction
+
+
+def test_mysql_atomic_create_select_is_one_transaction() -> None:
+    # MySQL 8.0.21+: CREATE TABLE ... START TRANSACTION, the rows, XID; the rows are kept
+    e = Events()
+    events = [
+        e.gtid(1), e.query("CREATE TABLE t2 (a INT) START TRANSACTION"), e.table_map(), e.xid(9),
+        e.gtid(2), e.query("CREATE TABLE t3 (a INT)"),
+    ]  # fmt: skip
+    assembler = TransactionAssembler()
+    found = [t for x in events for t in assembler.feed(x) if isinstance(t, Transaction)]
+    assert [t.ending for t in found] == ["xid", "ddl"]
+    assert [type(x).__name__ for x in found[0].events] == ["QueryEvent", "IntvarEvent", "XidEvent"]
+    assert found[0].xid == 9
+    assert assembler.discarded_incomplete == 0

@@ -11,6 +11,8 @@ from replicator.binlog.errors import DecodeError
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.binlog.xa import XaId, outcome_xa_id, parse_xid, xa_id_of
 
+from .synthetic_events import UUID, Events
+
 
 @given(st.integers(-(2**31), 2**31 - 1), st.binary(min_size=1, max_size=64), st.binary(max_size=64))
 def test_serialized_form_round_trips(format_id: int, gtrid: bytes, bqual: bytes) -> None:
@@ -55,30 +57,6 @@ def test_key_is_a_file_name() -> None:
 # "XA END <xid>", XA_PREPARE; its outcome as GTID, QUERY "XA COMMIT <xid>"; and
 # XA COMMIT ... ONE PHASE as the first shape with XA_PREPARE's one_phase set.
 
-_UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-
-
-class _Events:
-    def __init__(self) -> None:
-        self.position = 4
-
-    def _at(self, type_code: int) -> tuple[ev.EventHeader, str, int, int]:
-        start = self.position
-        self.position += 50
-        header = ev.EventHeader(1_700_000_000, type_code, 1, 50, self.position, 0)
-        return header, "b.1", start, self.position
-
-    def gtid(self, gno: int) -> ev.MysqlGtidEvent:
-        return ev.MysqlGtidEvent(
-            *self._at(33), True, _UUID, "", gno, None, None, None, None, None, None, None
-        )
-
-    def query(self, text: str) -> ev.QueryEvent:
-        return ev.QueryEvent(*self._at(2), 9, 0, 0, "db", text, b"", None, None)
-
-    def prepare(self, xa: XaId, *, one_phase: bool = False) -> ev.XaPrepareEvent:
-        return ev.XaPrepareEvent(*self._at(38), one_phase, xa.format_id, xa.gtrid, xa.bqual)
-
 
 def _assemble(events: list[ev.Event]) -> list[Transaction]:
     assembler = TransactionAssembler()
@@ -87,7 +65,7 @@ def _assemble(events: list[ev.Event]) -> list[Transaction]:
 
 def test_mysql_xa_shapes_end_and_match() -> None:
     xa, other = XaId(1, b"abc", b"q1"), XaId(7, b"x", b"")
-    e = _Events()
+    e = Events()
     found = _assemble(
         [
             e.gtid(1), e.query(f"XA START {xa}"), e.query(f"XA END {xa}"), e.prepare(xa),
@@ -106,14 +84,14 @@ def test_mysql_xa_shapes_end_and_match() -> None:
         "xa_prepare",
     ]
     assert [xa_id_of(t) for t in found] == [xa, xa, other, other, other]
-    assert [t.gtid for t in found] == [f"{_UUID}:{n}" for n in range(1, 6)]
+    assert [t.gtid for t in found] == [f"{UUID}:{n}" for n in range(1, 6)]
     one_phase = found[-1].events[-1]
     assert isinstance(one_phase, ev.XaPrepareEvent)
     assert one_phase.one_phase  # the pipeline lands this one at once
 
 
 def test_ordinary_transactions_have_no_xa_id() -> None:
-    e = _Events()
+    e = Events()
     found = _assemble([e.gtid(1), e.query("BEGIN"), e.query("COMMIT"), e.gtid(2), e.query("DROP")])
     assert [t.ending for t in found] == ["commit", "ddl"]
     assert [xa_id_of(t) for t in found] == [None, None]
