@@ -58,8 +58,8 @@ class Checkpoint:
     next_seq: int  # the `_seq` the next row change gets
     position: StreamPosition | None  # after the last committed transaction; None: not yet
     committed_at: str = ""
-    # XA transactions prepared before ``position`` and not yet decided: their rows wait under
-    # ``_state/xa/<key>.pickle`` for the XA COMMIT (sink.landing)
+    # XA transactions prepared before ``position`` and not yet decided, by their file name
+    # under ``_state/xa/``, where their rows wait for the XA COMMIT (sink.landing)
     xa_pending: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:

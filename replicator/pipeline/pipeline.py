@@ -222,18 +222,13 @@ class Pipeline:
                     seq += 1
             else:
                 op = "c" if event.kind is ev.RowsKind.INSERT else "d"
-                if keep is None:  # no column left out: the decoded tuples as they are
-                    changes.extend(
-                        RowChange(op, n, gtid, ts, server_id, file, pos, row)
-                        for n, row in enumerate(event.rows, seq)
-                    )
-                    seq += len(event.rows)
-                else:
-                    for row in event.rows:
-                        changes.append(
-                            RowChange(op, seq, gtid, ts, server_id, file, pos, _project(row, keep))
-                        )
-                        seq += 1
+                # no column left out (the usual case): the decoded tuples as they are
+                rows = event.rows if keep is None else [_project(row, keep) for row in event.rows]
+                changes.extend(
+                    RowChange(op, n, gtid, ts, server_id, file, pos, row)
+                    for n, row in enumerate(rows, seq)
+                )
+                seq += len(rows)
             if out and out[-1][0] == version:
                 out[-1][1].extend(changes)
             else:
@@ -287,18 +282,11 @@ class Pipeline:
             )
             return []
         out: Groups = []
-        seq = self._next_seq
+        seq, gtid = self._next_seq, transaction.gtid
         for version, changes in held.groups:
-            fresh = []
-            for c in changes:
-                fresh.append(
-                    RowChange(
-                        c.op, seq, transaction.gtid, ts, c.server_id, c.binlog_file,
-                        c.binlog_pos, c.values, c.before,
-                    )
-                )  # fmt: skip
-                seq += 1
+            fresh = [c._replace(seq=n, gtid=gtid, ts=ts) for n, c in enumerate(changes, seq)]
             out.append((version, fresh))
+            seq += len(changes)
         self._next_seq = seq
         self._count(out)
         self.stats.xa_committed += 1

@@ -23,9 +23,9 @@ checkpoint carries), never adding duplicates.
 XA transactions prepared but not yet decided when a batch commits have their rows written to
 ``_state/xa/<xa id>.<file>.<position>.pickle`` in step 1 (fsync'd; a file only this program
 writes and reads; one per PREPARE), and those names go into the manifest and the checkpoint
-(``xa_pending``). The batch whose XA COMMIT
-lands the rows drops the key; files no checkpoint names are deleted after each commit and at
-recovery. So a checkpoint past an XA PREPARE still has that transaction's rows.
+(``xa_pending``). The batch whose XA COMMIT lands the rows drops the name; files no
+checkpoint names are deleted after each commit and at recovery. So a checkpoint past an XA
+PREPARE still has that transaction's rows.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ class Batch:
         prepared and undecided at ``end`` (stored with the batch's data)."""
         zone = self.zone
         held = held or {}
+        pending = tuple(sorted(h.name for h in held.values()))
         zone.fault.next_batch()
         written: list[tuple[_TableFile, WrittenFile]] = []
         try:
@@ -169,7 +170,7 @@ class Batch:
             "transactions": self.transactions,
             "start": None if self.start is None else position_to_json(self.start),
             "end": position_to_json(end),
-            "xa_pending": sorted(h.name for h in held.values()),
+            "xa_pending": list(pending),
             "files": [
                 {
                     "table": target.version.name,
@@ -200,13 +201,13 @@ class Batch:
             next_seq=next_seq,
             position=end,
             committed_at=str(manifest["committed_at"]),
-            xa_pending=tuple(sorted(h.name for h in held.values())),
+            xa_pending=pending,
         )
         zone.checkpoints.save(checkpoint)
         zone.fault.at("checkpoint")
         for item in held.values():
             item.stored = True
-        zone.drop_held_except(checkpoint.xa_pending)
+        zone.drop_held_except(pending)
         self.zone.last_manifest = manifest
         return checkpoint
 
@@ -303,7 +304,7 @@ class LandingZone:
         directory = self.root / HELD_XA
         if not directory.is_dir():
             return
-        wanted = {f"{key}.pickle" for key in keep}
+        wanted = {f"{name}.pickle" for name in keep}
         for path in directory.iterdir():
             if path.name not in wanted:
                 with contextlib.suppress(FileNotFoundError):

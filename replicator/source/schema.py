@@ -3,9 +3,9 @@
 When ``binlog_row_metadata`` is below FULL, TABLE_MAP events lack column names and ENUM/SET
 labels (and with NO_LOG, signedness and charsets too). ``InformationSchemaLookup`` supplies
 them from ``information_schema.COLUMNS`` the first time a table is seen, and again after
-``forget()`` (DDL on that table). Limits, documented in the README: information_schema shows
-the table as it is *now*, and MariaDB prints ENUM/SET labels in utf8mb3 there (characters
-outside the BMP come back as '?'); FULL metadata avoids both.
+``forget()`` (DDL that may change columns). Limits, documented in the README:
+information_schema shows the table as it is *now*, and MariaDB prints ENUM/SET labels in
+utf8mb3 there (characters outside the BMP come back as '?'); FULL metadata avoids both.
 """
 
 from __future__ import annotations
@@ -79,12 +79,10 @@ class InformationSchemaLookup:
                 self._cache[key] = self._fetch(schema, table)
             return self._cache[key]
 
-    def forget(self, schema: str | None = None, table: str | None = None) -> None:
-        """Drop cached tables (after DDL): every table, all of a schema, or one table."""
+    def forget(self) -> None:
+        """Drop every cached table (after DDL that may have changed one)."""
         with self._lock:
-            for key in list(self._cache):
-                if (schema is None or key[0] == schema) and (table is None or key[1] == table):
-                    del self._cache[key]
+            self._cache.clear()
 
     def _fetch(self, schema: str, table: str) -> TableSchema | None:
         self.lookups += 1

@@ -132,6 +132,16 @@ class Daemon:
         return out
 
 
+def run_to_end(config: Path, log: Path, port: int) -> None:
+    """``replicator run --stop-at-end`` to its end; it must exit 0."""
+    daemon = Daemon(config, log, port, args=("--stop-at-end",)).start()
+    try:
+        code = daemon.wait(120)
+    finally:
+        daemon.kill()
+    assert code == 0, daemon.log_tail()
+
+
 def new_http_port() -> int:
     return free_tcp_port()
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from replicator.cli import main
 from tests.harness.mariadb import MariaDBServer
-from tests.live.daemon import Daemon, daemon_config, new_http_port
+from tests.live.daemon import daemon_config, new_http_port, run_to_end
 
 DB = "checkpoint_cli"
 
@@ -31,15 +31,6 @@ def _landed(root: Path) -> list[tuple[int, int]]:
                 table = pq.read_table(root / entry["path"], columns=["_seq", "id"])
                 rows.extend(zip(table["_seq"].to_pylist(), table["id"].to_pylist(), strict=True))
     return sorted(rows)
-
-
-def _run_to_end(config: Path, log: Path, port: int) -> None:
-    daemon = Daemon(config, log, port, args=("--stop-at-end",)).start()
-    try:
-        code = daemon.wait(120)
-    finally:
-        daemon.kill()
-    assert code == 0, daemon.log_tail()
 
 
 def _show(config: Path) -> dict[str, Any]:
@@ -79,7 +70,7 @@ def test_show_then_replay_by_gtid_and_by_file_position(
         extra=f"filters:\n  include: ['{DB}.*']\n",
     )
 
-    _run_to_end(config, tmp_path / "run1.log", port)
+    run_to_end(config, tmp_path / "run1.log", port)
     first = _landed(root)
     assert [row_id for _, row_id in first] == [1, 2, 3]
     shown = _show(config)
@@ -96,7 +87,7 @@ def test_show_then_replay_by_gtid_and_by_file_position(
     moved = _show(config)
     assert moved["position"]["mariadb_gtid"] == after[0].gtid_binlog_pos
     assert (moved["batch"], moved["next_seq"]) == (shown["batch"], shown["next_seq"])
-    _run_to_end(config, tmp_path / "run2.log", port)
+    run_to_end(config, tmp_path / "run2.log", port)
     second = _landed(root)
     assert second[:3] == first
     assert [row_id for _, row_id in second[3:]] == [2, 3]
@@ -105,7 +96,7 @@ def test_show_then_replay_by_gtid_and_by_file_position(
     # back to just after row 2, by file and position: row 3 lands a third time
     _set(config, "--file", after[1].file, "--pos", str(after[1].position))
     assert _show(config)["position"]["position"] == after[1].position
-    _run_to_end(config, tmp_path / "run3.log", port)
+    run_to_end(config, tmp_path / "run3.log", port)
     third = _landed(root)
     assert third[:5] == second
     assert [row_id for _, row_id in third[5:]] == [3]

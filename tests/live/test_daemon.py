@@ -27,7 +27,14 @@ from replicator.checkpoint import position_from_json
 from replicator.cli import main
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.mosquitto import MosquittoBroker
-from tests.live.daemon import Daemon, Writer, daemon_config, landed_ids, new_http_port
+from tests.live.daemon import (
+    Daemon,
+    Writer,
+    daemon_config,
+    landed_ids,
+    new_http_port,
+    run_to_end,
+)
 from tests.live.test_notify import _listen
 
 pytestmark = [pytest.mark.live, pytest.mark.mqtt]
@@ -103,12 +110,7 @@ def test_metrics_health_sigterm_and_restart(tmp_path: Path, mosquitto: Mosquitto
 
         written = writer.stop()
         assert written > len(first_run)  # the workload went on after the stop
-        second = Daemon(config, tmp_path / "run2.log", port, args=("--stop-at-end",)).start()
-        try:
-            code = second.wait(120)
-        finally:
-            second.kill()
-        assert code == 0, second.log_tail()
+        run_to_end(config, tmp_path / "run2.log", port)
         assert sorted(landed_ids(root)) == list(range(1, written + 1))
 
 
@@ -158,12 +160,7 @@ def test_second_signal_exits_at_once_and_restart_lands_exactly_once(tmp_path: Pa
         assert "stopped" not in events
         assert landed_ids(root) == list(range(1, 201))  # the open batch was not committed
 
-        second = Daemon(config, tmp_path / "run2.log", port, args=("--stop-at-end",)).start()
-        try:
-            code = second.wait(120)
-        finally:
-            second.kill()
-        assert code == 0, second.log_tail()
+        run_to_end(config, tmp_path / "run2.log", port)
         assert landed_ids(root) == list(range(1, 251))
 
 
