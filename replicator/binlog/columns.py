@@ -154,6 +154,9 @@ class ColumnPlan:
       ``pad`` bytes (BINARY(n));
     * ``"enum"`` -- a ``width``-byte little-endian index into ``labels`` (index 0 is "");
     * ``"year"`` -- one byte, 0 or 1900 + n.
+
+    ``native`` describes, for the native core (``native.py``), a fixed-width value it can
+    build itself: (what, width, two parameters, the converter it hands unusual values to).
     """
 
     decode: ColumnDecoder
@@ -164,6 +167,7 @@ class ColumnPlan:
     text: Callable[[bytes], str] | None = None
     pad: int = 0
     labels: tuple[str, ...] = ()
+    native: tuple[str, int, int, int, object] | None = None
 
 
 def build_decoder(col: ColumnDef) -> ColumnDecoder:
@@ -247,7 +251,12 @@ def _double(col: ColumnDef) -> ColumnPlan:
     return _struct_plan("d", col)
 
 
-def _int24(col: ColumnDef) -> ColumnDecoder:
+def _int24(col: ColumnDef) -> ColumnPlan:
+    native = ("int", 3, 0 if col.unsigned else 1, 0, None)
+    return ColumnPlan(_int24_decoder(col), native=native)
+
+
+def _int24_decoder(col: ColumnDef) -> ColumnDecoder:
     # Low 16 bits unsigned, high byte signed or not: lo + (hi << 16) is the 24-bit value.
     unpack = struct.Struct("<HB" if col.unsigned else "<Hb").unpack_from
     label = column_label(col)
@@ -275,16 +284,24 @@ def _year(col: ColumnDef) -> ColumnPlan:
     return ColumnPlan(decode, "year", width=1)
 
 
-def _memoized(size: int, convert: Callable[[bytes], object], what: str) -> ColumnPlan:
-    """Fixed-width values decoded through a ``FixedMemo``."""
+def _memoized(
+    size: int, convert: Callable[[bytes], object], what: str, native: tuple[str, int, int]
+) -> ColumnPlan:
+    """Fixed-width values decoded through a ``FixedMemo``; ``native``: (what, parameters)
+    for the native core."""
     memo = FixedMemo(size, convert, what)
-    return ColumnPlan(memo.decoder(), "memo", width=size, memo=memo)
+    name, first, second = native
+    return ColumnPlan(
+        memo.decoder(), "memo", width=size, memo=memo, native=(name, size, first, second, convert)
+    )
 
 
 def _newdecimal(col: ColumnDef) -> ColumnPlan:
     precision, scale = col.meta >> 8, col.meta & 0xFF
     convert = build_decimal_converter(precision, scale)
-    return _memoized(decimal_size(precision, scale), convert, f"DECIMAL({precision},{scale})")
+    size = decimal_size(precision, scale)
+    what = f"DECIMAL({precision},{scale})"
+    return _memoized(size, convert, what, ("decimal", precision - scale, scale))
 
 
 def _bit(col: ColumnDef) -> ColumnDecoder:
@@ -313,7 +330,7 @@ def _null(col: ColumnDef) -> ColumnDecoder:
 
 
 def _date(col: ColumnDef) -> ColumnPlan:
-    return _memoized(3, temporal.date_converter(), "DATE")
+    return _memoized(3, temporal.date_converter(), "DATE", ("date", 0, 0))
 
 
 def _time(col: ColumnDef) -> ColumnDecoder:
@@ -334,17 +351,20 @@ def _timestamp(col: ColumnDef) -> ColumnDecoder:
 
 def _time2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.time2_converter(col.meta)
-    return _memoized(temporal.time2_size(col.meta), convert, "TIME")
+    size = temporal.time2_size(col.meta)
+    return _memoized(size, convert, "TIME", ("time2", *temporal.fraction_layout(col.meta)))
 
 
 def _datetime2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.datetime2_converter(col.meta)
-    return _memoized(temporal.datetime2_size(col.meta), convert, "DATETIME")
+    size = temporal.datetime2_size(col.meta)
+    return _memoized(size, convert, "DATETIME", ("datetime2", *temporal.fraction_layout(col.meta)))
 
 
 def _timestamp2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.timestamp2_converter(col.meta)
-    return _memoized(temporal.timestamp2_size(col.meta), convert, "TIMESTAMP")
+    size = temporal.timestamp2_size(col.meta)
+    return _memoized(size, convert, "TIMESTAMP", ("timestamp2", *temporal.fraction_layout(col.meta)))
 
 
 # ------------------------------------------------------------------- length-prefixed data
@@ -678,7 +698,7 @@ def _called(build: Callable[[ColumnDef], ColumnDecoder]) -> Callable[[ColumnDef]
 _BUILDERS: dict[int, Callable[[ColumnDef], ColumnPlan]] = {
     ColumnType.TINY: _tiny,
     ColumnType.SHORT: _short,
-    ColumnType.INT24: _called(_int24),
+    ColumnType.INT24: _int24,
     ColumnType.LONG: _long,
     ColumnType.LONGLONG: _longlong,
     ColumnType.FLOAT: _float,

@@ -9,9 +9,10 @@ the *present* columns followed by the values of the present, non-NULL columns in
 (``pack_row`` in sql/rpl_record.cc).
 
 Decoders are chosen once per TABLE_MAP and per presence bitmap (``RowLayout``). Each layout
-also gets a compiled decoder (``rowcode.py``) that decodes a whole event's images in one
-generated loop; the reference loop here (``RowLayout.decode``, one decoder call per value)
-takes over from the first row the compiled code cannot decode, and raises the error.
+also gets a fast decoder that decodes a whole event's images in one loop: the native core
+(``native.py``, C) when it is built, else a generated Python function (``rowcode.py``). The
+reference loop here (``RowLayout.decode``, one decoder call per value) takes over from the
+first row the fast decoder cannot decode, and raises the error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
+from . import native
 from .columns import ColumnDecoder, ColumnPlan, build_plan
 from .errors import DecodeError, TruncatedError
 from .rowcode import PairsDecoder, RowsDecoder, compile_pairs, compile_rows
@@ -28,8 +31,10 @@ from .values import ABSENT
 
 RowImage = tuple[object, ...]
 
-COMPILED_ROWS = True
-"""Whether new ``TableDecoder``s use compiled row decoders (tests compare both paths)."""
+RowDecoders = Literal["native", "python", "reference"]
+ROW_DECODERS: RowDecoders = "native" if native.AVAILABLE else "python"
+"""The fast decoders new ``TableDecoder``s use: the native core, generated Python, or none
+(the reference loop only). Tests compare every path with the reference."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,29 +46,37 @@ class RowLayout:
     decoders: tuple[ColumnDecoder, ...]
     null_bytes: int
     template: tuple[object, ...]  # ABSENT everywhere, copied per row
-    plans: tuple[ColumnPlan, ...] | None = None  # every column's; None: no compiled decoders
+    plans: tuple[ColumnPlan, ...] | None = None  # every column's; None: no fast decoders
+    fast: RowDecoders = "python"  # which fast decoders, when plans are given
     _rows: list[RowsDecoder] = field(default_factory=list, compare=False, repr=False)
     _pairs: dict[tuple[int, ...], PairsDecoder] = field(
         default_factory=dict, compare=False, repr=False
     )
 
     def rows_decoder(self) -> RowsDecoder | None:
-        """The compiled decoder of insert/delete images (built on first use)."""
+        """The fast decoder of insert/delete images (built on first use)."""
         if self.plans is None:
             return None
         if not self._rows:
-            self._rows.append(compile_rows(self.plans, self.present, self.null_bytes))
+            if self.fast == "native":
+                decoder: RowsDecoder = native.row_spec(self.plans, self.present)
+            else:
+                decoder = compile_rows(self.plans, self.present, self.null_bytes)
+            self._rows.append(decoder)
         return self._rows[0]
 
     def pairs_decoder(self, after: RowLayout) -> PairsDecoder | None:
-        """The compiled decoder of update images, this layout before and ``after`` after."""
+        """The fast decoder of update images, this layout before and ``after`` after."""
         if self.plans is None:
             return None
         found = self._pairs.get(after.present)
         if found is None:
-            found = compile_pairs(
-                self.plans, (self.present, self.null_bytes), (after.present, after.null_bytes)
-            )
+            if self.fast == "native":
+                found = native.pair_spec(self.rows_decoder(), after.rows_decoder())
+            else:
+                found = compile_pairs(
+                    self.plans, (self.present, self.null_bytes), (after.present, after.null_bytes)
+                )
             self._pairs[after.present] = found
         return found
 
@@ -91,13 +104,19 @@ class TableDecoder:
     columns: tuple[ColumnDef, ...]
     decoders: tuple[ColumnDecoder, ...]
     plans: tuple[ColumnPlan, ...] | None = None  # None: reference decoders only
+    fast: RowDecoders = "python"
     _layouts: dict[int, RowLayout] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, columns: tuple[ColumnDef, ...], *, compiled: bool | None = None) -> TableDecoder:
+    def build(
+        cls, columns: tuple[ColumnDef, ...], *, decoders: RowDecoders | None = None
+    ) -> TableDecoder:
         plans = tuple(build_plan(c) for c in columns)
-        use = COMPILED_ROWS if compiled is None else compiled
-        return cls(columns, tuple(p.decode for p in plans), plans if use else None)
+        fast = ROW_DECODERS if decoders is None else decoders
+        if fast == "native" and not native.AVAILABLE:
+            raise RuntimeError(f"the native row decoders are not available: {native.IMPORT_ERROR}")
+        kept = None if fast == "reference" else plans
+        return cls(columns, tuple(p.decode for p in plans), kept, fast)
 
     def layout(self, present_bits: int) -> RowLayout:
         found = self._layouts.get(present_bits)
@@ -111,6 +130,7 @@ class TableDecoder:
                 null_bytes=(len(present) + 7) // 8,
                 template=(ABSENT,) * n,
                 plans=self.plans,
+                fast=self.fast,
             )
             self._layouts[present_bits] = found
         return found
@@ -146,8 +166,8 @@ def decode_images(
                 pos, done = pairs(buf, pos, end, rows, afters)
         if done:
             return tuple(rows), tuple(afters)
-    # The reference loop: everything without a compiled decoder, and from the first row the
-    # compiled one could not decode (it raises the error the compiled code does not).
+    # The reference loop: everything without a fast decoder, and from the first row the fast
+    # one could not decode (it raises the error the fast decoder does not).
     try:
         if after_layout is None:
             decode = layout.decode

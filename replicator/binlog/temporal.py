@@ -58,6 +58,7 @@ __all__ = [
     "datetime_decoder",
     "datetime_from_packed",
     "datetime_hires_decoder",
+    "fraction_layout",
     "encode_date",
     "encode_datetime",
     "encode_datetime2",
@@ -114,6 +115,11 @@ def _fraction_bytes(fsp: int) -> int:
 def _fraction_unit(fsp: int) -> int:
     """Microseconds per stored fraction unit in the MySQL 5.6 formats."""
     return _POW10[MAX_FSP - 2 * _fraction_bytes(fsp)]
+
+
+def fraction_layout(fsp: int) -> tuple[int, int]:
+    """(bytes, microseconds per unit) of the fraction of a MySQL 5.6 temporal value."""
+    return _fraction_bytes(fsp), _fraction_unit(fsp)
 
 
 def _hires_unit(fsp: int) -> int:

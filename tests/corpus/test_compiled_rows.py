@@ -1,8 +1,10 @@
-"""Every row image of the corpus decodes the same with and without compiled row decoders.
+"""Every row image of the corpus decodes the same with every row decoder.
 
-The compiled decoders (``binlog/rowcode.py``) are on by default, so every other corpus test
-exercises them; this one turns them off for a second pass over every file and compares all
-rows events value by value (and type by type), or the error where a file must fail.
+The fast decoders are on by default (the native core, ``binlog/native.py``, when it is
+built; else the generated Python of ``binlog/rowcode.py``), so every other corpus test
+exercises them. This one decodes every file again with the other fast decoder and with the
+reference loop alone, and compares all rows events value by value (and type by type), or the
+error where a file must fail.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from replicator.binlog import events as ev
-from replicator.binlog import rows
+from replicator.binlog import native, rows
 from replicator.binlog.errors import DecodeError
 
 from .test_walk import _binlog_paths
@@ -33,16 +35,21 @@ def _row_images(path: Path) -> list[tuple[object, ...]] | tuple[str, str]:
     ]
 
 
+FAST: tuple[rows.RowDecoders, ...] = ("native", "python") if native.AVAILABLE else ("python",)
+
+
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Compares both decodings of ``path``; returns how many row images it holds."""
-    compiled = _row_images(path)
-    monkeypatch.setattr(rows, "COMPILED_ROWS", False)
+    """Compares every decoding of ``path``; returns how many row images it holds."""
+    monkeypatch.setattr(rows, "ROW_DECODERS", "reference")
     reference = _row_images(path)
-    assert compiled == reference
-    assert repr(compiled) == repr(reference)  # 1 == 1.0 == True would hide a wrong type
-    if isinstance(compiled, tuple):
+    for fast in FAST:
+        monkeypatch.setattr(rows, "ROW_DECODERS", fast)
+        decoded = _row_images(path)
+        assert decoded == reference, fast
+        assert repr(decoded) == repr(reference), fast  # 1 == 1.0 == True hides a wrong type
+    if isinstance(reference, tuple):
         return 0
-    return sum(len(image) for _, _, before, after in compiled for image in (before, after))
+    return sum(len(image) for _, _, before, after in reference for image in (before, after))
 
 
 @pytest.mark.parametrize("rel", _binlog_paths())

@@ -1,15 +1,18 @@
-"""Compiled row decoders (``rowcode.py``) against the reference loop (``RowLayout.decode``).
+"""Fast row decoders against the reference loop (``RowLayout.decode``): the native core
+(``native.py``, C) and the generated Python decoders (``rowcode.py``).
 
-The compiled code is a fast path: for any bytes, decoding a rows event's images with it must
-give exactly what the reference decoders give, values and errors alike. Hypothesis builds
-tables of mixed column types, row images with NULLs, partial images and update pairs; then
-the same images are cut at every length, and replaced by random bytes.
+Both are fast paths: for any bytes, decoding a rows event's images with either must give
+exactly what the reference decoders give, values and errors alike. Hypothesis builds tables
+of mixed column types, row images with NULLs, partial images and update pairs; then the same
+images are cut at every length, and replaced by random bytes. The ``*_raw`` kinds put any
+bytes in fixed-width columns (zero dates, invalid DECIMAL digit groups, fractions out of
+range), which the native core hands to the Python converters.
 """
 
 from __future__ import annotations
 
 import struct
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,10 +23,16 @@ from hypothesis import strategies as st
 from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.decimal import encode_decimal
 from replicator.binlog.errors import DecodeError
-from replicator.binlog.rows import RowImage, TableDecoder, decode_images
+from replicator.binlog import native
+from replicator.binlog.rows import RowDecoders, RowImage, TableDecoder, decode_images
 from replicator.binlog.schema import ColumnDef
-from replicator.binlog.temporal import encode_date, encode_datetime2, encode_time2
-from replicator.binlog.values import ABSENT
+from replicator.binlog.temporal import (
+    encode_date,
+    encode_datetime2,
+    encode_time2,
+    encode_timestamp2,
+)
+from replicator.binlog.values import ABSENT, InvalidTemporal
 
 # --------------------------------------------------------------------------- column kinds
 # name -> (ColumnDef fields, strategy of values, encoder of one value)
@@ -109,7 +118,59 @@ KINDS: dict[str, tuple[dict[str, Any], Any]] = {
             lambda v: encode_decimal(v, 30, 10),
         ),
     ),
+    "decimal_65": (
+        {"type": T.NEWDECIMAL, "meta": 65 << 8 | 30},
+        (
+            st.decimals(min_value=-(10**35) + 1, max_value=10**35 - 1, places=30),
+            lambda v: encode_decimal(v, 65, 30),
+        ),
+    ),
+    "decimal_fraction": (
+        {"type": T.NEWDECIMAL, "meta": 5 << 8 | 5},
+        (st.decimals(min_value=-1, max_value=1, places=5).filter(lambda v: abs(v) < 1),
+         lambda v: encode_decimal(v, 5, 5)),
+    ),
+    "decimal_whole": (
+        {"type": T.NEWDECIMAL, "meta": 19 << 8 | 0},
+        (st.integers(-(10**19) + 1, 10**19 - 1).map(Decimal), lambda v: encode_decimal(v, 19, 0)),
+    ),
     "date": ({"type": T.DATE}, (st.dates(), encode_date)),
+    "datetime0": (
+        {"type": T.DATETIME2, "meta": 0},
+        (
+            st.datetimes(min_value=datetime(1000, 1, 1)).map(lambda d: d.replace(microsecond=0)),
+            lambda v: encode_datetime2(v, 0),
+        ),
+    ),
+    "datetime6": (
+        {"type": T.DATETIME2, "meta": 6},
+        (st.datetimes(min_value=datetime(1000, 1, 1)), lambda v: encode_datetime2(v, 6)),
+    ),
+    "timestamp0": (
+        {"type": T.TIMESTAMP2, "meta": 0},
+        (
+            st.integers(0, 2**32 - 1).map(lambda s: datetime.fromtimestamp(s, UTC)),
+            lambda v: encode_timestamp2(v, 0),
+        ),
+    ),
+    "timestamp5": (
+        {"type": T.TIMESTAMP2, "meta": 5},
+        (
+            st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 99999)).map(
+                lambda t: datetime.fromtimestamp(t[0], UTC).replace(microsecond=t[1] * 10)
+            ),
+            lambda v: encode_timestamp2(v, 5),
+        ),
+    ),
+    "time6": (
+        {"type": T.TIME2, "meta": 6},
+        (
+            st.integers(-838 * 3600 * 10**6, 838 * 3600 * 10**6).map(
+                lambda us: timedelta(microseconds=us)
+            ),
+            lambda v: encode_time2(v, 6),
+        ),
+    ),
     "datetime3": (
         {"type": T.DATETIME2, "meta": 3},
         (
@@ -129,6 +190,13 @@ KINDS: dict[str, tuple[dict[str, Any], Any]] = {
     "varchar_utf8": ({"type": T.VARCHAR, "meta": 80, "charset": "utf-8"}, _text(1, "utf-8")),
     "varchar_long": ({"type": T.VARCHAR, "meta": 1000, "charset": "utf-8"}, _text(2, "utf-8")),
     "varchar_latin1": ({"type": T.VARCHAR, "meta": 40, "charset": "cp1252"}, _text(1, "cp1252")),
+    "varchar_sjis": (
+        {"type": T.VARCHAR, "meta": 40, "charset": "shift_jis"},
+        (
+            st.text("abcxyz\u3042\u3093\u30ab\u65e5\u672c", max_size=10),
+            lambda v: bytes([len(v.encode("shift_jis"))]) + v.encode("shift_jis"),
+        ),
+    ),
     "varbinary": ({"type": T.VARCHAR, "meta": 40, "charset": "binary"}, _text(1, None)),
     "char_binary": (
         {"type": T.STRING, "meta": T.STRING << 8 | 40, "charset": "binary"},
@@ -153,16 +221,35 @@ KINDS: dict[str, tuple[dict[str, Any], Any]] = {
 }
 
 
+# Any bytes in fixed-width columns: values that may be invalid (and fail alike).
+RAW_KINDS: dict[str, tuple[dict[str, Any], Any]] = {
+    "date_raw": ({"type": T.DATE}, (st.binary(min_size=3, max_size=3), bytes)),
+    "datetime2_raw": ({"type": T.DATETIME2, "meta": 2}, (st.binary(min_size=6, max_size=6), bytes)),
+    "timestamp4_raw": (
+        {"type": T.TIMESTAMP2, "meta": 4},
+        (st.binary(min_size=6, max_size=6), bytes),
+    ),
+    "time1_raw": ({"type": T.TIME2, "meta": 1}, (st.binary(min_size=4, max_size=4), bytes)),
+    "decimal_raw": (
+        {"type": T.NEWDECIMAL, "meta": 14 << 8 | 4},
+        (st.binary(min_size=7, max_size=7), bytes),
+    ),
+}
+EVERY_KIND = {**KINDS, **RAW_KINDS}
+
+
 def _columns(kinds: list[str]) -> tuple[ColumnDef, ...]:
     return tuple(
-        ColumnDef(index=i, **{"meta": 0, **KINDS[kind][0]}) for i, kind in enumerate(kinds)
+        ColumnDef(index=i, **{"meta": 0, **EVERY_KIND[kind][0]}) for i, kind in enumerate(kinds)
     )
 
 
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[tuple[ColumnDef, ...], list[str]]:
-    kinds = draw(st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=14))
-    return _columns(kinds), kinds
+def tables(
+    draw: st.DrawFn, kinds: dict[str, Any] = KINDS
+) -> tuple[tuple[ColumnDef, ...], list[str]]:
+    drawn = draw(st.lists(st.sampled_from(sorted(kinds)), min_size=1, max_size=14))
+    return _columns(drawn), drawn
 
 
 @st.composite
@@ -174,7 +261,7 @@ def images(draw: st.DrawFn, kinds: list[str], present: tuple[int, ...]) -> bytes
         if draw(st.booleans()) and draw(st.booleans()):
             nulls |= 1 << bit
             continue
-        strategy, encode = KINDS[kinds[index]][1]
+        strategy, encode = EVERY_KIND[kinds[index]][1]
         values += encode(draw(strategy))
     return nulls.to_bytes((len(present) + 7) // 8, "little") + values
 
@@ -185,9 +272,9 @@ def _decode(
     before_bits: int,
     after_bits: int | None,
     *,
-    compiled: bool,
+    decoders: RowDecoders,
 ) -> tuple[tuple[RowImage, ...], tuple[RowImage, ...]] | tuple[str, str]:
-    decoder = TableDecoder.build(columns, compiled=compiled)
+    decoder = TableDecoder.build(columns, decoders=decoders)
     layout = decoder.layout(before_bits)
     after = None if after_bits is None else decoder.layout(after_bits)
     try:
@@ -199,12 +286,18 @@ def _decode(
 def _same(
     columns: tuple[ColumnDef, ...], data: bytes, before_bits: int, after_bits: int | None
 ) -> tuple[tuple[RowImage, ...], tuple[RowImage, ...]] | tuple[str, str]:
-    reference = _decode(columns, data, before_bits, after_bits, compiled=False)
-    compiled = _decode(columns, data, before_bits, after_bits, compiled=True)
-    assert compiled == reference
-    # the same type too: 1 == 1.0 == True would hide a wrong conversion
-    assert repr(compiled) == repr(reference)
-    return compiled
+    reference = _decode(columns, data, before_bits, after_bits, decoders="reference")
+    for fast in FAST:
+        decoded = _decode(columns, data, before_bits, after_bits, decoders=fast)
+        assert decoded == reference, fast
+        # the same type too: 1 == 1.0 == True would hide a wrong conversion
+        assert repr(decoded) == repr(reference), fast
+    return reference
+
+
+# Without the native core (no C compiler), its absence fails test_native.py in CI.
+FAST: tuple[RowDecoders, ...] = ("native", "python") if native.AVAILABLE else ("python",)
+ALL: tuple[RowDecoders, ...] = (*FAST, "reference")
 
 
 def _bits(present: tuple[int, ...]) -> int:
@@ -213,7 +306,7 @@ def _bits(present: tuple[int, ...]) -> int:
 
 @settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_compiled_rows_match_the_reference(data: st.DataObject) -> None:
+def test_fast_rows_match_the_reference(data: st.DataObject) -> None:
     columns, kinds = data.draw(tables())
     n = len(columns)
     full = tuple(range(n))
@@ -236,7 +329,7 @@ def test_compiled_rows_match_the_reference(data: st.DataObject) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.data())
-def test_compiled_update_pairs_match_the_reference(data: st.DataObject) -> None:
+def test_fast_update_pairs_match_the_reference(data: st.DataObject) -> None:
     columns, kinds = data.draw(tables())
     full = tuple(range(len(columns)))
     before = tuple(sorted(data.draw(st.lists(st.sampled_from(full), min_size=1, unique=True))))
@@ -250,6 +343,32 @@ def test_compiled_update_pairs_match_the_reference(data: st.DataObject) -> None:
     assert len(decoded[0]) == len(decoded[1]) == len(pairs)
     for cut in range(len(blob)):
         _same(columns, blob[:cut], _bits(before), _bits(after))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_any_bytes_in_fixed_width_columns_decode_or_fail_alike(data: st.DataObject) -> None:
+    columns, kinds = data.draw(tables(EVERY_KIND))
+    present = tuple(range(len(columns)))
+    rows = data.draw(st.lists(images(kinds, present), min_size=1, max_size=6))
+    _same(columns, b"".join(rows), _bits(present), None)
+    _same(columns, b"".join(rows[:2]), _bits(present), _bits(present))
+
+
+def test_unusual_fixed_width_values_go_to_the_converters() -> None:
+    """Zero dates, the zero TIMESTAMP and a bad DECIMAL digit group: markers or the error."""
+    columns = _columns(["date_raw", "datetime2_raw", "timestamp4_raw", "time1_raw"])
+    zeros = b"\x00" + bytes(3) + b"\x80" + bytes(5) + bytes(6) + b"\x80" + bytes(3)
+    (row,) = _same(columns, zeros, 0b1111, None)[0]
+    assert row == (
+        InvalidTemporal("0000-00-00"),
+        InvalidTemporal("0000-00-00 00:00:00.00"),
+        InvalidTemporal("0000-00-00 00:00:00.0000"),
+        timedelta(0),
+    )
+    decimal = _columns(["decimal_raw"])
+    name, message = _same(decimal, b"\x00" + b"\x80" + b"\xff" * 6, 0b1, None)
+    assert name == "DecodeError" and "invalid digit group" in message
 
 
 @settings(max_examples=300, deadline=None)
@@ -294,15 +413,15 @@ def test_memo_columns_convert_past_their_cache_size() -> None:
 
 def test_images_of_no_columns_with_bytes_left_are_refused() -> None:
     columns = _columns(["long"])
-    for compiled in (True, False):
-        name, message = _decode(columns, b"\x00", 0, None, compiled=compiled)
+    for decoders in ALL:
+        name, message = _decode(columns, b"\x00", 0, None, decoders=decoders)
         assert name == "DecodeError"
         assert isinstance(message, str)
         assert message.startswith("1 bytes of row images for a row image of no columns")
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_absent_columns_are_marked(compiled: bool) -> None:
+@pytest.mark.parametrize("decoders", ALL)
+def test_absent_columns_are_marked(decoders: RowDecoders) -> None:
     columns = _columns(["long", "varchar_utf8", "long"])
-    decoded = _decode(columns, b"\x00" + struct.pack("<i", 5), 0b001, None, compiled=compiled)
+    decoded = _decode(columns, b"\x00" + struct.pack("<i", 5), 0b001, None, decoders=decoders)
     assert decoded == (((5, ABSENT, ABSENT),), ())

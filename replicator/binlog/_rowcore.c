@@ -1,0 +1,884 @@
+/*
+ * Native row decoders: the optional compiled core of replicator.binlog.rows.
+ *
+ * A RowSpec holds, for one row layout (a table map's columns and the set of columns present
+ * in an image), one small instruction per present column, built in Python from the column's
+ * ColumnPlan (replicator/binlog/native.py). Calling it decodes every row image of a rows
+ * event into tuples, exactly as the generated Python decoders of rowcode.py do; PairSpec
+ * does the same for update images (before, after).
+ *
+ * Like rowcode.py this is a fast path, not a second definition of the formats: it raises
+ * nothing about the data. Any row it cannot decode (a value past the end of the event, text
+ * that is not valid, an ENUM index out of range, a converter that raises) makes it return
+ * (start of that row, False), and the caller decodes from there with the reference decoders,
+ * which raise the exact error. Unusual values of the native types (zero dates, a DECIMAL
+ * digit group out of range) are handed to the column's Python converter, which is the
+ * reference for them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <datetime.h>
+#include <stddef.h>
+#include <string.h>
+
+enum {
+    OP_INT = 1,      /* width 1/2/3/4/8, little-endian, arg0: signed */
+    OP_FLOAT = 2,    /* float32 widened to double */
+    OP_DOUBLE = 3,
+    OP_YEAR = 4,     /* one byte: 0, or 1900 + n */
+    OP_DECIMAL = 5,  /* arg0: integer digits, arg1: scale; obj: converter (invalid values) */
+    OP_DATE = 6,     /* obj: converter */
+    OP_DATETIME2 = 7,  /* arg0: fraction bytes, arg1: unit; obj: converter */
+    OP_TIMESTAMP2 = 8, /* arg0: fraction bytes, arg1: unit; obj: converter */
+    OP_TIME2 = 9,      /* arg0: fraction bytes, arg1: unit */
+    OP_UTF8 = 10,      /* width: length prefix; strict UTF-8 text */
+    OP_LATIN1 = 11,    /* width: length prefix; ASCII here, else obj(bytes) */
+    OP_TEXT = 12,      /* width: length prefix; obj(bytes) -> str */
+    OP_BYTES = 13,     /* width: length prefix; arg0: pad to this many bytes with 0x00 */
+    OP_ENUM = 14,      /* width 1/2; obj: labels tuple */
+    OP_CALL = 15,      /* obj(buf, pos) -> (value, pos) */
+};
+
+typedef struct {
+    int op;
+    int width;
+    long long arg0;
+    long long arg1;
+    PyObject *obj; /* borrowed from RowSpec.objects */
+} Instr;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t ncols;
+    Py_ssize_t npresent;
+    Py_ssize_t null_bytes;
+    Py_ssize_t *present; /* column index of each present column */
+    Instr *instr;        /* one per present column */
+    PyObject *objects;   /* tuple keeping every Instr.obj alive */
+    PyObject *absent;    /* the ABSENT marker */
+    vectorcallfunc vectorcall;
+} RowSpec;
+
+typedef struct {
+    PyObject_HEAD
+    RowSpec *before;
+    RowSpec *after;
+    vectorcallfunc vectorcall;
+} PairSpec;
+
+static PyObject *Decimal = NULL;
+
+/* ---------------------------------------------------------------------------- values */
+
+static inline unsigned long long
+le_uint(const unsigned char *p, int width)
+{
+    unsigned long long v = 0;
+    for (int i = width - 1; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static inline unsigned long long
+be_uint(const unsigned char *p, int width)
+{
+    unsigned long long v = 0;
+    for (int i = 0; i < width; i++) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* The Python converter of a fixed-width value (the reference for unusual values). */
+static PyObject *
+convert(PyObject *converter, const unsigned char *p, int width)
+{
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, width);
+    if (raw == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallOneArg(converter, raw);
+    Py_DECREF(raw);
+    return value;
+}
+
+static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
+static const unsigned int POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                       100000000, 1000000000};
+
+/* Appends the digits of one part (integer or fraction) of a DECIMAL; returns the position
+ * after it, or -1 for a digit group out of range. Groups of 9 digits take 4 bytes; the
+ * integer part's partial group comes first, the fraction's last (strings/decimal.cc). */
+static int
+decimal_part(const unsigned char *b, int *at, int digits, int leading_partial, char *out, int n)
+{
+    int whole = digits / 9, partial = digits % 9;
+    for (int g = 0; g < whole + (partial ? 1 : 0); g++) {
+        int count = 9;
+        if (partial && ((leading_partial && g == 0) || (!leading_partial && g == whole))) {
+            count = partial;
+        }
+        int width = count == 9 ? 4 : DIG2BYTES[count];
+        unsigned long long group = be_uint(b + *at, width);
+        *at += width;
+        if (group >= POW10[count]) {
+            return -1;
+        }
+        for (int i = count - 1; i >= 0; i--) {
+            out[n + i] = (char)('0' + group % 10);
+            group /= 10;
+        }
+        n += count;
+    }
+    return n;
+}
+
+static PyObject *
+decode_decimal(const unsigned char *p, int width, int intg, int scale, PyObject *converter)
+{
+    unsigned char b[40];
+    char text[80];
+    if (width > (int)sizeof(b)) {
+        return convert(converter, p, width);
+    }
+    memcpy(b, p, width);
+    int negative = !(b[0] & 0x80);
+    if (negative) {
+        for (int i = 0; i < width; i++) {
+            b[i] = (unsigned char)~b[i];
+        }
+    }
+    b[0] &= 0x7F;
+    int at = 0, n = 1;
+    n = decimal_part(b, &at, intg, 1, text, n);
+    if (n < 0) {
+        return convert(converter, p, width); /* raises the digit group error */
+    }
+    if (n == 1) {
+        text[n++] = '0';
+    }
+    int point = n;
+    text[n++] = '.';
+    n = decimal_part(b, &at, scale, 0, text, n);
+    if (n < 0) {
+        return convert(converter, p, width);
+    }
+    if (scale == 0) {
+        n = point;
+    }
+    int zero = 1;
+    for (int i = 1; i < n; i++) {
+        if (text[i] != '0' && text[i] != '.') {
+            zero = 0;
+            break;
+        }
+    }
+    text[0] = '-';
+    const char *start = negative && !zero ? text : text + 1;
+    PyObject *s = PyUnicode_FromStringAndSize(start, text + n - start);
+    if (s == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallOneArg(Decimal, s);
+    Py_DECREF(s);
+    return value;
+}
+
+/* A valid date, else NULL with no exception set (the caller asks the converter). */
+static PyObject *
+try_datetime(int year, int month, int day, int hour, int minute, int second, int micro,
+             PyObject *tz)
+{
+    PyObject *value;
+    if (year < 1 || year > 9999 || month < 1 || month > 12 || day < 1 || day > 31 ||
+        hour > 23 || minute > 59 || second > 59 || micro > 999999) {
+        return NULL;
+    }
+    if (hour < 0) {
+        value = PyDate_FromDate(year, month, day);
+    }
+    else {
+        value = PyDateTimeAPI->DateTime_FromDateAndTime(year, month, day, hour, minute, second,
+                                                        micro, tz, PyDateTimeAPI->DateTimeType);
+    }
+    if (value == NULL) {
+        PyErr_Clear(); /* e.g. February 30 */
+    }
+    return value;
+}
+
+static PyObject *
+decode_date(const unsigned char *p, PyObject *converter)
+{
+    unsigned long packed = (unsigned long)le_uint(p, 3);
+    PyObject *value =
+        try_datetime((int)(packed >> 9), (int)((packed >> 5) & 15), (int)(packed & 31), -1, 0,
+                     0, 0, Py_None);
+    return value != NULL ? value : convert(converter, p, 3);
+}
+
+static PyObject *
+decode_datetime2(const unsigned char *p, int width, int frac_bytes, long long unit,
+                 PyObject *converter)
+{
+    unsigned long long whole = be_uint(p, width);
+    int frac_bits = 8 * frac_bytes;
+    long long micro = (long long)(whole & ((1ULL << frac_bits) - 1)) * unit;
+    unsigned long long top = whole >> frac_bits;
+    PyObject *value = NULL;
+    if (top >= 0x8000000000ULL) { /* the sign bit: a non-negative value */
+        unsigned long long packed = top - 0x8000000000ULL;
+        unsigned long long ymd = packed >> 17, year_month = ymd >> 5;
+        value = try_datetime((int)(year_month / 13), (int)(year_month % 13), (int)(ymd & 31),
+                             (int)((packed >> 12) & 31), (int)((packed >> 6) & 63),
+                             (int)(packed & 63), (int)micro, Py_None);
+    }
+    return value != NULL ? value : convert(converter, p, width);
+}
+
+/* days since 1970-01-01 -> civil date (proleptic Gregorian) */
+static void
+civil(long long days, int *year, int *month, int *day)
+{
+    days += 719468;
+    long long era = (days >= 0 ? days : days - 146096) / 146097;
+    long long doe = days - era * 146097;
+    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    long long mp = (5 * doy + 2) / 153;
+    *day = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *month = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *year = (int)(yoe + era * 400 + (*month <= 2));
+}
+
+static PyObject *
+decode_timestamp2(const unsigned char *p, int width, int frac_bytes, long long unit,
+                  PyObject *converter)
+{
+    unsigned long long whole = be_uint(p, width);
+    int frac_bits = 8 * frac_bytes;
+    long long seconds = (long long)(whole >> frac_bits);
+    long long micro = (long long)(whole & ((1ULL << frac_bits) - 1)) * unit;
+    if (seconds == 0 && micro == 0) {
+        return convert(converter, p, width); /* the zero timestamp */
+    }
+    seconds += micro / 1000000;
+    micro %= 1000000;
+    int year, month, day;
+    civil(seconds / 86400, &year, &month, &day);
+    long long rest = seconds % 86400;
+    PyObject *value = try_datetime(year, month, day, (int)(rest / 3600), (int)(rest / 60 % 60),
+                                   (int)(rest % 60), (int)micro, PyDateTime_TimeZone_UTC);
+    return value != NULL ? value : convert(converter, p, width);
+}
+
+static PyObject *
+decode_time2(const unsigned char *p, int width, int frac_bytes, long long unit)
+{
+    long long value = (long long)be_uint(p, width) - (1LL << (8 * width - 1));
+    long long magnitude = value < 0 ? -value : value;
+    int frac_bits = 8 * frac_bytes;
+    long long hms = magnitude >> frac_bits;
+    long long seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63);
+    long long micro = (magnitude & ((1LL << frac_bits) - 1)) * unit;
+    if (value < 0) {
+        seconds = -seconds;
+        micro = -micro;
+    }
+    return PyDelta_FromDSU(0, (int)seconds, (int)micro);
+}
+
+/* One non-NULL value at *pos (bounded by end); NULL when it does not decode. */
+static PyObject *
+decode_value(const Instr *in, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos,
+             Py_ssize_t end)
+{
+    const unsigned char *p = buf + *pos;
+    Py_ssize_t avail = end - *pos;
+    int w = in->width;
+    switch (in->op) {
+    case OP_INT: {
+        if (avail < w) {
+            return NULL;
+        }
+        *pos += w;
+        unsigned long long u = le_uint(p, w);
+        if (!in->arg0) {
+            return PyLong_FromUnsignedLongLong(u);
+        }
+        if (w < 8 && (u >> (8 * w - 1))) {
+            u |= ~0ULL << (8 * w); /* sign-extend */
+        }
+        return PyLong_FromLongLong((long long)u);
+    }
+    case OP_FLOAT: {
+        if (avail < 4) {
+            return NULL;
+        }
+        *pos += 4;
+        double d = PyFloat_Unpack4((const char *)p, 1);
+        if (d == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyFloat_FromDouble(d);
+    }
+    case OP_DOUBLE: {
+        if (avail < 8) {
+            return NULL;
+        }
+        *pos += 8;
+        double d = PyFloat_Unpack8((const char *)p, 1);
+        if (d == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyFloat_FromDouble(d);
+    }
+    case OP_YEAR:
+        if (avail < 1) {
+            return NULL;
+        }
+        *pos += 1;
+        return PyLong_FromLong(p[0] ? 1900 + p[0] : 0);
+    case OP_DECIMAL:
+    case OP_DATE:
+    case OP_DATETIME2:
+    case OP_TIMESTAMP2:
+    case OP_TIME2:
+        if (avail < w) {
+            return NULL;
+        }
+        *pos += w;
+        switch (in->op) {
+        case OP_DECIMAL:
+            return decode_decimal(p, w, (int)in->arg0, (int)in->arg1, in->obj);
+        case OP_DATE:
+            return decode_date(p, in->obj);
+        case OP_DATETIME2:
+            return decode_datetime2(p, w, (int)in->arg0, in->arg1, in->obj);
+        case OP_TIMESTAMP2:
+            return decode_timestamp2(p, w, (int)in->arg0, in->arg1, in->obj);
+        default:
+            return decode_time2(p, w, (int)in->arg0, in->arg1);
+        }
+    case OP_UTF8:
+    case OP_LATIN1:
+    case OP_TEXT:
+    case OP_BYTES: {
+        if (avail < w) {
+            return NULL;
+        }
+        unsigned long long n = le_uint(p, w);
+        if (n > (unsigned long long)(avail - w)) {
+            return NULL;
+        }
+        const char *data = (const char *)p + w;
+        *pos += w + (Py_ssize_t)n;
+        if (in->op == OP_UTF8) {
+            return PyUnicode_DecodeUTF8(data, (Py_ssize_t)n, NULL);
+        }
+        if (in->op == OP_LATIN1) {
+            Py_ssize_t i = 0;
+            while (i < (Py_ssize_t)n && !(data[i] & 0x80)) {
+                i++;
+            }
+            if (i == (Py_ssize_t)n) {
+                return PyUnicode_DecodeASCII(data, (Py_ssize_t)n, NULL);
+            }
+        }
+        if (in->op == OP_BYTES && (long long)n < in->arg0) {
+            PyObject *padded = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)in->arg0);
+            if (padded != NULL) {
+                memcpy(PyBytes_AS_STRING(padded), data, (size_t)n);
+                memset(PyBytes_AS_STRING(padded) + n, 0, (size_t)(in->arg0 - (long long)n));
+            }
+            return padded;
+        }
+        PyObject *raw = PyBytes_FromStringAndSize(data, (Py_ssize_t)n);
+        if (raw == NULL || in->op == OP_BYTES) {
+            return raw;
+        }
+        PyObject *text = PyObject_CallOneArg(in->obj, raw);
+        Py_DECREF(raw);
+        return text;
+    }
+    case OP_ENUM: {
+        if (avail < w) {
+            return NULL;
+        }
+        *pos += w;
+        Py_ssize_t index = (Py_ssize_t)le_uint(p, w);
+        if (index >= PyTuple_GET_SIZE(in->obj)) {
+            return NULL;
+        }
+        PyObject *label = PyTuple_GET_ITEM(in->obj, index);
+        Py_INCREF(label);
+        return label;
+    }
+    case OP_CALL: {
+        PyObject *at = PyLong_FromSsize_t(*pos);
+        if (at == NULL) {
+            return NULL;
+        }
+        PyObject *args[2] = {bufobj, at};
+        PyObject *result = PyObject_Vectorcall(in->obj, args, 2, NULL);
+        Py_DECREF(at);
+        if (result == NULL) {
+            return NULL;
+        }
+        if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_ssize_t next = PyLong_AsSsize_t(PyTuple_GET_ITEM(result, 1));
+        if (next == -1 && PyErr_Occurred()) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        *pos = next;
+        PyObject *value = PyTuple_GET_ITEM(result, 0);
+        Py_INCREF(value);
+        Py_DECREF(result);
+        return value;
+    }
+    default:
+        return NULL;
+    }
+}
+
+/* One row image at *pos; a new tuple, or NULL (any exception cleared) when it does not
+ * decode. */
+static PyObject *
+decode_image(const RowSpec *spec, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos,
+             Py_ssize_t end)
+{
+    Py_ssize_t nb = spec->null_bytes;
+    if (end - *pos < nb) {
+        return NULL;
+    }
+    const unsigned char *nulls = buf + *pos;
+    *pos += nb;
+    PyObject *row = PyTuple_New(spec->ncols);
+    if (row == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_ssize_t next = 0;
+    for (Py_ssize_t k = 0; k < spec->npresent; k++) {
+        Py_ssize_t index = spec->present[k];
+        for (; next < index; next++) {
+            Py_INCREF(spec->absent);
+            PyTuple_SET_ITEM(row, next, spec->absent);
+        }
+        PyObject *value;
+        if (nulls[k >> 3] >> (k & 7) & 1) {
+            value = Py_None;
+            Py_INCREF(value);
+        }
+        else {
+            value = decode_value(&spec->instr[k], bufobj, buf, pos, end);
+            if (value == NULL || *pos > end || *pos < 0) {
+                Py_XDECREF(value);
+                Py_DECREF(row); /* unset items are NULL: tuple dealloc skips them */
+                PyErr_Clear();
+                return NULL;
+            }
+        }
+        PyTuple_SET_ITEM(row, index, value);
+        next = index + 1;
+    }
+    for (; next < spec->ncols; next++) {
+        Py_INCREF(spec->absent);
+        PyTuple_SET_ITEM(row, next, spec->absent);
+    }
+    return row;
+}
+
+static int
+parse_range(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, Py_buffer *view,
+            Py_ssize_t *pos, Py_ssize_t *end)
+{
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "expected %zd arguments, got %zd", want, nargs);
+        return -1;
+    }
+    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    *pos = PyLong_AsSsize_t(args[1]);
+    *end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    if (*end > view->len) {
+        *end = view->len;
+    }
+    if (*pos < 0) {
+        *pos = 0;
+    }
+    return 0;
+}
+
+static PyObject *
+outcome(Py_ssize_t pos, int ok)
+{
+    return Py_BuildValue("(nO)", pos, ok ? Py_True : Py_False);
+}
+
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+/* RowSpec(buf, pos, end, out) -> (pos, ok): appends every image from pos to end to out. */
+static PyObject *
+RowSpec_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RowSpec *spec = (RowSpec *)self;
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
+        PyErr_SetString(PyExc_TypeError, "RowSpec takes no keyword arguments");
+        return NULL;
+    }
+    if (parse_range(args, PyVectorcall_NARGS(nargsf), 4, &view, &pos, &end) < 0) {
+        return NULL;
+    }
+    PyObject *out = args[3];
+    if (!PyList_Check(out)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "out must be a list");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    while (pos < end) {
+        Py_ssize_t start = pos;
+        PyObject *row = decode_image(spec, args[0], buf, &pos, end);
+        if (row == NULL) {
+            PyBuffer_Release(&view);
+            return outcome(start, 0);
+        }
+        if (append_new(out, row) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    PyBuffer_Release(&view);
+    return outcome(pos, 1);
+}
+
+/* PairSpec(buf, pos, end, out, out_after) -> (pos, ok): update images, before then after. */
+static PyObject *
+PairSpec_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PairSpec *pair = (PairSpec *)self;
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
+        PyErr_SetString(PyExc_TypeError, "PairSpec takes no keyword arguments");
+        return NULL;
+    }
+    if (parse_range(args, PyVectorcall_NARGS(nargsf), 5, &view, &pos, &end) < 0) {
+        return NULL;
+    }
+    PyObject *out = args[3], *out_after = args[4];
+    if (!PyList_Check(out) || !PyList_Check(out_after)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "out and out_after must be lists");
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    while (pos < end) {
+        Py_ssize_t start = pos;
+        PyObject *before = decode_image(pair->before, args[0], buf, &pos, end);
+        PyObject *after = before == NULL ? NULL : decode_image(pair->after, args[0], buf, &pos, end);
+        if (after == NULL) {
+            Py_XDECREF(before);
+            PyBuffer_Release(&view);
+            return outcome(start, 0);
+        }
+        if (append_new(out, before) < 0 || append_new(out_after, after) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    PyBuffer_Release(&view);
+    return outcome(pos, 1);
+}
+
+/* ------------------------------------------------------------------------- RowSpec type */
+
+static void
+RowSpec_dealloc(RowSpec *self)
+{
+    PyObject_GC_UnTrack(self);
+    PyMem_Free(self->present);
+    PyMem_Free(self->instr);
+    Py_CLEAR(self->objects);
+    Py_CLEAR(self->absent);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+RowSpec_traverse(RowSpec *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->objects);
+    Py_VISIT(self->absent);
+    return 0;
+}
+
+static int
+check_instr(const Instr *in)
+{
+    int w = in->width;
+    switch (in->op) {
+    case OP_INT:
+        return w == 1 || w == 2 || w == 3 || w == 4 || w == 8;
+    case OP_FLOAT:
+        return w == 4;
+    case OP_DOUBLE:
+        return w == 8;
+    case OP_YEAR:
+        return w == 1;
+    case OP_DECIMAL:
+        return w >= 1 && w <= 40 && in->arg0 >= 0 && in->arg1 >= 0 && in->arg0 + in->arg1 <= 65 &&
+               in->obj != Py_None;
+    case OP_DATE:
+        return w == 3 && in->obj != Py_None;
+    case OP_DATETIME2:
+    case OP_TIMESTAMP2:
+    case OP_TIME2:
+        return in->arg0 >= 0 && in->arg0 <= 3 && in->arg1 > 0 && w >= 3 && w <= 8 &&
+               (in->op == OP_TIME2 || in->obj != Py_None);
+    case OP_UTF8:
+    case OP_BYTES:
+        return w >= 1 && w <= 4;
+    case OP_LATIN1:
+    case OP_TEXT:
+        return w >= 1 && w <= 4 && PyCallable_Check(in->obj);
+    case OP_ENUM:
+        return (w == 1 || w == 2) && PyTuple_Check(in->obj);
+    case OP_CALL:
+        return PyCallable_Check(in->obj);
+    default:
+        return 0;
+    }
+}
+
+/* RowSpec(ncols, present, instructions, absent): present is a tuple of column indexes in
+ * increasing order; instructions one (op, width, arg0, arg1, obj) tuple per present column. */
+static PyObject *
+RowSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Py_ssize_t ncols;
+    PyObject *present, *instructions, *absent;
+    static char *kwlist[] = {"ncols", "present", "instructions", "absent", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO!O!O", kwlist, &ncols, &PyTuple_Type,
+                                     &present, &PyTuple_Type, &instructions, &absent)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(present);
+    if (PyTuple_GET_SIZE(instructions) != n || ncols < n) {
+        PyErr_SetString(PyExc_ValueError, "one instruction per present column");
+        return NULL;
+    }
+    RowSpec *self = (RowSpec *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->ncols = ncols;
+    self->npresent = n;
+    self->null_bytes = (n + 7) / 8;
+    self->present = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    self->instr = PyMem_Calloc(n ? n : 1, sizeof(Instr));
+    self->objects = PyTuple_New(n);
+    Py_INCREF(absent);
+    self->absent = absent;
+    if (self->present == NULL || self->instr == NULL || self->objects == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t previous = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(present, k));
+        if (index == -1 && PyErr_Occurred()) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (index <= previous || index >= ncols) {
+            Py_DECREF(self);
+            PyErr_SetString(PyExc_ValueError, "present columns must increase within ncols");
+            return NULL;
+        }
+        previous = index;
+        self->present[k] = index;
+        Instr *in = &self->instr[k];
+        PyObject *obj;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(instructions, k), "iiLLO", &in->op, &in->width,
+                              &in->arg0, &in->arg1, &obj)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_INCREF(obj);
+        PyTuple_SET_ITEM(self->objects, k, obj);
+        in->obj = obj;
+        if (!check_instr(in)) {
+            Py_DECREF(self);
+            PyErr_Format(PyExc_ValueError, "invalid instruction for column %zd", index);
+            return NULL;
+        }
+    }
+    self->vectorcall = RowSpec_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyObject *
+RowSpec_get_null_bytes(RowSpec *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->null_bytes);
+}
+
+static PyGetSetDef RowSpec_getset[] = {
+    {"null_bytes", (getter)RowSpec_get_null_bytes, NULL, "bytes of the NULL bitmap", NULL},
+    {NULL},
+};
+
+/* ------------------------------------------------------------------------ PairSpec type */
+
+static void
+PairSpec_dealloc(PairSpec *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->before);
+    Py_CLEAR(self->after);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+PairSpec_traverse(PairSpec *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->before);
+    Py_VISIT(self->after);
+    return 0;
+}
+
+static PyTypeObject RowSpecType;
+
+static PyObject *
+PairSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *before, *after;
+    static char *kwlist[] = {"before", "after", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &RowSpecType, &before,
+                                     &RowSpecType, &after)) {
+        return NULL;
+    }
+    PairSpec *self = (PairSpec *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    Py_INCREF(before);
+    Py_INCREF(after);
+    self->before = (RowSpec *)before;
+    self->after = (RowSpec *)after;
+    self->vectorcall = PairSpec_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyTypeObject RowSpecType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.RowSpec",
+    .tp_basicsize = sizeof(RowSpec),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Decodes the row images of one row layout (see the module doc).",
+    .tp_new = RowSpec_new,
+    .tp_dealloc = (destructor)RowSpec_dealloc,
+    .tp_traverse = (traverseproc)RowSpec_traverse,
+    .tp_vectorcall_offset = offsetof(RowSpec, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_getset = RowSpec_getset,
+};
+
+static PyTypeObject PairSpecType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.PairSpec",
+    .tp_basicsize = sizeof(PairSpec),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Decodes update images, before and after (see the module doc).",
+    .tp_new = PairSpec_new,
+    .tp_dealloc = (destructor)PairSpec_dealloc,
+    .tp_traverse = (traverseproc)PairSpec_traverse,
+    .tp_vectorcall_offset = offsetof(PairSpec, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ---------------------------------------------------------------------------- module */
+
+static struct PyModuleDef rowcore_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "replicator.binlog._rowcore",
+    .m_doc = "Native row decoders (the optional compiled core of replicator.binlog.rows).",
+    .m_size = -1,
+};
+
+#define OP_CONSTANT(m, name)                                                                   \
+    if (PyModule_AddIntConstant(m, #name, name) < 0) {                                         \
+        goto fail;                                                                             \
+    }
+
+PyMODINIT_FUNC
+PyInit__rowcore(void)
+{
+    PyObject *m = NULL, *decimal = NULL;
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) {
+        return NULL;
+    }
+    decimal = PyImport_ImportModule("decimal");
+    if (decimal == NULL) {
+        return NULL;
+    }
+    Decimal = PyObject_GetAttrString(decimal, "Decimal");
+    Py_DECREF(decimal);
+    if (Decimal == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&RowSpecType) < 0 || PyType_Ready(&PairSpecType) < 0) {
+        return NULL;
+    }
+    m = PyModule_Create(&rowcore_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&RowSpecType);
+    if (PyModule_AddObject(m, "RowSpec", (PyObject *)&RowSpecType) < 0) {
+        Py_DECREF(&RowSpecType);
+        goto fail;
+    }
+    Py_INCREF(&PairSpecType);
+    if (PyModule_AddObject(m, "PairSpec", (PyObject *)&PairSpecType) < 0) {
+        Py_DECREF(&PairSpecType);
+        goto fail;
+    }
+    OP_CONSTANT(m, OP_INT);
+    OP_CONSTANT(m, OP_FLOAT);
+    OP_CONSTANT(m, OP_DOUBLE);
+    OP_CONSTANT(m, OP_YEAR);
+    OP_CONSTANT(m, OP_DECIMAL);
+    OP_CONSTANT(m, OP_DATE);
+    OP_CONSTANT(m, OP_DATETIME2);
+    OP_CONSTANT(m, OP_TIMESTAMP2);
+    OP_CONSTANT(m, OP_TIME2);
+    OP_CONSTANT(m, OP_UTF8);
+    OP_CONSTANT(m, OP_LATIN1);
+    OP_CONSTANT(m, OP_TEXT);
+    OP_CONSTANT(m, OP_BYTES);
+    OP_CONSTANT(m, OP_ENUM);
+    OP_CONSTANT(m, OP_CALL);
+    return m;
+fail:
+    Py_XDECREF(m);
+    return NULL;
+}
