@@ -240,7 +240,9 @@ def _profiled(command: list[str], profile: Path | None, name: str) -> list[str]:
         return command
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = profile / f"{name}.txt"
-    return [spy, "record", "--format", "raw", "--rate", "200", "-o", str(out), "--", *command]
+    # --gil: only the thread holding the GIL is sampled, which is what bounds throughput here
+    flags = ["--gil", "--format", "raw", "--rate", "200"]
+    return [spy, "record", *flags, "-o", str(out), "--", *command]
 
 
 def run_worker(kind: str, spec: dict[str, Any], profile: Path | None = None) -> Run:

@@ -814,6 +814,309 @@ static PyTypeObject PairSpecType = {
     .tp_call = PyVectorcall_Call,
 };
 
+/* ------------------------------------------------------------------- Arrow columns */
+
+enum {
+    ARROW_INT = 1,       /* width 1/2/4/8 */
+    ARROW_UINT = 2,      /* width 1/2/4/8 */
+    ARROW_FLOAT32 = 3,
+    ARROW_FLOAT64 = 4,
+    ARROW_STRING = 5,    /* str -> UTF-8, int32 offsets */
+    ARROW_BINARY = 6,    /* bytes, int32 offsets */
+    ARROW_DATE32 = 7,    /* date -> days since 1970-01-01 */
+    ARROW_TIMESTAMP = 8, /* naive datetime -> microseconds */
+    ARROW_TIMESTAMP_UTC = 9, /* datetime in timezone.utc -> microseconds */
+    ARROW_DURATION = 10, /* timedelta -> microseconds */
+};
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Growable;
+
+static int
+grow(Growable *g, Py_ssize_t extra)
+{
+    if (g->len + extra <= g->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = g->cap ? g->cap : 1024;
+    while (cap < g->len + extra) {
+        cap *= 2;
+    }
+    char *data = PyMem_Realloc(g->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->data = data;
+    g->cap = cap;
+    return 0;
+}
+
+/* days from 1970-01-01 to a civil date (proleptic Gregorian) */
+static long long
+days_from_civil(long long y, int m, int d)
+{
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* One value of a fixed-width kind into 8 bytes at out; 0 when it is not of the kind (or out
+ * of range), so the caller leaves the column to pyarrow. */
+static int
+fixed_value(PyObject *v, int kind, int width, unsigned char *out)
+{
+    long long i = 0;
+    unsigned long long u = 0;
+    double f;
+    switch (kind) {
+    case ARROW_INT: {
+        if (!PyLong_CheckExact(v)) {
+            return 0;
+        }
+        int overflow;
+        i = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (i == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (width < 8) {
+            long long limit = 1LL << (8 * width - 1);
+            if (i < -limit || i >= limit) {
+                return 0;
+            }
+        }
+        memcpy(out, &i, (size_t)width); /* little-endian hosts (checked at import) */
+        return 1;
+    }
+    case ARROW_UINT:
+        if (!PyLong_CheckExact(v)) {
+            return 0;
+        }
+        u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (width < 8 && u >> (8 * width)) {
+            return 0;
+        }
+        memcpy(out, &u, (size_t)width);
+        return 1;
+    case ARROW_FLOAT32:
+    case ARROW_FLOAT64:
+        if (!PyFloat_CheckExact(v)) {
+            return 0;
+        }
+        f = PyFloat_AS_DOUBLE(v);
+        if (kind == ARROW_FLOAT32) {
+            float narrow = (float)f;
+            if ((double)narrow != f && f == f) {
+                return 0; /* not a float32 value: pyarrow decides */
+            }
+            memcpy(out, &narrow, 4);
+        }
+        else {
+            memcpy(out, &f, 8);
+        }
+        return 1;
+    case ARROW_DATE32: {
+        if (!PyDate_CheckExact(v)) {
+            return 0;
+        }
+        int days = (int)days_from_civil(PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v),
+                                        PyDateTime_GET_DAY(v));
+        memcpy(out, &days, 4);
+        return 1;
+    }
+    case ARROW_TIMESTAMP:
+    case ARROW_TIMESTAMP_UTC: {
+        if (!PyDateTime_CheckExact(v)) {
+            return 0;
+        }
+        PyObject *tz = PyDateTime_DATE_GET_TZINFO(v);
+        if (kind == ARROW_TIMESTAMP ? tz != Py_None : tz != PyDateTime_TimeZone_UTC) {
+            return 0;
+        }
+        long long days = days_from_civil(PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v),
+                                         PyDateTime_GET_DAY(v));
+        i = ((days * 24 + PyDateTime_DATE_GET_HOUR(v)) * 60 + PyDateTime_DATE_GET_MINUTE(v)) * 60 +
+            PyDateTime_DATE_GET_SECOND(v);
+        i = i * 1000000 + PyDateTime_DATE_GET_MICROSECOND(v);
+        memcpy(out, &i, 8);
+        return 1;
+    }
+    case ARROW_DURATION:
+        if (!PyDelta_CheckExact(v)) {
+            return 0;
+        }
+        i = ((long long)PyDateTime_DELTA_GET_DAYS(v) * 86400 + PyDateTime_DELTA_GET_SECONDS(v)) *
+                1000000 +
+            PyDateTime_DELTA_GET_MICROSECONDS(v);
+        memcpy(out, &i, 8);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int
+item_at(PyObject *rows, Py_ssize_t r, Py_ssize_t index, Py_ssize_t width, PyObject **item)
+{
+    PyObject *row = PyList_GET_ITEM(rows, r);
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width) {
+        return 0;
+    }
+    *item = PyTuple_GET_ITEM(row, index);
+    return 1;
+}
+
+/* arrow_column(rows, index, width, kind, byte_width) -> (validity | None, data, offsets |
+ * None, null_count) | None
+ *
+ * The buffers of one Arrow column made of item ``index`` of every row (each a tuple of
+ * ``width`` items), for pa.Array.from_buffers. None when any row or value is not plainly of
+ * the kind (a marker, a value out of range, another type, a string column past 2 GiB): the
+ * caller converts that column with pyarrow and its own checks instead. */
+static PyObject *
+arrow_column(PyObject *module, PyObject *args)
+{
+    PyObject *rows;
+    Py_ssize_t index, width;
+    int kind, byte_width;
+    if (!PyArg_ParseTuple(args, "O!nnii", &PyList_Type, &rows, &index, &width, &kind,
+                          &byte_width)) {
+        return NULL;
+    }
+    if (index < 0 || index >= width || byte_width < 1 || byte_width > 8) {
+        PyErr_SetString(PyExc_ValueError, "bad column index or width");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    int varlen = kind == ARROW_STRING || kind == ARROW_BINARY;
+    PyObject *validity = PyBytes_FromStringAndSize(NULL, (n + 7) / 8);
+    PyObject *data = NULL, *offsets = NULL, *result = NULL;
+    Growable heap = {NULL, 0, 0};
+    if (validity == NULL) {
+        return NULL;
+    }
+    unsigned char *valid = (unsigned char *)PyBytes_AS_STRING(validity);
+    memset(valid, 0, (size_t)(n + 7) / 8);
+    Py_ssize_t nulls = 0;
+    if (varlen) {
+        offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+        if (offsets == NULL) {
+            goto done;
+        }
+        int *off = (int *)PyBytes_AS_STRING(offsets);
+        off[0] = 0;
+        PyObject *last = NULL; /* the previous value: repeated values (metadata) are common */
+        const char *bytes = NULL;
+        Py_ssize_t size = 0;
+        for (Py_ssize_t r = 0; r < n; r++) {
+            PyObject *v;
+            if (!item_at(rows, r, index, width, &v)) {
+                goto fallback;
+            }
+            if (v == Py_None) {
+                nulls++;
+                off[r + 1] = (int)heap.len;
+                continue;
+            }
+            if (v != last) {
+                if (kind == ARROW_STRING) {
+                    if (!PyUnicode_CheckExact(v)) {
+                        goto fallback;
+                    }
+                    bytes = PyUnicode_AsUTF8AndSize(v, &size);
+                    if (bytes == NULL) {
+                        PyErr_Clear(); /* e.g. a lone surrogate: pyarrow reports it */
+                        goto fallback;
+                    }
+                }
+                else {
+                    if (!PyBytes_CheckExact(v)) {
+                        goto fallback;
+                    }
+                    bytes = PyBytes_AS_STRING(v);
+                    size = PyBytes_GET_SIZE(v);
+                }
+                last = v;
+            }
+            if (heap.len + size > 0x7FFFFFFF) {
+                goto fallback; /* past Arrow's 2 GiB per array: the caller splits */
+            }
+            if (grow(&heap, size) < 0) {
+                goto done;
+            }
+            memcpy(heap.data + heap.len, bytes, (size_t)size);
+            heap.len += size;
+            off[r + 1] = (int)heap.len;
+            valid[r >> 3] |= (unsigned char)(1 << (r & 7));
+        }
+        data = PyBytes_FromStringAndSize(heap.data ? heap.data : "", heap.len);
+    }
+    else {
+        data = PyBytes_FromStringAndSize(NULL, n * byte_width);
+        if (data == NULL) {
+            goto done;
+        }
+        unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
+        memset(out, 0, (size_t)(n * byte_width));
+        PyObject *last = NULL;
+        unsigned char previous[8];
+        for (Py_ssize_t r = 0; r < n; r++) {
+            PyObject *v;
+            if (!item_at(rows, r, index, width, &v)) {
+                goto fallback;
+            }
+            if (v == Py_None) {
+                nulls++;
+                continue;
+            }
+            unsigned char *slot = out + r * byte_width;
+            if (v == last) {
+                memcpy(slot, previous, (size_t)byte_width);
+            }
+            else {
+                if (!fixed_value(v, kind, byte_width, slot)) {
+                    goto fallback;
+                }
+                memcpy(previous, slot, (size_t)byte_width);
+                last = v;
+            }
+            valid[r >> 3] |= (unsigned char)(1 << (r & 7));
+        }
+    }
+    if (data == NULL) {
+        goto done;
+    }
+    result = Py_BuildValue("(OOOn)", nulls ? validity : Py_None, data,
+                           offsets ? offsets : Py_None, nulls);
+    goto done;
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyMem_Free(heap.data);
+    Py_XDECREF(validity);
+    Py_XDECREF(data);
+    Py_XDECREF(offsets);
+    return result;
+}
+
+static PyMethodDef rowcore_methods[] = {
+    {"arrow_column", arrow_column, METH_VARARGS,
+     "arrow_column(rows, index, width, kind, byte_width): the Arrow buffers of one column, "
+     "or None to leave it to pyarrow."},
+    {NULL, NULL, 0, NULL},
+};
+
 /* ---------------------------------------------------------------------------- module */
 
 static struct PyModuleDef rowcore_module = {
@@ -821,6 +1124,7 @@ static struct PyModuleDef rowcore_module = {
     .m_name = "replicator.binlog._rowcore",
     .m_doc = "Native row decoders (the optional compiled core of replicator.binlog.rows).",
     .m_size = -1,
+    .m_methods = rowcore_methods,
 };
 
 #define OP_CONSTANT(m, name)                                                                   \
@@ -832,6 +1136,11 @@ PyMODINIT_FUNC
 PyInit__rowcore(void)
 {
     PyObject *m = NULL, *decimal = NULL;
+    const unsigned short probe = 1;
+    if (*(const unsigned char *)&probe != 1) {
+        PyErr_SetString(PyExc_ImportError, "the native core supports little-endian hosts only");
+        return NULL;
+    }
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL) {
         return NULL;
@@ -877,6 +1186,16 @@ PyInit__rowcore(void)
     OP_CONSTANT(m, OP_BYTES);
     OP_CONSTANT(m, OP_ENUM);
     OP_CONSTANT(m, OP_CALL);
+    OP_CONSTANT(m, ARROW_INT);
+    OP_CONSTANT(m, ARROW_UINT);
+    OP_CONSTANT(m, ARROW_FLOAT32);
+    OP_CONSTANT(m, ARROW_FLOAT64);
+    OP_CONSTANT(m, ARROW_STRING);
+    OP_CONSTANT(m, ARROW_BINARY);
+    OP_CONSTANT(m, ARROW_DATE32);
+    OP_CONSTANT(m, ARROW_TIMESTAMP);
+    OP_CONSTANT(m, ARROW_TIMESTAMP_UTC);
+    OP_CONSTANT(m, ARROW_DURATION);
     return m;
 fail:
     Py_XDECREF(m);

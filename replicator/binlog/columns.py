@@ -364,7 +364,8 @@ def _datetime2(col: ColumnDef) -> ColumnPlan:
 def _timestamp2(col: ColumnDef) -> ColumnPlan:
     convert = temporal.timestamp2_converter(col.meta)
     size = temporal.timestamp2_size(col.meta)
-    return _memoized(size, convert, "TIMESTAMP", ("timestamp2", *temporal.fraction_layout(col.meta)))
+    layout = temporal.fraction_layout(col.meta)
+    return _memoized(size, convert, "TIMESTAMP", ("timestamp2", *layout))
 
 
 # ------------------------------------------------------------------- length-prefixed data

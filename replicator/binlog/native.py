@@ -17,6 +17,11 @@ there and raise the exact error. Each column becomes one instruction, derived he
 * ENUM labels are looked up;
 * every other type calls its reference decoder.
 
+The core also builds Arrow columns straight from row tuples (``arrow_column``), for the
+Parquet writer: integers, floats, text, bytes, dates, timestamps and durations, with None as
+null. It gives up (None) on any value that is not plainly of the column's type, and the
+writer converts that column with pyarrow and its own checks, as without the core.
+
 Set ``REPLICATOR_NATIVE=0`` in the environment to use the Python decoders only.
 """
 
@@ -26,11 +31,22 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from .charsets import decode_mysql_latin1
 from .columns import ColumnPlan
 from .values import ABSENT
 
-__all__ = ["AVAILABLE", "IMPORT_ERROR", "Instruction", "instruction", "pair_spec", "row_spec"]
+__all__ = [
+    "AVAILABLE",
+    "IMPORT_ERROR",
+    "Instruction",
+    "arrow_column",
+    "arrow_kind",
+    "instruction",
+    "pair_spec",
+    "row_spec",
+]
 
 Instruction = tuple[int, int, int, int, object]
 
@@ -91,3 +107,43 @@ def row_spec(plans: Sequence[ColumnPlan], present: Sequence[int]) -> Any:
 def pair_spec(before: Any, after: Any) -> Any:
     """The native decoder of update images (a ``PairsDecoder``)."""
     return _core.PairSpec(before, after)
+
+
+def arrow_kind(type_: pa.DataType) -> tuple[int, int] | None:
+    """(kind, byte width) of an Arrow type the core builds columns of; None for the others
+    (or without the core)."""
+    core = _core
+    if not AVAILABLE:
+        return None
+    if pa.types.is_integer(type_):
+        kind = core.ARROW_INT if pa.types.is_signed_integer(type_) else core.ARROW_UINT
+        return kind, type_.bit_width // 8
+    if pa.types.is_float32(type_):
+        return core.ARROW_FLOAT32, 4
+    if pa.types.is_float64(type_):
+        return core.ARROW_FLOAT64, 8
+    if pa.types.is_string(type_):
+        return core.ARROW_STRING, 1
+    if pa.types.is_binary(type_):
+        return core.ARROW_BINARY, 1
+    if pa.types.is_date32(type_):
+        return core.ARROW_DATE32, 4
+    if pa.types.is_timestamp(type_) and type_.unit == "us":
+        if type_.tz is None:
+            return core.ARROW_TIMESTAMP, 8
+        if type_.tz == "UTC":
+            return core.ARROW_TIMESTAMP_UTC, 8
+    if pa.types.is_duration(type_) and type_.unit == "us":
+        return core.ARROW_DURATION, 8
+    return None
+
+
+def arrow_column(
+    rows: list[Any], index: int, width: int, kind: int, byte_width: int
+) -> tuple[bytes | None, bytes, bytes | None, int] | None:
+    """The Arrow buffers (validity or None, data, offsets or None, null count) of item
+    ``index`` of every row, each a tuple of ``width`` items; None to leave it to pyarrow."""
+    found: tuple[bytes | None, bytes, bytes | None, int] | None = _core.arrow_column(
+        rows, index, width, kind, byte_width
+    )
+    return found

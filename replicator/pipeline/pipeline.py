@@ -5,8 +5,18 @@ database/table globs (and columns dropped), and are appended to the open batch. 
 commits, whole transactions only, when it reaches ``batch_max_rows`` row changes,
 ``batch_max_bytes`` binlog bytes, or ``batch_max_seconds`` of age. A transaction too large
 for memory arrives in parts; its rows stream into the batch's staging files as they come and
-the batch commits at its end. Converting rows and writing Parquet run in one worker thread,
-so the event loop stays free; the commit protocol itself is in ``sink.landing``.
+the batch commits at its end. Converting rows, writing Parquet and the commit protocol
+(``sink.landing``) run in one worker thread, in the order they are handed over, so the event
+loop stays free:
+
+* row changes are staged in the loop and handed to the worker in chunks of about
+  ``STAGE_ROWS`` (a conversion per transaction would spend more on fixed costs than on rows);
+* a due batch's commit is handed over like a chunk, and the loop goes on decoding the next
+  batch while the worker encodes and commits (Parquet encoding releases the GIL, so this
+  runs on a second core). What the commit did (checkpoint, stats, ``on_commit``) is applied
+  in the loop once it is done, in order; an error of the worker is raised in the loop at the
+  next hand-over. At most ``INFLIGHT_ROWS`` row changes wait for the worker; ``commit()``
+  and ``close()`` called from outside wait for all of it.
 
 XA: the rows of a transaction that ends at XA PREPARE are held (``HeldXa``) and land with
 the transaction that commits them (``XA COMMIT``), which gives them their ``_seq``, ``_gtid``
@@ -18,12 +28,15 @@ stream's start has no rows here: it is counted and logged, never guessed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import fnmatch
 import time
-from collections.abc import Callable, Iterable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import structlog
@@ -33,7 +46,7 @@ from ..binlog.transaction import Transaction, TransactionPart
 from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
-from ..errors import ConfigError, IntegrityError
+from ..errors import ConfigError, IntegrityError, SinkError
 from ..sink.landing import Batch, LandingZone
 from ..source.protocol import StreamPosition
 from ..source.stream import TransactionAborted
@@ -41,6 +54,19 @@ from .changes import HeldXa, RowChange, TableVersion
 
 log = structlog.get_logger("replicator")
 Groups = list[tuple[TableVersion, list[RowChange]]]
+STAGE_ROWS = 16_384
+"""Row changes staged in the loop before they are handed to the writer thread."""
+INFLIGHT_ROWS = 4 * STAGE_ROWS
+"""Row changes handed to the writer thread and not yet converted, at most (memory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    """A commit handed to the writer thread: what the loop applies once it is done."""
+
+    batch: Batch
+    started: float
+    held: dict[str, HeldXa]
 
 
 @dataclass(slots=True)
@@ -70,6 +96,11 @@ class TableFilter:
         self._columns = cfg.exclude_columns
         self._tables: dict[tuple[str, str], bool] = {}
         self._versions: dict[object, tuple[TableVersion, tuple[int, ...] | None]] = {}
+        self._last_map: ev.TableMapEvent | None = None
+        self._last: tuple[TableVersion, tuple[int, ...] | None] = (
+            TableVersion("", "", ()),
+            None,
+        )
 
     def wants(self, schema: str, table: str) -> bool:
         key = (schema, table)
@@ -84,11 +115,20 @@ class TableFilter:
 
     def version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:
         """The landed table version and, when columns are excluded, the kept indexes."""
+        if table_map is self._last_map:  # the rows events of one table map (held: no id reuse)
+            return self._last
         # keyed by content, never by id(): table map objects come and go
         key = (table_map.schema, table_map.table, table_map.columns, table_map.primary_key)
         cached = self._versions.get(key)
-        if cached is not None:
-            return cached
+        if cached is None:
+            cached = self._version(table_map)
+            if len(self._versions) > 10_000:
+                self._versions.clear()
+            self._versions[key] = cached
+        self._last_map, self._last = table_map, cached
+        return cached
+
+    def _version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:
         columns = table_map.columns
         keep: tuple[int, ...] | None = None
         if self._columns:
@@ -106,14 +146,40 @@ class TableFilter:
                 columns = tuple(columns[i] for i in kept)
         primary = tuple(table_map.primary_key)
         version = TableVersion(table_map.schema, table_map.table, columns, primary)
-        if len(self._versions) > 10_000:
-            self._versions.clear()
-        self._versions[key] = (version, keep)
         return version, keep
 
 
 def _project(values: tuple[object, ...], keep: tuple[int, ...] | None) -> tuple[object, ...]:
     return values if keep is None else tuple(values[i] for i in keep)
+
+
+def _changes(
+    op: str,
+    seq: int,
+    gtid: str | None,
+    ts: dt.datetime,
+    server_id: int,
+    event: ev.RowsEvent,
+    rows: Sequence[tuple[object, ...]],
+    befores: Sequence[tuple[object, ...]] | None,
+) -> list[RowChange]:
+    """One ``RowChange`` per row, numbered from ``seq``, built by C iterators alone
+    (``tuple.__new__`` over zipped fields): several times faster per row than calling the
+    NamedTuple constructor, which is Python code."""
+    n = len(rows)
+    fields = zip(
+        repeat(op, n),
+        range(seq, seq + n),
+        repeat(gtid, n),
+        repeat(ts, n),
+        repeat(server_id, n),
+        repeat(event.file, n),
+        repeat(event.position, n),
+        rows,
+        repeat(None, n) if befores is None else befores,
+        strict=True,
+    )
+    return list(map(tuple.__new__, repeat(RowChange, n), fields))
 
 
 def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> dt.datetime:
@@ -145,6 +211,14 @@ class Pipeline:
         self._batch: Batch | None = None
         self._batch_started = 0.0
         self._batch_bytes = 0
+        self._batch_rows = 0  # staged, in flight and written
+        self._staged: Groups = []
+        self._staged_rows = 0
+        # work handed to the writer thread, oldest first: (future, rows, commit or None)
+        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None]] = deque()
+        self._inflight_rows = 0
+        self._next_batch: Batch | None = None  # follows a commit still in the writer thread
+        self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
         self._in_parts = False
@@ -168,17 +242,84 @@ class Pipeline:
 
     @property
     def pending_rows(self) -> int:
-        return 0 if self._batch is None else self._batch.rows
+        return 0 if self._batch is None else self._batch_rows
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     def _open(self) -> Batch:
         if self._batch is None:
-            self._batch = self.zone.begin(self.checkpoint)
+            self._batch = self._next_batch or self.zone.begin(self.checkpoint)
+            self._next_batch = None
             self._batch_started = time.monotonic()
             self._batch_bytes = 0
+            self._batch_rows = 0
         return self._batch
+
+    async def _stage(self, batch: Batch, groups: Groups) -> None:
+        """Add row changes to the batch: staged here, handed to the writer thread in chunks."""
+        staged = self._staged
+        for version, changes in groups:
+            if staged and staged[-1][0] == version:
+                staged[-1][1].extend(changes)
+            else:
+                staged.append((version, list(changes)))
+            self._staged_rows += len(changes)
+            self._batch_rows += len(changes)
+        if self._staged_rows >= STAGE_ROWS:
+            await self._hand_over(batch)
+
+    async def _hand_over(self, batch: Batch) -> None:
+        """Give the staged rows to the writer thread (without waiting for them)."""
+        if self._staged:
+            staged, rows = self._staged, self._staged_rows
+            self._staged, self._staged_rows = [], 0
+            self._submit(rows, None, self._append, batch, staged)
+        await self._reap()
+
+    def _submit(
+        self, rows: int, commit: _Commit | None, fn: Callable[..., Any], *args: Any
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, self._guarded, fn, *args)
+        self._inflight.append((future, rows, commit))
+        self._inflight_rows += rows
+
+    def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run handed-over work (writer thread). Once an item fails, nothing after it runs:
+        a commit must never follow rows that were not written, nor a commit that failed."""
+        if self._failed is not None:
+            raise SinkError(
+                "the writer thread stopped at an earlier error", hint="see the error before this"
+            ) from self._failed
+        try:
+            return fn(*args)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+
+    async def _reap(self, *, everything: bool = False) -> None:
+        """Apply what the writer thread has done, in order; wait while more than
+        ``INFLIGHT_ROWS`` rows are waiting for it (or, with ``everything``, until it is idle).
+        Raises the error of the first item that failed."""
+        inflight = self._inflight
+        while inflight:
+            future, rows, commit = inflight[0]
+            if not (future.done() or everything or self._inflight_rows > INFLIGHT_ROWS):
+                return
+            try:
+                result = await future
+            finally:
+                inflight.popleft()
+                self._inflight_rows -= rows
+            if commit is not None:
+                self._committed(commit, *result)
+
+    async def _drop_staged(self) -> None:
+        """Forget staged rows and wait until the writer thread is idle (the batch is being
+        dropped); commits handed over before are applied, or their error raised."""
+        self._staged, self._staged_rows = [], 0
+        await self._reap(everything=True)
 
     def _changes(
         self,
@@ -208,38 +349,37 @@ class Pipeline:
             if not self.filter.wants(table.schema, table.table):
                 continue
             version, keep = self.filter.version(table)
-            server_id = event.header.server_id
-            file, pos = event.file, event.position
-            changes: list[RowChange] = []
+            header = event.header
             if event.kind is ev.RowsKind.UPDATE:
-                for before, after in zip(event.rows, event.after, strict=True):
-                    changes.append(
-                        RowChange(
-                            "u", seq, gtid, ts, server_id, file, pos, _project(after, keep),
-                            _project(before, keep),  # `_before` if kept; `_before_key` always
-                        )
-                    )  # fmt: skip
-                    seq += 1
+                afters: Sequence[tuple[object, ...]] = event.after
+                befores: Sequence[tuple[object, ...]] = event.rows
+                if len(afters) != len(befores):
+                    raise IntegrityError(
+                        f"update at {event.file}:{event.position} has {len(befores)} before "
+                        f"images and {len(afters)} after images"
+                    )
+                if keep is not None:
+                    afters = [_project(row, keep) for row in afters]
+                    befores = [_project(row, keep) for row in befores]  # `_before` if kept
+                changes = _changes("u", seq, gtid, ts, header.server_id, event, afters, befores)
             else:
                 op = "c" if event.kind is ev.RowsKind.INSERT else "d"
                 # no column left out (the usual case): the decoded tuples as they are
                 rows = event.rows if keep is None else [_project(row, keep) for row in event.rows]
-                changes.extend(
-                    RowChange(op, n, gtid, ts, server_id, file, pos, row)
-                    for n, row in enumerate(rows, seq)
-                )
-                seq += len(rows)
-            if out and out[-1][0] == version:
+                changes = _changes(op, seq, gtid, ts, header.server_id, event, rows, None)
+            seq += len(changes)
+            if out and (out[-1][0] is version or out[-1][0] == version):
                 out[-1][1].extend(changes)
             else:
                 out.append((version, changes))
         return out, seq
 
     def _count(self, groups: Groups) -> None:
+        counts = self.stats.rows_by_table_op
         for version, changes in groups:
-            for change in changes:
-                key = (version.name, change.op)
-                self.stats.rows_by_table_op[key] = self.stats.rows_by_table_op.get(key, 0) + 1
+            for op, n in Counter(change.op for change in changes).items():
+                key = (version.name, op)
+                counts[key] = counts.get(key, 0) + n
 
     def _xa(self, transaction: Transaction, ts: dt.datetime) -> Groups:
         """The rows an XA part lands now: none at PREPARE (held) or ROLLBACK, the held rows
@@ -308,14 +448,16 @@ class Pipeline:
             batch = self._open()
             ts = _commit_time(item, int(time.time()))
             groups = self._changes(item, item.events, ts)
-            await self._run(self._append, batch, groups)
+            await self._stage(batch, groups)
             return
         if isinstance(item, TransactionAborted):
             # parts of a transaction the stream will send again: forget them
             self.stats.aborted_parts += 1
+            await self._drop_staged()
             if self._batch is not None:
                 await self._run(self._batch.abort)
             self._batch = None
+            self._next_batch = None
             self._next_seq = self.checkpoint.next_seq
             self._position = self.checkpoint.position
             self._held = dict(self._held_committed)
@@ -329,7 +471,7 @@ class Pipeline:
             groups = self._xa(item, ts)
         else:
             groups = self._changes(item, item.events, ts)
-        await self._run(self._append, batch, groups)
+        await self._stage(batch, groups)
         batch.transactions += 1
         self._batch_bytes += item.end_position - item.position if not item.parts else 0
         self.stats.transactions += 1
@@ -340,14 +482,14 @@ class Pipeline:
         was_parts = self._in_parts
         self._in_parts = False
         if was_parts or self.due():
-            await self.commit()
+            await self.commit(wait=False)
 
     def due(self) -> bool:
         batch = self._batch
         if batch is None or batch.transactions == 0:
             return False
         return (
-            batch.rows >= self.sink.batch_max_rows
+            self._batch_rows >= self.sink.batch_max_rows
             or self._batch_bytes >= self.sink.batch_max_bytes
             or time.monotonic() - self._batch_started >= self.sink.batch_max_seconds
         )
@@ -357,30 +499,53 @@ class Pipeline:
             return None
         return max(0.0, self.sink.batch_max_seconds - (time.monotonic() - self._batch_started))
 
-    async def commit(self) -> None:
-        """Commit the open batch (whole transactions only)."""
+    async def commit(self, *, wait: bool = True) -> None:
+        """Commit the open batch (whole transactions only). Without ``wait`` the commit runs
+        in the writer thread while the loop goes on (see the module doc)."""
         batch = self._batch
-        if batch is None or self._in_parts:
-            return
-        if batch.transactions == 0:
-            return
-        assert self._position is not None
-        started = time.monotonic()
-        checkpoint = await self._run(batch.commit, self._position, self._next_seq, self._held)
+        if batch is not None and not self._in_parts and batch.transactions:
+            assert self._position is not None
+            commit = _Commit(batch, time.monotonic(), dict(self._held))
+            await self._hand_over(batch)
+            self._submit(
+                0, commit, self._commit_batch, batch, self._position, self._next_seq, commit.held
+            )
+            self._batch = None
+            # what zone.begin(the new checkpoint) gives, before the checkpoint exists
+            self._next_batch = Batch(self.zone, batch.number + 1, self._next_seq, self._position)
+        if wait:
+            await self._reap(everything=True)
+
+    def _commit_batch(
+        self, batch: Batch, end: StreamPosition, next_seq: int, held: dict[str, HeldXa]
+    ) -> tuple[Checkpoint, dict[str, Any] | None]:
+        """The commit protocol (writer thread)."""
+        checkpoint = batch.commit(end, next_seq, held)
+        return checkpoint, self.zone.last_manifest
+
+    def _committed(
+        self, commit: _Commit, checkpoint: Checkpoint, manifest: dict[str, Any] | None
+    ) -> None:
+        """A commit the writer thread has done, applied in the loop."""
+        batch = commit.batch
         self.checkpoint = checkpoint
-        self._held_committed = dict(self._held)
-        self._batch = None
+        self._held_committed = commit.held
         self.stats.batches += 1
         self.stats.row_changes += batch.rows
         self.stats.last_batch_rows = batch.rows
-        self.stats.last_batch_seconds = time.monotonic() - started
+        self.stats.last_batch_seconds = time.monotonic() - commit.started
         self.stats.last_commit_time = time.monotonic()
-        manifest = self.zone.last_manifest
         if self.on_commit is not None and manifest is not None:
             self.on_commit(manifest, self.stats)
 
     async def close(self) -> None:
-        """Drop an uncommitted batch (its transactions replay from the checkpoint)."""
+        """Drop an uncommitted batch (its transactions replay from the checkpoint); commits
+        already handed to the writer thread finish first (an error is not raised here: the
+        caller is closing, usually because of it)."""
+        self._staged, self._staged_rows = [], 0
+        while self._inflight:
+            with contextlib.suppress(Exception):
+                await self._reap(everything=True)
         if self._batch is not None:
             await self._run(self._batch.abort)
             self._batch = None

@@ -36,7 +36,11 @@ Row identity, for whoever turns the changes back into a table (``replicator.spar
   (MINIMAL) after image that leaves the unchanged key columns out. Its invalid dates are
   nulls like everywhere, but not counted again.
 
-The conversion is optimistic: pyarrow rejects every marker object, so a column is first
+The conversion is optimistic. A column of a plain type (integers, floats, text, bytes, dates,
+timestamps, durations) is first built by the native core (``binlog/_rowcore.c``, when it is
+built) straight from the row tuples into Arrow buffers; it gives up on anything that is not
+plainly a value of the column's type (None aside), and the column is then converted by
+pyarrow, as every other column is. pyarrow rejects every marker object, so a column is
 converted as it is and only scanned value by value when that fails. A failed ``write()``
 leaves the file as it was; a disk error (OSError) removes the partial file and raises
 SinkError naming the path and what to do.
@@ -52,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
+from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NoReturn
@@ -60,6 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..binlog import native
 from ..binlog.constants import ColumnType
 from ..binlog.json_diff import UnappliedJsonDiffs
 from ..binlog.schema import ColumnDef
@@ -118,6 +124,7 @@ class _ColumnPlan:
     name: str
     type: pa.DataType
     prepare: Callable[[Sequence[object]], Sequence[object]] | None
+    native: tuple[int, int] | None = None  # (kind, byte width) for the native core
 
 
 def _decimal_text(values: Sequence[object]) -> list[object]:
@@ -136,8 +143,27 @@ def identity(version: TableVersion) -> tuple[tuple[int, ...], bool]:
 
 def _plan(col: ColumnDef) -> _ColumnPlan:
     field = arrow_field(col)
-    text_decimal = col.type == ColumnType.NEWDECIMAL and pa.types.is_string(field.type)
-    return _ColumnPlan(field.name, field.type, _decimal_text if text_decimal else None)
+    if col.type == ColumnType.NEWDECIMAL and pa.types.is_string(field.type):
+        return _ColumnPlan(field.name, field.type, _decimal_text)
+    return _ColumnPlan(field.name, field.type, None, native.arrow_kind(field.type))
+
+
+def _native_array(
+    rows: list[Any], index: int, width: int, type_: pa.DataType, kind: tuple[int, int] | None
+) -> pa.Array | None:
+    """Item ``index`` of every row as an Arrow array built by the native core; None when the
+    core is not there or leaves the column to pyarrow."""
+    if kind is None:
+        return None
+    found = native.arrow_column(rows, index, width, *kind)
+    if found is None:
+        return None
+    validity, data, offsets, nulls = found
+    buffers = [None if validity is None else pa.py_buffer(validity)]
+    if offsets is not None:
+        buffers.append(pa.py_buffer(offsets))
+    buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(type_, len(rows), buffers, null_count=nulls)
 
 
 class ParquetTableWriter:
@@ -356,10 +382,9 @@ class ParquetTableWriter:
         absent_rows: dict[int, list[int]] = {}
         mode = _Absent.TRACK if self.with_absent else _Absent.REFUSE
         arrays: list[pa.Array] = []
-        columns = self._transpose([c.values for c in changes], changes)
-        for index, (plan, values) in enumerate(zip(self._plans, columns, strict=True)):
-            rows: list[int] = []
-            array, bad = self._column(plan, values, changes, mode, rows)
+        for index, (array, bad, rows) in enumerate(
+            self._columns([c.values for c in changes], changes, mode)
+        ):
             invalid += bad
             if rows:
                 absent_rows[index] = rows
@@ -375,22 +400,38 @@ class ParquetTableWriter:
             arrays.append(self._before_key(changes))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema), invalid
 
-    def _transpose(
-        self, rows: list[tuple[object, ...]], changes: Sequence[RowChange]
-    ) -> list[tuple[object, ...]]:
+    def _columns(
+        self, rows: list[tuple[object, ...]], changes: Sequence[RowChange], mode: _Absent
+    ) -> list[tuple[pa.Array, int, list[int]]]:
+        """Every table column of ``rows``: (array, invalid dates made null, rows absent).
+        Natively where it can; the other columns are taken out of the rows one by one."""
         width = len(self._plans)
-        try:
-            columns = list(zip(*rows, strict=True))
-        except ValueError:
-            columns = []  # rows of different lengths: find one below
-        if len(columns) != width:
-            for i, row in enumerate(rows):
-                if len(row) != width:
-                    raise InternalError(
-                        f"table {self.version.name}: row image of {len(row)} values for "
-                        f"{width} columns at {_where(changes[i])}"
-                    )
-        return columns
+        out: list[tuple[pa.Array, int, list[int]]] = []
+        checked = False  # every row has ``width`` values (the core checks it too)
+        for index, plan in enumerate(self._plans):
+            array = _native_array(rows, index, width, plan.type, plan.native)
+            if array is not None:
+                checked = True
+                out.append((array, 0, []))
+                continue
+            if not checked:
+                self._check_widths(rows, changes)
+                checked = True
+            absent: list[int] = []
+            values = list(map(itemgetter(index), rows))
+            array, bad = self._column(plan, values, changes, mode, absent)
+            out.append((array, bad, absent))
+        return out
+
+    def _check_widths(self, rows: list[tuple[object, ...]], changes: Sequence[RowChange]) -> None:
+        """Raises InternalError for a row of the wrong width."""
+        width = len(self._plans)
+        for i, row in enumerate(rows):
+            if len(row) != width:
+                raise InternalError(
+                    f"table {self.version.name}: row image of {len(row)} values for "
+                    f"{width} columns at {_where(changes[i])}"
+                )
 
     def _column(
         self,
@@ -462,22 +503,23 @@ class ParquetTableWriter:
 
     def _metadata(self, changes: Sequence[RowChange]) -> list[pa.Array]:
         # RowChange is a tuple whose first seven fields are the metadata columns, in order
-        fields_of = list(zip(*changes, strict=True))
-        ops, seqs, gtids, stamps, server_ids, files, positions = fields_of[:7]
-        if not _OPS.issuperset(ops):
-            raise InternalError(f"unknown _op in {sorted(set(ops) - _OPS)}")
-        seq = pa.array(seqs, pa.int64())
-        self._check_order(seq)
+        rows = changes if isinstance(changes, list) else list(changes)
+        width = len(RowChange._fields)
         fields = METADATA_FIELDS
-        arrays = [
-            pa.array(ops, fields[0].type),
-            seq,
-            pa.array(gtids, fields[2].type),
-            pa.array(stamps, fields[3].type),
-            pa.array(server_ids, fields[4].type),
-            pa.array(files, fields[5].type),
-            pa.array(positions, fields[6].type),
-        ]
+        arrays: list[pa.Array] = []
+        fields_of: list[tuple[object, ...]] | None = None
+        for index, field in enumerate(fields):
+            kind = native.arrow_kind(field.type)
+            array = _native_array(rows, index, width, field.type, kind)
+            if array is None:
+                if fields_of is None:
+                    fields_of = list(zip(*changes, strict=True))
+                array = pa.array(fields_of[index], field.type)
+            arrays.append(array)
+        ops = set(pc.unique(arrays[0]).to_pylist())
+        if not _OPS.issuperset(ops):
+            raise InternalError(f"unknown _op in {sorted(ops - _OPS, key=str)}")
+        self._check_order(arrays[1])
         for field, array in zip(fields, arrays, strict=True):
             if not field.nullable and array.null_count:
                 raise InternalError(f"{field.name} is null in a row change")
@@ -501,8 +543,7 @@ class ParquetTableWriter:
         rows = [empty if c.before is None else c.before for c in changes]
         children: list[pa.Array] = []
         invalid = 0
-        for plan, values in zip(self._plans, self._transpose(rows, changes), strict=True):
-            array, bad = self._column(plan, values, changes, _Absent.NULL, [])
+        for array, bad, _ in self._columns(rows, changes, _Absent.NULL):
             children.append(array)
             invalid += bad
         struct = pa.StructArray.from_arrays(

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.binlog import native
 from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.decimal import encode_decimal
 from replicator.binlog.errors import DecodeError
-from replicator.binlog import native
 from replicator.binlog.rows import RowDecoders, RowImage, TableDecoder, decode_images
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.temporal import (
@@ -127,8 +127,10 @@ KINDS: dict[str, tuple[dict[str, Any], Any]] = {
     ),
     "decimal_fraction": (
         {"type": T.NEWDECIMAL, "meta": 5 << 8 | 5},
-        (st.decimals(min_value=-1, max_value=1, places=5).filter(lambda v: abs(v) < 1),
-         lambda v: encode_decimal(v, 5, 5)),
+        (
+            st.decimals(min_value=-1, max_value=1, places=5).filter(lambda v: abs(v) < 1),
+            lambda v: encode_decimal(v, 5, 5),
+        ),
     ),
     "decimal_whole": (
         {"type": T.NEWDECIMAL, "meta": 19 << 8 | 0},
