@@ -109,9 +109,11 @@ def stream(spec: dict[str, Any]) -> dict[str, Any]:
         TransactionPart,
     )
     from replicator.config import Secret, SourceConfig  # noqa: PLC0415
+    from replicator.runtime import tune_gc  # noqa: PLC0415
     from replicator.source.protocol import StreamPosition  # noqa: PLC0415
     from replicator.source.stream import ReplicaStream  # noqa: PLC0415
 
+    tune_gc()  # as `replicator dump` and `replicator run` do
     cfg = SourceConfig(
         host=spec["host"],
         port=spec["port"],
@@ -136,8 +138,10 @@ def stream(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def file(spec: dict[str, Any]) -> dict[str, Any]:
+    from replicator.runtime import tune_gc  # noqa: PLC0415
     from replicator.source.binlog_file import read_binlog_files  # noqa: PLC0415
 
+    tune_gc()  # as `replicator dump` does
     began = time.perf_counter()
     images, values = _touch(read_binlog_files([Path(p) for p in spec["paths"]]))
     return {"images": images, "values": values, "seconds": time.perf_counter() - began}

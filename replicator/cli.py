@@ -28,6 +28,7 @@ from .dump import RowChangeFormatter, dump_live, json_lines
 from .embedded.demo import start_demo
 from .errors import ConfigError, ReplicatorError
 from .logs import configure as configure_logging
+from .runtime import tune_gc
 from .service import RunOptions, Service
 from .sink.landing import LandingZone
 from .source.binlog_file import read_binlog_files
@@ -80,6 +81,7 @@ def dump(
     """
     formatter = RowChangeFormatter()
     out = sys.stdout
+    tune_gc()
     try:
         if binlog_files and config_file is not None:
             raise ConfigError(
@@ -230,6 +232,7 @@ def run(config_file: Path | None, stop_at_end: bool, run_for: float | None, land
     """
     configure_logging()
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
+    tune_gc()
     try:
         if config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ:
             code = _run_demo(landing, options)
