@@ -2,10 +2,19 @@
 #   docker build -t replicator .
 #   docker build --target spark -t replicator-spark .   # adds Java + PySpark for `materialize`
 FROM python:3.11-slim AS build
+# gcc builds the native core (replicator/binlog/_rowcore.c) into the wheel; the runtime stages
+# need no compiler
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY replicator ./replicator
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# (the build fails here rather than ship an image without it)
+RUN pip wheel --no-cache-dir --wheel-dir /wheels . \
+    && python -c "import glob, sys, zipfile; \
+names = zipfile.ZipFile(glob.glob('/wheels/replicator-*.whl')[0]).namelist(); \
+sys.exit(not any('_rowcore' in n and n.endswith('.so') for n in names))"
 
 # The Spark side: `replicator materialize` with PySpark in local mode (or --master URL).
 FROM python:3.11-slim AS spark

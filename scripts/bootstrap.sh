@@ -11,6 +11,12 @@ command -v my_print_defaults >/dev/null 2>&1 || need+=(mariadb-client-core)
 command -v mariadb-binlog >/dev/null 2>&1 || need+=(mariadb-client)
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+# the native core (replicator/binlog/_rowcore.c): a C compiler and the Python headers
+PY=${PYTHON:-python3}
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+"$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || need+=(python3-dev)
 # validates docker-compose.yml in the tests (no Docker engine needed for that)
 command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 \
     || need+=(docker-compose)
@@ -23,11 +29,11 @@ if [ ${#need[@]} -gt 0 ]; then
         $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
 fi
 
-PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+# reinstalled (and the native core rebuilt) when the packaging or the C source changes
+stamp=.venv/.installed-$(cat pyproject.toml setup.py replicator/binlog/_rowcore.c | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
     .venv/bin/pip install -q --upgrade pip >/dev/null
     .venv/bin/pip install -q -e '.[dev]'

@@ -965,154 +965,216 @@ fixed_value(PyObject *v, int kind, int width, unsigned char *out)
     }
 }
 
+/* One column being built by arrow_columns. */
+typedef struct {
+    Py_ssize_t index;
+    int kind, width, failed;
+    Py_ssize_t nulls;
+    PyObject *validity, *data, *offsets; /* bytes: validity bitmap; fixed data; offsets */
+    Growable heap;                       /* variable-length data */
+    PyObject *last;                      /* the previous value: repeats are common */
+    const char *last_bytes;
+    Py_ssize_t last_size;
+    unsigned char previous[8];
+} Column;
+
 static int
-item_at(PyObject *rows, Py_ssize_t r, Py_ssize_t index, Py_ssize_t width, PyObject **item)
+column_init(Column *c, Py_ssize_t n)
 {
-    PyObject *row = PyList_GET_ITEM(rows, r);
-    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width) {
+    c->validity = PyBytes_FromStringAndSize(NULL, (n + 7) / 8);
+    if (c->validity == NULL) {
+        return -1;
+    }
+    memset(PyBytes_AS_STRING(c->validity), 0, (size_t)(n + 7) / 8);
+    if (c->kind == ARROW_STRING || c->kind == ARROW_BINARY) {
+        c->offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+        if (c->offsets == NULL) {
+            return -1;
+        }
+        ((int *)PyBytes_AS_STRING(c->offsets))[0] = 0;
         return 0;
     }
-    *item = PyTuple_GET_ITEM(row, index);
+    c->data = PyBytes_FromStringAndSize(NULL, n * c->width);
+    if (c->data == NULL) {
+        return -1;
+    }
+    memset(PyBytes_AS_STRING(c->data), 0, (size_t)(n * c->width));
+    return 0;
+}
+
+/* Row r's value v: 1 when taken, 0 when the column is left to pyarrow, -1 on an error. */
+static int
+column_add(Column *c, Py_ssize_t r, PyObject *v)
+{
+    unsigned char *valid = (unsigned char *)PyBytes_AS_STRING(c->validity);
+    if (c->kind == ARROW_STRING || c->kind == ARROW_BINARY) {
+        int *off = (int *)PyBytes_AS_STRING(c->offsets);
+        if (v == Py_None) {
+            c->nulls++;
+            off[r + 1] = (int)c->heap.len;
+            return 1;
+        }
+        if (v != c->last) {
+            if (c->kind == ARROW_STRING) {
+                if (!PyUnicode_CheckExact(v)) {
+                    return 0;
+                }
+                c->last_bytes = PyUnicode_AsUTF8AndSize(v, &c->last_size);
+                if (c->last_bytes == NULL) {
+                    PyErr_Clear(); /* e.g. a lone surrogate: pyarrow reports it */
+                    return 0;
+                }
+            }
+            else {
+                if (!PyBytes_CheckExact(v)) {
+                    return 0;
+                }
+                c->last_bytes = PyBytes_AS_STRING(v);
+                c->last_size = PyBytes_GET_SIZE(v);
+            }
+            c->last = v;
+        }
+        if (c->heap.len + c->last_size > 0x7FFFFFFF) {
+            return 0; /* past Arrow's 2 GiB per array: the caller splits */
+        }
+        if (grow(&c->heap, c->last_size) < 0) {
+            return -1;
+        }
+        memcpy(c->heap.data + c->heap.len, c->last_bytes, (size_t)c->last_size);
+        c->heap.len += c->last_size;
+        off[r + 1] = (int)c->heap.len;
+        valid[r >> 3] |= (unsigned char)(1 << (r & 7));
+        return 1;
+    }
+    if (v == Py_None) {
+        c->nulls++;
+        return 1;
+    }
+    unsigned char *slot = (unsigned char *)PyBytes_AS_STRING(c->data) + r * c->width;
+    if (v == c->last) {
+        memcpy(slot, c->previous, (size_t)c->width);
+    }
+    else {
+        if (!fixed_value(v, c->kind, c->width, slot)) {
+            return 0;
+        }
+        memcpy(c->previous, slot, (size_t)c->width);
+        c->last = v;
+    }
+    valid[r >> 3] |= (unsigned char)(1 << (r & 7));
     return 1;
 }
 
-/* arrow_column(rows, index, width, kind, byte_width) -> (validity | None, data, offsets |
- * None, null_count) | None
- *
- * The buffers of one Arrow column made of item ``index`` of every row (each a tuple of
- * ``width`` items), for pa.Array.from_buffers. None when any row or value is not plainly of
- * the kind (a marker, a value out of range, another type, a string column past 2 GiB): the
- * caller converts that column with pyarrow and its own checks instead. */
 static PyObject *
-arrow_column(PyObject *module, PyObject *args)
+column_finish(Column *c)
 {
-    PyObject *rows;
-    Py_ssize_t index, width;
-    int kind, byte_width;
-    if (!PyArg_ParseTuple(args, "O!nnii", &PyList_Type, &rows, &index, &width, &kind,
-                          &byte_width)) {
+    if (c->failed) {
+        Py_RETURN_NONE;
+    }
+    if (c->offsets != NULL) {
+        c->data = PyBytes_FromStringAndSize(c->heap.data ? c->heap.data : "", c->heap.len);
+        if (c->data == NULL) {
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(OOOn)", c->nulls ? c->validity : Py_None, c->data,
+                         c->offsets ? c->offsets : Py_None, c->nulls);
+}
+
+static void
+column_clear(Column *c)
+{
+    Py_CLEAR(c->validity);
+    Py_CLEAR(c->data);
+    Py_CLEAR(c->offsets);
+    PyMem_Free(c->heap.data);
+    c->heap.data = NULL;
+}
+
+/* arrow_columns(rows, width, specs) -> [(validity | None, data, offsets | None, null_count)
+ *                                         | None, ...]
+ *
+ * The buffers of Arrow columns, for pa.Array.from_buffers, each made of one item of every
+ * row (a list of tuples of ``width`` items), in one pass over the rows. ``specs``: one
+ * (index, kind, byte width) per column. A column is None when any of its values is not
+ * plainly of the kind (a marker, a value out of range, another type, text past 2 GiB): the
+ * caller converts that one with pyarrow and its own checks instead. Every column is None
+ * when a row is not a tuple of ``width`` items. */
+static PyObject *
+arrow_columns(PyObject *module, PyObject *args)
+{
+    PyObject *rows, *specs, *result = NULL;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "O!nO!", &PyList_Type, &rows, &width, &PyTuple_Type, &specs)) {
         return NULL;
     }
-    if (index < 0 || index >= width || byte_width < 1 || byte_width > 8) {
-        PyErr_SetString(PyExc_ValueError, "bad column index or width");
-        return NULL;
+    Py_ssize_t ncols = PyTuple_GET_SIZE(specs), n = PyList_GET_SIZE(rows);
+    Column *cols = PyMem_Calloc(ncols ? ncols : 1, sizeof(Column));
+    if (cols == NULL) {
+        return PyErr_NoMemory();
     }
-    Py_ssize_t n = PyList_GET_SIZE(rows);
-    int varlen = kind == ARROW_STRING || kind == ARROW_BINARY;
-    PyObject *validity = PyBytes_FromStringAndSize(NULL, (n + 7) / 8);
-    PyObject *data = NULL, *offsets = NULL, *result = NULL;
-    Growable heap = {NULL, 0, 0};
-    if (validity == NULL) {
-        return NULL;
-    }
-    unsigned char *valid = (unsigned char *)PyBytes_AS_STRING(validity);
-    memset(valid, 0, (size_t)(n + 7) / 8);
-    Py_ssize_t nulls = 0;
-    if (varlen) {
-        offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
-        if (offsets == NULL) {
+    Py_ssize_t alive = ncols;
+    for (Py_ssize_t j = 0; j < ncols; j++) {
+        Column *c = &cols[j];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, j), "nii", &c->index, &c->kind,
+                              &c->width)) {
             goto done;
         }
-        int *off = (int *)PyBytes_AS_STRING(offsets);
-        off[0] = 0;
-        PyObject *last = NULL; /* the previous value: repeated values (metadata) are common */
-        const char *bytes = NULL;
-        Py_ssize_t size = 0;
-        for (Py_ssize_t r = 0; r < n; r++) {
-            PyObject *v;
-            if (!item_at(rows, r, index, width, &v)) {
-                goto fallback;
+        if (c->index < 0 || c->index >= width || c->width < 1 || c->width > 8 || c->kind < 1 ||
+            c->kind > ARROW_DURATION) {
+            PyErr_SetString(PyExc_ValueError, "bad column spec");
+            goto done;
+        }
+        if (column_init(c, n) < 0) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t r = 0; r < n && alive; r++) {
+        PyObject *row = PyList_GET_ITEM(rows, r);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width) {
+            for (Py_ssize_t j = 0; j < ncols; j++) {
+                cols[j].failed = 1;
             }
-            if (v == Py_None) {
-                nulls++;
-                off[r + 1] = (int)heap.len;
+            break;
+        }
+        for (Py_ssize_t j = 0; j < ncols; j++) {
+            Column *c = &cols[j];
+            if (c->failed) {
                 continue;
             }
-            if (v != last) {
-                if (kind == ARROW_STRING) {
-                    if (!PyUnicode_CheckExact(v)) {
-                        goto fallback;
-                    }
-                    bytes = PyUnicode_AsUTF8AndSize(v, &size);
-                    if (bytes == NULL) {
-                        PyErr_Clear(); /* e.g. a lone surrogate: pyarrow reports it */
-                        goto fallback;
-                    }
-                }
-                else {
-                    if (!PyBytes_CheckExact(v)) {
-                        goto fallback;
-                    }
-                    bytes = PyBytes_AS_STRING(v);
-                    size = PyBytes_GET_SIZE(v);
-                }
-                last = v;
-            }
-            if (heap.len + size > 0x7FFFFFFF) {
-                goto fallback; /* past Arrow's 2 GiB per array: the caller splits */
-            }
-            if (grow(&heap, size) < 0) {
+            int taken = column_add(c, r, PyTuple_GET_ITEM(row, c->index));
+            if (taken < 0) {
                 goto done;
             }
-            memcpy(heap.data + heap.len, bytes, (size_t)size);
-            heap.len += size;
-            off[r + 1] = (int)heap.len;
-            valid[r >> 3] |= (unsigned char)(1 << (r & 7));
-        }
-        data = PyBytes_FromStringAndSize(heap.data ? heap.data : "", heap.len);
-    }
-    else {
-        data = PyBytes_FromStringAndSize(NULL, n * byte_width);
-        if (data == NULL) {
-            goto done;
-        }
-        unsigned char *out = (unsigned char *)PyBytes_AS_STRING(data);
-        memset(out, 0, (size_t)(n * byte_width));
-        PyObject *last = NULL;
-        unsigned char previous[8];
-        for (Py_ssize_t r = 0; r < n; r++) {
-            PyObject *v;
-            if (!item_at(rows, r, index, width, &v)) {
-                goto fallback;
+            if (!taken) {
+                c->failed = 1;
+                alive--;
             }
-            if (v == Py_None) {
-                nulls++;
-                continue;
-            }
-            unsigned char *slot = out + r * byte_width;
-            if (v == last) {
-                memcpy(slot, previous, (size_t)byte_width);
-            }
-            else {
-                if (!fixed_value(v, kind, byte_width, slot)) {
-                    goto fallback;
-                }
-                memcpy(previous, slot, (size_t)byte_width);
-                last = v;
-            }
-            valid[r >> 3] |= (unsigned char)(1 << (r & 7));
         }
     }
-    if (data == NULL) {
+    result = PyList_New(ncols);
+    if (result == NULL) {
         goto done;
     }
-    result = Py_BuildValue("(OOOn)", nulls ? validity : Py_None, data,
-                           offsets ? offsets : Py_None, nulls);
-    goto done;
-fallback:
-    result = Py_None;
-    Py_INCREF(result);
+    for (Py_ssize_t j = 0; j < ncols; j++) {
+        PyObject *item = column_finish(&cols[j]);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, j, item);
+    }
 done:
-    PyMem_Free(heap.data);
-    Py_XDECREF(validity);
-    Py_XDECREF(data);
-    Py_XDECREF(offsets);
+    for (Py_ssize_t j = 0; j < ncols; j++) {
+        column_clear(&cols[j]);
+    }
+    PyMem_Free(cols);
     return result;
 }
 
 static PyMethodDef rowcore_methods[] = {
-    {"arrow_column", arrow_column, METH_VARARGS,
-     "arrow_column(rows, index, width, kind, byte_width): the Arrow buffers of one column, "
+    {"arrow_columns", arrow_columns, METH_VARARGS,
+     "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},
     {NULL, NULL, 0, NULL},
 };

@@ -17,7 +17,7 @@ there and raise the exact error. Each column becomes one instruction, derived he
 * ENUM labels are looked up;
 * every other type calls its reference decoder.
 
-The core also builds Arrow columns straight from row tuples (``arrow_column``), for the
+The core also builds Arrow columns straight from row tuples (``arrow_columns``), for the
 Parquet writer: integers, floats, text, bytes, dates, timestamps and durations, with None as
 null. It gives up (None) on any value that is not plainly of the column's type, and the
 writer converts that column with pyarrow and its own checks, as without the core.
@@ -41,7 +41,7 @@ __all__ = [
     "AVAILABLE",
     "IMPORT_ERROR",
     "Instruction",
-    "arrow_column",
+    "arrow_columns",
     "arrow_kind",
     "instruction",
     "pair_spec",
@@ -138,12 +138,15 @@ def arrow_kind(type_: pa.DataType) -> tuple[int, int] | None:
     return None
 
 
-def arrow_column(
-    rows: list[Any], index: int, width: int, kind: int, byte_width: int
-) -> tuple[bytes | None, bytes, bytes | None, int] | None:
-    """The Arrow buffers (validity or None, data, offsets or None, null count) of item
-    ``index`` of every row, each a tuple of ``width`` items; None to leave it to pyarrow."""
-    found: tuple[bytes | None, bytes, bytes | None, int] | None = _core.arrow_column(
-        rows, index, width, kind, byte_width
-    )
+ArrowBuffers = tuple[bytes | None, bytes, bytes | None, int]
+"""(validity or None, data, offsets or None, null count) of one Arrow column."""
+
+
+def arrow_columns(
+    rows: list[Any], width: int, specs: tuple[tuple[int, int, int], ...]
+) -> list[ArrowBuffers | None]:
+    """The Arrow buffers of columns of ``rows`` (tuples of ``width`` items), in one pass;
+    ``specs``: (item index, kind, byte width) per column. None for a column left to
+    pyarrow."""
+    found: list[ArrowBuffers | None] = _core.arrow_columns(rows, width, specs)
     return found

@@ -28,7 +28,6 @@ stream's start has no rows here: it is counted and logged, never guessed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import fnmatch
 import time
@@ -219,6 +218,7 @@ class Pipeline:
         self._inflight_rows = 0
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
         self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
+        self._error: BaseException | None = None  # the first one the loop saw (see _reap)
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
         self._in_parts = False
@@ -284,6 +284,9 @@ class Pipeline:
         future = loop.run_in_executor(self._executor, self._guarded, fn, *args)
         self._inflight.append((future, rows, commit))
         self._inflight_rows += rows
+        # applied as soon as it is done, not at the next hand-over: an idle stream must still
+        # report (metrics, notifications) the batch it committed, and see an error at once
+        future.add_done_callback(lambda _: self._collect_done())
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run handed-over work (writer thread). Once an item fails, nothing after it runs:
@@ -298,22 +301,34 @@ class Pipeline:
             self._failed = exc
             raise
 
-    async def _reap(self, *, everything: bool = False) -> None:
-        """Apply what the writer thread has done, in order; wait while more than
-        ``INFLIGHT_ROWS`` rows are waiting for it (or, with ``everything``, until it is idle).
-        Raises the error of the first item that failed."""
+    def _collect_done(self) -> None:
+        """Take the finished work off the head of the queue, in order, applying commits.
+        Never raises: the first error (of the work, or of applying a commit) is kept for
+        ``_reap`` to raise, and nothing is applied after it."""
         inflight = self._inflight
-        while inflight:
-            future, rows, commit = inflight[0]
-            if not (future.done() or everything or self._inflight_rows > INFLIGHT_ROWS):
-                return
+        while self._error is None and inflight and inflight[0][0].done():
+            future, rows, commit = inflight.popleft()
+            self._inflight_rows -= rows
             try:
-                result = await future
-            finally:
-                inflight.popleft()
-                self._inflight_rows -= rows
-            if commit is not None:
-                self._committed(commit, *result)
+                result = future.result()
+                if commit is not None:
+                    self._committed(commit, *result)
+            except BaseException as exc:  # kept, raised by _reap in the loop's own flow
+                self._error = exc
+
+    async def _reap(self, *, everything: bool = False) -> None:
+        """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
+        are waiting for it (or, with ``everything``, until it is idle). Raises the first
+        error of the writer thread (again on every later call: the pipeline is done)."""
+        while True:
+            self._collect_done()
+            if self._error is not None:
+                raise self._error
+            if not self._inflight:
+                return
+            if not (everything or self._inflight_rows > INFLIGHT_ROWS):
+                return
+            await asyncio.wait([self._inflight[0][0]])
 
     async def _drop_staged(self) -> None:
         """Forget staged rows and wait until the writer thread is idle (the batch is being
@@ -438,6 +453,8 @@ class Pipeline:
 
     async def handle(self, item: object) -> None:
         """Take one stream item; commits when a batch is due."""
+        if self._error is not None:  # the writer thread failed: nothing more is taken
+            raise self._error
         if isinstance(item, TransactionPart):
             if not self._in_parts and self._batch is not None and self._batch.transactions:
                 # a huge transaction gets a batch of its own; committing what came before it
@@ -543,9 +560,10 @@ class Pipeline:
         already handed to the writer thread finish first (an error is not raised here: the
         caller is closing, usually because of it)."""
         self._staged, self._staged_rows = [], 0
-        while self._inflight:
-            with contextlib.suppress(Exception):
-                await self._reap(everything=True)
+        pending = [future for future, _, _ in self._inflight]
+        if pending:
+            await asyncio.wait(pending)
+        self._collect_done()
         if self._batch is not None:
             await self._run(self._batch.abort)
             self._batch = None

@@ -148,22 +148,31 @@ def _plan(col: ColumnDef) -> _ColumnPlan:
     return _ColumnPlan(field.name, field.type, None, native.arrow_kind(field.type))
 
 
-def _native_array(
-    rows: list[Any], index: int, width: int, type_: pa.DataType, kind: tuple[int, int] | None
-) -> pa.Array | None:
-    """Item ``index`` of every row as an Arrow array built by the native core; None when the
-    core is not there or leaves the column to pyarrow."""
-    if kind is None:
-        return None
-    found = native.arrow_column(rows, index, width, *kind)
-    if found is None:
-        return None
-    validity, data, offsets, nulls = found
-    buffers = [None if validity is None else pa.py_buffer(validity)]
-    if offsets is not None:
-        buffers.append(pa.py_buffer(offsets))
-    buffers.append(pa.py_buffer(data))
-    return pa.Array.from_buffers(type_, len(rows), buffers, null_count=nulls)
+def _native_arrays(
+    rows: list[Any], width: int, wanted: Sequence[tuple[int, pa.DataType, tuple[int, int] | None]]
+) -> list[pa.Array | None]:
+    """Items of every row as Arrow arrays built by the native core in one pass: one array per
+    (item index, type, native kind) wanted; None where the core is not there, has no kind
+    for the type, or leaves the column to pyarrow."""
+    out: list[pa.Array | None] = [None] * len(wanted)
+    specs = tuple((index, *kind) for index, _, kind in wanted if kind is not None)
+    if not specs:
+        return out
+    built = iter(native.arrow_columns(rows, width, specs))
+    n = len(rows)
+    for j, (_, type_, kind) in enumerate(wanted):
+        if kind is None:
+            continue
+        found = next(built)
+        if found is None:
+            continue
+        validity, data, offsets, nulls = found
+        buffers = [None if validity is None else pa.py_buffer(validity)]
+        if offsets is not None:
+            buffers.append(pa.py_buffer(offsets))
+        buffers.append(pa.py_buffer(data))
+        out[j] = pa.Array.from_buffers(type_, n, buffers, null_count=nulls)
+    return out
 
 
 class ParquetTableWriter:
@@ -389,7 +398,8 @@ class ParquetTableWriter:
             if rows:
                 absent_rows[index] = rows
             arrays.append(array)
-        arrays.extend(self._metadata(changes))
+        metadata = self._metadata(changes)
+        arrays.extend(metadata)
         if self._before_type is not None:
             before, bad = self._before(changes)
             invalid += bad
@@ -397,7 +407,7 @@ class ParquetTableWriter:
         if self.with_absent:
             arrays.append(self._absent(n, absent_rows))
         if self._before_key_type is not None:
-            arrays.append(self._before_key(changes))
+            arrays.append(self._before_key(changes, metadata[0]))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema), invalid
 
     def _columns(
@@ -407,9 +417,12 @@ class ParquetTableWriter:
         Natively where it can; the other columns are taken out of the rows one by one."""
         width = len(self._plans)
         out: list[tuple[pa.Array, int, list[int]]] = []
+        built = _native_arrays(
+            rows, width, [(i, p.type, p.native) for i, p in enumerate(self._plans)]
+        )
         checked = False  # every row has ``width`` values (the core checks it too)
         for index, plan in enumerate(self._plans):
-            array = _native_array(rows, index, width, plan.type, plan.native)
+            array = built[index]
             if array is not None:
                 checked = True
                 out.append((array, 0, []))
@@ -508,9 +521,11 @@ class ParquetTableWriter:
         fields = METADATA_FIELDS
         arrays: list[pa.Array] = []
         fields_of: list[tuple[object, ...]] | None = None
+        built = _native_arrays(
+            rows, width, [(i, f.type, native.arrow_kind(f.type)) for i, f in enumerate(fields)]
+        )
         for index, field in enumerate(fields):
-            kind = native.arrow_kind(field.type)
-            array = _native_array(rows, index, width, field.type, kind)
+            array = built[index]
             if array is None:
                 if fields_of is None:
                     fields_of = list(zip(*changes, strict=True))
@@ -553,22 +568,35 @@ class ParquetTableWriter:
         )
         return struct, invalid
 
-    def _before_key(self, changes: Sequence[RowChange]) -> pa.Array:
-        """``_before_key``: the identity columns of each update's before image."""
+    def _before_key(self, changes: Sequence[RowChange], ops: pa.Array) -> pa.Array:
+        """``_before_key``: the identity columns of each update's before image (``ops``: the
+        ``_op`` column, which finds the updates without a pass over every row)."""
         assert self._before_key_type is not None
         key = self._key
+        n = len(changes)
+        updates = pc.indices_nonzero(pc.equal(ops, "u")).to_pylist()
         nothing = (None,) * len(key)
-        images = [
-            nothing if c.op != "u" or c.before is None else tuple(c.before[p] for p in key)
-            for c in changes
-        ]
-        missing = [image is nothing or any(v is ABSENT for v in image) for image in images]
-        if all(missing):
-            return pa.nulls(len(changes), self._before_key_type)
-        rows = [nothing if gone else image for image, gone in zip(images, missing, strict=True)]
+        rows = [nothing] * n
+        missing = [True] * n
+        for i in updates:
+            before = changes[i].before
+            if before is None:
+                continue
+            image = tuple(before[p] for p in key)
+            if any(v is ABSENT for v in image):
+                continue
+            rows[i] = image
+            missing[i] = False
+        if not updates or all(missing):
+            return pa.nulls(n, self._before_key_type)
+        plans = [self._plans[pos] for pos in key]
+        built = _native_arrays(rows, len(key), [(j, p.type, p.native) for j, p in enumerate(plans)])
         children: list[pa.Array] = []
-        for pos, values in zip(key, zip(*rows, strict=True), strict=True):
-            array, _ = self._column(self._plans[pos], values, changes, _Absent.NULL, [])
+        for j, plan in enumerate(plans):
+            array = built[j]
+            if array is None:
+                values = [row[j] for row in rows]
+                array, _ = self._column(plan, values, changes, _Absent.NULL, [])
             children.append(array)
         return pa.StructArray.from_arrays(
             children,

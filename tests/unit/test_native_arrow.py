@@ -1,4 +1,4 @@
-"""Arrow columns built by the native core (``native.arrow_column``) against pyarrow.
+"""Arrow columns built by the native core (``native.arrow_columns``) against pyarrow.
 
 For any list of values of a column's type with NULLs, the core's buffers must make exactly
 the array ``pa.array(values, type)`` makes. For anything that is not plainly a value of the
@@ -19,11 +19,15 @@ from hypothesis import strategies as st
 
 from replicator.binlog import native
 from replicator.binlog.values import ABSENT, InvalidTemporal
-from replicator.sink.parquet_writer import _native_array
+from replicator.sink.parquet_writer import _native_arrays
 
-pytestmark = pytest.mark.skipif(
-    not native.AVAILABLE, reason=f"native core not built: {native.IMPORT_ERROR}"
-)
+from .test_native import require_native
+
+
+@pytest.fixture(autouse=True)
+def _native_core() -> None:
+    require_native()
+
 
 UTC = dt.UTC
 ONE_HOUR = dt.timedelta(hours=1)
@@ -55,6 +59,12 @@ TYPES: dict[str, tuple[pa.DataType, Any]] = {
         st.timedeltas(min_value=dt.timedelta(days=-(10**6)), max_value=dt.timedelta(days=10**6)),
     ),
 }
+
+
+def _native_array(
+    rows: list[Any], index: int, width: int, type_: pa.DataType, kind: tuple[int, int] | None
+) -> pa.Array | None:
+    return _native_arrays(rows, width, [(index, type_, kind)])[0]
 
 
 def _native(values: list[Any], type_: pa.DataType) -> pa.Array | None:
@@ -132,3 +142,17 @@ def test_no_rows_and_all_nulls() -> None:
         nulls = _native([None] * 9, type_)
         assert nulls is not None and nulls.null_count == 9
         assert nulls.equals(pa.array([None] * 9, type_))
+
+
+def test_one_pass_leaves_only_the_odd_column_to_pyarrow() -> None:
+    rows = [(1, "a", 1.5), (2, ABSENT, None), (None, "c", 2.5)]
+    wanted = [
+        (0, pa.int64(), native.arrow_kind(pa.int64())),
+        (1, pa.string(), native.arrow_kind(pa.string())),
+        (2, pa.float64(), native.arrow_kind(pa.float64())),
+        (2, pa.decimal128(5, 2), native.arrow_kind(pa.decimal128(5, 2))),  # no native kind
+    ]
+    first, second, third, fourth = _native_arrays(rows, 3, wanted)
+    assert second is None and fourth is None
+    assert first is not None and first.to_pylist() == [1, 2, None]
+    assert third is not None and third.to_pylist() == [1.5, None, 2.5]
