@@ -1172,7 +1172,75 @@ done:
     return result;
 }
 
+/* make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores) -> list
+ *
+ * One ``cls`` (a tuple subclass of 9 fields: RowChange) per row: (op, seq + i, gtid, ts,
+ * server_id, file, pos, rows[i], befores[i] or None). ``rows`` and ``befores`` are lists of
+ * the same length, or ``befores`` is None. */
+static PyObject *
+make_changes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "make_changes takes 10 arguments");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *rows = args[8], *befores = args[9];
+    if (!PyType_Check(args[0]) || !PyType_IsSubtype(cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
+        return NULL;
+    }
+    Py_ssize_t seq = PyLong_AsSsize_t(args[2]);
+    if (seq == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyList_Check(rows) && !PyTuple_Check(rows)) {
+        PyErr_SetString(PyExc_TypeError, "rows must be a list or tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    if (befores != Py_None &&
+        (!(PyList_Check(befores) || PyTuple_Check(befores)) ||
+         PySequence_Fast_GET_SIZE(befores) != n)) {
+        PyErr_SetString(PyExc_ValueError, "befores must match rows");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *fixed[7] = {args[1], NULL, args[3], args[4], args[5], args[6], args[7]};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *change = cls->tp_alloc(cls, 9);
+        PyObject *number = PyLong_FromSsize_t(seq + i);
+        if (change == NULL || number == NULL) {
+            Py_XDECREF(change);
+            Py_XDECREF(number);
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (int k = 0; k < 7; k++) {
+            PyObject *v = k == 1 ? number : fixed[k];
+            if (k != 1) {
+                Py_INCREF(v);
+            }
+            PyTuple_SET_ITEM(change, k, v);
+        }
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, i);
+        PyObject *before = befores == Py_None ? Py_None : PySequence_Fast_GET_ITEM(befores, i);
+        Py_INCREF(row);
+        Py_INCREF(before);
+        PyTuple_SET_ITEM(change, 7, row);
+        PyTuple_SET_ITEM(change, 8, before);
+        PyList_SET_ITEM(out, i, change);
+    }
+    return out;
+}
+
 static PyMethodDef rowcore_methods[] = {
+    {"make_changes", (PyCFunction)(void (*)(void))make_changes, METH_FASTCALL,
+     "make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores): one "
+     "RowChange per row."},
     {"arrow_columns", arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},

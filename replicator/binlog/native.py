@@ -17,7 +17,8 @@ there and raise the exact error. Each column becomes one instruction, derived he
 * ENUM labels are looked up;
 * every other type calls its reference decoder.
 
-The core also builds Arrow columns straight from row tuples (``arrow_columns``), for the
+The core also builds the pipeline's ``RowChange`` tuples of a rows event
+(``make_changes``), and Arrow columns straight from row tuples (``arrow_columns``), for the
 Parquet writer: integers, floats, text, bytes, dates, timestamps and durations, with None as
 null. It gives up (None) on any value that is not plainly of the column's type, and the
 writer converts that column with pyarrow and its own checks, as without the core.
@@ -44,6 +45,7 @@ __all__ = [
     "arrow_columns",
     "arrow_kind",
     "instruction",
+    "make_changes",
     "pair_spec",
     "row_spec",
 ]
@@ -150,3 +152,23 @@ def arrow_columns(
     pyarrow."""
     found: list[ArrowBuffers | None] = _core.arrow_columns(rows, width, specs)
     return found
+
+
+def make_changes(
+    cls: type[Any],
+    op: str,
+    seq: int,
+    gtid: str | None,
+    ts: object,
+    server_id: int,
+    file: str,
+    position: int,
+    rows: Sequence[tuple[object, ...]],
+    befores: Sequence[tuple[object, ...]] | None,
+) -> list[Any]:
+    """One ``cls`` (``RowChange``) per row, built by the core: (op, seq + i, gtid, ts,
+    server_id, file, position, rows[i], befores[i] or None)."""
+    made: list[Any] = _core.make_changes(
+        cls, op, seq, gtid, ts, server_id, file, position, rows, befores
+    )
+    return made

@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 
 from ..binlog import events as ev
+from ..binlog import native
 from ..binlog.transaction import Transaction, TransactionPart
 from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
@@ -162,9 +163,13 @@ def _changes(
     rows: Sequence[tuple[object, ...]],
     befores: Sequence[tuple[object, ...]] | None,
 ) -> list[RowChange]:
-    """One ``RowChange`` per row, numbered from ``seq``, built by C iterators alone
-    (``tuple.__new__`` over zipped fields): several times faster per row than calling the
-    NamedTuple constructor, which is Python code."""
+    """One ``RowChange`` per row, numbered from ``seq``: by the native core, else by C
+    iterators alone (``tuple.__new__`` over zipped fields); either is several times faster
+    per row than calling the NamedTuple constructor, which is Python code."""
+    if native.AVAILABLE:
+        return native.make_changes(
+            RowChange, op, seq, gtid, ts, server_id, event.file, event.position, rows, befores
+        )
     n = len(rows)
     fields = zip(
         repeat(op, n),
