@@ -34,7 +34,9 @@ def test_catch_up_progress_line_on_a_terminal(tmp_path: Path) -> None:
         server.execute("CREATE DATABASE shop")
         server.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(100))")
         start = server.binlog_status().gtid_binlog_pos
-        for n in range(300):  # a backlog of 300 transactions of 1000 rows each
+        # a backlog of 500 transactions of 1000 rows each: about a second of catching up at
+        # full speed, so several readings 0.1 s apart see the gap closing
+        for n in range(500):
             server.execute(
                 f"INSERT INTO shop.t SELECT seq, REPEAT('x', 60) "
                 f"FROM seq_{n * 1000 + 1}_to_{n * 1000 + 1000}",
@@ -46,7 +48,7 @@ def test_catch_up_progress_line_on_a_terminal(tmp_path: Path) -> None:
             "  password: replpass\n  server_id: 4345\n"
             f"start:\n  gtid: '{start}'\n"
             f"sink:\n  root: {tmp_path / 'landing'}\n  batch_max_rows: 20000\n"
-            "service:\n  http_port: 0\n  progress_seconds: 0.3\n"
+            "service:\n  http_port: 0\n  progress_seconds: 0.1\n"
         )
         leader, follower = pty.openpty()
         proc = subprocess.Popen(
