@@ -37,6 +37,7 @@ from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineStats
 from .progress import CatchUpTracker, bytes_behind
 from .sink.landing import FaultInjector, LandingZone
+from .sink.lane import column_spec
 from .source.connection import open_connection
 from .source.protocol import start_position
 from .source.schema import InformationSchemaLookup
@@ -149,6 +150,7 @@ class Service:
             stop_at_end=self.options.stop_at_end,
             schema_lookup=lookup,
             part_rows=self.config.sink.large_transaction_rows,
+            lane=column_spec,
         )
         self.stream = stream
         try:

@@ -1237,10 +1237,638 @@ make_changes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ------------------------------------------------------------------- columnar lane */
+
+/* A rows event's images decoded straight into column buffers (no Python object per value),
+ * for the Parquet writer. Each column: one byte per row saying whether it is set, the values
+ * (out_width bytes each, or the bytes of variable-length values) and, for those, a 4-byte
+ * length per row. A ColumnSpec gives up (None) on anything unusual: the caller decodes the
+ * event the usual way, which handles or reports it. */
+
+enum {
+    LANE_INT = 1,     /* in width 1/2/3/4/8, arg0 signed -> out width 1/2/4/8 */
+    LANE_YEAR = 2,    /* one byte -> int16: 0 or 1900 + n */
+    LANE_COPY = 3,    /* FLOAT/DOUBLE: the bytes as they are */
+    LANE_DECIMAL = 4, /* arg0 integer digits, arg1 scale -> decimal128 (16 bytes) */
+    LANE_DATE = 5,    /* -> int32 days */
+    LANE_DATETIME2 = 6, /* arg0 fraction bytes, arg1 unit -> int64 microseconds */
+    LANE_TIMESTAMP2 = 7,
+    LANE_TIME2 = 8,
+    LANE_UTF8 = 9,    /* in width: length prefix; strict UTF-8 */
+    LANE_ASCII = 10,  /* in width: length prefix; ASCII only (MySQL latin1) */
+    LANE_BYTES = 11,  /* in width: length prefix; arg0: pad to this many bytes with 0x00 */
+    LANE_ENUM = 12,   /* in width 1/2; obj: tuple of label bytes */
+};
+
+typedef struct {
+    int op, in_width, out_width;
+    long long arg0, arg1;
+    PyObject *obj;
+} LaneInstr;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;
+    LaneInstr *instr;
+    PyObject *objects;
+} ColumnSpec;
+
+static int
+leap(int y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static int
+valid_date(long long y, long long m, long long d)
+{
+    static const int dim[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1) {
+        return 0;
+    }
+    return d <= dim[m] + (m == 2 && leap((int)y));
+}
+
+/* Strict UTF-8 as Python decodes it (no surrogates, no overlong forms, <= U+10FFFF). */
+static int
+valid_utf8(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int need;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        }
+        else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            if (c == 0xE0) {
+                lo = 0xA0;
+            }
+            else if (c == 0xED) {
+                hi = 0x9F;
+            }
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            if (c == 0xF0) {
+                lo = 0x90;
+            }
+            else if (c == 0xF4) {
+                hi = 0x8F;
+            }
+        }
+        else {
+            return 0;
+        }
+        if (n - i <= need) {
+            return 0;
+        }
+        if (s[i + 1] < lo || s[i + 1] > hi) {
+            return 0;
+        }
+        for (int k = 2; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
+typedef struct {
+    Growable valid, data, lengths;
+} LaneColumn;
+
+/* One non-NULL value at p (avail bytes left) into the column; bytes used, or -1. */
+static Py_ssize_t
+lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneColumn *c)
+{
+    int w = in->in_width;
+    unsigned char out[16];
+    long long i = 0;
+    switch (in->op) {
+    case LANE_INT: {
+        if (avail < w) {
+            return -1;
+        }
+        unsigned long long u = le_uint(p, w);
+        if (in->arg0 && w < 8 && (u >> (8 * w - 1))) {
+            u |= ~0ULL << (8 * w);
+        }
+        memcpy(out, &u, 8);
+        if (grow(&c->data, in->out_width) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, out, (size_t)in->out_width);
+        c->data.len += in->out_width;
+        return w;
+    }
+    case LANE_YEAR: {
+        if (avail < 1) {
+            return -1;
+        }
+        short y = (short)(p[0] ? 1900 + p[0] : 0);
+        if (grow(&c->data, 2) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, &y, 2);
+        c->data.len += 2;
+        return 1;
+    }
+    case LANE_COPY:
+        if (avail < w) {
+            return -1;
+        }
+        if (grow(&c->data, w) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, p, (size_t)w);
+        c->data.len += w;
+        return w;
+    case LANE_DECIMAL: {
+        if (avail < w || w > 40) {
+            return -1;
+        }
+        unsigned char b[40];
+        memcpy(b, p, (size_t)w);
+        int negative = !(b[0] & 0x80);
+        if (negative) {
+            for (int k = 0; k < w; k++) {
+                b[k] = (unsigned char)~b[k];
+            }
+        }
+        b[0] &= 0x7F;
+        unsigned __int128 v = 0;
+        int at = 0;
+        for (int part = 0; part < 2; part++) {
+            int digits = (int)(part == 0 ? in->arg0 : in->arg1);
+            int whole = digits / 9, partial = digits % 9;
+            for (int g = 0; g < whole + (partial ? 1 : 0); g++) {
+                int count = 9;
+                if (partial && ((part == 0 && g == 0) || (part == 1 && g == whole))) {
+                    count = partial;
+                }
+                int width = count == 9 ? 4 : DIG2BYTES[count];
+                unsigned long long group = be_uint(b + at, width);
+                at += width;
+                if (group >= POW10[count]) {
+                    return -1;
+                }
+                v = v * POW10[count] + group;
+            }
+        }
+        __int128 s = negative ? -(__int128)v : (__int128)v;
+        if (grow(&c->data, 16) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, &s, 16);
+        c->data.len += 16;
+        return w;
+    }
+    case LANE_DATE: {
+        if (avail < 3) {
+            return -1;
+        }
+        unsigned long packed = (unsigned long)le_uint(p, 3);
+        long long y = packed >> 9, m = (packed >> 5) & 15, d = packed & 31;
+        if (!valid_date(y, m, d)) {
+            return -1;
+        }
+        int days = (int)days_from_civil(y, (int)m, (int)d);
+        if (grow(&c->data, 4) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, &days, 4);
+        c->data.len += 4;
+        return 3;
+    }
+    case LANE_DATETIME2:
+    case LANE_TIMESTAMP2:
+    case LANE_TIME2: {
+        if (avail < w) {
+            return -1;
+        }
+        unsigned long long whole = be_uint(p, w);
+        int frac_bits = 8 * (int)in->arg0;
+        unsigned long long mask = (1ULL << frac_bits) - 1;
+        if (in->op == LANE_DATETIME2) {
+            long long micro = (long long)(whole & mask) * in->arg1;
+            unsigned long long top = whole >> frac_bits;
+            if (top < 0x8000000000ULL) {
+                return -1;
+            }
+            unsigned long long packed = top - 0x8000000000ULL;
+            unsigned long long ymd = packed >> 17, ym = ymd >> 5;
+            long long y = (long long)(ym / 13), m = (long long)(ym % 13), d = ymd & 31;
+            long long hh = (packed >> 12) & 31, mi = (packed >> 6) & 63, ss = packed & 63;
+            if (!valid_date(y, m, d) || hh > 23 || mi > 59 || ss > 59 || micro > 999999) {
+                return -1;
+            }
+            i = ((days_from_civil(y, (int)m, (int)d) * 24 + hh) * 60 + mi) * 60 + ss;
+            i = i * 1000000 + micro;
+        }
+        else if (in->op == LANE_TIMESTAMP2) {
+            long long seconds = (long long)(whole >> frac_bits);
+            long long micro = (long long)(whole & mask) * in->arg1;
+            if (seconds == 0 && micro == 0) {
+                return -1; /* the zero timestamp */
+            }
+            i = seconds * 1000000 + micro;
+        }
+        else {
+            long long value = (long long)whole - (1LL << (8 * w - 1));
+            long long magnitude = value < 0 ? -value : value;
+            long long hms = magnitude >> frac_bits;
+            long long seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63);
+            i = seconds * 1000000 + (long long)((unsigned long long)magnitude & mask) * in->arg1;
+            if (value < 0) {
+                i = -i;
+            }
+        }
+        if (grow(&c->data, 8) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, &i, 8);
+        c->data.len += 8;
+        return w;
+    }
+    case LANE_UTF8:
+    case LANE_ASCII:
+    case LANE_BYTES:
+    case LANE_ENUM: {
+        const unsigned char *src;
+        Py_ssize_t size, used;
+        if (avail < w) {
+            return -1;
+        }
+        if (in->op == LANE_ENUM) {
+            Py_ssize_t index = (Py_ssize_t)le_uint(p, w);
+            if (index >= PyTuple_GET_SIZE(in->obj)) {
+                return -1;
+            }
+            PyObject *label = PyTuple_GET_ITEM(in->obj, index);
+            src = (const unsigned char *)PyBytes_AS_STRING(label);
+            size = PyBytes_GET_SIZE(label);
+            used = w;
+        }
+        else {
+            unsigned long long len = le_uint(p, w);
+            if (len > (unsigned long long)(avail - w)) {
+                return -1;
+            }
+            src = p + w;
+            size = (Py_ssize_t)len;
+            used = w + size;
+            if (in->op == LANE_UTF8 && !valid_utf8(src, size)) {
+                return -1;
+            }
+            if (in->op == LANE_ASCII) {
+                for (Py_ssize_t k = 0; k < size; k++) {
+                    if (src[k] & 0x80) {
+                        return -1;
+                    }
+                }
+            }
+        }
+        Py_ssize_t stored = size;
+        if (in->op == LANE_BYTES && size < in->arg0) {
+            stored = (Py_ssize_t)in->arg0;
+        }
+        if (grow(&c->data, stored) < 0 || grow(&c->lengths, 4) < 0) {
+            return -2;
+        }
+        memcpy(c->data.data + c->data.len, src, (size_t)size);
+        memset(c->data.data + c->data.len + size, 0, (size_t)(stored - size));
+        c->data.len += stored;
+        int length = (int)stored;
+        memcpy(c->lengths.data + c->lengths.len, &length, 4);
+        c->lengths.len += 4;
+        return used;
+    }
+    default:
+        return -1;
+    }
+}
+
+static int
+lane_null(const LaneInstr *in, LaneColumn *c)
+{
+    int varlen = in->op >= LANE_UTF8;
+    Py_ssize_t size = varlen ? 4 : in->out_width;
+    Growable *g = varlen ? &c->lengths : &c->data;
+    if (grow(g, size) < 0) {
+        return -1;
+    }
+    memset(g->data + g->len, 0, (size_t)size);
+    g->len += size;
+    return 0;
+}
+
+/* ColumnSpec(buf, pos, end) -> (rows, ((set, values, lengths | None), ...)) | None */
+static PyObject *
+ColumnSpec_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    ColumnSpec *spec = (ColumnSpec *)self;
+    PyObject *bufobj;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "Onn", &bufobj, &pos, &end)) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (end > view.len) {
+        end = view.len;
+    }
+    Py_ssize_t ncols = spec->n, nb = (ncols + 7) / 8, rows = 0;
+    const unsigned char *buf = view.buf;
+    LaneColumn *cols = PyMem_Calloc(ncols ? ncols : 1, sizeof(LaneColumn));
+    PyObject *result = NULL;
+    if (cols == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int failed = ncols == 0 || pos < 0;
+    while (!failed && pos < end) {
+        if (end - pos < nb) {
+            failed = 1;
+            break;
+        }
+        const unsigned char *nulls = buf + pos;
+        pos += nb;
+        for (Py_ssize_t k = 0; k < ncols && !failed; k++) {
+            LaneColumn *c = &cols[k];
+            const LaneInstr *in = &spec->instr[k];
+            if (grow(&c->valid, 1) < 0) {
+                failed = 2;
+                break;
+            }
+            int isnull = nulls[k >> 3] >> (k & 7) & 1;
+            c->valid.data[c->valid.len++] = (char)!isnull;
+            if (isnull) {
+                if (lane_null(in, c) < 0) {
+                    failed = 2;
+                }
+                continue;
+            }
+            Py_ssize_t used = lane_value(in, buf + pos, end - pos, c);
+            if (used < 0) {
+                failed = used == -2 ? 2 : 1;
+                break;
+            }
+            pos += used;
+        }
+        rows++;
+    }
+    if (!failed) {
+        PyObject *columns = PyTuple_New(ncols);
+        if (columns != NULL) {
+            for (Py_ssize_t k = 0; k < ncols; k++) {
+                LaneColumn *c = &cols[k];
+                const char *set = c->valid.data ? c->valid.data : "";
+                const char *values = c->data.data ? c->data.data : "";
+                PyObject *item;
+                if (spec->instr[k].op >= LANE_UTF8) {
+                    item = Py_BuildValue("(y#y#y#)", set, c->valid.len, values, c->data.len,
+                                         c->lengths.data ? c->lengths.data : "",
+                                         c->lengths.len);
+                }
+                else {
+                    item = Py_BuildValue("(y#y#O)", set, c->valid.len, values, c->data.len,
+                                         Py_None);
+                }
+                if (item == NULL) {
+                    Py_CLEAR(columns);
+                    break;
+                }
+                PyTuple_SET_ITEM(columns, k, item);
+            }
+            if (columns != NULL) {
+                result = Py_BuildValue("(nN)", rows, columns);
+            }
+        }
+    }
+    else if (failed == 1) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    for (Py_ssize_t k = 0; cols != NULL && k < ncols; k++) {
+        PyMem_Free(cols[k].valid.data);
+        PyMem_Free(cols[k].data.data);
+        PyMem_Free(cols[k].lengths.data);
+    }
+    PyMem_Free(cols);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static void
+ColumnSpec_dealloc(ColumnSpec *self)
+{
+    PyObject_GC_UnTrack(self);
+    PyMem_Free(self->instr);
+    Py_CLEAR(self->objects);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+ColumnSpec_traverse(ColumnSpec *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->objects);
+    return 0;
+}
+
+static int
+check_lane(const LaneInstr *in)
+{
+    int w = in->in_width, o = in->out_width;
+    switch (in->op) {
+    case LANE_INT:
+        return (w == 1 || w == 2 || w == 3 || w == 4 || w == 8) &&
+               (o == 1 || o == 2 || o == 4 || o == 8) && o >= w;
+    case LANE_YEAR:
+        return w == 1 && o == 2;
+    case LANE_COPY:
+        return (w == 4 || w == 8) && o == w;
+    case LANE_DECIMAL:
+        return w >= 1 && w <= 40 && o == 16 && in->arg0 >= 0 && in->arg1 >= 0 &&
+               in->arg0 + in->arg1 <= 38;
+    case LANE_DATE:
+        return w == 3 && o == 4;
+    case LANE_DATETIME2:
+    case LANE_TIMESTAMP2:
+    case LANE_TIME2:
+        return w >= 3 && w <= 8 && o == 8 && in->arg0 >= 0 && in->arg0 <= 3 && in->arg1 > 0;
+    case LANE_UTF8:
+    case LANE_ASCII:
+    case LANE_BYTES:
+        return w >= 1 && w <= 4;
+    case LANE_ENUM:
+        if (!((w == 1 || w == 2) && PyTuple_Check(in->obj))) {
+            return 0;
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(in->obj); k++) {
+            if (!PyBytes_Check(PyTuple_GET_ITEM(in->obj, k))) {
+                return 0;
+            }
+        }
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* ColumnSpec(instructions): one (op, in width, out width, arg0, arg1, obj) per column of a
+ * full row image, in column order. */
+static PyObject *
+ColumnSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *instructions;
+    static char *kwlist[] = {"instructions", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &PyTuple_Type, &instructions)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(instructions);
+    ColumnSpec *self = (ColumnSpec *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->n = n;
+    self->instr = PyMem_Calloc(n ? n : 1, sizeof(LaneInstr));
+    self->objects = PyTuple_New(n);
+    if (self->instr == NULL || self->objects == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        LaneInstr *in = &self->instr[k];
+        PyObject *obj;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(instructions, k), "iiiLLO", &in->op,
+                              &in->in_width, &in->out_width, &in->arg0, &in->arg1, &obj)) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_INCREF(obj);
+        PyTuple_SET_ITEM(self->objects, k, obj);
+        in->obj = obj;
+        if (!check_lane(in)) {
+            Py_DECREF(self);
+            PyErr_Format(PyExc_ValueError, "invalid lane instruction for column %zd", k);
+            return NULL;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject ColumnSpecType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.ColumnSpec",
+    .tp_basicsize = sizeof(ColumnSpec),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Decodes full row images into column buffers (see the columnar lane).",
+    .tp_new = ColumnSpec_new,
+    .tp_dealloc = (destructor)ColumnSpec_dealloc,
+    .tp_traverse = (traverseproc)ColumnSpec_traverse,
+    .tp_call = ColumnSpec_call,
+};
+
+/* concat_columns(parts, out_width, varlen) -> (validity | None, data, offsets | None, nulls)
+ * | None: the (set, values, lengths) parts of one column of consecutive events as one Arrow
+ * column's buffers; None past Arrow's 2 GiB of variable-length data. */
+static PyObject *
+concat_columns(PyObject *module, PyObject *args)
+{
+    PyObject *parts;
+    int width, varlen;
+    if (!PyArg_ParseTuple(args, "O!ip", &PyList_Type, &parts, &width, &varlen)) {
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(parts), n = 0, bytes = 0;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *part = PyList_GET_ITEM(parts, j);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(part, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(part, 1)) ||
+            (varlen && !PyBytes_Check(PyTuple_GET_ITEM(part, 2)))) {
+            PyErr_SetString(PyExc_TypeError, "parts must be (set, values, lengths) bytes");
+            return NULL;
+        }
+        Py_ssize_t rows = PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 0));
+        Py_ssize_t size = PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 1));
+        if ((varlen && PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 2)) != 4 * rows) ||
+            (!varlen && size != rows * width)) {
+            PyErr_SetString(PyExc_ValueError, "a part's buffers disagree on its rows");
+            return NULL;
+        }
+        n += rows;
+        bytes += size;
+    }
+    if (varlen && bytes > 0x7FFFFFFF) {
+        Py_RETURN_NONE;
+    }
+    PyObject *validity = PyBytes_FromStringAndSize(NULL, (n + 7) / 8);
+    PyObject *data = PyBytes_FromStringAndSize(NULL, bytes);
+    PyObject *offsets = varlen ? PyBytes_FromStringAndSize(NULL, (n + 1) * 4) : NULL;
+    if (validity == NULL || data == NULL || (varlen && offsets == NULL)) {
+        Py_XDECREF(validity);
+        Py_XDECREF(data);
+        Py_XDECREF(offsets);
+        return NULL;
+    }
+    unsigned char *valid = (unsigned char *)PyBytes_AS_STRING(validity);
+    memset(valid, 0, (size_t)(n + 7) / 8);
+    char *out = PyBytes_AS_STRING(data);
+    int *off = varlen ? (int *)PyBytes_AS_STRING(offsets) : NULL;
+    Py_ssize_t r = 0, at = 0, nulls = 0;
+    if (off != NULL) {
+        off[0] = 0;
+    }
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *part = PyList_GET_ITEM(parts, j);
+        const char *set = PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 0));
+        Py_ssize_t rows = PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 0));
+        PyObject *values = PyTuple_GET_ITEM(part, 1);
+        memcpy(out + at, PyBytes_AS_STRING(values), (size_t)PyBytes_GET_SIZE(values));
+        const int *lengths = varlen ? (const int *)PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 2))
+                                    : NULL;
+        for (Py_ssize_t k = 0; k < rows; k++, r++) {
+            if (set[k]) {
+                valid[r >> 3] |= (unsigned char)(1 << (r & 7));
+            }
+            else {
+                nulls++;
+            }
+            if (off != NULL) {
+                off[r + 1] = off[r] + lengths[k];
+            }
+        }
+        at += PyBytes_GET_SIZE(values);
+    }
+    if (!nulls) {
+        Py_DECREF(validity);
+        validity = Py_None;
+        Py_INCREF(validity);
+    }
+    if (offsets == NULL) {
+        offsets = Py_None;
+        Py_INCREF(offsets);
+    }
+    return Py_BuildValue("(NNNn)", validity, data, offsets, nulls);
+}
+
 static PyMethodDef rowcore_methods[] = {
     {"make_changes", (PyCFunction)(void (*)(void))make_changes, METH_FASTCALL,
      "make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores): one "
      "RowChange per row."},
+    {"concat_columns", concat_columns, METH_VARARGS,
+     "concat_columns(parts, width, varlen): one column of consecutive ColumnSpec results as "
+     "Arrow buffers."},
     {"arrow_columns", arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},
@@ -1284,7 +1912,8 @@ PyInit__rowcore(void)
     if (Decimal == NULL) {
         return NULL;
     }
-    if (PyType_Ready(&RowSpecType) < 0 || PyType_Ready(&PairSpecType) < 0) {
+    if (PyType_Ready(&RowSpecType) < 0 || PyType_Ready(&PairSpecType) < 0 ||
+        PyType_Ready(&ColumnSpecType) < 0) {
         return NULL;
     }
     m = PyModule_Create(&rowcore_module);
@@ -1299,6 +1928,11 @@ PyInit__rowcore(void)
     Py_INCREF(&PairSpecType);
     if (PyModule_AddObject(m, "PairSpec", (PyObject *)&PairSpecType) < 0) {
         Py_DECREF(&PairSpecType);
+        goto fail;
+    }
+    Py_INCREF(&ColumnSpecType);
+    if (PyModule_AddObject(m, "ColumnSpec", (PyObject *)&ColumnSpecType) < 0) {
+        Py_DECREF(&ColumnSpecType);
         goto fail;
     }
     OP_CONSTANT(m, OP_INT);
@@ -1326,6 +1960,18 @@ PyInit__rowcore(void)
     OP_CONSTANT(m, ARROW_TIMESTAMP);
     OP_CONSTANT(m, ARROW_TIMESTAMP_UTC);
     OP_CONSTANT(m, ARROW_DURATION);
+    OP_CONSTANT(m, LANE_INT);
+    OP_CONSTANT(m, LANE_YEAR);
+    OP_CONSTANT(m, LANE_COPY);
+    OP_CONSTANT(m, LANE_DECIMAL);
+    OP_CONSTANT(m, LANE_DATE);
+    OP_CONSTANT(m, LANE_DATETIME2);
+    OP_CONSTANT(m, LANE_TIMESTAMP2);
+    OP_CONSTANT(m, LANE_TIME2);
+    OP_CONSTANT(m, LANE_UTF8);
+    OP_CONSTANT(m, LANE_ASCII);
+    OP_CONSTANT(m, LANE_BYTES);
+    OP_CONSTANT(m, LANE_ENUM);
     return m;
 fail:
     Py_XDECREF(m);

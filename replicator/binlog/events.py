@@ -18,6 +18,8 @@ from .constants import LOG_EVENT_ARTIFICIAL_F
 from .schema import ColumnDef
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .gtid import MariadbGtid, MysqlGtidSet
     from .rows import RowImage
 
@@ -281,6 +283,68 @@ class RowsEvent(Event):
     @property
     def end_of_statement(self) -> bool:
         return bool(self.flags & 0x0001)
+
+    @property
+    def row_count(self) -> int:
+        """Rows changed (update pairs count once)."""
+        return len(self.rows)
+
+
+class ColumnarRowsEvent(RowsEvent):
+    """A rows event of full insert or delete images that the native core decoded into
+    column buffers (``chunk``: rows, then one (set, values, lengths) per column; see
+    ``sink.lane``). ``rows`` is decoded from the event's bytes with the usual decoders on
+    first use only; ``after`` is empty."""
+
+    __slots__ = ("_decoded", "_source", "chunk")
+    chunk: tuple[int, tuple[tuple[bytes, bytes, bytes | None], ...]]
+    _source: Callable[[], tuple[RowImage, ...]]
+    _decoded: tuple[RowImage, ...] | None
+
+    def __init__(
+        self,
+        header: EventHeader,
+        file: str,
+        position: int,
+        next_position: int,
+        table_id: int,
+        flags: int,
+        table: TableMapEvent,
+        kind: RowsKind,
+        chunk: tuple[int, tuple[tuple[bytes, bytes, bytes | None], ...]],
+        source: Callable[[], tuple[RowImage, ...]],
+    ) -> None:
+        fields = {
+            "header": header,
+            "file": file,
+            "position": position,
+            "next_position": next_position,
+            "table_id": table_id,
+            "flags": flags,
+            "table": table,
+            "kind": kind,
+            "chunk": chunk,
+            "_source": source,
+            "_decoded": None,
+        }
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def rows(self) -> tuple[RowImage, ...]:
+        decoded = self._decoded
+        if decoded is None:
+            decoded = self._source()
+            object.__setattr__(self, "_decoded", decoded)
+        return decoded
+
+    @property
+    def after(self) -> tuple[RowImage, ...]:
+        return ()
+
+    @property
+    def row_count(self) -> int:
+        return self.chunk[0]
 
 
 @dataclass(frozen=True, slots=True)

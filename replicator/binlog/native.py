@@ -44,6 +44,8 @@ __all__ = [
     "Instruction",
     "arrow_columns",
     "arrow_kind",
+    "concat_columns",
+    "core",
     "instruction",
     "make_changes",
     "pair_spec",
@@ -98,6 +100,20 @@ def instruction(plan: ColumnPlan) -> Instruction:
             return core.OP_LATIN1, plan.width, 0, 0, text
         return core.OP_TEXT, plan.width, 0, 0, text
     return core.OP_CALL, 0, 0, 0, plan.decode
+
+
+def core() -> Any:
+    """The extension module itself (only when ``AVAILABLE``)."""
+    return _core
+
+
+def concat_columns(
+    parts: list[tuple[bytes, bytes, bytes | None]], width: int, varlen: bool
+) -> ArrowBuffers | None:
+    """One column of consecutive ``ColumnSpec`` results as Arrow buffers; None past Arrow's
+    2 GiB of variable-length data."""
+    found: ArrowBuffers | None = _core.concat_columns(parts, width, varlen)
+    return found
 
 
 def row_spec(plans: Sequence[ColumnPlan], present: Sequence[int]) -> Any:

@@ -32,6 +32,8 @@ from .values import ABSENT
 RowImage = tuple[object, ...]
 
 RowDecoders = Literal["native", "python", "reference"]
+# (columns, plans) -> a ColumnSpec, or None when the table cannot take the columnar lane
+LaneFactory = Callable[[tuple[ColumnDef, ...], tuple[ColumnPlan, ...]], object | None]
 ROW_DECODERS: RowDecoders = "native" if native.AVAILABLE else "python"
 """The fast decoders new ``TableDecoder``s use: the native core, generated Python, or none
 (the reference loop only). Tests compare every path with the reference."""
@@ -106,6 +108,14 @@ class TableDecoder:
     plans: tuple[ColumnPlan, ...] | None = None  # None: reference decoders only
     fast: RowDecoders = "python"
     _layouts: dict[int, RowLayout] = field(default_factory=dict)
+    _lane: list[object] = field(default_factory=list)  # [the ColumnSpec or None], once known
+
+    def lane(self, factory: LaneFactory) -> object | None:
+        """The columnar lane's decoder of full images (``sink.lane``), built once."""
+        if not self._lane:
+            plans = self.plans or tuple(build_plan(c) for c in self.columns)
+            self._lane.append(factory(self.columns, plans))
+        return self._lane[0]
 
     @classmethod
     def build(

@@ -43,7 +43,7 @@ class TransactionPart:
 
     @property
     def row_count(self) -> int:
-        return sum(len(e.rows) for e in self.events if isinstance(e, ev.RowsEvent))
+        return sum(e.row_count for e in self.events if isinstance(e, ev.RowsEvent))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ class Transaction:
 
     @property
     def row_count(self) -> int:
-        return sum(len(e.rows) for e in self.events if isinstance(e, ev.RowsEvent))
+        return sum(e.row_count for e in self.events if isinstance(e, ev.RowsEvent))
 
 
 _PASSTHROUGH = (
@@ -195,7 +195,7 @@ class TransactionAssembler:
             return []
         self._open.append(event)
         if isinstance(event, ev.RowsEvent) and self.part_rows is not None:
-            self._open_rows += len(event.rows)
+            self._open_rows += event.row_count
             if self._open_rows >= self.part_rows:
                 return [self._part()]
         if isinstance(event, ev.XidEvent):

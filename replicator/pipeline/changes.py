@@ -8,8 +8,9 @@ position of the rows event that carried the change).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..binlog.schema import ColumnDef
 
@@ -28,6 +29,54 @@ class RowChange(NamedTuple):
     binlog_pos: int
     values: tuple[object, ...]  # after image; the before image for deletes
     before: tuple[object, ...] | None = None  # updates: the before image (its key always lands)
+
+
+class ChunkRun:
+    """The row changes of one ``ColumnarRowsEvent`` (the columnar lane, ``sink.lane``): all
+    of one op, numbered ``seq`` to ``seq + count - 1``, with the event's metadata once. It
+    stands where ``count`` RowChanges would, and ``changes()`` makes them when needed."""
+
+    __slots__ = ("count", "event", "gtid", "op", "seq", "server_id", "ts")
+
+    def __init__(
+        self, op: str, seq: int, gtid: str | None, ts: dt.datetime, server_id: int, event: Any
+    ) -> None:
+        self.op = op
+        self.seq = seq
+        self.gtid = gtid
+        self.ts = ts
+        self.server_id = server_id
+        self.event = event  # a ColumnarRowsEvent
+        self.count: int = event.row_count
+
+    @property
+    def last_seq(self) -> int:
+        return self.seq + self.count - 1
+
+    def changes(self) -> list[RowChange]:
+        """The same changes as RowChanges (from the event's row tuples)."""
+        event = self.event
+        return [
+            RowChange(self.op, n, self.gtid, self.ts, self.server_id, event.file,
+                      event.position, row)
+            for n, row in enumerate(event.rows, self.seq)
+        ]  # fmt: skip
+
+
+Change = RowChange | ChunkRun
+
+
+def rows_in(changes: Sequence[Change]) -> int:
+    """Row changes in a list of RowChanges and ChunkRuns."""
+    n = len(changes)
+    for change in changes:
+        if type(change) is ChunkRun:
+            n += change.count - 1
+    return n
+
+
+def last_seq(change: Change) -> int:
+    return change.last_seq if type(change) is ChunkRun else change.seq
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -50,10 +50,10 @@ from ..errors import ConfigError, IntegrityError, SinkError
 from ..sink.landing import Batch, LandingZone
 from ..source.protocol import StreamPosition
 from ..source.stream import TransactionAborted
-from .changes import HeldXa, RowChange, TableVersion
+from .changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
 
 log = structlog.get_logger("replicator")
-Groups = list[tuple[TableVersion, list[RowChange]]]
+Groups = list[tuple[TableVersion, list[Change]]]
 STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
 INFLIGHT_ROWS = 4 * STAGE_ROWS
@@ -269,8 +269,9 @@ class Pipeline:
                 staged[-1][1].extend(changes)
             else:
                 staged.append((version, list(changes)))
-            self._staged_rows += len(changes)
-            self._batch_rows += len(changes)
+            rows = rows_in(changes)
+            self._staged_rows += rows
+            self._batch_rows += rows
         if self._staged_rows >= STAGE_ROWS:
             await self._hand_over(batch)
 
@@ -353,9 +354,16 @@ class Pipeline:
         return out
 
     def _collect(
-        self, events: Iterable[ev.Event], gtid: str | None, ts: dt.datetime, seq: int
+        self,
+        events: Iterable[ev.Event],
+        gtid: str | None,
+        ts: dt.datetime,
+        seq: int,
+        *,
+        lane: bool = True,
     ) -> tuple[Groups, int]:
-        """Row changes of ``events`` grouped by table version, numbered from ``seq``."""
+        """Row changes of ``events`` grouped by table version, numbered from ``seq``; with
+        ``lane``, a columnar event whose columns all land is one ``ChunkRun``."""
         out: Groups = []
         for event in events:
             if isinstance(event, ev.OpaqueEvent) and event.header.type_code in (20, 21, 22):
@@ -370,7 +378,12 @@ class Pipeline:
                 continue
             version, keep = self.filter.version(table)
             header = event.header
-            if event.kind is ev.RowsKind.UPDATE:
+            changes: list[Change]
+            if lane and keep is None and type(event) is ev.ColumnarRowsEvent:
+                op = "c" if event.kind is ev.RowsKind.INSERT else "d"
+                changes = [ChunkRun(op, seq, gtid, ts, header.server_id, event)]
+                seq += event.row_count
+            elif event.kind is ev.RowsKind.UPDATE:
                 afters: Sequence[tuple[object, ...]] = event.after
                 befores: Sequence[tuple[object, ...]] = event.rows
                 if len(afters) != len(befores):
@@ -381,13 +394,16 @@ class Pipeline:
                 if keep is not None:
                     afters = [_project(row, keep) for row in afters]
                     befores = [_project(row, keep) for row in befores]  # `_before` if kept
-                changes = _changes("u", seq, gtid, ts, header.server_id, event, afters, befores)
+                made = _changes("u", seq, gtid, ts, header.server_id, event, afters, befores)
+                changes = cast(list[Change], made)
+                seq += len(changes)
             else:
                 op = "c" if event.kind is ev.RowsKind.INSERT else "d"
                 # no column left out (the usual case): the decoded tuples as they are
                 rows = event.rows if keep is None else [_project(row, keep) for row in event.rows]
-                changes = _changes(op, seq, gtid, ts, header.server_id, event, rows, None)
-            seq += len(changes)
+                made = _changes(op, seq, gtid, ts, header.server_id, event, rows, None)
+                changes = cast(list[Change], made)
+                seq += len(changes)
             if out and (out[-1][0] is version or out[-1][0] == version):
                 out[-1][1].extend(changes)
             else:
@@ -397,7 +413,10 @@ class Pipeline:
     def _count(self, groups: Groups) -> None:
         counts = self.stats.rows_by_table_op
         for version, changes in groups:
-            for op, n in Counter(change.op for change in changes).items():
+            tally: Counter[str] = Counter()
+            for change in changes:
+                tally[change.op] += change.count if type(change) is ChunkRun else 1
+            for op, n in tally.items():
                 key = (version.name, op)
                 counts[key] = counts.get(key, 0) + n
 
@@ -421,9 +440,10 @@ class Pipeline:
                     "sink.large_transaction_rows: its rows cannot be held until XA COMMIT",
                     hint="raise sink.large_transaction_rows above the XA transaction's size",
                 )
-            groups, _ = self._collect(transaction.events, None, ts, 0)
+            groups, _ = self._collect(transaction.events, None, ts, 0, lane=False)
+            held_groups = cast(list[tuple[TableVersion, list[RowChange]]], groups)  # no lane
             self._held[xa.key] = HeldXa(
-                xa.key, str(xa), groups, transaction.file, transaction.position
+                xa.key, str(xa), held_groups, transaction.file, transaction.position
             )
             self.stats.xa_prepared += 1
             return []
@@ -444,7 +464,12 @@ class Pipeline:
         out: Groups = []
         seq, gtid = self._next_seq, transaction.gtid
         for version, changes in held.groups:
-            fresh = [c._replace(seq=n, gtid=gtid, ts=ts) for n, c in enumerate(changes, seq)]
+            # held rows are RowChanges (collected without the lane)
+            fresh: list[Change] = [
+                c._replace(seq=n, gtid=gtid, ts=ts)
+                for n, c in enumerate(changes, seq)
+                if isinstance(c, RowChange)
+            ]
             out.append((version, fresh))
             seq += len(changes)
         self._next_seq = seq

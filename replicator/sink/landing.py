@@ -51,7 +51,7 @@ from ..checkpoint import (
 )
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
-from ..pipeline.changes import HeldXa, RowChange, TableVersion
+from ..pipeline.changes import Change, HeldXa, TableVersion, rows_in
 from ..source.protocol import StreamPosition
 from .parquet_writer import ParquetTableWriter, WrittenFile
 
@@ -119,7 +119,7 @@ class Batch:
     transactions: int = 0
     _files: dict[tuple[object, ...], _TableFile] = field(default_factory=dict)
 
-    def add(self, version: TableVersion, changes: Sequence[RowChange]) -> None:
+    def add(self, version: TableVersion, changes: Sequence[Change]) -> None:
         """Append row changes of one table version (called from the writer thread)."""
         if not changes:
             return
@@ -130,7 +130,7 @@ class Batch:
             target = self.zone._open_file(version, changes[0].seq)
             self._files[key] = target
         target.writer.write(changes)
-        self.rows += len(changes)
+        self.rows += rows_in(changes)
 
     def abort(self) -> None:
         for target in self._files.values():

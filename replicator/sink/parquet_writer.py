@@ -56,10 +56,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
+from itertools import chain, pairwise, repeat
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,7 +72,7 @@ from ..binlog.json_diff import UnappliedJsonDiffs
 from ..binlog.schema import ColumnDef
 from ..binlog.values import ABSENT, InvalidTemporal
 from ..errors import ConfigError, IntegrityError, InternalError, SinkError
-from ..pipeline.changes import RowChange, TableVersion
+from ..pipeline.changes import Change, ChunkRun, RowChange, TableVersion, last_seq
 from .arrow_types import (
     ABSENT_TYPE,
     BEFORE_FIELD,
@@ -166,13 +167,28 @@ def _native_arrays(
         found = next(built)
         if found is None:
             continue
-        validity, data, offsets, nulls = found
-        buffers = [None if validity is None else pa.py_buffer(validity)]
-        if offsets is not None:
-            buffers.append(pa.py_buffer(offsets))
-        buffers.append(pa.py_buffer(data))
-        out[j] = pa.Array.from_buffers(type_, n, buffers, null_count=nulls)
+        out[j] = _from_buffers(type_, n, found)
     return out
+
+
+def _from_buffers(type_: pa.DataType, n: int, found: native.ArrowBuffers) -> pa.Array:
+    validity, data, offsets, nulls = found
+    buffers = [None if validity is None else pa.py_buffer(validity)]
+    if offsets is not None:
+        buffers.append(pa.py_buffer(offsets))
+    buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(type_, n, buffers, null_count=nulls)
+
+
+def _segments(changes: Sequence[Change]) -> list[Sequence[Change]]:
+    """``changes`` cut into runs of ChunkRuns and runs of RowChanges, in order."""
+    cuts = [
+        i
+        for i in range(1, len(changes))
+        if (type(changes[i]) is ChunkRun) != (type(changes[i - 1]) is ChunkRun)
+    ]
+    bounds = [0, *cuts, len(changes)]
+    return [changes[a:b] for a, b in pairwise(bounds)]
 
 
 class ParquetTableWriter:
@@ -249,14 +265,20 @@ class ParquetTableWriter:
         """Zero/invalid dates written as null so far."""
         return self._invalid_temporals
 
-    def write(self, changes: Sequence[RowChange]) -> None:
+    def write(self, changes: Sequence[Change]) -> None:
         """Convert ``changes`` (in ``_seq`` order, continuing the previous call) and append
         them. Raises IntegrityError for a value that cannot be written exactly, SinkError
-        for a disk error (the file is then removed)."""
+        for a disk error (the file is then removed). ``ChunkRun``s (the columnar lane) are
+        converted from their column buffers, RowChanges value by value."""
         self._check_open()
         if not changes:
             return
-        converted = self._convert_fitting(changes)
+        converted: list[tuple[pa.RecordBatch, int]] = []
+        for segment in _segments(changes):
+            if type(segment[0]) is ChunkRun:
+                converted.extend(self._convert_runs(cast(list[ChunkRun], segment)))
+            else:
+                converted.extend(self._convert_fitting(cast(list[RowChange], segment)))
         for batch, invalid in converted:
             self._invalid_temporals += invalid
             self._pending.append(batch)
@@ -265,7 +287,7 @@ class ParquetTableWriter:
             self._rows += batch.num_rows
         if self._first_seq is None:
             self._first_seq = changes[0].seq
-        self._last_seq = changes[-1].seq
+        self._last_seq = last_seq(changes[-1])
         if self._pending_bytes >= self.row_group_bytes:
             self._flush(final=True)  # large values: a smaller row group rather than GiBs held
         elif self._pending_rows >= self.row_group_rows:
@@ -384,6 +406,49 @@ class ParquetTableWriter:
                 ) from None
         middle = len(changes) // 2
         return self._convert_fitting(changes[:middle]) + self._convert_fitting(changes[middle:])
+
+    def _convert_runs(self, runs: list[ChunkRun]) -> list[tuple[pa.RecordBatch, int]]:
+        """The columnar lane: consecutive events' column buffers joined into arrays."""
+        n = sum(run.count for run in runs)
+        arrays: list[pa.Array] = []
+        for index, plan in enumerate(self._plans):
+            varlen = pa.types.is_string(plan.type) or pa.types.is_binary(plan.type)
+            width = 0 if varlen else plan.type.bit_width // 8
+            found = native.concat_columns(
+                [run.event.chunk[1][index] for run in runs], width, varlen
+            )
+            if found is None:  # past 2 GiB of text: split, from the row tuples
+                return self._convert_fitting([c for run in runs for c in run.changes()])
+            arrays.append(_from_buffers(plan.type, n, found))
+        which = pa.array(
+            list(chain.from_iterable(repeat(i, run.count) for i, run in enumerate(runs))),
+            pa.int32(),
+        )
+        per_run = (
+            [run.op for run in runs],
+            None,
+            [run.gtid for run in runs],
+            [run.ts for run in runs],
+            [run.server_id for run in runs],
+            [run.event.file for run in runs],
+            [run.event.position for run in runs],
+        )
+        metadata: list[pa.Array] = []
+        for field, values in zip(METADATA_FIELDS, per_run, strict=True):
+            if values is None:  # _seq
+                numbers = chain.from_iterable(range(r.seq, r.seq + r.count) for r in runs)
+                metadata.append(pa.array(list(numbers), field.type))
+            else:
+                metadata.append(pa.array(values, field.type).take(which))
+        self._check_metadata(metadata)
+        arrays.extend(metadata)
+        if self._before_type is not None:
+            arrays.append(pa.nulls(n, self._before_type))
+        if self.with_absent:
+            arrays.append(self._absent(n, {}))
+        if self._before_key_type is not None:
+            arrays.append(pa.nulls(n, self._before_key_type))
+        return [(pa.RecordBatch.from_arrays(arrays, schema=self.schema), 0)]
 
     def _convert(self, changes: Sequence[RowChange]) -> tuple[pa.RecordBatch, int]:
         n = len(changes)
@@ -531,14 +596,17 @@ class ParquetTableWriter:
                     fields_of = list(zip(*changes, strict=True))
                 array = pa.array(fields_of[index], field.type)
             arrays.append(array)
+        self._check_metadata(arrays)
+        return arrays
+
+    def _check_metadata(self, arrays: list[pa.Array]) -> None:
         ops = set(pc.unique(arrays[0]).to_pylist())
         if not _OPS.issuperset(ops):
             raise InternalError(f"unknown _op in {sorted(ops - _OPS, key=str)}")
         self._check_order(arrays[1])
-        for field, array in zip(fields, arrays, strict=True):
+        for field, array in zip(METADATA_FIELDS, arrays, strict=True):
             if not field.nullable and array.null_count:
                 raise InternalError(f"{field.name} is null in a row change")
-        return arrays
 
     def _check_order(self, seq: pa.Array) -> None:
         n = len(seq)

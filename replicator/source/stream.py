@@ -32,6 +32,7 @@ from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..binlog.errors import ChecksumError, DecodeError, ServerError
 from ..binlog.framing import EndOfStream, _NeedData
 from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..binlog.rows import LaneFactory
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Transaction, TransactionAssembler, TransactionPart
@@ -148,6 +149,7 @@ class ReplicaStream:
         queue_size: int | None = None,
         part_rows: int | None = None,
         name: str = "replica-reader",
+        lane: LaneFactory | None = None,
     ) -> None:
         self.cfg = cfg
         self.stats = StreamStats()
@@ -157,6 +159,7 @@ class ReplicaStream:
         self.facts: ServerFacts | None = None
         self._stop_at_end = stop_at_end
         self._schema_lookup = schema_lookup
+        self._lane = lane  # the columnar lane (sink.lane) for the daemon's rows events
         self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
         self._queue: asyncio.Queue[Item | BaseException | _End] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -457,6 +460,7 @@ class ReplicaStream:
             schema_lookup=self._schema_lookup,
             verify_checksum=True,
         )
+        decoder.parser.lane = self._lane
         assembler = TransactionAssembler(part_rows=self._part_rows)
         try:
             return self._read_events(sock, decoder, assembler, end)
