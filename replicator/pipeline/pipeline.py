@@ -56,7 +56,7 @@ log = structlog.get_logger("replicator")
 Groups = list[tuple[TableVersion, list[Change]]]
 STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
-INFLIGHT_ROWS = 4 * STAGE_ROWS
+INFLIGHT_ROWS = 2 * STAGE_ROWS
 """Row changes handed to the writer thread and not yet converted, at most (memory)."""
 
 
