@@ -601,7 +601,12 @@ PairSpec_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObje
             PyBuffer_Release(&view);
             return outcome(start, 0);
         }
-        if (append_new(out, before) < 0 || append_new(out_after, after) < 0) {
+        if (append_new(out, before) < 0) {
+            Py_DECREF(after);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (append_new(out_after, after) < 0) {
             PyBuffer_Release(&view);
             return NULL;
         }
@@ -952,7 +957,9 @@ fixed_value(PyObject *v, int kind, int width, unsigned char *out)
         return 1;
     }
     case ARROW_DURATION:
-        if (!PyDelta_CheckExact(v)) {
+        /* beyond int64 microseconds (about 292,000 years): pyarrow reports it */
+        if (!PyDelta_CheckExact(v) || PyDateTime_DELTA_GET_DAYS(v) > 106751 ||
+            PyDateTime_DELTA_GET_DAYS(v) < -106751) {
             return 0;
         }
         i = ((long long)PyDateTime_DELTA_GET_DAYS(v) * 86400 + PyDateTime_DELTA_GET_SECONDS(v)) *
@@ -1172,6 +1179,36 @@ done:
     return result;
 }
 
+#if PY_VERSION_HEX >= 0x030E0000
+/* A fresh 9-item instance of the tuple subclass cls, made by its own constructor; items are
+ * replaced by the caller (each None here). */
+static PyObject *
+make_change_slow(PyTypeObject *cls)
+{
+    PyObject *items = PyTuple_New(9);
+    if (items == NULL) {
+        return NULL;
+    }
+    for (int k = 0; k < 9; k++) {
+        Py_INCREF(Py_None);
+        PyTuple_SET_ITEM(items, k, Py_None);
+    }
+    PyObject *args = PyTuple_Pack(1, items);
+    Py_DECREF(items);
+    if (args == NULL) {
+        return NULL;
+    }
+    PyObject *change = PyTuple_Type.tp_new(cls, args, NULL);
+    Py_DECREF(args);
+    if (change != NULL) {
+        for (int k = 0; k < 9; k++) { /* the caller sets every item */
+            Py_SETREF(((PyTupleObject *)change)->ob_item[k], NULL);
+        }
+    }
+    return change;
+}
+#endif
+
 /* make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores) -> list
  *
  * One ``cls`` (a tuple subclass of 9 fields: RowChange) per row: (op, seq + i, gtid, ts,
@@ -1211,7 +1248,13 @@ make_changes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *fixed[7] = {args[1], NULL, args[3], args[4], args[5], args[6], args[7]};
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* what tuple.__new__ does for a subclass (tuple_subtype_new); from 3.14 on tuples
+         * cache their hash, which only the tuple constructor initializes */
+#if PY_VERSION_HEX < 0x030E0000
         PyObject *change = cls->tp_alloc(cls, 9);
+#else
+        PyObject *change = make_change_slow(cls);
+#endif
         PyObject *number = PyLong_FromSsize_t(seq + i);
         if (change == NULL || number == NULL) {
             Py_XDECREF(change);

@@ -58,6 +58,7 @@ STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
 INFLIGHT_ROWS = 2 * STAGE_ROWS
 """Row changes handed to the writer thread and not yet converted, at most (memory)."""
+_INFLIGHT_POLL = 0.5  # seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,7 @@ class Pipeline:
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
         self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
         self._error: BaseException | None = None  # the first one the loop saw (see _reap)
+        self._failed_batch: Batch | None = None  # a commit that failed: close() drops it
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
         self._in_parts = False
@@ -321,6 +323,9 @@ class Pipeline:
                     self._committed(commit, *result)
             except BaseException as exc:  # kept, raised by _reap in the loop's own flow
                 self._error = exc
+                self._failed = self._failed or exc  # nothing more runs in the writer thread
+                if commit is not None:
+                    self._failed_batch = commit.batch
 
     async def _reap(self, *, everything: bool = False) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
@@ -542,8 +547,12 @@ class Pipeline:
         )
 
     def seconds_until_due(self) -> float | None:
+        if self._error is not None:
+            return 0.0  # commit() raises it
         if self._batch is None or self._batch.transactions == 0:
-            return None
+            # work in the writer thread: look again soon, so that an idle stream still
+            # reports a commit that failed
+            return _INFLIGHT_POLL if self._inflight else None
         return max(0.0, self.sink.batch_max_seconds - (time.monotonic() - self._batch_started))
 
     async def commit(self, *, wait: bool = True) -> None:
@@ -594,7 +603,11 @@ class Pipeline:
         if pending:
             await asyncio.wait(pending)
         self._collect_done()
-        if self._batch is not None:
-            await self._run(self._batch.abort)
-            self._batch = None
+        for future, _, _ in self._inflight:  # what follows an error: its errors are known
+            if not future.cancelled():
+                future.exception()
+        for batch in (self._failed_batch, self._batch):
+            if batch is not None:
+                await self._run(batch.abort)
+        self._batch = self._failed_batch = None
         self._executor.shutdown(wait=True)

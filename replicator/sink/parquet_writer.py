@@ -274,11 +274,17 @@ class ParquetTableWriter:
         if not changes:
             return
         converted: list[tuple[pa.RecordBatch, int]] = []
-        for segment in _segments(changes):
-            if type(segment[0]) is ChunkRun:
-                converted.extend(self._convert_runs(cast(list[ChunkRun], segment)))
-            else:
-                converted.extend(self._convert_fitting(cast(list[RowChange], segment)))
+        before = self._last_seq
+        try:
+            for segment in _segments(changes):
+                if type(segment[0]) is ChunkRun:
+                    converted.extend(self._convert_runs(cast(list[ChunkRun], segment)))
+                else:
+                    converted.extend(self._convert_fitting(cast(list[RowChange], segment)))
+                # the next segment's order is checked against this one's end
+                self._last_seq = last_seq(segment[-1])
+        finally:
+            self._last_seq = before  # set below once everything converted
         for batch, invalid in converted:
             self._invalid_temporals += invalid
             self._pending.append(batch)

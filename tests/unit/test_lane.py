@@ -23,7 +23,7 @@ from replicator.binlog import events as ev
 from replicator.binlog.errors import DecodeError
 from replicator.binlog.rows import TableDecoder, decode_images
 from replicator.binlog.schema import ColumnDef
-from replicator.errors import IntegrityError
+from replicator.errors import IntegrityError, InternalError
 from replicator.pipeline.changes import ChunkRun, RowChange, TableVersion
 from replicator.sink.lane import column_spec
 from replicator.sink.parquet_writer import ParquetTableWriter
@@ -188,3 +188,24 @@ def test_row_changes_and_chunk_runs_mix_in_one_write(tmp_path: Path) -> None:
     flat = [run.changes()[0], run.changes()[1]]
     usual = _land(tmp_path / "usual.parquet", version, [*mixed[:2], *flat, mixed[3]], before=True)
     assert table.equals(usual)
+
+
+def test_seq_going_back_across_runs_in_one_write_is_refused(tmp_path: Path) -> None:
+    columns = _columns(["long", "varchar_utf8"])
+    version = TableVersion("db", "t", columns, ())
+    spec = column_spec(columns, TableDecoder.build(columns).plans or ())
+    blob = b"\x00" + (3).to_bytes(4, "little") + b"\x01c"
+    run = ChunkRun("c", 1, None, TS, 1, _event(columns, blob, spec(blob, 0, len(blob))))
+    backwards = [
+        RowChange("c", 5, None, TS, 1, "b.1", 100, (1, "a")),
+        RowChange("c", 6, None, TS, 1, "b.1", 100, (2, "b")),
+        run,  # _seq 1 after 6
+    ]
+    with ParquetTableWriter(
+        tmp_path / "t.parquet", version, with_before=False, with_absent=True
+    ) as writer:
+        with pytest.raises(InternalError, match="not strictly increasing"):
+            writer.write(backwards)
+        assert writer.rows == 0  # the failed write left the file as it was
+        writer.write(backwards[:2])
+        assert writer.close().rows == 2

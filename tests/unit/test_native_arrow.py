@@ -56,7 +56,7 @@ TYPES: dict[str, tuple[pa.DataType, Any]] = {
     "timestamp_utc": (pa.timestamp("us", tz="UTC"), st.datetimes(timezones=st.just(UTC))),
     "duration": (
         pa.duration("us"),
-        st.timedeltas(min_value=dt.timedelta(days=-(10**6)), max_value=dt.timedelta(days=10**6)),
+        st.timedeltas(min_value=dt.timedelta(days=-106751), max_value=dt.timedelta(days=106751)),
     ),
 }
 
@@ -117,6 +117,7 @@ def test_repeated_objects_are_copied_not_shared() -> None:
         (pa.timestamp("us", tz="UTC"), dt.datetime(2020, 1, 1)),
         (pa.timestamp("us", tz="UTC"), dt.datetime(2020, 1, 1, tzinfo=dt.timezone(ONE_HOUR))),
         (pa.duration("us"), 5),
+        (pa.duration("us"), dt.timedelta(days=106752)),  # past int64 microseconds
         (pa.int64(), ABSENT),
         (pa.string(), Decimal(1)),
     ],

@@ -18,7 +18,7 @@ from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import IntegrityError
 from replicator.pipeline import pipeline as pipeline_module
 from replicator.pipeline.pipeline import Pipeline
-from replicator.sink.landing import LandingZone
+from replicator.sink.landing import FaultInjector, LandingZone
 
 from .synthetic_events import Events
 
@@ -97,3 +97,24 @@ async def test_no_commit_follows_rows_that_were_not_written(tmp_path: Path) -> N
     manifests = sorted((tmp_path / "_manifests").glob("*.json"))
     assert [json.loads(m.read_text())["batch"] for m in manifests] == [1]
     assert _landed(tmp_path) == list(range(1, 21))
+
+
+class _FailAt(FaultInjector):
+    def at(self, step: str) -> None:
+        if step == "data":  # before the manifest, the commit point
+            raise OSError(28, "No space left on device")
+
+
+async def test_a_commit_failing_on_an_idle_stream_is_reported(tmp_path: Path) -> None:
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    feed.zone.fault = _FailAt()
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # due: handed over, not awaited
+    # nothing else arrives; the service asks when to look again and then commits
+    wait = feed.pipeline.seconds_until_due()
+    assert wait is not None and wait <= 0.5
+    with pytest.raises(OSError, match="No space left"):
+        await feed.pipeline.commit()
+    assert feed.pipeline.seconds_until_due() == 0.0
+    await feed.pipeline.close()
+    assert feed.zone.recover().batch == 0
+    assert _landed(tmp_path) == []
