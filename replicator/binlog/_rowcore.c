@@ -107,134 +107,153 @@ static const int DIG2BYTES[10] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 4};
 static const unsigned int POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
                                        100000000, 1000000000};
 
-/* Appends the digits of one part (integer or fraction) of a DECIMAL; returns the position
- * after it, or -1 for a digit group out of range. Groups of 9 digits take 4 bytes; the
- * integer part's partial group comes first, the fraction's last (strings/decimal.cc). */
-static int
-decimal_part(const unsigned char *b, int *at, int digits, int leading_partial, char *out, int n)
-{
-    int whole = digits / 9, partial = digits % 9;
-    for (int g = 0; g < whole + (partial ? 1 : 0); g++) {
-        int count = 9;
-        if (partial && ((leading_partial && g == 0) || (!leading_partial && g == whole))) {
-            count = partial;
-        }
-        int width = count == 9 ? 4 : DIG2BYTES[count];
-        unsigned long long group = be_uint(b + *at, width);
-        *at += width;
-        if (group >= POW10[count]) {
-            return -1;
-        }
-        for (int i = count - 1; i >= 0; i--) {
-            out[n + i] = (char)('0' + group % 10);
-            group /= 10;
-        }
-        n += count;
-    }
-    return n;
-}
+/* ---------------------------------------------------------------- the stored formats
+ * One reading of each fixed-width format, shared by the tuple decoders (Python objects) and
+ * the columnar lane (Arrow values). */
 
-static PyObject *
-decode_decimal(const unsigned char *p, int width, int intg, int scale, PyObject *converter)
+/* The digits of a DECIMAL(intg + scale, scale) stored in w bytes: intg + scale characters
+ * '0'-'9' into digits (leading zeros kept), the sign into *negative. 0 for a digit group out
+ * of range. Groups of 9 digits take 4 bytes; the integer part's partial group comes first,
+ * the fraction's last; a negative value is stored inverted (strings/decimal.cc). */
+static int
+decimal_digits(const unsigned char *p, int w, int intg, int scale, char *digits, int *negative)
 {
     unsigned char b[40];
-    char text[80];
-    if (width > (int)sizeof(b)) {
-        return convert(converter, p, width);
+    if (w > (int)sizeof(b)) {
+        return 0;
     }
-    memcpy(b, p, width);
-    int negative = !(b[0] & 0x80);
-    if (negative) {
-        for (int i = 0; i < width; i++) {
-            b[i] = (unsigned char)~b[i];
+    memcpy(b, p, (size_t)w);
+    *negative = !(b[0] & 0x80);
+    if (*negative) {
+        for (int k = 0; k < w; k++) {
+            b[k] = (unsigned char)~b[k];
         }
     }
     b[0] &= 0x7F;
-    int at = 0, n = 1;
-    n = decimal_part(b, &at, intg, 1, text, n);
-    if (n < 0) {
-        return convert(converter, p, width); /* raises the digit group error */
-    }
-    if (n == 1) {
-        text[n++] = '0';
-    }
-    int point = n;
-    text[n++] = '.';
-    n = decimal_part(b, &at, scale, 0, text, n);
-    if (n < 0) {
-        return convert(converter, p, width);
-    }
-    if (scale == 0) {
-        n = point;
-    }
-    int zero = 1;
-    for (int i = 1; i < n; i++) {
-        if (text[i] != '0' && text[i] != '.') {
-            zero = 0;
-            break;
+    int at = 0, n = 0;
+    for (int part = 0; part < 2; part++) {
+        int count_digits = part == 0 ? intg : scale;
+        int whole = count_digits / 9, partial = count_digits % 9;
+        for (int g = 0; g < whole + (partial ? 1 : 0); g++) {
+            int count = 9;
+            if (partial && ((part == 0 && g == 0) || (part == 1 && g == whole))) {
+                count = partial;
+            }
+            int width = count == 9 ? 4 : DIG2BYTES[count];
+            unsigned long long group = be_uint(b + at, width);
+            at += width;
+            if (group >= POW10[count]) {
+                return 0;
+            }
+            for (int k = count - 1; k >= 0; k--) {
+                digits[n + k] = (char)('0' + group % 10);
+                group /= 10;
+            }
+            n += count;
         }
     }
-    text[0] = '-';
-    const char *start = negative && !zero ? text : text + 1;
-    PyObject *s = PyUnicode_FromStringAndSize(start, text + n - start);
-    if (s == NULL) {
-        return NULL;
-    }
-    PyObject *value = PyObject_CallOneArg(Decimal, s);
-    Py_DECREF(s);
-    return value;
+    return 1;
 }
 
-/* A valid date, else NULL with no exception set (the caller asks the converter). */
-static PyObject *
-try_datetime(int year, int month, int day, int hour, int minute, int second, int micro,
-             PyObject *tz)
-{
-    PyObject *value;
-    if (year < 1 || year > 9999 || month < 1 || month > 12 || day < 1 || day > 31 ||
-        hour > 23 || minute > 59 || second > 59 || micro > 999999) {
-        return NULL;
-    }
-    if (hour < 0) {
-        value = PyDate_FromDate(year, month, day);
-    }
-    else {
-        value = PyDateTimeAPI->DateTime_FromDateAndTime(year, month, day, hour, minute, second,
-                                                        micro, tz, PyDateTimeAPI->DateTimeType);
-    }
-    if (value == NULL) {
-        PyErr_Clear(); /* e.g. February 30 */
-    }
-    return value;
-}
+typedef struct {
+    int year, month, day, hour, minute, second, micro;
+} Fields;
 
-static PyObject *
-decode_date(const unsigned char *p, PyObject *converter)
+static void
+date_fields(const unsigned char *p, Fields *f)
 {
     unsigned long packed = (unsigned long)le_uint(p, 3);
-    PyObject *value =
-        try_datetime((int)(packed >> 9), (int)((packed >> 5) & 15), (int)(packed & 31), -1, 0,
-                     0, 0, Py_None);
-    return value != NULL ? value : convert(converter, p, 3);
+    *f = (Fields){(int)(packed >> 9), (int)((packed >> 5) & 15), (int)(packed & 31), 0, 0, 0, 0};
 }
 
-static PyObject *
-decode_datetime2(const unsigned char *p, int width, int frac_bytes, long long unit,
-                 PyObject *converter)
+/* DATETIME2: 5 bytes big-endian "1 sign | 17 year*13+month | 5 day | 5 hour | 6 minute |
+ * 6 second", then the fraction. 0 when the sign bit says negative (never valid). */
+static int
+datetime2_fields(const unsigned char *p, int w, int frac_bytes, long long unit, Fields *f)
 {
-    unsigned long long whole = be_uint(p, width);
+    unsigned long long whole = be_uint(p, w);
     int frac_bits = 8 * frac_bytes;
-    long long micro = (long long)(whole & ((1ULL << frac_bits) - 1)) * unit;
     unsigned long long top = whole >> frac_bits;
-    PyObject *value = NULL;
-    if (top >= 0x8000000000ULL) { /* the sign bit: a non-negative value */
-        unsigned long long packed = top - 0x8000000000ULL;
-        unsigned long long ymd = packed >> 17, year_month = ymd >> 5;
-        value = try_datetime((int)(year_month / 13), (int)(year_month % 13), (int)(ymd & 31),
-                             (int)((packed >> 12) & 31), (int)((packed >> 6) & 63),
-                             (int)(packed & 63), (int)micro, Py_None);
+    if (top < 0x8000000000ULL) {
+        return 0;
     }
-    return value != NULL ? value : convert(converter, p, width);
+    unsigned long long packed = top - 0x8000000000ULL;
+    unsigned long long ymd = packed >> 17, year_month = ymd >> 5;
+    long long micro = (long long)(whole & ((1ULL << frac_bits) - 1)) * unit;
+    *f = (Fields){(int)(year_month / 13), (int)(year_month % 13), (int)(ymd & 31),
+                  (int)((packed >> 12) & 31), (int)((packed >> 6) & 63), (int)(packed & 63),
+                  micro > 999999 ? 1000000 : (int)micro};
+    return 1;
+}
+
+/* TIMESTAMP2: 4 bytes big-endian epoch seconds, then the fraction: microseconds since the
+ * epoch (0 is the zero timestamp). */
+static long long
+timestamp2_micros(const unsigned char *p, int w, int frac_bytes, long long unit)
+{
+    unsigned long long whole = be_uint(p, w);
+    int frac_bits = 8 * frac_bytes;
+    long long seconds = (long long)(whole >> frac_bits);
+    return seconds * 1000000 + (long long)(whole & ((1ULL << frac_bits) - 1)) * unit;
+}
+
+/* TIME2: big-endian "1 sign | 1 unused | 10 hour | 6 minute | 6 second" + fraction, offset
+ * binary: signed microseconds. */
+static long long
+time2_micros(const unsigned char *p, int w, int frac_bytes, long long unit)
+{
+    long long value = (long long)be_uint(p, w) - (1LL << (8 * w - 1));
+    long long magnitude = value < 0 ? -value : value;
+    int frac_bits = 8 * frac_bytes;
+    long long hms = magnitude >> frac_bits;
+    long long seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63);
+    long long micros = seconds * 1000000 + (magnitude & ((1LL << frac_bits) - 1)) * unit;
+    return value < 0 ? -micros : micros;
+}
+
+static int
+leap(int y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static int
+valid_date(long long y, long long m, long long d)
+{
+    static const int dim[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1) {
+        return 0;
+    }
+    return d <= dim[m] + (m == 2 && leap((int)y));
+}
+
+/* What Python's date/datetime constructors accept (else the converter's marker). */
+static int
+valid_fields(const Fields *f)
+{
+    return valid_date(f->year, f->month, f->day) && f->hour <= 23 && f->minute <= 59 &&
+           f->second <= 59 && f->micro <= 999999;
+}
+
+/* days from 1970-01-01 to a civil date (proleptic Gregorian) */
+static long long
+days_from_civil(long long y, int m, int d)
+{
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+
+static long long
+fields_micros(const Fields *f)
+{
+    long long seconds = ((days_from_civil(f->year, f->month, f->day) * 24 + f->hour) * 60 +
+                         f->minute) * 60 + f->second;
+    return seconds * 1000000 + f->micro;
 }
 
 /* days since 1970-01-01 -> civil date (proleptic Gregorian) */
@@ -252,41 +271,107 @@ civil(long long days, int *year, int *month, int *day)
     *year = (int)(yoe + era * 400 + (*month <= 2));
 }
 
+/* ------------------------------------------------------------------ Python objects */
+
+static PyObject *
+decode_decimal(const unsigned char *p, int width, int intg, int scale, PyObject *converter)
+{
+    char digits[80], text[84];
+    int negative;
+    if (!decimal_digits(p, width, intg, scale, digits, &negative)) {
+        return convert(converter, p, width); /* raises the digit group error */
+    }
+    int n = 0, zero = 1;
+    for (int k = 0; k < intg + scale; k++) {
+        zero &= digits[k] == '0';
+    }
+    if (negative && !zero) {
+        text[n++] = '-';
+    }
+    if (intg == 0) {
+        text[n++] = '0';
+    }
+    memcpy(text + n, digits, (size_t)intg);
+    n += intg;
+    if (scale) {
+        text[n++] = '.';
+        memcpy(text + n, digits + intg, (size_t)scale);
+        n += scale;
+    }
+    PyObject *s = PyUnicode_FromStringAndSize(text, n);
+    if (s == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyObject_CallOneArg(Decimal, s);
+    Py_DECREF(s);
+    return value;
+}
+
+/* A valid date (tz NULL) or datetime, else NULL with no exception set (the caller asks the
+ * converter). */
+static PyObject *
+try_datetime(const Fields *f, PyObject *tz)
+{
+    PyObject *value;
+    if (!valid_fields(f)) {
+        return NULL;
+    }
+    if (tz == NULL) {
+        value = PyDate_FromDate(f->year, f->month, f->day);
+    }
+    else {
+        value = PyDateTimeAPI->DateTime_FromDateAndTime(f->year, f->month, f->day, f->hour,
+                                                        f->minute, f->second, f->micro, tz,
+                                                        PyDateTimeAPI->DateTimeType);
+    }
+    if (value == NULL) {
+        PyErr_Clear(); /* out of memory: the converter decides */
+    }
+    return value;
+}
+
+static PyObject *
+decode_date(const unsigned char *p, PyObject *converter)
+{
+    Fields f;
+    date_fields(p, &f);
+    PyObject *value = try_datetime(&f, NULL);
+    return value != NULL ? value : convert(converter, p, 3);
+}
+
+static PyObject *
+decode_datetime2(const unsigned char *p, int width, int frac_bytes, long long unit,
+                 PyObject *converter)
+{
+    Fields f;
+    PyObject *value = NULL;
+    if (datetime2_fields(p, width, frac_bytes, unit, &f)) {
+        value = try_datetime(&f, Py_None);
+    }
+    return value != NULL ? value : convert(converter, p, width);
+}
+
 static PyObject *
 decode_timestamp2(const unsigned char *p, int width, int frac_bytes, long long unit,
                   PyObject *converter)
 {
-    unsigned long long whole = be_uint(p, width);
-    int frac_bits = 8 * frac_bytes;
-    long long seconds = (long long)(whole >> frac_bits);
-    long long micro = (long long)(whole & ((1ULL << frac_bits) - 1)) * unit;
-    if (seconds == 0 && micro == 0) {
+    long long micros = timestamp2_micros(p, width, frac_bytes, unit);
+    if (micros == 0) {
         return convert(converter, p, width); /* the zero timestamp */
     }
-    seconds += micro / 1000000;
-    micro %= 1000000;
-    int year, month, day;
-    civil(seconds / 86400, &year, &month, &day);
-    long long rest = seconds % 86400;
-    PyObject *value = try_datetime(year, month, day, (int)(rest / 3600), (int)(rest / 60 % 60),
-                                   (int)(rest % 60), (int)micro, PyDateTime_TimeZone_UTC);
+    long long seconds = micros / 1000000, rest = seconds % 86400;
+    Fields f = {0, 0, 0, (int)(rest / 3600), (int)(rest / 60 % 60), (int)(rest % 60),
+                (int)(micros % 1000000)};
+    civil(seconds / 86400, &f.year, &f.month, &f.day);
+    PyObject *value = try_datetime(&f, PyDateTime_TimeZone_UTC);
     return value != NULL ? value : convert(converter, p, width);
 }
 
 static PyObject *
 decode_time2(const unsigned char *p, int width, int frac_bytes, long long unit)
 {
-    long long value = (long long)be_uint(p, width) - (1LL << (8 * width - 1));
-    long long magnitude = value < 0 ? -value : value;
-    int frac_bits = 8 * frac_bytes;
-    long long hms = magnitude >> frac_bits;
-    long long seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63);
-    long long micro = (magnitude & ((1LL << frac_bits) - 1)) * unit;
-    if (value < 0) {
-        seconds = -seconds;
-        micro = -micro;
-    }
-    return PyDelta_FromDSU(0, (int)seconds, (int)micro);
+    long long micros = time2_micros(p, width, frac_bytes, unit);
+    return PyDelta_FromDSU(0, (int)(micros / 1000000), (int)(micros % 1000000));
 }
 
 /* One non-NULL value at *pos (bounded by end); NULL when it does not decode. */
@@ -859,18 +944,6 @@ grow(Growable *g, Py_ssize_t extra)
     return 0;
 }
 
-/* days from 1970-01-01 to a civil date (proleptic Gregorian) */
-static long long
-days_from_civil(long long y, int m, int d)
-{
-    y -= m <= 2;
-    long long era = (y >= 0 ? y : y - 399) / 400;
-    long long yoe = y - era * 400;
-    long long doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 /* One value of a fixed-width kind into 8 bytes at out; 0 when it is not of the kind (or out
  * of range), so the caller leaves the column to pyarrow. */
 static int
@@ -1316,22 +1389,6 @@ typedef struct {
     PyObject *objects;
 } ColumnSpec;
 
-static int
-leap(int y)
-{
-    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static int
-valid_date(long long y, long long m, long long d)
-{
-    static const int dim[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1) {
-        return 0;
-    }
-    return d <= dim[m] + (m == 2 && leap((int)y));
-}
-
 /* Strict UTF-8 as Python decodes it (no surrogates, no overlong forms, <= U+10FFFF). */
 static int
 valid_utf8(const unsigned char *s, Py_ssize_t n)
@@ -1436,36 +1493,14 @@ lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneCo
         c->data.len += w;
         return w;
     case LANE_DECIMAL: {
-        if (avail < w || w > 40) {
+        char digits[80];
+        int negative;
+        if (avail < w || !decimal_digits(p, w, (int)in->arg0, (int)in->arg1, digits, &negative)) {
             return -1;
         }
-        unsigned char b[40];
-        memcpy(b, p, (size_t)w);
-        int negative = !(b[0] & 0x80);
-        if (negative) {
-            for (int k = 0; k < w; k++) {
-                b[k] = (unsigned char)~b[k];
-            }
-        }
-        b[0] &= 0x7F;
         unsigned __int128 v = 0;
-        int at = 0;
-        for (int part = 0; part < 2; part++) {
-            int digits = (int)(part == 0 ? in->arg0 : in->arg1);
-            int whole = digits / 9, partial = digits % 9;
-            for (int g = 0; g < whole + (partial ? 1 : 0); g++) {
-                int count = 9;
-                if (partial && ((part == 0 && g == 0) || (part == 1 && g == whole))) {
-                    count = partial;
-                }
-                int width = count == 9 ? 4 : DIG2BYTES[count];
-                unsigned long long group = be_uint(b + at, width);
-                at += width;
-                if (group >= POW10[count]) {
-                    return -1;
-                }
-                v = v * POW10[count] + group;
-            }
+        for (int k = 0; k < in->arg0 + in->arg1; k++) {
+            v = v * 10 + (unsigned)(digits[k] - '0');
         }
         __int128 s = negative ? -(__int128)v : (__int128)v;
         if (grow(&c->data, 16) < 0) {
@@ -1476,15 +1511,15 @@ lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneCo
         return w;
     }
     case LANE_DATE: {
+        Fields f;
         if (avail < 3) {
             return -1;
         }
-        unsigned long packed = (unsigned long)le_uint(p, 3);
-        long long y = packed >> 9, m = (packed >> 5) & 15, d = packed & 31;
-        if (!valid_date(y, m, d)) {
+        date_fields(p, &f);
+        if (!valid_fields(&f)) {
             return -1;
         }
-        int days = (int)days_from_civil(y, (int)m, (int)d);
+        int days = (int)days_from_civil(f.year, f.month, f.day);
         if (grow(&c->data, 4) < 0) {
             return -2;
         }
@@ -1498,42 +1533,21 @@ lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneCo
         if (avail < w) {
             return -1;
         }
-        unsigned long long whole = be_uint(p, w);
-        int frac_bits = 8 * (int)in->arg0;
-        unsigned long long mask = (1ULL << frac_bits) - 1;
         if (in->op == LANE_DATETIME2) {
-            long long micro = (long long)(whole & mask) * in->arg1;
-            unsigned long long top = whole >> frac_bits;
-            if (top < 0x8000000000ULL) {
+            Fields f;
+            if (!datetime2_fields(p, w, (int)in->arg0, in->arg1, &f) || !valid_fields(&f)) {
                 return -1;
             }
-            unsigned long long packed = top - 0x8000000000ULL;
-            unsigned long long ymd = packed >> 17, ym = ymd >> 5;
-            long long y = (long long)(ym / 13), m = (long long)(ym % 13), d = ymd & 31;
-            long long hh = (packed >> 12) & 31, mi = (packed >> 6) & 63, ss = packed & 63;
-            if (!valid_date(y, m, d) || hh > 23 || mi > 59 || ss > 59 || micro > 999999) {
-                return -1;
-            }
-            i = ((days_from_civil(y, (int)m, (int)d) * 24 + hh) * 60 + mi) * 60 + ss;
-            i = i * 1000000 + micro;
+            i = fields_micros(&f);
         }
         else if (in->op == LANE_TIMESTAMP2) {
-            long long seconds = (long long)(whole >> frac_bits);
-            long long micro = (long long)(whole & mask) * in->arg1;
-            if (seconds == 0 && micro == 0) {
+            i = timestamp2_micros(p, w, (int)in->arg0, in->arg1);
+            if (i == 0) {
                 return -1; /* the zero timestamp */
             }
-            i = seconds * 1000000 + micro;
         }
         else {
-            long long value = (long long)whole - (1LL << (8 * w - 1));
-            long long magnitude = value < 0 ? -value : value;
-            long long hms = magnitude >> frac_bits;
-            long long seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63);
-            i = seconds * 1000000 + (long long)((unsigned long long)magnitude & mask) * in->arg1;
-            if (value < 0) {
-                i = -i;
-            }
+            i = time2_micros(p, w, (int)in->arg0, in->arg1);
         }
         if (grow(&c->data, 8) < 0) {
             return -2;
