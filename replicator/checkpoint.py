@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
-from .errors import ConfigError, SinkError
+from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from .source.protocol import StreamPosition
 
 FORMAT_VERSION = 1
@@ -61,6 +61,12 @@ class Checkpoint:
     # XA transactions prepared before ``position`` and not yet decided, by their file name
     # under ``_state/xa/``, where their rows wait for the XA COMMIT (sink.landing)
     xa_pending: tuple[str, ...] = ()
+    # set by `replicator checkpoint set`: ``position`` is not where the last batch ended, and
+    # the next batch's manifest says so (``start_moved``), which the manifest chain check needs
+    moved: bool = False
+    # set by `replicator checkpoint set` too: where the stream was before the move. Batches
+    # that end before it may repeat transactions landed already, and say so (``replay``)
+    replay_until: StreamPosition | None = None
 
     def to_json(self) -> dict[str, object]:
         pos = self.position
@@ -71,6 +77,10 @@ class Checkpoint:
             "committed_at": self.committed_at,
             "position": None if pos is None else position_to_json(pos),
             "xa_pending": list(self.xa_pending),
+            "moved": self.moved,
+            "replay_until": None
+            if self.replay_until is None
+            else position_to_json(self.replay_until),
         }
 
 
@@ -109,24 +119,41 @@ class CheckpointStore:
             raise SinkError(f"cannot read checkpoint {self.path}: {exc.strerror}") from exc
         try:
             data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            batch, next_seq = data["batch"], data["next_seq"]
+            if not (_is_int(batch) and _is_int(next_seq) and batch >= 0 and next_seq >= 1):
+                raise ValueError(f"batch {batch!r} / next_seq {next_seq!r} out of range")
             position = data.get("position")
+            pending = data.get("xa_pending", [])
+            if not isinstance(pending, list):
+                raise TypeError("xa_pending is not a list")
             return Checkpoint(
-                batch=int(data["batch"]),
-                next_seq=int(data["next_seq"]),
+                batch=batch,
+                next_seq=next_seq,
                 position=None if position is None else position_from_json(position, str(self.path)),
                 committed_at=str(data.get("committed_at", "")),
-                xa_pending=tuple(str(key) for key in data.get("xa_pending", ())),
+                xa_pending=tuple(str(key) for key in pending),
+                moved=data.get("moved", False) is True,
+                replay_until=None
+                if data.get("replay_until") is None
+                else position_from_json(data["replay_until"], str(self.path)),
             )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(
+        except (ValueError, KeyError, TypeError, ReplicatorError) as exc:
+            raise IntegrityError(
                 f"checkpoint {self.path} is unreadable: {exc}",
-                hint="restore it from the latest manifest under _manifests/ or remove it "
-                "to start from the configured start position",
+                hint="remove it to have it rebuilt from the manifests under _manifests/ (the "
+                "stream then resumes after the last committed batch), or restore it from a "
+                "backup; nothing was changed",
             ) from exc
 
     def save(self, checkpoint: Checkpoint) -> None:
         data = json.dumps(checkpoint.to_json(), indent=2, sort_keys=True).encode() + b"\n"
         write_atomic(self.path, data)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def now_iso() -> str:

@@ -29,11 +29,15 @@ from .embedded.demo import start_demo
 from .errors import ConfigError, ReplicatorError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
+from .schema.show import format_text as format_schema
+from .schema.show import load_committed_history
+from .schema.show import report as schema_report
 from .service import RunOptions, Service
 from .sink.landing import LandingZone
+from .sink.lock import LandingLock
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
-from .source.protocol import start_position
+from .source.protocol import covers, start_position
 from .spark.cli import materialize
 from .status import format_text, gather
 
@@ -79,6 +83,7 @@ def dump(
     From binlog files on disk (--binlog-file), or from a live server (--config) starting at
     --start-gtid, --start-file/--start-pos, the config's start, or now.
     """
+    configure_logging()  # warnings (reconnects) go to stderr: stdout carries the JSON lines
     formatter = RowChangeFormatter()
     out = sys.stdout
     tune_gc()
@@ -312,23 +317,53 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
         if found is None:
             raise ConfigError("checkpoint set needs --gtid or --file/--pos")
         position = found
-        # finish a half-done commit first, or its roll-forward would undo this move
-        current = LandingZone(config.sink).recover()
-        store = CheckpointStore(Path(config.sink.root))
-        store.save(
-            Checkpoint(
-                batch=current.batch,
-                next_seq=current.next_seq,
-                position=position,
-                committed_at=now_iso(),
-                xa_pending=current.xa_pending,  # prepared XA still waits for its outcome
+        root = Path(config.sink.root)
+        with LandingLock(root).acquire("checkpoint set"):  # never under a running daemon
+            # finish a half-done commit first, or its roll-forward would undo this move
+            current = LandingZone(config.sink).recover()
+            CheckpointStore(root).save(
+                Checkpoint(
+                    batch=current.batch,
+                    next_seq=current.next_seq,
+                    position=position,
+                    committed_at=now_iso(),
+                    xa_pending=current.xa_pending,  # prepared XA still waits for its outcome
+                    moved=True,
+                    # what lands again before the old position is marked as a replay
+                    replay_until=current.replay_until or current.position,
+                )
             )
-        )
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(f"checkpoint set to {position.describe()}")  # position is set once here
     for name in current.xa_pending:
         click.echo(f"prepared XA transaction still held (lands at its XA COMMIT): {name}")
+
+
+@main.group()
+def schema() -> None:
+    """The schema history the landing zone keeps (every version of every table)."""
+
+
+@schema.command("show")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--table", help="Only tables matching this glob (db.table, e.g. 'shop.*').")
+@click.option("--at", "at_gtid", help="Show the tables as of this GTID position.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_json: bool) -> None:
+    """Print each table's versions: columns, and the statement and position that made them."""
+    try:
+        config = load_config(config_file)
+        history = load_committed_history(Path(config.sink.root))
+        covered = None
+        if at_gtid is not None:
+            at = start_position(at_gtid, None)
+            assert at is not None
+            covered = lambda point: covers(at, point.file, point.position, point.gtid)  # noqa: E731
+        data = schema_report(history, table=table, covered=covered)
+    except ReplicatorError as exc:
+        _fail(exc)
+    click.echo(json.dumps(data, indent=2) if as_json else format_schema(data), nl=not as_json)
 
 
 main.add_command(materialize)

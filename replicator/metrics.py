@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -165,9 +166,12 @@ class Metrics:
     tests pass a fake one.
     """
 
-    def __init__(self, *, clock: Clock = time.time) -> None:
+    def __init__(self, *, clock: Clock = time.time, stall_seconds: float = math.inf) -> None:
         self.registry = CollectorRegistry()
         self._clock = clock
+        # readiness fails once nothing came through the stream for this long (a stalled
+        # reader, socket or lookup), even while the connection still counts as up
+        self._stall_seconds = stall_seconds
         self._started = clock()
         self._hooks: list[Callable[[], None]] = []
         r = self.registry
@@ -334,6 +338,11 @@ class Metrics:
         self._last_message = now
         self._set_lag(max(0.0, now - ts_seconds))
 
+    def observe_progress(self) -> None:
+        """Something other than a timed event came through the stream (a part of a large
+        transaction, a control event): the stream moves, the lag is unchanged."""
+        self._last_message = self._clock()
+
     def observe_heartbeat(self) -> None:
         """A heartbeat arrived: the source has nothing more to send, so the lag is 0."""
         self._last_message = self._clock()
@@ -372,6 +381,9 @@ class Metrics:
             return Status(False, f"fatal: {self._fatal}")
         if not self._connected_value:
             return Status(False, "not streaming from the source")
+        silence = self._silence()
+        if silence > self._stall_seconds:
+            return Status(False, f"stalled: nothing from the source stream for {silence:.0f} s")
         if self._commit_error:
             return Status(False, f"last commit failed: {self._commit_error}")
         return Status(True, "ready")

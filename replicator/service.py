@@ -31,20 +31,25 @@ from .binlog.constants import EventType
 from .binlog.transaction import Transaction
 from .checkpoint import Checkpoint
 from .config import Config
-from .errors import ReplicatorError
+from .errors import ReplicatorError, SinkError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
-from .pipeline.pipeline import Pipeline, PipelineStats
+from .pipeline.pipeline import Pipeline, PipelineStats, TableFilter
 from .progress import CatchUpTracker, bytes_behind
+from .schema.history import SchemaHistory
+from .schema.tracker import SchemaTracker
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lane import column_spec
-from .source.connection import open_connection
-from .source.protocol import start_position
-from .source.schema import InformationSchemaLookup
+from .sink.lock import LandingLock
+from .source.connection import describe_source, open_connection
+from .source.errors import SourceUnavailableError
+from .source.protocol import StreamPosition, covers, start_position
+from .source.seeding import seed_history
 from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
 
 log = structlog.get_logger("replicator")
+GUARD_SECONDS = 2.0
 
 
 @dataclass(slots=True)
@@ -60,12 +65,15 @@ class Service:
         self.config = config
         self.options = options
         self.zone = LandingZone(config.sink, fault=FaultInjector.from_env())
+        self.lock = LandingLock(self.zone.root)
         self._stop = asyncio.Event()
         self._signals = 0
         self.pipeline: Pipeline | None = None
         self.stream: ReplicaStream | None = None
         self.notifier = Notifier(config.mqtt)
-        self.metrics = Metrics()
+        # readiness: nothing through the stream for this long means stalled (heartbeats come
+        # every heartbeat_seconds on an idle source)
+        self.metrics = Metrics(stall_seconds=max(30.0, 3 * config.source.heartbeat_seconds))
         self.http: MetricsServer | None = None
         self.metrics.on_scrape(self._sync_metrics)
 
@@ -123,6 +131,14 @@ class Service:
         if self.options.run_for is not None:
             loop.call_later(self.options.run_for, self._stop.set)
         log.debug("config", config=dataclasses.asdict(self.config))  # secrets print as ****
+        # one writer per landing zone (a crash drops the lock with the process)
+        self.lock.acquire("replicator run")
+        try:
+            return await self._run_locked(loop)
+        finally:
+            self.lock.release()
+
+    async def _run_locked(self, loop: asyncio.AbstractEventLoop) -> int:
         checkpoint = await loop.run_in_executor(None, self.zone.recover)
         self.metrics.checkpoint_saved(_epoch(checkpoint))
         start = checkpoint.position or start_position(
@@ -135,36 +151,100 @@ class Service:
             batch=checkpoint.batch,
             next_seq=checkpoint.next_seq,
         )
-        lookup = InformationSchemaLookup(self.config.source)
+        await self._start_http()  # probes answer (not ready) while the history is seeded
+        try:
+            history, start, rewound = await self._schema_history(start)
+            return await self._stream(checkpoint, start, history, rewound)
+        finally:
+            if self.http is not None:
+                await self.http.close()
+
+    async def _schema_history(
+        self, start: StreamPosition | None
+    ) -> tuple[SchemaHistory, StreamPosition, bool]:
+        """The landing zone's schema history as of ``start`` (rewound when the stream starts
+        before changes it recorded), or a new one seeded from the source. Returns it, the
+        start (resolved when it was "now") and whether it was rewound."""
+        history = await asyncio.get_running_loop().run_in_executor(None, self.zone.load_history)
+        if history is not None and start is not None:
+            at = start
+            dropped = history.rewind(lambda p: covers(at, p.file, p.position, p.gtid))
+            if dropped:
+                log.info("schema history rewound", changes_dropped=dropped, to=at.describe())
+            return history, start, dropped > 0
+        delay = self.config.source.reconnect_initial_delay
+        attempt = 0
+        while True:
+            try:
+                seed = await seed_history(self.config.source, start)
+                return seed.history, seed.start, False
+            except SourceUnavailableError as exc:
+                attempt += 1
+                log.warning(
+                    "cannot read the source's tables, retrying",
+                    cause=str(exc),
+                    source=describe_source(self.config.source),
+                    attempt=attempt,
+                    retry_in_s=round(delay, 2),
+                )
+            try:
+                await asyncio.wait_for(self._stop.wait(), delay)
+            except TimeoutError:
+                delay = min(delay * 2, self.config.source.reconnect_max_delay)
+                continue
+            raise SourceUnavailableError(
+                "stopped before the source's tables could be read",
+                hint="nothing was landed; start again once the source is reachable",
+            )
+
+    async def _stream(
+        self,
+        checkpoint: Checkpoint,
+        start: StreamPosition,
+        history: SchemaHistory,
+        rewound: bool,
+    ) -> int:
+        # the reader thread keeps its own copy of the history (it runs ahead of the pipeline)
+        tracker = SchemaTracker(
+            SchemaHistory(history.seed, history.seed_point, list(history.changes)),
+            TableFilter(self.config.filters).wants,
+        )
         pipeline = Pipeline(
             self.config.sink,
             self.config.filters,
             self.zone,
             checkpoint,
             on_commit=self._committed,
+            history=history,
         )
+        if rewound:
+            pipeline.history_changed()
         self.pipeline = pipeline
         stream = ReplicaStream(
             self.config.source,
             start,
             stop_at_end=self.options.stop_at_end,
-            schema_lookup=lookup,
+            schema_lookup=tracker,
             part_rows=self.config.sink.large_transaction_rows,
             lane=column_spec,
+            tracker=tracker,
         )
         self.stream = stream
         try:
-            await self._start_http()
             async with stream, asyncio.TaskGroup() as group:
                 notifier = group.create_task(self.notifier.run(), name="notify")
                 progress = group.create_task(self._progress(pipeline), name="progress")
+                guard = group.create_task(self._guard(), name="guard")
                 try:
                     await group.create_task(self._replicate(stream, pipeline), name="replicate")
                 except BaseException as exc:
+                    if isinstance(exc, SinkError):  # counted, and named by /readyz
+                        self.metrics.commit_failed(str(exc))
                     self.metrics.fatal(str(exc) if isinstance(exc, ReplicatorError) else "stopped")
                     raise
                 finally:
                     progress.cancel()
+                    guard.cancel()
                     await self.notifier.close(timeout=5.0)
                     with contextlib.suppress(asyncio.CancelledError):
                         await notifier
@@ -172,9 +252,6 @@ class Service:
             raise _first_error(group) from None
         finally:
             await pipeline.close()
-            lookup.close()
-            if self.http is not None:
-                await self.http.close()
         log.info(
             "stopped",
             batches=pipeline.stats.batches,
@@ -183,6 +260,13 @@ class Service:
             notifications_dropped=self.notifier.stats.dropped,
         )
         return 0
+
+    async def _guard(self) -> None:
+        """Every few seconds: is the landing zone still the one we locked? A landing zone
+        deleted or replaced under a running daemon (idle or not) stops it (exit 1)."""
+        while True:
+            await asyncio.sleep(GUARD_SECONDS)
+            self.lock.check()
 
     async def _start_http(self) -> None:
         service = self.config.service
@@ -290,6 +374,12 @@ class Service:
                     item = item_task.result()
                 except StopAsyncIteration:
                     break
+                except ReplicatorError:
+                    # the stream stops (a DDL it cannot follow, a CRC mismatch that persists,
+                    # ...): every whole transaction before the stop lands first, so the
+                    # checkpoint stops right before the cause
+                    await pipeline.commit()
+                    raise
                 if pipeline.position is None and stream.origin is not None:
                     pipeline.seed(stream.origin)
                 await pipeline.handle(item)
@@ -297,6 +387,8 @@ class Service:
                     self.metrics.observe_event_time(item.timestamp)
                 elif isinstance(item, ev.HeartbeatEvent):
                     self.metrics.observe_heartbeat()
+                else:
+                    self.metrics.observe_progress()
             timeout = self.options.shutdown_timeout or self.config.service.shutdown_timeout
             await asyncio.wait_for(pipeline.commit(), timeout)
         finally:

@@ -26,7 +26,7 @@ from .checkpoint import CheckpointStore, position_to_json
 from .config import Config
 from .errors import ReplicatorError
 from .progress import bytes_behind
-from .sink.landing import MANIFESTS
+from .sink.manifests import MANIFESTS
 from .source.connection import open_connection
 from .source.server_info import server_info
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 __all__ = [
     "BINARY",
+    "KNOWN_CHARSETS",
     "MYSQL_LATIN1_TABLE",
     "charset_for_collation",
     "codec_for_charset",
@@ -150,6 +151,9 @@ def charset_for_collation(collation_id: int) -> str | None:
         return None
     last, charset = _ENDS[index]
     return charset if collation_id <= last else None
+
+
+KNOWN_CHARSETS = frozenset(_CODECS)  # every server character set name
 
 
 def codec_for_charset(charset_name: str) -> str | None:

@@ -55,7 +55,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import temporal
+from . import temporal, text_forms
 from .charsets import BINARY, text_decoder
 from .constants import ColumnType
 from .decimal import build_decimal_converter, decimal_size
@@ -177,6 +177,8 @@ def build_decoder(col: ColumnDef) -> ColumnDecoder:
 
 def build_plan(col: ColumnDef) -> ColumnPlan:
     """The decoder of one column and how to inline it (once per TABLE_MAP)."""
+    if col.text_form is not None:
+        return ColumnPlan(_text_form(col))
     builder = _BUILDERS.get(col.type)
     if builder is None:
         raise DecodeError(
@@ -192,6 +194,30 @@ def build_plan(col: ColumnDef) -> ColumnPlan:
             f"column {column_label(col)} ({_type_name(col.type)}, meta {col.meta:#x}): "
             f"{exc.args[0]}"
         ) from exc
+
+
+def _text_form(col: ColumnDef) -> ColumnDecoder:
+    """MariaDB UUID/INET4/INET6: the fixed-size binary string they are logged as, formatted
+    as SELECT prints it (``text_forms``)."""
+    size = text_forms.SIZES.get(col.text_form or "")
+    if col.type != ColumnType.STRING or size is None or col.string_length != size:
+        raise DecodeError(
+            f"column {column_label(col)}: a {col.text_form} column must be logged as "
+            f"BINARY({size}), not as type {col.type} (meta {col.meta:#x})",
+            hint="the schema history does not match the binlog here",
+        )
+    read = _bytes_reader(1, column_label(col))
+    fmt = text_forms.FORMATTERS[col.text_form or ""]
+
+    def decode(buf: bytes, offset: int) -> tuple[object, int]:
+        data, end = read(buf, offset)
+        if len(data) > size:
+            raise DecodeError(
+                f"column {column_label(col)}: {len(data)} bytes for a {size}-byte value"
+            )
+        return fmt(data.ljust(size, b"\x00")), end
+
+    return decode
 
 
 def _unsupported_reason(type_code: int) -> str:

@@ -66,7 +66,9 @@ _NOT_CHECKSUM_AWARE = -1  # a pre-5.6.1 FORMAT_DESCRIPTION: no algorithm byte, n
 
 # Query event status variables (mysql-server ``statement_events.h`` Query_event_status_vars;
 # MariaDB adds 128+). Value: fixed size, or a callable giving the size from the data.
+_Q_SQL_MODE_CODE = 1
 _Q_CHARSET_CODE = 4
+_Q_CHARSET_DATABASE_CODE = 8
 _Q_DDL_LOGGED_WITH_XID = 17
 
 
@@ -118,13 +120,28 @@ _STATUS_VAR_SIZES: dict[int, int | Callable[[bytes, int], int]] = {
 }
 
 
-def _scan_status_vars(data: bytes) -> tuple[int | None, int | None]:
-    """Return (client charset id, DDL xid) from a QUERY event's status variables.
+@dataclass(frozen=True, slots=True)
+class QueryStatus:
+    """The status variables of a QUERY event a reader of its statement needs (mysql-server
+    ``libbinlogevents/include/statement_events.h`` Query_event, ``Q_*`` codes)."""
 
-    Status variables are informational for us; an unknown code stops the scan (its size is
-    unknown) without failing the event."""
-    charset: int | None = None
-    ddl_xid: int | None = None
+    sql_mode: int | None = None  # Q_SQL_MODE_CODE: the session's sql_mode bits
+    charset_client: int | None = None  # Q_CHARSET_CODE: character_set_client (collation id)
+    collation_connection: int | None = None
+    collation_server: int | None = None
+    collation_database: int | None = None  # Q_CHARSET_DATABASE_CODE (default database)
+    ddl_xid: int | None = None  # Q_DDL_LOGGED_WITH_XID
+
+    @property
+    def ansi_quotes(self) -> bool:
+        """sql_mode ANSI_QUOTES (MODE_ANSI_QUOTES = 1 << 2): "x" quotes an identifier."""
+        return bool((self.sql_mode or 0) & 4)
+
+
+def query_status(data: bytes) -> QueryStatus:
+    """Read a QUERY event's status variables. They are informational: an unknown code stops
+    the scan (its size is unknown) without failing the event."""
+    found: dict[str, int] = {}
     pos = 0
     try:
         while pos < len(data):
@@ -134,14 +151,28 @@ def _scan_status_vars(data: bytes) -> tuple[int | None, int | None]:
             if size is None:
                 break
             length = size if isinstance(size, int) else size(data, pos)
-            if code == _Q_CHARSET_CODE:
-                charset = int.from_bytes(data[pos : pos + 2], "little")
+            if pos + length > len(data):
+                break
+            if code == _Q_SQL_MODE_CODE:
+                found["sql_mode"] = int.from_bytes(data[pos : pos + 8], "little")
+            elif code == _Q_CHARSET_CODE:
+                found["charset_client"] = int.from_bytes(data[pos : pos + 2], "little")
+                found["collation_connection"] = int.from_bytes(data[pos + 2 : pos + 4], "little")
+                found["collation_server"] = int.from_bytes(data[pos + 4 : pos + 6], "little")
+            elif code == _Q_CHARSET_DATABASE_CODE:
+                found["collation_database"] = int.from_bytes(data[pos : pos + 2], "little")
             elif code == _Q_DDL_LOGGED_WITH_XID:
-                ddl_xid = int.from_bytes(data[pos : pos + 8], "little")
+                found["ddl_xid"] = int.from_bytes(data[pos : pos + 8], "little")
             pos += length
     except (IndexError, ValueError):
         pass
-    return charset, ddl_xid
+    return QueryStatus(**found)
+
+
+def _scan_status_vars(data: bytes) -> tuple[int | None, int | None]:
+    """(client charset id, DDL xid) of a QUERY event."""
+    status = query_status(data)
+    return status.charset_client, status.ddl_xid
 
 
 def _text(raw: bytes) -> str:
@@ -202,7 +233,9 @@ class EventParser:
         self.tables: dict[int, tuple[ev.TableMapEvent, TableDecoder]] = {}
         # TABLE_MAP bodies already decoded, and row decoders by table shape: built once, not
         # once per transaction (content-keyed, so a reused table_id is no problem)
-        self.table_maps: dict[tuple[int, bool, bytes], tuple[TableMapBody, TableDecoder]] = {}
+        self.table_maps: dict[
+            tuple[int, bool, bytes, int | None], tuple[TableMapBody, TableDecoder]
+        ] = {}
         self._table_decoders: dict[tuple[ColumnDef, ...], TableDecoder] = {}
         self.ignored_events = 0
         self.events_decoded = 0
@@ -672,7 +705,10 @@ def _binlog_checkpoint(p: EventParser, w: _Where, body: bytes) -> ev.Event:
 def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     post_header = p.post_header_length(_T.TABLE_MAP, 8)
     mariadb = p.is_mariadb
-    key = (post_header, mariadb, body)
+    # A lookup that counts its changes (a schema history bumps ``generation`` at each DDL)
+    # answers the same until the next change: its decodes are cached under that count.
+    generation = getattr(p.schema_lookup, "generation", None)
+    key = (post_header, mariadb, body, generation)
     cached = p.table_maps.get(key)
     if cached is None:
         looked_up = False
@@ -685,13 +721,17 @@ def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
             return lookup(schema, table)
 
         decoded = decode_table_map(
-            body, post_header, None if lookup is None else tracked, mariadb=mariadb
+            body,
+            post_header,
+            None if lookup is None else tracked,
+            mariadb=mariadb,
+            exact=bool(getattr(lookup, "exact", False)),
         )
         decoder = p.table_decoder(decoded.columns)
         cached = (decoded, decoder)
-        if not looked_up:
+        if not looked_up or generation is not None:
             # the same bytes decode the same way: a transaction's TABLE_MAP repeats the
-            # previous one's (a schema lookup may change with DDL, so those are not kept)
+            # previous one's (a plain lookup may change with DDL, so those are not kept)
             if len(p.table_maps) >= _CACHE_LIMIT:
                 p.table_maps.clear()
             p.table_maps[key] = cached

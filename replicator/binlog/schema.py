@@ -45,6 +45,18 @@ class ColumnDef:
     geometry_type: int | None = None
     vector_dimensions: int | None = None
     visible: bool = True
+    # from a schema history (``replicator.schema``), when the caller keeps one:
+    column_id: int | None = None  # stable across renames; written as the Parquet field id
+    text_form: str | None = None  # "uuid", "inet4", "inet6": bytes logged, text landed
+    fill: str | None = None  # JSON: the value rows older than the column hold (see history)
+
+    @property
+    def real_type(self) -> int:
+        """The type with an unresolved STRING (ENUM/SET in its metadata) resolved, as the row
+        decoder resolves it (``columns._string``)."""
+        if self.type == 254 and (self.meta >> 8) in (247, 248):  # STRING; ENUM, SET
+            return self.meta >> 8
+        return self.type
 
     @property
     def string_length(self) -> int:
@@ -70,12 +82,20 @@ class ColumnSchema:
     # fractional seconds of TIME/DATETIME/TIMESTAMP (information_schema DATETIME_PRECISION):
     # MariaDB's pre-10.0 high-resolution formats are logged without it in TABLE_MAP
     precision: int | None = None
+    column_id: int | None = None  # see ColumnDef
+    text_form: str | None = None
+    fill: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TableSchema:
-    """A table's columns in ordinal order, as looked up outside the decoder."""
+    """A table's columns in ordinal order, as looked up outside the decoder.
+
+    ``exact``: the columns are those of the table at the binlog position being decoded (a
+    schema history), not as the table is now (information_schema). A TABLE_MAP that logs
+    column names must then agree with them, or the stream stops."""
 
     schema: str
     table: str
     columns: tuple[ColumnSchema, ...]
+    exact: bool = False

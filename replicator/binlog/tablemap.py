@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .charsets import codec_for_charset, codec_for_collation
+from .charsets import codec_for_charset, codec_for_collation, text_decoder
 from .constants import ColumnType
 from .errors import DecodeError
 from .reader import bitmap_bits, bitmap_bits_msb, read_lenenc, read_lenenc_bytes, take, uint
@@ -142,6 +142,16 @@ def _read_metadata(types: list[int], meta: bytes) -> tuple[list[int], list[int]]
     return real_types, metas
 
 
+def _name(raw: bytes, what: str) -> str:
+    """Names are logged in the server's system character set, utf8mb3 (``Table_map_log_event``
+    writes ``m_dbnam``/``m_tblnam`` and column names as stored in the data dictionary): bytes
+    that are not UTF-8 mean the event is damaged."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"TABLE_MAP {what} {raw[:64]!r} is not valid UTF-8") from exc
+
+
 def _read_charset_pairs(value: bytes) -> tuple[int, dict[int, int]]:
     default, pos = read_lenenc(value, 0)
     overrides: dict[int, int] = {}
@@ -175,12 +185,19 @@ def _read_label_lists(value: bytes) -> list[tuple[bytes, ...]]:
 
 
 def _decode_labels(labels: tuple[bytes, ...] | None, codec: str | None) -> tuple[str, ...] | None:
-    """ENUM/SET labels are logged in the column's character set."""
+    """ENUM/SET labels are logged in the column's character set; a label that is not valid
+    text there means a damaged event (labels land as strings, so they must be text)."""
     if labels is None:
         return None
     if codec is None or codec == "binary":
         codec = "utf-8"
-    return tuple(label.decode(codec, "surrogateescape") for label in labels)
+    decode = text_decoder(codec)
+    try:
+        return tuple(decode(label) for label in labels)
+    except UnicodeDecodeError as exc:
+        raise DecodeError(
+            f"TABLE_MAP ENUM/SET label {exc.object[:64]!r} is not valid {codec} text"
+        ) from exc
 
 
 def _read_optional_metadata(
@@ -204,7 +221,7 @@ def _read_optional_metadata(
             p = 0
             while p < len(value):
                 raw, p = read_lenenc_bytes(value, p)
-                names.append(raw.decode("utf-8", "surrogateescape"))
+                names.append(_name(raw, "column name"))
             md.names = names
         elif kind == SET_STR_VALUE:
             md.set_values = _read_label_lists(value)
@@ -313,14 +330,61 @@ def _check_alignment(
         )
 
 
+def _check_exact(
+    schema_name: str,
+    table_name: str,
+    types: list[int],
+    names: list[str] | None,
+    known: TableSchema,
+) -> None:
+    """A schema history describes the table as of this event: same columns, same order,
+    same type families, and the same names where the event logs them. Anything else means
+    the history went wrong, and decoding on would put values under the wrong names."""
+    problem = ""
+    if len(types) != len(known.columns):
+        problem = f"has {len(types)} columns but the schema history has {len(known.columns)}"
+    else:
+        for i, (code, column) in enumerate(zip(types, known.columns, strict=True)):
+            logged = _FAMILY_OF_TYPE.get(code, "other")
+            current = _FAMILY_OF_DATA_TYPE.get(column.data_type, "other")
+            if logged != current and "geometry" not in (logged, column.data_type):
+                problem = (
+                    f"logs column {i + 1} as {logged} but the schema history has "
+                    f"{column.name!r} as {column.data_type}"
+                )
+                break
+            if (
+                names is not None
+                and i < len(names)
+                and names[i].casefold() != (column.name.casefold())
+            ):
+                problem = (
+                    f"names column {i + 1} {names[i]!r} but the schema history has {column.name!r}"
+                )
+                break
+    if problem:
+        raise DecodeError(
+            f"TABLE_MAP for {schema_name}.{table_name} {problem}; refusing to misalign columns",
+            hint="the schema history does not match the binlog here (a DDL statement it did "
+            "not see or did not understand): report this with `replicator schema show`; "
+            "re-seed the history by starting a new landing zone from this position",
+        )
+
+
 def decode_table_map(
     body: bytes,
     post_header_length: int,
     schema_lookup: SchemaLookup | None,
     *,
     mariadb: bool = False,
+    exact: bool = False,
 ) -> TableMapBody:
-    """Decode a TABLE_MAP body (after the common header, without checksum)."""
+    """Decode a TABLE_MAP body (after the common header, without checksum).
+
+    ``exact``: ``schema_lookup`` describes the table as of this event (a schema history), so it
+    is asked for every table, not only when the event lacks names or signedness: it also gives
+    column ids and the text form of MariaDB's UUID/INET columns, and must agree with logged
+    names."""
     id_width = 4 if post_header_length == 6 else 6
     table_id, pos = uint(body, 0, id_width)
     flags, pos = uint(body, pos, 2)
@@ -340,8 +404,8 @@ def decode_table_map(
     nullable = bitmap_bits(null_raw, column_count)
     md = _read_optional_metadata(body, pos, real_types, column_count)
 
-    schema_name = schema_raw.decode("utf-8", "surrogateescape")
-    table_name = table_raw.decode("utf-8", "surrogateescape")
+    schema_name = _name(schema_raw, "database name")
+    table_name = _name(table_raw, "table name")
     looked_up: TableSchema | None = None
     # MariaDB logs its pre-10.0 high-resolution TIME/DATETIME/TIMESTAMP (mysql56_temporal_format
     # =OFF) with the legacy type codes and no metadata: only the schema knows their precision
@@ -354,9 +418,11 @@ def decode_table_map(
         or legacy_temporal
     )
 
-    if needs_lookup and schema_lookup is not None:
+    if schema_lookup is not None and (needs_lookup or exact):
         looked_up = schema_lookup(schema_name, table_name)
-        if looked_up is not None:
+        if looked_up is not None and looked_up.exact:
+            _check_exact(schema_name, table_name, real_types, md.names, looked_up)
+        elif looked_up is not None:
             _check_alignment(schema_name, table_name, real_types, looked_up)
 
     numeric_idx = [i for i, t in enumerate(real_types) if t in _NUMERIC]
@@ -424,6 +490,9 @@ def decode_table_map(
                 geometry_type=geometry.get(i),
                 vector_dimensions=vectors.get(i),
                 visible=md.visibility[i] if md.visibility is not None else True,
+                column_id=known.column_id if known else None,
+                text_form=known.text_form if known else None,
+                fill=known.fill if known else None,
             )
         )
     primary_key = tuple(md.primary_key)

@@ -28,6 +28,7 @@ stream's start has no rows here: it is counted and logged, never guessed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import fnmatch
 import time
@@ -47,10 +48,14 @@ from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
+from ..schema.history import SchemaHistory
+from ..schema.tracker import SchemaChangeEvent
 from ..sink.landing import Batch, LandingZone
 from ..source.protocol import StreamPosition
 from ..source.stream import TransactionAborted
 from .changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
+from .lifecycle import schema_records
+from .statements import StatementLoggedError, check_statement
 
 log = structlog.get_logger("replicator")
 Groups = list[tuple[TableVersion, list[Change]]]
@@ -68,6 +73,7 @@ class _Commit:
     batch: Batch
     started: float
     held: dict[str, HeldXa]
+    history_count: int  # changes of the schema history this commit covers
 
 
 @dataclass(slots=True)
@@ -205,6 +211,7 @@ class Pipeline:
         checkpoint: Checkpoint,
         *,
         on_commit: Callable[[dict[str, Any], PipelineStats], None] | None = None,
+        history: SchemaHistory | None = None,
     ) -> None:
         self.sink = sink
         self.zone = zone
@@ -220,12 +227,14 @@ class Pipeline:
         self._staged: Groups = []
         self._staged_rows = 0
         # work handed to the writer thread, oldest first: (future, rows, commit or None)
-        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None]] = deque()
+        # work handed to the writer thread, oldest first: (future, rows, commit or None, the
+        # batch it writes)
+        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch]] = deque()
         self._inflight_rows = 0
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
         self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
         self._error: BaseException | None = None  # the first one the loop saw (see _reap)
-        self._failed_batch: Batch | None = None  # a commit that failed: close() drops it
+        self._failed_batch: Batch | None = None  # its work failed: close() drops its files
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
         self._in_parts = False
@@ -234,6 +243,16 @@ class Pipeline:
             item.key: item for item in zone.load_held(checkpoint.xa_pending)
         }
         self._held_committed = dict(self._held)
+        # The schema history as of the last transaction taken (each DDL's effects are landed
+        # as lifecycle records of the open batch, and the history is written with the batch
+        # that holds them); None: no history kept (offline tools).
+        self.history = history
+        self._records: list[dict[str, Any]] = []  # lifecycle records of the open batch
+        self._history_committed = 0 if history is None else len(history.changes)
+        self._history_written = self._history_committed
+        self.require_names = history is not None  # rows need named columns to land
+        # after `checkpoint set` moved the stream back: batches up to here are replays
+        self._replay_until = checkpoint.replay_until
 
     @property
     def position(self) -> StreamPosition | None:
@@ -246,6 +265,11 @@ class Pipeline:
         would checkpoint file/position only)."""
         if self._position is None:
             self._position = origin
+
+    def history_changed(self) -> None:
+        """The history was changed outside the stream (rewound for a replay): the next commit
+        writes it even if no DDL comes."""
+        self._history_written = -1
 
     @property
     def pending_rows(self) -> int:
@@ -286,11 +310,11 @@ class Pipeline:
         await self._reap()
 
     def _submit(
-        self, rows: int, commit: _Commit | None, fn: Callable[..., Any], *args: Any
+        self, rows: int, commit: _Commit | None, fn: Callable[..., Any], batch: Batch, *args: Any
     ) -> None:
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._guarded, fn, *args)
-        self._inflight.append((future, rows, commit))
+        future = loop.run_in_executor(self._executor, self._guarded, fn, batch, *args)
+        self._inflight.append((future, rows, commit, batch))
         self._inflight_rows += rows
         # applied as soon as it is done, not at the next hand-over: an idle stream must still
         # report (metrics, notifications) the batch it committed, and see an error at once
@@ -315,7 +339,7 @@ class Pipeline:
         ``_reap`` to raise, and nothing is applied after it."""
         inflight = self._inflight
         while self._error is None and inflight and inflight[0][0].done():
-            future, rows, commit = inflight.popleft()
+            future, rows, commit, batch = inflight.popleft()
             self._inflight_rows -= rows
             try:
                 result = future.result()
@@ -324,8 +348,7 @@ class Pipeline:
             except BaseException as exc:  # kept, raised by _reap in the loop's own flow
                 self._error = exc
                 self._failed = self._failed or exc  # nothing more runs in the writer thread
-                if commit is not None:
-                    self._failed_batch = commit.batch
+                self._failed_batch = batch  # its open files are dropped by close()
 
     async def _reap(self, *, everything: bool = False) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
@@ -371,17 +394,29 @@ class Pipeline:
         ``lane``, a columnar event whose columns all land is one ``ChunkRun``."""
         out: Groups = []
         for event in events:
-            if isinstance(event, ev.OpaqueEvent) and event.header.type_code in (20, 21, 22):
-                raise IntegrityError(
-                    f"pre-GA rows event at {event.file}:{event.position} cannot be landed",
-                    hint="this binlog comes from a MySQL 5.1 development build",
-                )
             if not isinstance(event, ev.RowsEvent):
+                if isinstance(event, ev.OpaqueEvent) and event.header.type_code in (20, 21, 22):
+                    raise IntegrityError(
+                        f"pre-GA rows event at {event.file}:{event.position} cannot be landed",
+                        hint="this binlog comes from a MySQL 5.1 development build",
+                    )
+                if isinstance(event, SchemaChangeEvent):
+                    seq = self._schema_change(event, ts, seq)
+                elif isinstance(event, (ev.QueryEvent, ev.OpaqueEvent)):
+                    check_statement(event, gtid, self.filter.wants)
                 continue
             table = event.table
             if not self.filter.wants(table.schema, table.table):
                 continue
             version, keep = self.filter.version(table)
+            if self.require_names and any(c.name is None for c in table.columns):
+                raise IntegrityError(
+                    f"rows of {version.name} at {event.file}:{event.position}, but the names "
+                    "of its columns are not known (the table is not in the schema history and "
+                    "the binlog does not log names)",
+                    hint="set binlog_row_metadata=FULL on the source, or start a new landing "
+                    "zone from after the statement that created or changed the table",
+                )
             header = event.header
             changes: list[Change]
             if lane and keep is None and type(event) is ev.ColumnarRowsEvent:
@@ -414,6 +449,15 @@ class Pipeline:
             else:
                 out.append((version, changes))
         return out, seq
+
+    def _schema_change(self, event: SchemaChangeEvent, ts: dt.datetime, seq: int) -> int:
+        """Record a DDL statement: its lifecycle records join the open batch (numbered from
+        ``seq``) and the change the pipeline's history. Returns the next ``_seq``."""
+        records = schema_records(event.change, ts, seq, self.filter.wants)
+        if self.history is not None:
+            self.history.record(dataclasses.replace(event.change, seq=seq))
+        self._records.extend(records)
+        return seq + len(records)
 
     def _count(self, groups: Groups) -> None:
         counts = self.stats.rows_by_table_op
@@ -513,16 +557,26 @@ class Pipeline:
             self._next_seq = self.checkpoint.next_seq
             self._position = self.checkpoint.position
             self._held = dict(self._held_committed)
+            self._records = []
+            if self.history is not None:
+                self.history.truncate(self._history_committed)
+                self._history_written = min(self._history_written, self._history_committed)
             self._in_parts = False
             return
         if not isinstance(item, Transaction):
             return
         batch = self._open()
         ts = _commit_time(item, item.timestamp)
-        if item.ending.startswith("xa_"):
-            groups = self._xa(item, ts)
-        else:
-            groups = self._changes(item, item.events, ts)
+        try:
+            if item.ending.startswith("xa_"):
+                groups = self._xa(item, ts)
+            else:
+                groups = self._changes(item, item.events, ts)
+        except StatementLoggedError:
+            # every transaction before it lands, so the landing zone stops exactly before the
+            # statement (nothing of this transaction was staged)
+            await self.commit()
+            raise
         await self._stage(batch, groups)
         batch.transactions += 1
         self._batch_bytes += item.end_position - item.position if not item.parts else 0
@@ -561,10 +615,26 @@ class Pipeline:
         batch = self._batch
         if batch is not None and not self._in_parts and batch.transactions:
             assert self._position is not None
-            commit = _Commit(batch, time.monotonic(), dict(self._held))
+            history = self.history
+            count = 0 if history is None else len(history.changes)
+            commit = _Commit(batch, time.monotonic(), dict(self._held), count)
+            # the history goes with the batch that changed it (and with the first one)
+            snapshot = None
+            if history is not None and (count != self._history_written or not self.zone.history):
+                snapshot = SchemaHistory(history.seed, history.seed_point, list(history.changes))
+                self._history_written = count
+            records, self._records = self._records, []
             await self._hand_over(batch)
             self._submit(
-                0, commit, self._commit_batch, batch, self._position, self._next_seq, commit.held
+                0,
+                commit,
+                self._commit_batch,
+                batch,
+                self._position,
+                self._next_seq,
+                commit.held,
+                records,
+                snapshot,
             )
             self._batch = None
             # what zone.begin(the new checkpoint) gives, before the checkpoint exists
@@ -573,10 +643,23 @@ class Pipeline:
             await self._reap(everything=True)
 
     def _commit_batch(
-        self, batch: Batch, end: StreamPosition, next_seq: int, held: dict[str, HeldXa]
+        self,
+        batch: Batch,
+        end: StreamPosition,
+        next_seq: int,
+        held: dict[str, HeldXa],
+        records: list[dict[str, Any]],
+        history: SchemaHistory | None,
     ) -> tuple[Checkpoint, dict[str, Any] | None]:
         """The commit protocol (writer thread)."""
-        checkpoint = batch.commit(end, next_seq, held)
+        checkpoint = batch.commit(
+            end,
+            next_seq,
+            held,
+            records=records,
+            history=history,
+            replay_until=self._replay_until,
+        )
         return checkpoint, self.zone.last_manifest
 
     def _committed(
@@ -586,6 +669,8 @@ class Pipeline:
         batch = commit.batch
         self.checkpoint = checkpoint
         self._held_committed = commit.held
+        self._history_committed = commit.history_count
+        self._replay_until = checkpoint.replay_until
         self.stats.batches += 1
         self.stats.row_changes += batch.rows
         self.stats.last_batch_rows = batch.rows
@@ -599,11 +684,11 @@ class Pipeline:
         already handed to the writer thread finish first (an error is not raised here: the
         caller is closing, usually because of it)."""
         self._staged, self._staged_rows = [], 0
-        pending = [future for future, _, _ in self._inflight]
+        pending = [future for future, _, _, _ in self._inflight]
         if pending:
             await asyncio.wait(pending)
         self._collect_done()
-        for future, _, _ in self._inflight:  # what follows an error: its errors are known
+        for future, _, _, _ in self._inflight:  # what follows an error: its errors are known
             if not future.cancelled():
                 future.exception()
         for batch in (self._failed_batch, self._batch):

@@ -63,9 +63,12 @@ from ..binlog.constants import ColumnType
 from ..binlog.schema import ColumnDef
 from ..errors import IntegrityError, SinkError
 from ..pipeline.changes import TableVersion
+from .fill import landing_fill
 
 __all__ = [
     "ABSENT_FIELD",
+    "FIELD_FILL_KEY",
+    "FIELD_ID_KEY",
     "ABSENT_TYPE",
     "BEFORE_FIELD",
     "FIELD_TYPE_KEY",
@@ -88,6 +91,11 @@ MAX_ARROW_DECIMAL_PRECISION = 38  # decimal128, and Spark's DecimalType.MAX_PREC
 SCHEMA_TABLE_KEY = b"replicator.table"
 SCHEMA_VERSION_KEY = b"replicator.version"
 FIELD_TYPE_KEY = b"replicator.mysql_type"
+# Parquet field ids (pyarrow writes this key as the schema element's field_id): the column's
+# stable id from the schema history, so renamed columns are matched across files
+FIELD_ID_KEY = b"PARQUET:field_id"
+# JSON of the value that rows written before the column was added hold (schema.history fill)
+FIELD_FILL_KEY = b"replicator.fill"
 # Spark's SPARK_VERSION_METADATA_KEY: >= 3.0.0 without "org.apache.spark.legacyDateTime"
 # selects the proleptic Gregorian calendar (DataSourceUtils.datetimeRebaseSpec).
 SPARK_VERSION_KEY = b"org.apache.spark.version"
@@ -135,11 +143,8 @@ _SQL_INT_NAMES = {
 
 
 def real_type(col: ColumnDef) -> int:
-    """The column's type with an unresolved STRING (ENUM/SET in its metadata) resolved, as
-    the row decoder does (``columns._string``)."""
-    if col.type == ColumnType.STRING and (col.meta >> 8) in (ColumnType.ENUM, ColumnType.SET):
-        return col.meta >> 8
-    return col.type
+    """The column's type with an unresolved STRING (ENUM/SET in its metadata) resolved."""
+    return col.real_type
 
 
 def column_name(col: ColumnDef) -> str:
@@ -253,12 +258,14 @@ def arrow_field(col: ColumnDef) -> pa.Field:
             "and the table definition",
         )
     resolved = col if code == col.type else _with_type(col, code)
-    return pa.field(
-        column_name(col),
-        mapping(resolved),
-        nullable=True,
-        metadata={FIELD_TYPE_KEY: mysql_type_label(col).encode()},
-    )
+    metadata = {FIELD_TYPE_KEY: mysql_type_label(col).encode()}
+    if col.column_id is not None:  # stable across renames (schema history)
+        metadata[FIELD_ID_KEY] = str(col.column_id).encode()
+    fill = landing_fill(col)  # what rows older than the column hold (schema history)
+    if fill is not None:
+        metadata[FIELD_FILL_KEY] = json.dumps(fill, sort_keys=True).encode()
+    data_type = pa.string() if col.text_form is not None else mapping(resolved)
+    return pa.field(column_name(col), data_type, nullable=True, metadata=metadata)
 
 
 def _with_type(col: ColumnDef, code: int) -> ColumnDef:
@@ -280,6 +287,7 @@ def schema_version(version: TableVersion) -> str:
             col.set_values,
             col.geometry_type,
             col.vector_dimensions,
+            *([col.column_id, col.text_form, col.fill] if col.column_id is not None else []),
         ]
         for col in version.columns
     ]
@@ -296,8 +304,9 @@ def arrow_schema(version: TableVersion, *, with_before: bool, with_absent: bool)
     """
     fields = [arrow_field(col) for col in version.columns]
     extra = list(METADATA_FIELDS)
-    if with_before:
-        extra.append(pa.field(BEFORE_FIELD, pa.struct(fields)))
+    if with_before:  # field ids only once in a file: on the table's own columns
+        inner = [f.with_metadata({FIELD_TYPE_KEY: f.metadata[FIELD_TYPE_KEY]}) for f in fields]
+        extra.append(pa.field(BEFORE_FIELD, pa.struct(inner)))
     if with_absent:
         extra.append(pa.field(ABSENT_FIELD, ABSENT_TYPE))
     _check_names(version, [f.name for f in fields], [f.name for f in extra])

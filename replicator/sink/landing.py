@@ -13,12 +13,15 @@ A batch commits in these steps (each a named fault-injection point for the crash
 3. ``publish``: each temp file is renamed to its final name; directories fsync'd.
 4. ``checkpoint``: the checkpoint moves to the batch's end, atomically.
 
-Recovery at start (``recover``) rolls every manifest newer than the checkpoint forward (renames
-its files if a crash came between 2 and 3, then advances the checkpoint) and deletes temp files
-no manifest names (a batch that never reached step 2; its transactions are replayed from the
-checkpoint). A data file therefore appears under its final name only once its batch is
-committed, and a replayed batch rewrites the same names (they derive from ``_seq``, which the
-checkpoint carries), never adding duplicates.
+Recovery at start (``recover``) first checks the manifests, their chain and the checkpoint
+against them (``sink.manifests``; anything that does not add up stops with exit 4 and changes
+nothing), then rolls every manifest newer than the checkpoint forward (renames its files if a
+crash came between 2 and 3, then advances the checkpoint) and deletes temp files no manifest
+names (a batch that never reached step 2; its transactions are replayed from the checkpoint).
+A data file therefore appears under its final name only once its batch is committed, and a
+replayed batch rewrites the same names (they derive from ``_seq``, which the checkpoint
+carries), never adding duplicates. A final file that would overwrite a committed one is
+refused before anything is written.
 
 XA transactions prepared but not yet decided when a batch commits have their rows written to
 ``_state/xa/<xa id>.<file>.<position>.pickle`` in step 1 (fsync'd; a file only this program
@@ -52,12 +55,14 @@ from ..checkpoint import (
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
 from ..pipeline.changes import Change, HeldXa, TableVersion, rows_in
-from ..source.protocol import StreamPosition
+from ..schema.history import SchemaHistory
+from ..source.protocol import StreamPosition, is_past
+from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
 
-MANIFESTS = "_manifests"
 HELD_XA = Path("_state") / "xa"
 HELD_XA_FORMAT = 1  # bump when HeldXa or RowChange change shape
+HISTORY_DIR = "_schema"
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
 
@@ -114,6 +119,7 @@ class Batch:
     number: int
     first_seq: int
     start: StreamPosition | None
+    start_moved: bool = False  # `checkpoint set` moved ``start`` away from the last batch's end
     rows: int = 0
     bytes: int = 0
     transactions: int = 0
@@ -138,10 +144,21 @@ class Batch:
         self._files.clear()
 
     def commit(
-        self, end: StreamPosition, next_seq: int, held: Mapping[str, HeldXa] | None = None
+        self,
+        end: StreamPosition,
+        next_seq: int,
+        held: Mapping[str, HeldXa] | None = None,
+        *,
+        records: Sequence[dict[str, Any]] = (),
+        history: SchemaHistory | None = None,
+        replay_until: StreamPosition | None = None,
     ) -> Checkpoint:
         """Run the commit protocol; returns the new checkpoint. ``held``: the XA transactions
-        prepared and undecided at ``end`` (stored with the batch's data)."""
+        prepared and undecided at ``end`` (stored with the batch's data); ``records``: the
+        lifecycle records of the DDL in the batch; ``history``: the schema history as of
+        ``end`` when it changed (written with the data, named by the manifest);
+        ``replay_until``: set while the stream re-reads what landed before a ``checkpoint
+        set`` moved it back (the batch says ``replay`` then)."""
         zone = self.zone
         held = held or {}
         pending = tuple(sorted(h.name for h in held.values()))
@@ -153,6 +170,9 @@ class Batch:
             for directory in {t.temp.parent for t in self._files.values()}:
                 fsync_dir(directory)
             zone.store_held([h for h in held.values() if not h.stored])
+            history_path = (
+                zone.history if history is None else zone.store_history(self.number, history)
+            )
         except OSError as exc:
             self.abort()
             raise SinkError(
@@ -169,8 +189,12 @@ class Batch:
             "rows": self.rows,
             "transactions": self.transactions,
             "start": None if self.start is None else position_to_json(self.start),
+            "start_moved": self.start_moved,
             "end": position_to_json(end),
             "xa_pending": list(pending),
+            "schema_history": history_path,
+            "schema_changes": list(records),
+            "replay": replay_until is not None,
             "files": [
                 {
                     "table": target.version.name,
@@ -202,12 +226,18 @@ class Batch:
             position=end,
             committed_at=str(manifest["committed_at"]),
             xa_pending=pending,
+            replay_until=None
+            if replay_until is None or is_past(end, replay_until)
+            else replay_until,
         )
         zone.checkpoints.save(checkpoint)
         zone.fault.at("checkpoint")
         for item in held.values():
             item.stored = True
         zone.drop_held_except(pending)
+        if history_path != zone.history:
+            zone.history = history_path
+            zone.drop_histories_except(history_path)
         self.zone.last_manifest = manifest
         return checkpoint
 
@@ -219,6 +249,8 @@ class LandingZone:
         self.fault = fault or FaultInjector()
         self.checkpoints = CheckpointStore(self.root)
         self.last_manifest: dict[str, Any] | None = None
+        # the schema history file the last committed manifest names (relative to root)
+        self.history: str | None = None
 
     def manifest_path(self, batch: int) -> Path:
         return self.root / MANIFESTS / f"{batch:020d}.json"
@@ -233,6 +265,12 @@ class LandingZone:
                 hint="check the landing zone's permissions and free space",
             ) from exc
         name = f"part-{first_seq:020d}.parquet"
+        if (directory / name).exists():
+            raise IntegrityError(
+                f"{directory / name} already exists: _seq {first_seq} was committed before",
+                hint="the checkpoint is behind the committed data (restored from an old backup?); "
+                "nothing was overwritten: restore the checkpoint that belongs to this landing zone",
+            )
         temp = directory / f".{name}.tmp"
         writer = ParquetTableWriter(
             temp,
@@ -310,64 +348,192 @@ class LandingZone:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
 
+    # -- the schema history ------------------------------------------------------------------
+
+    def store_history(self, batch: int, history: SchemaHistory) -> str:
+        """Write the history as of ``batch`` durably (before the manifest that names it);
+        returns its path relative to the root. Fault points: ``history-mid`` (written, not
+        yet in place) and ``history`` (in place, manifest not yet written)."""
+        directory = self.root / HISTORY_DIR
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"history-{batch:020d}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        data = json.dumps(history.to_json(), sort_keys=True, separators=(",", ":")).encode()
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.fault.at("history-mid")
+        os.replace(tmp, path)
+        fsync_dir(directory)
+        self.fault.at("history")
+        return path.relative_to(self.root).as_posix()
+
+    def load_history(self) -> SchemaHistory | None:
+        """The schema history the last committed batch names (None: none written yet)."""
+        if self.history is None:
+            return None
+        path = self.root / self.history
+        try:
+            return SchemaHistory.from_json(json.loads(path.read_bytes()))
+        except FileNotFoundError as exc:
+            raise IntegrityError(
+                f"the schema history {path} that the last manifest names is gone",
+                hint="restore it from a backup; without it the columns of MINIMAL/NO_LOG "
+                "binlogs cannot be named",
+            ) from exc
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise IntegrityError(
+                f"the schema history {path} cannot be read: {exc}",
+                hint="restore it from a backup",
+            ) from exc
+
+    def drop_histories_except(self, keep: str | None) -> None:
+        """Delete history files other than ``keep`` (superseded, or of uncommitted batches)."""
+        directory = self.root / HISTORY_DIR
+        if not directory.is_dir():
+            return
+        for path in directory.iterdir():
+            if path.relative_to(self.root).as_posix() != keep:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
     def begin(self, checkpoint: Checkpoint) -> Batch:
         return Batch(
             zone=self,
             number=checkpoint.batch + 1,
             first_seq=checkpoint.next_seq,
             start=checkpoint.position,
+            start_moved=checkpoint.moved,
         )
 
     # -- recovery --------------------------------------------------------------------------
 
     def recover(self) -> Checkpoint:
-        """Finish or roll back whatever a crash left half done; return the checkpoint."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Finish or roll back whatever a crash left half done; return the checkpoint.
+
+        Everything is checked before anything is changed (``sink.manifests``): the manifests
+        one by one and as a chain, the checkpoint against them, every committed file. What
+        does not add up stops with an ``IntegrityError`` and leaves the landing zone as it
+        was; committed data is never deleted, moved or overwritten here."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot create the landing zone {self.root}: {exc.strerror}",
+                hint="check sink.root and its permissions",
+            ) from exc
         checkpoint = self.checkpoints.load()
-        manifests = sorted((self.root / MANIFESTS).glob("[0-9]*.json"))
-        referenced: set[Path] = set()
-        for path in manifests:
-            number = int(path.stem)
-            manifest = json.loads(path.read_text())
-            for item in manifest["files"]:
+        manifests = read_manifests(self.root)
+        self._check_checkpoint(checkpoint, manifests)
+        referenced = self._check_files(manifests, checkpoint)
+        history = manifests[-1].data.get("schema_history") if manifests else None
+        if history is not None and not (self.root / history).is_file():
+            raise IntegrityError(
+                f"the schema history {history} that batch {manifests[-1].batch} names is gone",
+                hint="restore it from a backup; nothing was changed in the landing zone",
+            )
+        self._check_no_strays(referenced)
+        for manifest in manifests:
+            if manifest.batch <= checkpoint.batch:
+                continue
+            for item in manifest.files:  # committed but maybe not yet published
                 final = self.root / item["path"]
-                referenced.add(final)
-                if number <= checkpoint.batch:
-                    continue
-                temp = final.with_name(f".{final.name}.tmp")
                 if not final.exists():
-                    if not temp.exists():
-                        raise IntegrityError(
-                            f"batch {number} is committed but its file {item['path']} is gone",
-                            hint="restore the file, or remove the manifest and replay from "
-                            "the checkpoint",
-                        )
-                    self._publish(temp, final)
+                    self._publish(final.with_name(f".{final.name}.tmp"), final)
                     fsync_dir(final.parent)
-            if number > checkpoint.batch:
-                checkpoint = Checkpoint(
-                    batch=number,
-                    next_seq=int(manifest["last_seq"]) + 1,
-                    position=position_from_json(manifest["end"], str(path)),
-                    committed_at=str(manifest["committed_at"]),
-                    xa_pending=tuple(manifest.get("xa_pending", ())),
-                )
-                self.checkpoints.save(checkpoint)
-        self._remove_uncommitted(referenced)
+            checkpoint = Checkpoint(
+                batch=manifest.batch,
+                next_seq=manifest.last_seq + 1,
+                position=position_from_json(manifest.data["end"], str(manifest.path)),
+                committed_at=str(manifest.data["committed_at"]),
+                xa_pending=tuple(manifest.data.get("xa_pending", ())),
+            )
+            self.checkpoints.save(checkpoint)
+        self._remove_uncommitted()
         self.drop_held_except(checkpoint.xa_pending)
+        self.history = manifests[-1].data.get("schema_history") if manifests else None
+        self.drop_histories_except(self.history)
         return checkpoint
 
-    def _remove_uncommitted(self, referenced: set[Path]) -> None:
+    def _check_checkpoint(self, checkpoint: Checkpoint, manifests: list[Manifest]) -> None:
+        """The checkpoint must name a committed batch and the ``_seq`` that follows it."""
+        where = self.checkpoints.path
+        last = manifests[-1] if manifests else None
+        if last is None:
+            if checkpoint.batch != 0:
+                raise IntegrityError(
+                    f"checkpoint {where} names batch {checkpoint.batch}, but there is no "
+                    f"manifest in {self.root / MANIFESTS}",
+                    hint="the commit records were removed: restore _manifests/ from a backup, or "
+                    "start over with an empty landing zone",
+                )
+            return
+        if checkpoint.batch > last.batch:
+            raise IntegrityError(
+                f"checkpoint {where} names batch {checkpoint.batch}, but the last manifest is "
+                f"batch {last.batch}",
+                hint="manifests after it were removed: restore them from a backup",
+            )
+        if checkpoint.batch == 0:
+            return  # a lost checkpoint: the manifests roll it forward
+        first = manifests[0]
+        if checkpoint.batch < first.batch:
+            raise IntegrityError(
+                f"checkpoint {where} names batch {checkpoint.batch}, before the first manifest "
+                f"(batch {first.batch})",
+                hint="restore the checkpoint or the manifests from one backup",
+            )
+        named = manifests[checkpoint.batch - first.batch]
+        if checkpoint.next_seq != named.last_seq + 1:
+            raise IntegrityError(
+                f"checkpoint {where} says the next _seq is {checkpoint.next_seq}, but batch "
+                f"{named.batch} ended at _seq {named.last_seq}",
+                hint="the checkpoint does not belong to these manifests: restore it from a "
+                "backup, or remove it to have it rebuilt from the manifests (the stream then "
+                "resumes after the last manifest)",
+            )
+
+    def _check_files(self, manifests: list[Manifest], checkpoint: Checkpoint) -> set[Path]:
+        """Every file a manifest names must be there (or, for a batch the checkpoint has not
+        reached, still under its hidden temp name). Returns the committed paths."""
+        referenced: set[Path] = set()
+        for manifest in manifests:
+            for item in manifest.files:
+                final = self.root / item["path"]
+                referenced.add(final)
+                if final.exists():
+                    continue
+                temp = final.with_name(f".{final.name}.tmp")
+                if manifest.batch > checkpoint.batch and temp.exists():
+                    continue
+                raise IntegrityError(
+                    f"batch {manifest.batch} is committed but its file {item['path']} is gone",
+                    hint="restore the file from a backup; nothing was changed in the landing zone",
+                )
+        return referenced
+
+    def _check_no_strays(self, referenced: set[Path]) -> None:
+        """A data file under its final name that no manifest names cannot come from this
+        protocol (files are published only after their manifest): its manifest is lost, or
+        someone put it there. Spark would read it as data; stop rather than guess."""
+        strays = sorted(
+            final for final in self.root.glob("*/*/part-*.parquet") if final not in referenced
+        )
+        if strays:
+            shown = ", ".join(str(p.relative_to(self.root)) for p in strays[:3])
+            raise IntegrityError(
+                f"{len(strays)} data file(s) in the landing zone are named by no manifest: {shown}",
+                hint="their manifest is missing (restore _manifests/ from a backup) or they "
+                "were copied in by hand (move them out of the landing zone)",
+            )
+
+    def _remove_uncommitted(self) -> None:
+        """Temp files left by batches that never reached their manifest (called after the
+        roll-forward, which published every committed one)."""
         for temp in self.root.glob("*/*/.part-*.parquet.tmp"):
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
-        for temp in (self.root / MANIFESTS).glob(".*.tmp"):
+        for temp in manifest_files(self.root)[1]:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
-        # A final file no manifest names cannot come from this protocol; it would be read
-        # by Spark as data. Move it aside rather than delete someone's file.
-        for final in self.root.glob("*/*/part-*.parquet"):
-            if final not in referenced:
-                aside = self.root / "_orphans" / final.relative_to(self.root)
-                aside.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(final, aside)

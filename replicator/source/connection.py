@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 PROGRAM_NAME = "replicator"
+QUERY_TIMEOUT = 60.0
+"""Seconds any read or write of a control connection may take (queries, handshake replies)."""
 
 
 def describe_source(cfg: SourceConfig) -> str:
@@ -99,20 +101,26 @@ def open_connection(
     cfg: SourceConfig,
     *,
     database: str | None = None,
-    read_timeout: float | None = None,
+    read_timeout: float = QUERY_TIMEOUT,
 ) -> pymysql.connections.Connection:
     """A new autocommit connection to the source, authenticated and (if configured) on TLS.
 
-    ``read_timeout`` bounds each read after connecting (None: wait forever, as the binlog
-    stream does between heartbeats). Raises ``ServerRefusedError``, ``SourceUnavailableError``
-    or ``ConfigError``; never a pymysql error.
+    The connect and the handshake (greeting, authentication, TLS) are bounded by
+    ``cfg.connect_timeout``; after that ``read_timeout`` bounds each read and write: a server
+    or network that stalls (a black-holed link, a hung server) fails after that long instead
+    of blocking its caller forever. The binlog stream sets its own timeout on the socket once the
+    dump starts (twice the heartbeat period). Raises ``ServerRefusedError``,
+    ``SourceUnavailableError`` or ``ConfigError``; never a pymysql error.
     """
     params: dict[str, Any] = {
         "user": cfg.user,
         "password": cfg.password.reveal().encode("utf-8"),
         "database": database,
         "connect_timeout": cfg.connect_timeout,
-        "read_timeout": read_timeout,
+        # pymysql applies these to the handshake too: bound it like the connect, then widen
+        "read_timeout": cfg.connect_timeout,
+        "write_timeout": cfg.connect_timeout,
+        "defer_connect": True,
         "charset": "utf8mb4",
         "autocommit": True,
         "local_infile": False,
@@ -128,6 +136,10 @@ def open_connection(
     else:
         params["ssl_disabled"] = True
     try:
-        return pymysql.connections.Connection(**params)
+        conn = pymysql.connections.Connection(**params)
+        conn.connect()
     except (pymysql.err.MySQLError, OSError, RuntimeError) as exc:
         raise translate_error(exc, where=describe_source(cfg), account=cfg.user) from None
+    # pymysql re-applies these before each read and write
+    conn._read_timeout = conn._write_timeout = read_timeout
+    return conn

@@ -43,6 +43,7 @@ class SourceUnavailableError(ReplicatorError):
 # Server errors (ER_*).
 ER_DBACCESS_DENIED = 1044
 ER_ACCESS_DENIED = 1045
+ER_ACCESS_DENIED_NO_PASSWORD = 1698  # e.g. a unix_socket/auth_socket account over TCP
 ER_BAD_DB = 1049
 ER_SERVER_SHUTDOWN = 1053
 ER_CON_COUNT = 1040
@@ -138,14 +139,17 @@ def translate_error(exc: BaseException, *, where: str, account: str) -> Replicat
         )
     code = error_code(exc)
     message = _server_message(exc)
-    if code == ER_ACCESS_DENIED:
+    if code in (ER_ACCESS_DENIED, ER_ACCESS_DENIED_NO_PASSWORD):
         return ServerRefusedError(
             f"{where} refused the login of {account!r}: {message}",
             hint=(
                 f"check the user name and the password source (--password-env/--password-file, "
-                f"password_env/password_file in the config), and that an account "
-                f"{account!r}@<this host> exists: "
-                f"SELECT user, host, plugin FROM mysql.user WHERE user = '{account}';"
+                f"password_env/password_file in the config), that an account "
+                f"{account!r}@<this host> exists and authenticates by password (not "
+                f"unix_socket), and whether it requires TLS (REQUIRE SSL/X509: then set "
+                f"tls.enabled: true, or --tls-ca): "
+                f"SELECT user, host, plugin FROM mysql.user WHERE user = '{account}'; "
+                f"SHOW GRANTS FOR '{account}'@'<host>';"
             ),
         )
     if code in (ER_HOST_NOT_PRIVILEGED, ER_HOST_IS_BLOCKED):

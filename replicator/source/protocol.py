@@ -50,9 +50,14 @@ def register_replica_payload(
 
 
 def dump_payload(server_id: int, file: str, position: int, *, flags: int = 0) -> bytes:
-    """COM_BINLOG_DUMP body. Positions past 4 GiB cannot be expressed here; MySQL uses the
-    GTID variant for those."""
-    return struct.pack("<IHI", position & 0xFFFFFFFF, flags, server_id) + file.encode("utf-8")
+    """COM_BINLOG_DUMP body. Its position field has 4 bytes: a position past 4 GiB cannot be
+    asked for (never wrapped silently); start by GTID there."""
+    if not 0 <= position <= 0xFFFFFFFF:
+        raise ConfigError(
+            f"binlog position {position} is past 4 GiB, which a file/position dump cannot ask for",
+            hint="start from a GTID position instead (start.gtid or --start-gtid)",
+        )
+    return struct.pack("<IHI", position, flags, server_id) + file.encode("utf-8")
 
 
 def dump_gtid_payload(
@@ -102,12 +107,15 @@ class StreamPosition:
         )
 
     def describe(self) -> str:
-        where = f"{self.file}:{self.position}" if self.file else f"position {self.position}"
+        where = f"{self.file}:{self.position}" if self.file else ""
+        gtid = ""
         if self.mariadb_gtid is not None:
-            return f"{where} (gtid {self.mariadb_gtid or 'empty'})"
-        if self.mysql_gtid is not None:
-            return f"{where} (gtid set {self.mysql_gtid or 'empty'})"
-        return where
+            gtid = f"gtid {self.mariadb_gtid or 'empty'}"
+        elif self.mysql_gtid is not None:
+            gtid = f"gtid set {self.mysql_gtid or 'empty'}"
+        if where and gtid:
+            return f"{where} ({gtid})"
+        return where or gtid or f"position {self.position}"
 
 
 def binlog_index(name: str) -> tuple[str, int]:
@@ -124,14 +132,49 @@ def position_reached(file: str, position: int, end_file: str, end_position: int)
     return position >= end_position
 
 
+def covers(start: StreamPosition, file: str, position: int, gtid: str | None) -> bool:
+    """True when a stream starting at ``start`` has already had the event at ``file:position``
+    (of transaction ``gtid``): by GTID when both have one, else by binlog position."""
+    if gtid is not None and start.mariadb_gtid is not None and ":" not in gtid:
+        return start.mariadb_gtid.contains(MariadbGtid.parse(gtid))
+    if gtid is not None and start.mysql_gtid is not None and ":" in gtid:
+        return start.mysql_gtid.contains(MysqlGtid.parse(gtid))
+    if not start.file:
+        return False
+    return not position_reached(file, position, start.file, start.position)
+
+
+def is_past(here: StreamPosition, mark: StreamPosition) -> bool:
+    """True when a stream at ``here`` has had everything up to ``mark`` (by GTID state when
+    both have one, else by binlog position)."""
+    if here.mariadb_gtid is not None and mark.mariadb_gtid is not None:
+        return all(here.mariadb_gtid.contains(g) for g in mark.mariadb_gtid)
+    if here.mysql_gtid is not None and mark.mysql_gtid is not None:
+        return here.mysql_gtid.issuperset(mark.mysql_gtid)
+    if not (here.file and mark.file):
+        return False
+    return position_reached(here.file, here.position, mark.file, mark.position)
+
+
 def start_position(gtid: str | None, file: str | None, position: int = 4) -> StreamPosition | None:
     """A start from user input: a GTID (MariaDB ``D-S-N,...`` or MySQL ``uuid:1-5,...``: the
     transactions already had, streaming begins after them), a binlog file and position, or
-    None for "now"."""
+    None for "now". A position is a u64 byte offset (COM_BINLOG_DUMP_GTID), at least 4: the
+    first event follows the 4-byte magic number."""
     if gtid is not None and file is not None:
         raise ConfigError(
             "give either a start GTID or a start file/position, not both",
             hint="drop --start-gtid or --start-file",
+        )
+    if position < 4:
+        raise ConfigError(
+            f"start position {position} is before the first event",
+            hint="binlog positions start at 4",
+        )
+    if position > 2**64 - 1:
+        raise ConfigError(
+            f"start position {position} is past the largest binlog position",
+            hint="binlog positions are 64-bit: at most 18446744073709551615",
         )
     if gtid is not None:
         text = gtid.strip()
@@ -139,10 +182,5 @@ def start_position(gtid: str | None, file: str | None, position: int = 4) -> Str
             return StreamPosition(mysql_gtid=MysqlGtidSet.parse(text))
         return StreamPosition(mariadb_gtid=MariadbGtidPosition.parse(text))
     if file is not None:
-        if position < 4:
-            raise ConfigError(
-                f"start position {position} is before the first event",
-                hint="binlog positions start at 4",
-            )
         return StreamPosition(file=file, position=position)
     return None

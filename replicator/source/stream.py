@@ -20,12 +20,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import random
+import re
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pymysql
+import structlog
 
 from ..binlog import events as ev
 from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
@@ -54,6 +57,9 @@ from .protocol import (
 )
 from .server_info import ServerInfo, server_info
 
+if TYPE_CHECKING:
+    from ..schema.tracker import SchemaTracker
+
 
 @dataclass(frozen=True, slots=True)
 class TransactionAborted:
@@ -65,6 +71,13 @@ class TransactionAborted:
 
 Item = Transaction | TransactionPart | TransactionAborted | ev.Event
 _READ_SIZE = 256 * 1024
+log = structlog.get_logger("replicator")
+# MariaDB ER_SLAVE_SAME_ID (4052) "A slave with the same server_uuid/server_id is already
+# connected"; MySQL sends 1236 "A slave with the same server_uuid/server_id as this slave has
+# connected to the master" to the replica it drops
+_SAME_ID = re.compile(r"same server_uuid/server_id|\b4052\b")
+CLASH_COUNT = 3  # same-id refusals within CLASH_WINDOW seconds before we say so
+CLASH_WINDOW = 120.0
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 # access denied / specific privilege needed (ER_SPECIFIC_ACCESS_DENIED_ERROR, ...)
 _REFUSED_AT_START = frozenset({1044, 1045, 1142, 1227})
@@ -86,6 +99,7 @@ class StreamStats:
     heartbeats: int = 0
     discarded_incomplete: int = 0
     streaming: bool = False  # the dump is under way on the current connection
+    streaming_seen: bool = False  # the dump was under way at least once
     last_error: str = ""
     checksum_failures_at: dict[tuple[str, int], int] = field(default_factory=dict)
     events_by_type: dict[int, int] = field(default_factory=dict)  # binlog event type code
@@ -96,6 +110,7 @@ class ServerFacts:
     flavor: str  # "mariadb" or "mysql"
     version: tuple[int, int, int]
     checksum: str  # "CRC32" or "NONE"
+    binlog_format: str  # "ROW", "MIXED", "STATEMENT" ("" when the server does not say)
     end: StreamPosition  # end of the binlog when we connected, with the GTID state there
 
 
@@ -116,6 +131,7 @@ def server_facts(info: ServerInfo) -> ServerFacts:
         flavor=info.flavor,
         version=info.version,
         checksum=(info.binlog_checksum or "NONE").upper(),
+        binlog_format=(info.binlog_format or "").upper(),
         end=StreamPosition(
             info.binlog_end.file, info.binlog_end.position, mariadb_gtid, mysql_gtid
         ),
@@ -150,6 +166,8 @@ class ReplicaStream:
         part_rows: int | None = None,
         name: str = "replica-reader",
         lane: LaneFactory | None = None,
+        end: StreamPosition | None = None,
+        tracker: SchemaTracker | None = None,
     ) -> None:
         self.cfg = cfg
         self.stats = StreamStats()
@@ -167,7 +185,10 @@ class ReplicaStream:
         self._stopping = threading.Event()
         self._socket_lock = threading.Lock()
         self._socket: socket.socket | None = None
-        self._end: StreamPosition | None = None
+        # where to stop: ``end`` as given, or with ``stop_at_end`` the binlog's end at start
+        self._end: StreamPosition | None = end
+        # the schema history as the decoder sees it (DDL applied as decoded; see schema.tracker)
+        self._tracker = tracker
         self._name = name
         self._finished = False
         self._part_rows = part_rows
@@ -179,6 +200,7 @@ class ReplicaStream:
         self._items_queued = 0
         self._room = threading.Condition()
         self._batch: list[Item | BaseException | _End] = []  # see _deliver
+        self._clashes: list[float] = []  # monotonic times of same-server_id refusals
 
     # -- asyncio side ----------------------------------------------------------------------
 
@@ -305,6 +327,8 @@ class ReplicaStream:
     def _run(self) -> None:
         delay = self.cfg.reconnect_initial_delay
         while not self._stopping.is_set():
+            if self._tracker is not None:
+                self._tracker.rewind()  # (re)start after the last transaction handed over
             try:
                 if self._session():
                     self._deliver(_End())
@@ -332,6 +356,8 @@ class ReplicaStream:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._close_socket()
+            if not self._stopping.is_set():
+                self._log_reconnect(delay)
             if self._open_parts is not False and not self._stopping.is_set():
                 gtid = self._open_parts if isinstance(self._open_parts, str) else None
                 self._open_parts = False
@@ -343,6 +369,35 @@ class ReplicaStream:
             jitter = random.uniform(0, delay)  # backoff jitter, not cryptography
             self._stopping.wait(delay / 2 + jitter / 2)
             delay = min(delay * 2, self.cfg.reconnect_max_delay)
+
+    def _log_reconnect(self, delay: float) -> None:
+        """One warning per lost connection or failed attempt, with its cause; repeated
+        same-id refusals (another replica registered with our ``server_id``) say so."""
+        cause = self.stats.last_error
+        now = time.monotonic()
+        if _SAME_ID.search(cause):
+            self._clashes = [t for t in self._clashes if now - t < CLASH_WINDOW] + [now]
+        log.warning(
+            "source connection lost, reconnecting"
+            if self.stats.streaming_seen
+            else "cannot stream from the source, retrying",
+            cause=cause,
+            source=describe_source(self.cfg),
+            resume=None if self.position is None else self.position.describe(),
+            attempt=self.stats.reconnects + 1,
+            retry_in_s=round(delay, 2),
+        )
+        if len(self._clashes) >= CLASH_COUNT:
+            log.error(
+                "another replica uses our server_id",
+                server_id=self.cfg.server_id,
+                refusals=len(self._clashes),
+                window_s=CLASH_WINDOW,
+                hint="two replicas with one server_id take the binlog dump from each other in "
+                "turn: give this replicator (source.server_id) or the other replica its own id; "
+                "`replicator check` lists the replicas connected to the source",
+            )
+            self._clashes.clear()
 
     def _session(self) -> bool:
         """One connection's worth of streaming. True when the stream is complete."""
@@ -365,8 +420,9 @@ class ReplicaStream:
                 ) from exc
             self.stats.connects += 1
             if self.facts is None:
+                _refuse_statement_format(facts)
                 self.facts = facts
-                if self._stop_at_end:
+                if self._stop_at_end and self._end is None:
                     self._end = facts.end
             if self.position is None:
                 self.position = facts.end  # "now"
@@ -476,6 +532,7 @@ class ReplicaStream:
     ) -> bool:
         buffer = bytearray(_READ_SIZE)
         view = memoryview(buffer)
+        tracker = self._tracker
         silence = max(1.0, 2 * self.cfg.heartbeat_seconds)
         # A packet length is cross-checked with its event as soon as the header is in; this
         # is the backstop for anything else that leaves bytes arriving but no event forming.
@@ -494,7 +551,7 @@ class ReplicaStream:
             if count == 0:
                 raise SourceUnavailableError("the server closed the replication connection")
             self.stats.bytes_received += count
-            self.stats.streaming = True
+            self.stats.streaming = self.stats.streaming_seen = True
             decoder.feed(view[:count])  # copied into the framer at once
             while True:
                 try:
@@ -509,6 +566,8 @@ class ReplicaStream:
                 events_here += 1
                 code = event.header.type_code
                 by_type[code] = by_type.get(code, 0) + 1
+                if tracker is not None:
+                    event = tracker.on_event(event)  # DDL applied before the next decode
                 for item in assembler.feed(event):
                     if not self._hand_over(item, assembler):
                         return False
@@ -535,7 +594,9 @@ class ReplicaStream:
             self._open_parts = False
             self.stats.transactions += 1
             self.position = self.position.after(item.gtid, item.end_file, item.end_position)
-            if item.ending == "ddl" and _may_change_columns(item):
+            if self._tracker is not None:
+                self._tracker.mark()
+            elif item.ending == "ddl" and _may_change_columns(item):
                 self._schema_changed()
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
@@ -584,8 +645,11 @@ class ReplicaStream:
             raise IntegrityError(
                 f"{exc} (failed {seen} times at {key[0]}:{key[1]})",
                 hint=(
-                    "the binlog itself is corrupt or undecodable there: inspect it with "
-                    "mysqlbinlog/mariadb-binlog, then restart from a position after it"
+                    "the same position failed every time it was read: first start replicator "
+                    "again (a flaky network or proxy can corrupt the stream repeatedly; the "
+                    "restart re-reads it from the last committed batch); if it fails there "
+                    "again, inspect the binlog at that position with mysqlbinlog/mariadb-binlog "
+                    "--verify-binlog-checksum"
                 ),
             ) from exc
 
@@ -618,6 +682,21 @@ class ReplicaStream:
         return SourceUnavailableError(
             f"server error {exc.code} during the binlog dump: {exc.server_message}"
         )
+
+
+def _refuse_statement_format(facts: ServerFacts) -> None:
+    """At the first connect: a server that logs changes as SQL (STATEMENT, or MIXED, which
+    picks statements whenever it deems them safe) cannot be streamed exactly. Later changes of
+    the setting, and sessions that set their own, are caught per statement by the pipeline."""
+    if facts.binlog_format in ("", "ROW"):
+        return
+    raise ServerRefusedError(
+        f"the source logs changes as SQL statements (binlog_format={facts.binlog_format}), "
+        "which cannot be turned into row changes exactly",
+        hint="SET GLOBAL binlog_format = 'ROW'; and binlog_format = ROW in the server's "
+        "my.cnf, then reconnect (or restart) the applications so their sessions log rows; "
+        "see `replicator check`",
+    )
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -23,7 +23,7 @@ from ..errors import ConfigError, ReplicatorError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .materialize import MaterializeOptions, TableResult
+    from .options import MaterializeOptions, TableResult
 
 __all__ = ["materialize", "parse_keys"]
 
@@ -80,6 +80,8 @@ def _describe(result: TableResult) -> str:
         f"{result.table}: {result.action}, {result.batches} batches, "
         f"{result.changes} changes -> {result.rows} rows (up to batch {result.last_batch})"
     )
+    if result.detail:
+        text += f"; {result.detail}"
     if result.unmatched:
         text += f"; {result.unmatched} deletes of rows not in the state ignored"
     if result.waiting is not None:

@@ -8,6 +8,11 @@ place yet is a commit still being published by a running daemon. ``read_manifest
 the committed batches in order up to the first such one; later batches wait for the next run,
 so changes are never applied out of order.
 
+A manifest also carries the batch's lifecycle records (``schema_changes``: what each DDL
+statement did to a replicated table, numbered in the ``_seq`` order of the row changes;
+``Record``) and says whether the batch re-lands transactions after ``checkpoint set`` moved the
+stream back (``replay``, ``start_moved``); ``lineage`` turns those into tables.
+
 Each file's footer names its table (``replicator.table``), its schema version and its primary
 key (``replicator.primary_key``, see ``sink.parquet_writer``): ``table_identity`` turns those
 into the columns that identify a row. This module needs pyarrow only, not Spark.
@@ -20,23 +25,25 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
-from ..sink.landing import MANIFESTS
-from ..sink.parquet_writer import PRIMARY_KEY_KEY
+from .contract import LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
 
 __all__ = [
     "CommittedFile",
     "Manifest",
     "Manifests",
+    "Record",
     "TableDir",
     "check_landing",
     "committed_files",
     "file_key",
     "file_schema",
+    "key_of",
     "read_manifests",
     "select_tables",
     "table_dirs",
@@ -62,11 +69,65 @@ class CommittedFile:
 
 
 @dataclass(frozen=True, slots=True)
+class Record:
+    """One lifecycle record of a manifest (``schema_changes``): what a DDL statement did to
+    a replicated table at ``seq`` (see ``lineage``)."""
+
+    seq: int
+    op: str  # create, alter, truncate, drop, rename
+    table: str  # db.t
+    to: str | None  # rename: the new name
+    gtid: str | None
+    file: str | None
+    position: int | None
+    ts: str
+    statement: str
+    batch: int
+
+    @property
+    def identity(self) -> tuple[object, ...] | None:
+        """Where the statement came from: its GTID, else its binlog file and position."""
+        if self.gtid is not None:
+            return ("gtid", self.gtid)
+        if self.file is not None and self.position is not None:
+            return ("position", self.file, self.position)
+        return None
+
+    def origin(self) -> str:
+        """``batch 3, mysql-bin.000001:345: RENAME TABLE a TO b`` (the statement shortened)."""
+        where = f"{self.file}:{self.position}" if self.file is not None else f"GTID {self.gtid}"
+        statement = " ".join(self.statement.split())
+        if len(statement) > 120:
+            statement = statement[:117] + "..."
+        return f"batch {self.batch}, {where}: {statement}"
+
+    def describe(self) -> str:
+        """``rename of db.a to db.b at _seq 12 (batch 3, mysql-bin.000001:345: RENAME ...)``."""
+        what = f"{self.op} of {self.table}" + (f" to {self.to}" if self.to else "")
+        return f"{what} at _seq {self.seq} ({self.origin()})"
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     batch: int
     path: Path
     last_seq: int
     files: tuple[CommittedFile, ...]
+    first_seq: int = 0
+    records: tuple[Record, ...] = ()
+    replay: bool = False  # re-lands transactions after `checkpoint set` moved the stream back
+    start_moved: bool = False  # the first batch after `checkpoint set`
+
+    @property
+    def rereads(self) -> bool:
+        """The batch may hold transactions an earlier batch holds too (a replay)."""
+        return self.replay or self.start_moved
+
+    def touches(self, table: str) -> bool:
+        """The batch has files or lifecycle records of ``table``."""
+        return any(f.table == table for f in self.files) or any(
+            table in (r.table, r.to) for r in self.records
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +136,11 @@ class TableDir:
 
     name: str  # "db.t"
     rel: Path  # "<db>/<table>" with the landing zone's escaping
+
+    @classmethod
+    def named(cls, name: str) -> TableDir:
+        """A table the lifecycle records name (its directory may not exist)."""
+        return cls(name, table_rel(name))
 
 
 def _unsafe(part: str) -> str:
@@ -130,10 +196,29 @@ def select_tables(tables: Sequence[TableDir], patterns: Sequence[str] | None) ->
     return chosen
 
 
+def _record(item: dict[str, Any], batch: int) -> Record:
+    op = str(item["op"])
+    if op not in LIFECYCLE_OPS or (op == "rename") != (item.get("to") is not None):
+        raise ValueError(f"lifecycle record {item!r}")
+    return Record(
+        seq=int(item["seq"]),
+        op=op,
+        table=str(item["table"]),
+        to=None if item.get("to") is None else str(item["to"]),
+        gtid=None if item.get("gtid") is None else str(item["gtid"]),
+        file=None if item.get("file") is None else str(item["file"]),
+        position=None if item.get("position") is None else int(item["position"]),
+        ts=str(item.get("ts", "")),
+        statement=str(item.get("statement", "")),
+        batch=batch,
+    )
+
+
 def _manifest(path: Path, root: Path) -> Manifest:
     try:
         data = json.loads(path.read_text())
         batch = int(data["batch"])
+        records = tuple(_record(item, batch) for item in data.get("schema_changes") or ())
         files = tuple(
             CommittedFile(
                 table=str(item["table"]),
@@ -145,7 +230,16 @@ def _manifest(path: Path, root: Path) -> Manifest:
             )
             for item in data["files"]
         )
-        manifest = Manifest(batch, path, int(data["last_seq"]), files)
+        manifest = Manifest(
+            batch,
+            path,
+            int(data["last_seq"]),
+            files,
+            first_seq=int(data.get("first_seq", 0)),
+            records=tuple(sorted(records, key=lambda r: r.seq)),
+            replay=data.get("replay") is True,
+            start_moved=data.get("start_moved") is True,
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise IntegrityError(
             f"cannot read manifest {path}: {exc}",
@@ -252,9 +346,19 @@ def table_identity(
     same key, and agree with ``previous`` (the key the existing output was built with)."""
     if override is not None:
         return tuple(override)
+    return key_of(table, [(path, file_key(schema)) for path, schema in schemas], previous=previous)
+
+
+def key_of(
+    table: str,
+    keyed: Sequence[tuple[Path, tuple[str, ...] | None]],
+    *,
+    previous: tuple[str, ...] | None = None,
+) -> tuple[str, ...]:
+    """The key all files record (``keyed``: each file's key, in the newest version's column
+    names; None when the file records none); see ``table_identity``."""
     keys: dict[tuple[str, ...], Path] = {}
-    for path, schema in schemas:
-        key = file_key(schema)
+    for path, key in keyed:
         if key is None:
             raise ConfigError(
                 f"table {table}: {path} does not record the primary key (written by an older "

@@ -37,8 +37,13 @@ an ALTER TABLE ADD COLUMN, the server fills the new column with its default in r
 binlog never shows again: they are null in the state). A partial row image cannot identify a
 row without a key: an error.
 
-Columns an ALTER TABLE ADD COLUMN added are null in rows not changed since: the binlog does
-not carry the default the server filled in.
+Columns an ALTER TABLE ADD COLUMN added hold, in rows older than the column, the fill the
+column's footer records (``columns``; the changes arrive filled). An expression default
+(``CURRENT_TIMESTAMP``) is not in the binlog: such a column is absent in those rows, listed in
+``_absent`` and in ``UNKNOWN``. A keyed table treats it as any column no row image carried;
+a table without key keeps it out of the partial-image check and makes it part of the row's
+identity (an unknown value is not a null): a row holding one is an error, or with
+``allow_unknown`` null and listed in ``_absent``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ __all__ = [
     "META_TYPES",
     "Merged",
     "TableModel",
+    "UNKNOWN",
     "current_state",
     "failure",
 ]
@@ -81,10 +87,11 @@ META_TYPES = T.StructType(
 ABSENT = "_absent"
 BEFORE = "_before"
 BEFORE_KEY = "_before_key"
+UNKNOWN = "__replicator_unknown"  # columns absent because their fill is unknown (``columns``)
 STATE_SEQ = -(2**63)  # state rows are older than every change
 # working columns next to the table's own (checked for clashes in ``TableModel``)
 META_COL, BKEY_COL, EVENT_COL = "__replicator_meta", "__replicator_before_key", "__replicator_event"
-INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL})
+INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL, UNKNOWN})
 _MARK, _END = "[replicator] ", " [/replicator]"
 _FAILURE = re.compile(re.escape(_MARK) + r"(.*?)" + re.escape(_END), re.DOTALL)
 
@@ -173,6 +180,12 @@ def _present(name: str) -> Column:
     return ~F.exists(F.col(ABSENT), lambda x: F.lower(x) == F.lit(key))
 
 
+def _partial(name: str) -> Column:
+    """The row image left column ``name`` out (absent, and not for an unknown fill)."""
+    key = name.lower()
+    return ~_present(name) & ~F.exists(F.col(UNKNOWN), lambda x: F.lower(x) == F.lit(key))
+
+
 def _events(model: TableModel, changes: DataFrame | None, state: DataFrame | None) -> DataFrame:
     """Changes and state rows in one layout: the columns, ``_op``, ``_seq`` (order),
     ``_m`` (metadata struct), ``_absent``, ``_bk`` (before-image identity)."""
@@ -197,6 +210,11 @@ def _events(model: TableModel, changes: DataFrame | None, state: DataFrame | Non
                     else F.array().cast("array<string>")
                 ).alias(ABSENT),
                 F.lit(None).cast(model.identity_type).alias(BKEY_COL),
+                (
+                    F.coalesce(F.col(ABSENT), F.array().cast("array<string>"))
+                    if has_absent and not model.key
+                    else F.array().cast("array<string>")
+                ).alias(UNKNOWN),
                 F.lit(None).cast("string").alias("_binlog_file"),
                 F.lit(None).cast("long").alias("_binlog_pos"),
             )
@@ -210,6 +228,11 @@ def _events(model: TableModel, changes: DataFrame | None, state: DataFrame | Non
                 F.struct(*[F.col(m) for m in META]).alias(META_COL),
                 F.col(ABSENT),
                 F.col(BEFORE_KEY).alias(BKEY_COL),
+                (
+                    F.col(UNKNOWN)
+                    if find_field(changes.schema, UNKNOWN) is not None
+                    else F.array().cast("array<string>")
+                ).alias(UNKNOWN),
                 F.col("_binlog_file"),
                 F.col("_binlog_pos"),
             )
@@ -338,9 +361,10 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
                         F.array_join(unknown, ", "),
                     ),
                     "the source logs partial row images (binlog_row_image=MINIMAL or "
-                    "NOBLOB), or the stream began after the row was written: set "
-                    "binlog_row_image=FULL and replay, or pass --allow-unknown to keep such "
-                    "columns as null, listed in _absent",
+                    "NOBLOB), the stream began after the row was written, or ALTER TABLE "
+                    "added the column with an expression default (its value in older rows is "
+                    "not in the binlog): set binlog_row_image=FULL and replay, or pass "
+                    "--allow-unknown to keep such columns as null, listed in _absent",
                 ),
             )
             .otherwise(columns[0])
@@ -362,11 +386,17 @@ def _keyless(model: TableModel, events: DataFrame) -> Merged:
     is_u, is_d = op == "u", op == "d"
     any_absent = F.lit(False)
     for name in names:
-        any_absent = any_absent | ~_present(name)
-    row = F.struct(*[_c(n).alias(n) for n in names])
-    before = F.struct(*[F.col(BKEY_COL).getField(n).alias(n) for n in names])
+        any_absent = any_absent | _partial(name)
+    # an unknown fill is part of the row: its value is not the null it is shown as
+    unknown = F.array_sort(F.col(UNKNOWN)).alias(UNKNOWN)
+    row = F.struct(*[_c(n).alias(n) for n in names], unknown)
+    before = F.struct(*[F.col(BKEY_COL).getField(n).alias(n) for n in names], unknown)
     after = F.struct(
-        *[F.when(_present(n), _c(n)).otherwise(F.col(BKEY_COL).getField(n)).alias(n) for n in names]
+        *[
+            F.when(_present(n), _c(n)).otherwise(F.col(BKEY_COL).getField(n)).alias(n)
+            for n in names
+        ],
+        unknown,
     )
 
     def delta(sign: int, sub: int, image: Column) -> Column:
@@ -427,8 +457,27 @@ def _keyless(model: TableModel, events: DataFrame) -> Merged:
         ).alias("_x")
     )
     columns = [F.col("_x._r").getField(n).alias(n) for n in names]
+    held = F.col("_x._r").getField(UNKNOWN)
+    if not model.allow_unknown:
+        columns[0] = (
+            F.when(
+                F.size(held) > 0,
+                _fail(
+                    model.name,
+                    F.concat(
+                        F.lit("a row holds columns whose value is not in the binlog: "),
+                        F.array_join(held, ", "),
+                    ),
+                    "ALTER TABLE added them with an expression default, so rows older than the "
+                    "column hold a value the server computed: pass --allow-unknown to keep "
+                    "them as null, listed in _absent",
+                ),
+            )
+            .otherwise(columns[0])
+            .alias(names[0])
+        )
     if model.keep_metadata:
         columns.extend(F.col("_x._m").getField(m).alias(m) for m in META)
     if model.allow_unknown:
-        columns.append(F.array().cast("array<string>").alias(ABSENT))
+        columns.append(held.alias(ABSENT))
     return Merged(copies.select(*columns), grouped)

@@ -10,6 +10,12 @@ JSON matches its files; leftover version directories are removed by the next run
 (``spark.read.parquet("<out>/<db>/<table>")``) always see one whole state; one that is
 reading an old version while it is deleted fails and must retry.
 
+A table that no longer exists (dropped, or renamed away: ``lineage``) has no link: ``remove``
+first writes a tombstone ``<out>/<db>/.<table>.gone.json`` (the same JSON: up to which batch
+the table is known gone), then unlinks the link (the commit point), then deletes the version.
+A crash in between leaves the link, which wins: the tombstone counts only without a link, and
+``publish`` deletes it once a new version is linked.
+
 Names starting with ``.`` or ``_`` are skipped by Spark's Parquet reader, so neither the
 version directories nor the JSON are ever read as data. One process at a time may write an
 output directory: ``lock`` takes an exclusive ``flock`` on ``<out>/.replicator.lock``.
@@ -30,10 +36,21 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import fsync_dir, write_atomic
 from ..errors import ConfigError, SinkError
+from .durable import fsync_dir, write_atomic
 
-__all__ = ["STATE_FILE", "TableState", "clean", "load", "lock", "publish", "update"]
+__all__ = [
+    "STATE_FILE",
+    "TableState",
+    "clean",
+    "load",
+    "load_gone",
+    "lock",
+    "publish",
+    "remove",
+    "update",
+    "update_gone",
+]
 
 STATE_FILE = "_replicator_state.json"
 LOCK_FILE = ".replicator.lock"
@@ -56,6 +73,12 @@ class TableState:
     schema: str  # Spark StructType JSON of the rows
     rows: int
     format: int = FORMAT
+    # a tombstone's: "removed" (dropped or renamed away) or "empty" (no columns known yet)
+    gone: str | None = None
+    detail: str | None = None  # what the last run did and why (for reports)
+    # written by a materialize that applies lifecycle records and replays (older states may
+    # hold rows a TRUNCATE, DROP or RENAME in the batches they hold since removed)
+    lineage: bool = False
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
@@ -82,6 +105,26 @@ def _versions(link: Path) -> Iterator[Path]:
                 yield entry
 
 
+def _tombstone(link: Path) -> Path:
+    return link.parent / f".{link.name}.gone.json"
+
+
+def _read(path: Path, hint: str) -> TableState:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SinkError(f"cannot read {path}: {exc}", hint=hint) from exc
+    return TableState.from_json(data, path)
+
+
+def load_gone(link: Path) -> TableState | None:
+    """The tombstone of a removed table (``remove``); None when ``link`` exists or none."""
+    path = _tombstone(link)
+    if os.path.lexists(link) or not path.is_file():
+        return None
+    return _read(path, "the tombstone is damaged: delete it, or rebuild with --full-refresh")
+
+
 def load(link: Path) -> tuple[TableState, Path] | None:
     """The state ``link`` points at and its version directory; None when there is none."""
     if not os.path.lexists(link):
@@ -92,15 +135,8 @@ def load(link: Path) -> tuple[TableState, Path] | None:
             hint="choose an empty --out directory (or move that directory away)",
         )
     target = link.parent / os.readlink(link)
-    path = target / STATE_FILE
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SinkError(
-            f"cannot read {path}: {exc}",
-            hint="the state is damaged: rebuild it with --full-refresh",
-        ) from exc
-    return TableState.from_json(data, path), target
+    state = _read(target / STATE_FILE, "the state is damaged: rebuild it with --full-refresh")
+    return state, target
 
 
 @contextlib.contextmanager
@@ -145,6 +181,8 @@ def publish(link: Path, write: Callable[[Path], int], state: TableState) -> Tabl
     except BaseException:
         shutil.rmtree(version, ignore_errors=True)
         raise
+    with contextlib.suppress(FileNotFoundError):
+        _tombstone(link).unlink()  # the link wins now
     keep = {version.name}
     for stale in _versions(link):
         if stale.name not in keep:
@@ -152,6 +190,20 @@ def publish(link: Path, write: Callable[[Path], int], state: TableState) -> Tabl
     if old is not None and old[1].name not in keep:
         shutil.rmtree(old[1], ignore_errors=True)
     return state
+
+
+def remove(link: Path, state: TableState) -> None:
+    """The table is gone: record ``state`` in a tombstone, then remove the link and its
+    version (see the module doc). Also when there is no link (a tombstone alone)."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(_tombstone(link), replace(state, rows=0, schema="").to_json())
+    old = load(link)
+    if old is not None:
+        os.unlink(link)  # the commit point
+        fsync_dir(link.parent)
+        shutil.rmtree(old[1], ignore_errors=True)
+    for stale in _versions(link):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def update(link: Path, state: TableState) -> None:
@@ -162,14 +214,22 @@ def update(link: Path, state: TableState) -> None:
     write_atomic(found[1] / STATE_FILE, state.to_json())
 
 
+def update_gone(link: Path, state: TableState) -> None:
+    """Record ``state`` in the tombstone of a removed table."""
+    write_atomic(_tombstone(link), replace(state, rows=0, schema="").to_json())
+
+
 def clean(link: Path) -> None:
-    """Remove version directories ``link`` does not point at and temporary links (what a
-    crash leaves)."""
+    """Remove version directories ``link`` does not point at, temporary links and a
+    tombstone next to a link (what a crash leaves)."""
     current = load(link)
     keep = None if current is None else current[1].name
     for stale in _versions(link):
         if stale.name != keep:
             shutil.rmtree(stale, ignore_errors=True)
+    if current is not None:  # a removal that did not reach its commit point
+        with contextlib.suppress(FileNotFoundError):
+            _tombstone(link).unlink()
     if link.parent.is_dir():
         for temp in link.parent.glob(f".{glob.escape(link.name)}.link-*"):
             with contextlib.suppress(OSError):

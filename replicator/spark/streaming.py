@@ -1,5 +1,5 @@
-"""Structured Streaming example: one table's landing directory as a stream, merged micro-batch
-by micro-batch into a current-state table (the same layout ``materialize`` writes).
+"""Structured Streaming: one table's current state kept up to date by a streaming query over
+the landing zone's commit records (the same layout and rules as ``materialize``).
 
     from replicator.spark.streaming import start_current_state_stream
 
@@ -8,130 +8,97 @@ by micro-batch into a current-state table (the same layout ``materialize`` write
     )
     query.awaitTermination()
 
-``spark.readStream.schema(S).parquet("<landing>/<db>/<table>")`` lists the directory on every
-trigger and hands each micro-batch's new files to ``foreachBatch``, which merges their
-changes into ``<out>/<db>/<table>`` (``merge``; ``state``: a new version, then an atomic
-swap). What makes that exact:
+The query's source is the manifests directory ``<landing>/_manifests/`` (``readStream``,
+JSON, one row per committed batch); ``foreachBatch`` brings ``<out>/<db>/<table>`` up to the
+newest batch the micro-batch saw (``table_job``, as ``materialize`` does). Why the manifests,
+not the table's directory: a manifest is the commit point of every batch, while a lifecycle
+record adds no file to the table's directory — a DROP, TRUNCATE or RENAME would never start a
+micro-batch there, and the state would keep rows the table no longer has. What makes it exact:
 
-* **Never a partial file.** The daemon writes each data file under a hidden name
-  (``.part-<seq>.parquet.tmp``; Spark's file source skips names starting with ``.`` or
-  ``_``), fsyncs it, commits the manifest, and only then renames it to ``part-<seq>.parquet``
-  in one ``rename(2)``. A listing sees a file whole or not at all, and only once it is
-  committed. The merge still checks every file against the manifests and stops on one that
-  no manifest names (a file copied in by hand).
-* **The right schema.** ``S`` is Spark's view of the newest committed file when the query
-  starts (``stream_schema``). A micro-batch holding a file of another schema (an ALTER TABLE
-  while the query runs) does not use the stream's rows, where Spark would drop new columns
-  or fail on a widened type: it reads its files itself, casting every schema version to one
-  schema as ``materialize`` does. The query never needs a restart for a schema change.
-* **Whole batches, in order.** The state advances by whole landing batches: a micro-batch
-  applies every committed file of the table up to the newest batch it saw, reading
-  directly those the stream has not delivered yet (files of one batch may arrive in two
-  micro-batches, in any order), and drops rows of batches already applied. Changes are
-  therefore applied in ``_seq`` order however the directory listing orders files.
-* **Exactly once.** The state records the last micro-batch id it holds: a micro-batch Spark
-  re-runs after a crash (its id not yet in the checkpoint's commit log) is skipped when the
-  state already has it; the swap changes state and id together.
+* **Committed data only, never a partial file.** Manifests are written under hidden temp
+  names (``.<batch>.json.tmp``, which Spark's file source skips) and renamed into place; the
+  data files of a batch are renamed into place right after its manifest, and the micro-batch
+  waits for them. Data files are read from the manifests, never by listing.
+* **Whole batches, in order.** Each micro-batch applies every committed batch up to the
+  newest one it saw, merging row changes into the state.
+* **Lifecycle records applied exactly.** A batch with a record naming the table (truncate,
+  drop, create, rename to or from it, alter), or a replay batch touching it, makes the
+  micro-batch rebuild the state from scratch by the table's lineage, reading other names'
+  files directly (``lineage``, ``changes``). A table dropped or renamed away has its output
+  removed, and a tombstone keeps the query's place, so a later CREATE (or a rename into the
+  name) brings it back without a restart; an ALTER TABLE needs no restart either.
+* **Exactly once.** The state (or tombstone) records the last landing batch and micro-batch
+  id it holds: a micro-batch Spark re-runs after a crash is skipped, or finds nothing new.
 
-``maxFilesPerTrigger`` bounds the files one micro-batch takes. Each micro-batch rewrites the
-table's state, so a trigger interval of a few seconds (the landing zone's own batch cadence)
-is the sensible minimum. Give each query its own output directory.
+``maxFilesPerTrigger`` bounds the landing batches one micro-batch takes. Each micro-batch
+that changes the table rewrites its state, so a trigger interval of a few seconds (the landing
+zone's own batch cadence) is the sensible minimum. Give each query its own output directory.
 """
 
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
-from ..errors import ConfigError, IntegrityError, SinkError
+from ..errors import ConfigError, SinkError
 from . import state as st
-from .committed import (
-    CommittedFile,
-    TableDir,
-    file_schema,
-    read_manifests,
-    table_dirs,
-    table_identity,
-)
-from .materialize import (
-    WRITE_CONF,
-    MaterializeOptions,
-    file_versions,
-    normalize,
-    read_state,
-    session_conf,
-    state_schema,
-    table_model,
-    union_all,
-    write_state,
-)
-from .merge import current_state
+from .committed import CommittedFile, TableDir, read_manifests
+from .contract import MANIFESTS
+from .materialize import landing_tables
+from .options import MaterializeOptions
+from .table_job import Landing, run_table
 
 __all__ = ["CurrentStateStream", "start_current_state_stream", "stream_schema"]
 
 PUBLISH_WAIT_SECONDS = 30.0
+MANIFEST_SCHEMA = "batch LONG"
 
 
 def _table(landing: Path, table: str) -> TableDir:
-    for found in table_dirs(landing):
-        if found.name == table:
-            return found
+    found = read_manifests(landing, unpublished=True)
+    for candidate in landing_tables(Landing(landing, found.manifests)):
+        if candidate.name == table:
+            return candidate
     raise ConfigError(
         f"table {table} is not in the landing zone {landing}",
         hint="start the stream once the table has committed changes",
     )
 
 
-def _committed(landing: Path, table: TableDir, *, after: int = 0) -> list[CommittedFile]:
-    """The files committed manifests after batch ``after`` list for ``table``, published
-    or about to be."""
-    return [
+def stream_schema(spark: SparkSession, landing: Path | str, table: str) -> T.StructType:
+    """Spark's schema of ``table``'s newest committed file."""
+    root = Path(landing)
+    files = [
         f
-        for m in read_manifests(landing, after=after, unpublished=True).manifests
+        for m in read_manifests(root).manifests
         for f in m.files
-        if f.table_dir == table.rel
+        if f.table == table and f.path.is_file()
     ]
-
-
-def _newest(landing: Path, table: TableDir) -> CommittedFile:
-    files = [f for f in _committed(landing, table) if f.path.is_file()]
     if not files:
         raise ConfigError(
-            f"table {table.name} has no committed files yet",
+            f"table {table} has no committed files yet",
             hint="start the stream once the table has committed changes",
         )
-    return max(files, key=lambda f: (f.batch, f.last_seq or -1))
-
-
-def stream_schema(spark: SparkSession, landing: Path | str, table: str) -> T.StructType:
-    """Spark's schema of ``table``'s newest committed file (what ``readStream`` needs)."""
-    root = Path(landing)
-    schema: T.StructType = spark.read.parquet(str(_newest(root, _table(root, table)).path)).schema
+    newest = max(files, key=lambda f: (f.batch, f.last_seq or -1))
+    schema: T.StructType = spark.read.parquet(str(newest.path)).schema
     return schema
-
-
-def _local_path(uri: str) -> Path:
-    return Path(urllib.parse.unquote(urllib.parse.urlparse(uri).path))
 
 
 @dataclass(slots=True)
 class CurrentStateStream:
-    """The ``foreachBatch`` function: merges a micro-batch into ``<out>/<db>/<table>``."""
+    """The ``foreachBatch`` function: brings ``<out>/<db>/<table>`` up to the newest landing
+    batch of a micro-batch of manifests (rows with a ``batch`` column)."""
 
     spark: SparkSession
     landing: Path
     table: TableDir
     out: Path
-    reference: pa.Schema  # Arrow schema of the file the stream's schema came from
     options: MaterializeOptions = field(default_factory=MaterializeOptions)
 
     @property
@@ -140,99 +107,24 @@ class CurrentStateStream:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         found = st.load(self.link)
-        previous = None if found is None else found[0]
-        if previous is not None:
-            self._check(previous)
-            if batch_id <= previous.stream_batch:
-                return  # a re-run of a micro-batch the state already holds
+        previous = found[0] if found is not None else st.load_gone(self.link)
+        if previous is not None and previous.mode == "stream" and batch_id <= previous.stream_batch:
+            return  # a re-run of a micro-batch the state already holds
         done = 0 if previous is None else previous.last_batch
-        uris = {
-            _local_path(str(row[0])): str(row[0])
-            for row in batch.select(F.input_file_name()).distinct().collect()
-        }
-        committed = {f.path: f for f in _committed(self.landing, self.table, after=done)}
-        if any(path not in committed for path in uris):  # a replay of applied batches?
-            committed = {f.path: f for f in _committed(self.landing, self.table)}
-        for path in uris:
-            if path not in committed:
-                raise IntegrityError(
-                    f"table {self.table.name}: {path} is in the landing zone but in no "
-                    "committed manifest",
-                    hint="only `replicator run` may write the landing zone; move the file "
-                    "away and restart the query",
-                )
-        newest = max((committed[p].batch for p in uris), default=0)
-        if newest <= done:
-            if previous is not None:
-                st.update(self.link, replace(previous, stream_batch=batch_id))
-            return
-        needed = [f for f in committed.values() if done < f.batch <= newest]
-        _wait_published(needed)
-        uniform = all(file_schema(p).equals(self.reference, check_metadata=False) for p in uris)
-        streamed = [f for f in needed if f.path in uris] if uniform else []
-        frames: list[tuple[int, DataFrame]] = []
-        if streamed:
-            rows = batch.filter(F.input_file_name().isin([uris[f.path] for f in streamed]))
-            frames.append((max(f.last_seq or -1 for f in streamed), rows))
-        for version in file_versions([f for f in needed if f not in streamed]):
-            frames.append((version.newest, self.spark.read.parquet(*version.paths)))
-        frames.sort(key=lambda item: item[0])  # schema versions oldest first
-        self._merge([f for _, f in frames], needed, found, newest, batch_id)
-
-    def _check(self, previous: st.TableState) -> None:
-        if previous.mode != "stream" or previous.landing != str(self.landing):
-            raise ConfigError(
-                f"{self.link} holds a state written by {previous.mode} from {previous.landing}",
-                hint="give the stream its own output directory",
-            )
-
-    def _merge(
-        self,
-        frames: Sequence[DataFrame],
-        needed: Sequence[CommittedFile],
-        found: tuple[st.TableState, Path] | None,
-        newest: int,
-        batch_id: int,
-    ) -> None:
-        spark, options, name = self.spark, self.options, self.table.name
-        previous = None if found is None else found[0]
-        override = options.keys.get(name)
-        key = table_identity(
-            name,
-            [(f.path, file_schema(f.path)) for f in needed],
-            override=None if override is None else tuple(override),
-            previous=None if previous is None or override is not None else tuple(previous.key),
+        seen = [int(row[0]) for row in batch.select("batch").collect() if row[0] is not None]
+        newest = max([done, *seen])
+        manifests = tuple(
+            m for m in read_manifests(self.landing, unpublished=True).manifests if m.batch <= newest
         )
-        model = table_model(
-            name, frames, key, options, None if previous is None else state_schema(previous)
-        )
-        changes = union_all([normalize(f, model) for f in frames])
-        base = None if found is None else read_state(spark, found, model)
-        merged = current_state(model, changes, base)
-        last_seqs = [f.last_seq for f in needed if f.last_seq is not None]
-        if previous is not None and previous.last_seq is not None:
-            last_seqs.append(previous.last_seq)
-
-        def write(directory: Path) -> int:
-            with session_conf(spark, WRITE_CONF):
-                return write_state(merged, directory)[0]
-
-        st.publish(
-            self.link,
-            write,
-            st.TableState(
-                table=name,
-                landing=str(self.landing),
-                mode="stream",
-                last_batch=newest,
-                stream_batch=batch_id,
-                last_seq=max(last_seqs) if last_seqs else None,
-                key=list(model.key),
-                keep_metadata=options.keep_metadata,
-                allow_unknown=options.allow_unknown,
-                schema=merged.rows.schema.json(),
-                rows=0,
-            ),
+        _wait_published([f for m in manifests if m.batch > done for f in m.files])
+        run_table(
+            self.spark,
+            Landing(self.landing, manifests),
+            self.out,
+            self.table,
+            self.options,
+            mode="stream",
+            stream_batch=batch_id,
         )
 
 
@@ -263,25 +155,23 @@ def start_current_state_stream(
 ) -> StreamingQuery:
     """Start the query that keeps ``<out>/<db>/<table>`` current (see the module doc).
 
-    ``checkpoint`` is the query's Spark checkpoint location (keep it next to ``out``).
+    ``checkpoint`` is the query's Spark checkpoint location (keep it next to ``out``);
+    ``max_files_per_trigger`` bounds the landing batches per micro-batch.
     """
     root = Path(landing).resolve()
     found = _table(root, table)
-    newest = _newest(root, found)
-    schema = spark.read.parquet(str(newest.path)).schema
     merge = CurrentStateStream(
-        spark,
-        root,
-        found,
-        Path(out).resolve(),
-        file_schema(newest.path),
-        options or MaterializeOptions(),
+        spark, root, found, Path(out).resolve(), options or MaterializeOptions()
     )
-    reader = spark.readStream.schema(schema)
+    reader = (
+        spark.readStream.schema(MANIFEST_SCHEMA)
+        .option("multiLine", "true")
+        .option("pathGlobFilter", "*.json")
+    )
     if max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     return (
-        reader.parquet(str(root / found.rel))
+        reader.json(str(root / MANIFESTS))
         .writeStream.queryName(f"current_state_{found.rel.parent.name}_{found.rel.name}")
         .foreachBatch(merge)
         .option("checkpointLocation", str(checkpoint))

@@ -172,8 +172,8 @@ TABLES: dict[str, tuple[Col, ...]] = {
     ),
     "oddities": (
         Col("g", "GEOMETRY", "geometry", _maybe(_point), "ST_GeomFromText(%s)"),
-        Col("ip", "INET6", "binary16", _maybe(lambda r: r.choice(ADDRESSES))),
-        Col("u", "UUID", "binary16", _maybe(_uuid)),
+        Col("ip", "INET6", "textform", _maybe(lambda r: r.choice(ADDRESSES))),
+        Col("u", "UUID", "textform", _maybe(_uuid)),
     ),
     "order_lines": (
         Col("sku", "VARCHAR(20)", "text", _text("ABCDEF0123", 20)),
@@ -346,7 +346,7 @@ SELECT_EXPR = {
     "timestamp": "CAST({} AS CHAR)",
     "time": "CAST({} AS CHAR)",
     "geometry": "ST_AsBinary({})",
-    "binary16": "CAST({} AS BINARY(16))",
+    "textform": "CAST({} AS CHAR)",  # MariaDB INET6/UUID land as the text SELECT prints
 }
 
 
@@ -416,7 +416,9 @@ def canonical(kind: str, value: Any) -> Any:
         if isinstance(value, dt.timedelta):
             return (value.days * 86400 + value.seconds) * 1_000_000 + value.microseconds
         return int(value)  # Spark: bigint microseconds
-    if kind in ("bytes", "geometry", "binary16"):
+    if kind == "textform":
+        return str(value)
+    if kind in ("bytes", "geometry"):
         return bytes(value)
     if kind == "text":
         return value if isinstance(value, str) else bytes(value).decode()

@@ -103,8 +103,8 @@ def arrow_type(c: Col) -> pa.DataType:
         "text": pa.string(),
         "bytes": pa.binary(),
         "geometry": pa.binary(),
-        "inet4": pa.binary(),
-        "binary16": pa.binary(),
+        "inet4": pa.string(),  # MariaDB INET4/INET6/UUID land as the text SELECT prints
+        "binary16": pa.string(),
     }[c.kind]
 
 
@@ -144,10 +144,33 @@ def _microseconds(value: timedelta) -> int:
     return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
 
 
+# decoder form (the bytes CAST(v AS BINARY(n)) shows) -> the text SELECT prints, for MariaDB's
+# INET4/INET6/UUID values; asked of the server by the landing fixture (never our formatter)
+TEXT_FORMS: dict[bytes, str] = {}
+
+
+def _text_forms(server: MariaDBServer) -> dict[bytes, str]:
+    out = {}
+    for c in TABLE_BY_NAME["fixed_binary"].columns:
+        size = 4 if c.ddl == "INET4" else 16
+        for value in c.values:
+            if value == "NULL":
+                continue
+            ((raw, text),) = server.query(
+                f"SELECT CAST(CAST({value} AS {c.ddl}) AS BINARY({size})), "
+                f"CAST(CAST({value} AS {c.ddl}) AS CHAR)"
+            )
+            out[bytes(raw)] = str(text)  # type: ignore[arg-type]
+    return out
+
+
 def arrow_value(c: Col, value: object) -> object:
     """What pyarrow's ``to_pylist()`` must show for a SELECTed (decoder-form) value."""
     if value is None or isinstance(value, InvalidTemporal):  # zero/invalid dates are null
         return None
+    if c.kind in ("inet4", "binary16"):
+        assert isinstance(value, bytes)
+        return TEXT_FORMS[value]
     if c.kind == "float":
         assert isinstance(value, float)
         return _float32(value)
@@ -234,6 +257,7 @@ def landing(
         server.execute(_create_sql(table), database=DB)
     start = server.binlog_status().gtid_binlog_pos
     expected = _run_statements(server)
+    TEXT_FORMS.update(_text_forms(server))
     config = _config(server, start, work / "landing", work / "replicator.yaml")
     began = time.monotonic()
     run = subprocess.run(

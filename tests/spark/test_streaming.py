@@ -1,6 +1,8 @@
-"""The Structured Streaming example: a writer thread commits batches (with an ALTER TABLE ADD
-COLUMN half way) through the real commit protocol while the query merges micro-batches; at
-the end the state equals the Python replay and a from-scratch ``materialize``."""
+"""The Structured Streaming helper: a writer thread commits batches (with an ALTER TABLE ADD
+COLUMN half way, and its lifecycle record) through the real commit protocol while the query
+merges micro-batches; at the end the state equals the Python replay and a from-scratch
+``materialize``. Lifecycle records — truncate, drop, create again, renames away and into the
+name, a replay — are applied exactly, micro-batch by micro-batch and in a running query."""
 
 from __future__ import annotations
 
@@ -13,11 +15,21 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from replicator.spark.committed import file_schema, table_dirs
+from replicator.spark.committed import TableDir
 from replicator.spark.materialize import materialize
 from replicator.spark.state import STATE_FILE
 from replicator.spark.streaming import CurrentStateStream, start_current_state_stream
-from tests.spark.zone import Zone, expected_keyed, int_col, table, text_col
+from tests.spark.test_lifecycle import outputs
+from tests.spark.zone import (
+    Ddl,
+    Item,
+    Zone,
+    expected_keyed,
+    expected_tables,
+    int_col,
+    table,
+    text_col,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -41,7 +53,7 @@ def test_stream_merges_batches_committed_while_it_runs(spark: SparkSession, tmp_
         for step in range(1, 7):
             version, note = (V1, ()) if step < 4 else (V2, (f"note{step}",))
             old = () if version is V1 else (None,)
-            changes = [
+            changes: list[Item] = [
                 (version, "u", (step, f"s{step}", *note), (step, f"n{step}", *old)),
                 (version, "d", (19 - step, f"n{19 - step}", *old)),
                 (version, "c", (100 + step, "new", *note)),
@@ -49,6 +61,8 @@ def test_stream_merges_batches_committed_while_it_runs(spark: SparkSession, tmp_
             if step > 1:  # the row the previous step created changes its primary key
                 moved = (200 + step, "moved", *note)
                 changes.append((version, "u", moved, (100 + step - 1, "new", *old)))
+            if step == 4:
+                changes.insert(0, Ddl("alter", "shop.items", statement="ALTER TABLE ADD note"))
             zone.commit(changes)
             time.sleep(0.4)
 
@@ -77,6 +91,11 @@ def test_stream_merges_batches_committed_while_it_runs(spark: SparkSession, tmp_
     assert rows(spark, scratch / "shop" / "items") == rows(spark, out / "shop" / "items")
 
 
+def manifests(spark: SparkSession, *batches: int) -> Any:
+    """A micro-batch of the stream's source: the rows of the manifests of ``batches``."""
+    return spark.createDataFrame([(b,) for b in batches], "batch long")
+
+
 def test_a_replayed_micro_batch_is_skipped(spark: SparkSession, tmp_path: Path) -> None:
     zone = Zone(tmp_path / "landing")
     zone.commit([(V1, "c", (1, "a"))])
@@ -91,17 +110,77 @@ def test_a_replayed_micro_batch_is_skipped(spark: SparkSession, tmp_path: Path) 
     link = out / "shop" / "items"
     version = link.resolve()
     zone.commit([(V1, "c", (2, "b"))])
-    directory = zone.root / "shop" / "items"
-    found = next(t for t in table_dirs(zone.root) if t.name == "shop.items")
-    newest = sorted(directory.glob("part-*.parquet"))[-1]
     merge = CurrentStateStream(
-        spark, zone.root.resolve(), found, out.resolve(), file_schema(newest)
+        spark, zone.root.resolve(), TableDir.named("shop.items"), out.resolve()
     )
 
-    merge(spark.read.parquet(str(directory)), 0)  # Spark re-runs micro-batch 0 after a crash
+    merge(manifests(spark, 1, 2), 0)  # Spark re-runs micro-batch 0 after a crash
     assert link.resolve() == version
     assert rows(spark, link) == [{"id": 1, "name": "a"}]
-    merge(spark.read.parquet(str(directory)), 1)  # the next one applies batch 2 only
+    merge(manifests(spark, 2), 1)  # the next one applies batch 2 only
     assert rows(spark, link) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
     state = json.loads((link / STATE_FILE).read_text())
     assert (state["stream_batch"], state["last_batch"], state["mode"]) == (1, 2, "stream")
+
+
+def test_micro_batches_apply_lifecycle_records(spark: SparkSession, tmp_path: Path) -> None:
+    zone = Zone(tmp_path / "landing")
+    out, scratch = (tmp_path / "current").resolve(), tmp_path / "scratch"
+    merge = CurrentStateStream(spark, zone.root.resolve(), TableDir.named("shop.items"), out)
+    link = out / "shop" / "items"
+    other = table("shop.other", int_col(0, "id"), text_col(1, "name"), key=[0])
+    steps: list[list[Any]] = [
+        [(V1, "c", (1, "a")), (V1, "c", (2, "b"))],
+        [(V1, "u", (1, "A"), (1, "a")), Ddl("truncate", "shop.items"), (V1, "c", (3, "c"))],
+        [(other, "c", (9, "unrelated"))],  # a batch without the table: no rewrite
+        [Ddl("drop", "shop.items")],  # no file of the table: only the manifest tells
+        [Ddl("create", "shop.items"), (V2, "c", (4, "d", "x"))],
+        [Ddl("rename", "shop.items", "shop.moved")],
+        [Ddl("rename", "shop.other", "shop.items"), (V1, "c", (10, "late"))],
+        [],  # a replay of the last two batches
+    ]
+    for number, step in enumerate(steps, start=1):
+        if step:
+            zone.commit(step)
+        else:
+            zone.replay([number - 2, number - 1])
+        merge(manifests(spark, *range(1, zone.checkpoint.batch + 1)), number)
+        expected = expected_tables(zone).get("shop.items")
+        if expected is None:
+            assert not link.exists()
+            continue
+        assert rows(spark, link) == expected
+        materialize(spark, zone.root, scratch)
+        assert outputs(spark, scratch)["shop.items"] == expected
+    assert rows(spark, link) == [{"id": 10, "name": "late"}, {"id": 9, "name": "unrelated"}]
+    state = json.loads((link / STATE_FILE).read_text())
+    assert (state["stream_batch"], state["last_batch"]) == (8, 9)
+
+
+def test_a_running_query_applies_truncate_drop_and_rename(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(V1, "c", (i, f"n{i}")) for i in range(5)])
+    out = tmp_path / "current"
+    query = start_current_state_stream(
+        spark, zone.root, "shop.items", out, tmp_path / "checkpoint", trigger_seconds=0.3
+    )
+    moved = table("shop.gone", int_col(0, "id"), text_col(1, "name"), key=[0])
+    try:
+        query.processAllAvailable()
+        zone.commit([(V1, "d", (0, "n0")), Ddl("truncate", "shop.items"), (V1, "c", (7, "s"))])
+        query.processAllAvailable()
+        assert rows(spark, out / "shop" / "items") == [{"id": 7, "name": "s"}]
+        zone.commit([Ddl("rename", "shop.items", "shop.gone"), (moved, "c", (8, "t"))])
+        time.sleep(1)
+        query.processAllAvailable()
+        assert not (out / "shop" / "items").exists()
+        zone.commit([Ddl("rename", "shop.gone", "shop.items"), (V1, "c", (9, "u"))])
+        time.sleep(1)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert rows(spark, out / "shop" / "items") == expected_tables(zone)["shop.items"]
+    assert [r["id"] for r in rows(spark, out / "shop" / "items")] == [7, 8, 9]

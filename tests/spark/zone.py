@@ -5,6 +5,14 @@ plain-Python reference of what a table holds after its changes.
 consecutive ``_seq`` numbers and goes through ``Batch.add``/``Batch.commit`` as the pipeline
 hands them over, with the before image of every update (the writer keeps its key columns as
 ``_before_key``; ``None`` as the fourth item leaves it out, as older pipelines did).
+
+A ``Ddl`` among the changes is a lifecycle record (``schema_changes`` of the manifest) at its
+place in the ``_seq`` order, as the pipeline numbers them. Consecutive changes are one
+transaction (one GTID, ``0-1-<n>``; with ``gtids=False`` none, and the binlog position is the
+identity), each ``Ddl`` its own. ``Zone.replay`` lands earlier batches again, with their
+identities and new ``_seq`` numbers, as the daemon does after ``checkpoint set`` moved it
+back (the manifests say ``replay``); the reference ignores the copies. ``expected_tables``
+replays everything, lifecycle records included, table by table.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +45,8 @@ def int_col(index: int, name: str, **kw: Any) -> ColumnDef:
     return col(index, T.LONG, name, **kw)
 
 
-def text_col(index: int, name: str) -> ColumnDef:
-    return col(index, T.VARCHAR, name, 400, charset="utf-8")
+def text_col(index: int, name: str, **kw: Any) -> ColumnDef:
+    return col(index, T.VARCHAR, name, 400, charset="utf-8", **kw)
 
 
 def table(name: str, *columns: ColumnDef, key: Sequence[int] = ()) -> TableVersion:
@@ -45,37 +54,104 @@ def table(name: str, *columns: ColumnDef, key: Sequence[int] = ()) -> TableVersi
     return TableVersion(schema, tbl, tuple(columns), tuple(key))
 
 
+@dataclass(frozen=True, slots=True)
+class Ddl:
+    """A lifecycle record to land at its place among the changes (``Zone.commit``)."""
+
+    op: str  # create, alter, truncate, drop, rename
+    table: str
+    to: str | None = None
+    statement: str = ""
+    joined: bool = False  # another effect of the previous Ddl's statement (same identity)
+
+
+Item = Change | Ddl
+# an item as landed: the item, its GTID, binlog position
+Landed = tuple[Item, str | None, int]
+REPLAY_UNTIL = StreamPosition("mysql-bin.000001", 10**12)
+
+
 class Zone:
     """A landing zone under ``root`` and the batches committed to it."""
 
-    def __init__(self, root: Path, *, keep_before_image: bool = False) -> None:
+    def __init__(self, root: Path, *, keep_before_image: bool = False, gtids: bool = True) -> None:
         self.root = root
         self.zone = LandingZone(SinkConfig(root=str(root), keep_before_image=keep_before_image))
         self.checkpoint = self.zone.recover()
+        self.gtids = gtids
         self.history: list[tuple[TableVersion, RowChange]] = []
+        self.records: list[tuple[int, Ddl]] = []  # (_seq, record), replays left out
+        self.batches: dict[int, list[Landed]] = {}  # batch -> items with their identities
+        self._transactions = 0
 
-    def commit(self, changes: Iterable[Change]) -> dict[str, Any]:
-        """Land ``changes`` as one batch (one transaction); returns its manifest."""
+    def _gtid(self) -> str | None:
+        self._transactions += 1
+        return f"0-1-{self._transactions}" if self.gtids else None
+
+    def commit(self, items: Iterable[Item]) -> dict[str, Any]:
+        """Land ``items`` as one batch; returns its manifest."""
+        landed: list[Landed] = []
+        gtid: str | None = None
+        fresh = True
+        for item in items:
+            joined = isinstance(item, Ddl) and item.joined
+            if (isinstance(item, Ddl) or fresh) and not joined:
+                gtid = self._gtid()
+            fresh = isinstance(item, Ddl)
+            landed.append((item, gtid, 0))
+        return self._land(landed, replay=False)
+
+    def replay(self, batches: Iterable[int]) -> list[dict[str, Any]]:
+        """Land the items of ``batches`` again, one batch each, marked ``replay``."""
+        return [self._land(self.batches[number], replay=True) for number in batches]
+
+    def _land(self, items: Sequence[Landed], *, replay: bool) -> dict[str, Any]:
         batch = self.zone.begin(self.checkpoint)
         seq = self.checkpoint.next_seq
         groups: list[tuple[TableVersion, list[RowChange]]] = []
-        for item in changes:
+        records: list[dict[str, Any]] = []
+        landed: list[Landed] = []
+        position = 0
+        for item, gtid, original in items:
+            joined = isinstance(item, Ddl) and item.joined
+            position = original or (position if joined else 1000 + seq)
+            landed.append((item, gtid, position))
+            if isinstance(item, Ddl):
+                record: dict[str, Any] = {
+                    "seq": seq,
+                    "op": item.op,
+                    "table": item.table,
+                    "gtid": gtid,
+                    "file": "mysql-bin.000001",
+                    "position": position,
+                    "ts": TS.isoformat().replace("+00:00", "Z"),
+                    "statement": item.statement or f"{item.op.upper()} {item.table}",
+                }
+                if item.to is not None:
+                    record["to"] = item.to
+                records.append(record)
+                if not replay:
+                    self.records.append((seq, item))
+                seq += 1
+                continue
             version, op, values = item[0], item[1], tuple(item[2])
             before = tuple(item[3]) if len(item) > 3 and item[3] is not None else None
-            change = RowChange(
-                op, seq, f"0-1-{seq}", TS, 1, "mysql-bin.000001", 1000 + seq, values, before
-            )
+            change = RowChange(op, seq, gtid, TS, 1, "mysql-bin.000001", position, values, before)
             seq += 1
-            self.history.append((version, change))
+            if not replay:
+                self.history.append((version, change))
             if groups and groups[-1][0] == version:
                 groups[-1][1].append(change)
             else:
                 groups.append((version, [change]))
         for version, rows in groups:
             batch.add(version, rows)
-        batch.transactions += 1
+        batch.transactions += max(1, len({g for _, g, _ in landed}))
         end = StreamPosition("mysql-bin.000001", 1000 + seq)
-        self.checkpoint = batch.commit(end, seq)
+        self.checkpoint = batch.commit(
+            end, seq, records=records, replay_until=REPLAY_UNTIL if replay else None
+        )
+        self.batches[batch.number] = landed
         assert self.zone.last_manifest is not None
         return self.zone.last_manifest
 
@@ -131,3 +207,62 @@ def expected_multiset(
         if change.op != "d":
             rows[tuple(change.values)] += 1
     return +rows
+
+
+Rows = list[dict[str, object]]
+
+
+def _apply(state: Any, version: TableVersion, change: RowChange) -> Any:
+    """One change on a table's state: key -> row (with a key) or Counter of rows."""
+    names = [c.name or "" for c in version.columns]
+    if version.primary_key:
+        rows: dict[tuple[object, ...], dict[str, object]] = {} if state is None else state
+        key_names = [version.columns[i].name or "" for i in version.primary_key]
+        if change.op == "u":
+            assert change.before is not None
+            old = rows.pop(tuple(change.before[i] for i in version.primary_key), None)
+            row = _merge_partial(old, names, change.values)
+        elif change.op == "d":
+            rows.pop(tuple(change.values[i] for i in version.primary_key), None)
+            return rows
+        else:
+            row = _merge_partial(None, names, change.values)
+        rows[tuple(row[k] for k in key_names)] = row
+        return rows
+    copies: Counter[tuple[tuple[str, object], ...]] = Counter() if state is None else state
+    if change.op in ("u", "d"):
+        gone = change.before if change.op == "u" else change.values
+        assert gone is not None
+        image = tuple(zip(names, gone, strict=True))
+        if copies[image] > 0:
+            copies[image] -= 1
+    if change.op != "d":
+        copies[tuple(zip(names, change.values, strict=True))] += 1
+    return copies
+
+
+def expected_tables(zone: Zone) -> dict[str, Rows]:
+    """Every table that exists after the zone's changes and lifecycle records (replays left
+    out), as its rows (column name -> value), sorted; an existing empty table is []."""
+    events: list[tuple[int, Any, Any]] = [(c.seq, v, c) for v, c in zone.history]
+    events.extend((seq, None, record) for seq, record in zone.records)
+    tables: dict[str, Any] = {}
+    for _, version, item in sorted(events, key=lambda e: e[0]):
+        if version is not None:
+            tables[version.name] = _apply(tables.get(version.name), version, item)
+        elif item.op in ("create", "truncate"):
+            tables[item.table] = None
+        elif item.op == "drop":
+            tables.pop(item.table, None)
+        elif item.op == "rename":
+            tables[item.to] = tables.pop(item.table, None)
+    out: dict[str, Rows] = {}
+    for name, state in tables.items():
+        if state is None:
+            rows: Rows = []
+        elif isinstance(state, Counter):
+            rows = [dict(image) for image in state.elements()]
+        else:
+            rows = list(state.values())
+        out[name] = sorted(rows, key=repr)
+    return out

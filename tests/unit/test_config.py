@@ -16,7 +16,9 @@ import yaml
 from click.testing import CliRunner
 
 from replicator.cli import main
-from replicator.config import Config, load_config
+from replicator.config import LIMITS, Config, load_config
+from replicator.errors import ConfigError
+from replicator.source.protocol import start_position
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config" / "replicator.example.yaml"
@@ -26,7 +28,7 @@ def _keys(cls: type, prefix: str = "") -> set[str]:
     """Every settable key of a settings dataclass, dotted (``source.tls.ca_file``)."""
     out: set[str] = set()
     for f in dataclasses.fields(cls):
-        default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+        default = f.default_factory() if callable(f.default_factory) else f.default
         if dataclasses.is_dataclass(default):
             out |= _keys(type(default), f"{prefix}{f.name}.")
         elif f.name == "password":
@@ -55,8 +57,11 @@ def test_example_documents_every_key_and_loads() -> None:
     assert config == dataclasses.replace(Config(), source=config.source)
 
 
+SECRET = "hunter2"  # no message may show it: the secret cases below put it where secrets go
+BIG = "1" * 5000  # more digits than int() converts (Python 3.11: 4300)
+
 BAD_CONFIGS: list[tuple[str, dict[str, str], str]] = [
-    # (yaml text, environment, what the message must contain)
+    # (yaml text, environment, what the message must contain); $TMP is the test's directory
     ("source:\n  port: 70000\n", {}, "source.port: 70000"),
     ("source:\n  port: abc\n", {}, "source.port: 'abc'"),
     ("source:\n  server_id: 0\n", {}, "source.server_id: 0"),
@@ -89,6 +94,154 @@ BAD_CONFIGS: list[tuple[str, dict[str, str], str]] = [
     ("", {"REPLICATOR_NOPE__X": "1"}, "nope: unknown setting"),
     ("source: [\n", {}, "not valid YAML (line"),
     ("- a\n- b\n", {}, "top level must be a mapping"),
+    # -- numbers with a fraction: never NaN or infinite, each within its limit (LIMITS)
+    ("source:\n  heartbeat_seconds: .nan\n", {}, "source.heartbeat_seconds: .nan is not a number"),
+    ("source:\n  heartbeat_seconds: .inf\n", {}, "source.heartbeat_seconds: .inf is out of range"),
+    ("source:\n  heartbeat_seconds: -.inf\n", {}, "source.heartbeat_seconds: -.inf is out of"),
+    ("source:\n  heartbeat_seconds: 1e12\n", {}, "source.heartbeat_seconds: 1e12 is out of range"),
+    ("source:\n  heartbeat_seconds: 1.0e+12\n", {}, "source.heartbeat_seconds: 1.0e+12 is out"),
+    ("source:\n  heartbeat_seconds: 4294968\n", {}, "source.heartbeat_seconds: 4294968 is out"),
+    ("source:\n  heartbeat_seconds: 0.0001\n", {}, "source.heartbeat_seconds: 0.0001 is out"),
+    (f"source:\n  heartbeat_seconds: {BIG}\n", {}, "source.heartbeat_seconds: 1111"),
+    ("source:\n  heartbeat_seconds: soon\n", {}, "source.heartbeat_seconds: 'soon' is not a"),
+    ("source:\n  heartbeat_seconds: true\n", {}, "source.heartbeat_seconds: True is not a"),
+    ("", {"REPLICATOR_SOURCE__HEARTBEAT_SECONDS": "nan"}, "source.heartbeat_seconds: nan"),
+    ("", {"REPLICATOR_SOURCE__HEARTBEAT_SECONDS": "inf"}, "source.heartbeat_seconds: inf"),
+    ("", {"REPLICATOR_SOURCE__HEARTBEAT_SECONDS": "1e999"}, "source.heartbeat_seconds: 1e999"),
+    ("source:\n  connect_timeout: 0\n", {}, "source.connect_timeout: 0 is out of range"),
+    ("source:\n  connect_timeout: .nan\n", {}, "source.connect_timeout: .nan"),
+    ("source:\n  connect_timeout: 3601\n", {}, "source.connect_timeout: 3601"),
+    ("source:\n  reconnect_initial_delay: -1\n", {}, "source.reconnect_initial_delay: -1"),
+    ("source:\n  reconnect_max_delay: 1e12\n", {}, "source.reconnect_max_delay: 1e12"),
+    ("source:\n  reconnect_initial_delay: 40\n", {}, "source.reconnect_initial_delay: 40 is"),
+    ("sink:\n  batch_max_seconds: .inf\n", {}, "sink.batch_max_seconds: .inf"),
+    ("sink:\n  batch_max_seconds: 86401\n", {}, "sink.batch_max_seconds: 86401"),
+    ("service:\n  shutdown_timeout: .nan\n", {}, "service.shutdown_timeout: .nan"),
+    ("service:\n  shutdown_timeout: 1e9\n", {}, "service.shutdown_timeout: 1e9"),
+    ("service:\n  progress_seconds: -1\n", {}, "service.progress_seconds: -1"),
+    ("service:\n  progress_seconds: 0.01\n", {}, "service.progress_seconds: 0.01"),
+    ("service:\n  progress_seconds: .inf\n", {}, "service.progress_seconds: .inf"),
+    ("mqtt:\n  timeout: 0\n", {}, "mqtt.timeout: 0"),
+    ("mqtt:\n  timeout: .nan\n", {}, "mqtt.timeout: .nan"),
+    ("mqtt:\n  timeout: 1e9\n", {}, "mqtt.timeout: 1e9"),
+    ("mqtt:\n  reconnect_initial_delay: 0\n", {}, "mqtt.reconnect_initial_delay: 0"),
+    ("mqtt:\n  reconnect_max_delay: .inf\n", {}, "mqtt.reconnect_max_delay: .inf"),
+    ("mqtt:\n  reconnect_initial_delay: 60\n", {}, "mqtt.reconnect_initial_delay: 60 is"),
+    # -- integers: decimal whole numbers only, each within its limit
+    ("sink:\n  row_group_rows: 1e30\n", {}, "sink.row_group_rows: '1e30' is not an integer"),
+    ("sink:\n  row_group_rows: 1.0e+30\n", {}, "sink.row_group_rows: 1.0e+30 is not an integer"),
+    (f"sink:\n  row_group_rows: {10**30}\n", {}, f"sink.row_group_rows: {10**30} is out"),
+    ("sink:\n  row_group_rows: 2147483648\n", {}, "sink.row_group_rows: 2147483648"),
+    (f"sink:\n  row_group_rows: {BIG}\n", {}, "sink.row_group_rows: 1111"),
+    ("", {"REPLICATOR_SINK__ROW_GROUP_ROWS": "1e30"}, "sink.row_group_rows: '1e30'"),
+    ("", {"REPLICATOR_SINK__ROW_GROUP_ROWS": BIG}, "sink.row_group_rows: 1111"),
+    ("sink:\n  batch_max_rows: 1.5\n", {}, "sink.batch_max_rows: 1.5 is not an integer"),
+    ("sink:\n  batch_max_rows: 100.0\n", {}, "sink.batch_max_rows: 100.0 is not an integer"),
+    ("sink:\n  batch_max_rows: 2147483648\n", {}, "sink.batch_max_rows: 2147483648"),
+    ("sink:\n  batch_max_bytes: 1099511627777\n", {}, "sink.batch_max_bytes: 1099511627777"),
+    ("sink:\n  batch_max_bytes: 0\n", {}, "sink.batch_max_bytes: 0"),
+    ("sink:\n  large_transaction_rows: 2147483648\n", {}, "sink.large_transaction_rows: 21"),
+    ("sink:\n  large_transaction_rows: 0\n", {}, "sink.large_transaction_rows: 0"),
+    ("source:\n  buffer_events: 2147483648\n", {}, "source.buffer_events: 2147483648"),
+    ("source:\n  buffer_events: 0\n", {}, "source.buffer_events: 0"),
+    ("source:\n  buffer_rows: 99999999999\n", {}, "source.buffer_rows: 99999999999"),
+    ("mqtt:\n  queue_size: 1000001\n", {}, "mqtt.queue_size: 1000001"),
+    ("mqtt:\n  queue_size: 0\n", {}, "mqtt.queue_size: 0"),
+    ("source:\n  max_checksum_retries: 0\n", {}, "source.max_checksum_retries: 0"),
+    ("source:\n  max_checksum_retries: 101\n", {}, "source.max_checksum_retries: 101"),
+    ("source:\n  server_id: 4294967296\n", {}, "source.server_id: 4294967296"),
+    ("source:\n  port: 03306\n", {}, "source.port: 03306 is not an integer"),  # YAML: octal
+    ("source:\n  port: 0x10\n", {}, "source.port: 0x10 is not an integer"),
+    ("source:\n  port: 1:30\n", {}, "source.port: 1:30 is not an integer"),  # YAML: base 60
+    ("", {"REPLICATOR_SOURCE__PORT": "²"}, "source.port: '²' is not an integer"),
+    ("", {"REPLICATOR_SOURCE__PORT": "--5"}, "source.port: '--5' is not an integer"),
+    ("mqtt:\n  port: 0\n", {}, "mqtt.port: 0"),
+    ("mqtt:\n  keepalive: 30.5\n", {}, "mqtt.keepalive: 30.5 is not an integer"),
+    ("mqtt:\n  keepalive: 65536\n", {}, "mqtt.keepalive: 65536"),
+    ("service:\n  http_port: 65536\n", {}, "service.http_port: 65536"),
+    ("service:\n  http_port: 9108.0\n", {}, "service.http_port: 9108.0 is not an integer"),
+    ("service:\n  http_port: true\n", {}, "service.http_port: True is not an integer"),
+    ("service:\n  http_port: [9108]\n", {}, "service.http_port: ['9108'] is not an integer"),
+    ("service:\n  http_port:\n    port: 9108\n", {}, "service.http_port: {'port': '9108'}"),
+    # -- start
+    ("start:\n  file: b.000001\n  position: 1180591620717411303424\n", {}, "start.position: 11"),
+    ("start:\n  file: b.000001\n  position: 18446744073709551616\n", {}, "start.position: 18"),
+    ("start:\n  position: 1000\n", {}, "start.position: 1000 is set without start.file"),
+    ("start:\n  gtid: nonsense\n", {}, "start.gtid: not a MariaDB GTID"),
+    ("start:\n  gtid: ''\n  file: mysql-bin.000001\n", {}, "start.gtid or start.file"),
+    ("start:\n  file: ''\n", {}, "start.file: empty"),
+    # -- the landing zone
+    ("sink:\n  root: ''\n", {}, "sink.root: empty"),
+    ("sink:\n  root: '  '\n", {}, "sink.root: empty"),
+    ('sink:\n  root: "land\\0ing"\n', {}, "sink.root: 'land\\x00ing' contains a NUL"),
+    ("sink:\n  root: /proc/self/landing\n", {}, "sink.root: '/proc/self/landing' is under /proc"),
+    ("sink:\n  root: /sys/landing\n", {}, "sink.root: '/sys/landing' is under /sys"),
+    ("sink:\n  root: /dev/shm/landing\n", {}, "sink.root: '/dev/shm/landing' is under /dev"),
+    ("sink:\n  root: /dev\n", {}, "sink.root: '/dev' is under /dev"),
+    ("sink:\n  root: $TMP/bad.yaml\n", {}, "bad.yaml' is a file, not a directory"),
+    ("sink:\n  root: $TMP/bad.yaml/landing\n", {}, "landing' is inside "),
+    ("", {"REPLICATOR_SINK__ROOT": "$TMP/bad.yaml"}, "sink.root: '"),
+    ("sink:\n  root: ~/landing\n", {}, "sink.root: '~/landing' starts with ~"),
+    # -- secrets: the value of password / password_env / password_file is never shown
+    (f"source:\n  password: ['{SECRET}']\n", {}, "source.password: not a string"),
+    (f"source:\n  password:\n    x: {SECRET}\n", {}, "source.password: not a string"),
+    (f"source:\n  password_env: {SECRET}\n", {}, "source.password_env: names an environment"),
+    (f"source:\n  password_env: [{SECRET}]\n", {}, "source.password_env: not a string"),
+    (f"source:\n  password_file: [{SECRET}]\n", {}, "source.password_file: not a string"),
+    (f"source:\n  password_file: /nonexistent/{SECRET}\n", {}, "source.password_file: cannot"),
+    (f'source:\n  password_file: "/{SECRET}\\0"\n', {}, "source.password_file: not a file"),
+    ("source:\n  password_file: /dev/zero\n", {}, "source.password_file: the file it names is"),
+    (f"source:\n  password: {SECRET}\n  password_env: {SECRET}\n", {}, "source.password: give"),
+    (f"mqtt:\n  password: [{SECRET}]\n", {}, "mqtt.password: not a string"),
+    (f"mqtt:\n  username: u\n  password_env: {SECRET}\n", {}, "mqtt.password_env: names an"),
+    ("", {"REPLICATOR_SOURCE__PASSWORD_ENV": SECRET}, "source.password_env: names an"),
+    ("", {"REPLICATOR_SOURCE__PASSWORD__X": SECRET}, "source.password: not a string"),
+    ("", {"REPLICATOR_MQTT__PASSWORD_FILE": f"/no/{SECRET}"}, "mqtt.password_file: cannot"),
+    ("", {"REPLICATOR_MQTT__PASSWORD": SECRET}, "mqtt.password: set without mqtt.username"),
+    ("", {"REPLICATOR_SOURCE__PASSWORD": f"{SECRET}\udcff"}, "source.password: not valid UTF-8"),
+    # -- hosts, users, text
+    ("source:\n  host: db host\n", {}, "source.host: 'db host' is not a host name"),
+    ("source:\n  host: db:3306\n", {}, "source.host: 'db:3306' is not a host name"),
+    ("source:\n  host: http://db\n", {}, "source.host: 'http://db' is not a host name"),
+    ("source:\n  host: '[::1]'\n", {}, "source.host: '[::1]' is not a host name"),
+    ("source:\n  host: ''\n", {}, "source.host: empty"),
+    ('source:\n  host: "db\\0"\n', {}, "source.host: 'db\\x00' contains a NUL"),
+    ("", {"REPLICATOR_SOURCE__HOST": "db\udcff"}, "source.host: 'db\\udcff' is not valid UTF-8"),
+    ("source:\n  user: ''\n", {}, "source.user: empty"),
+    ("source:\n  user: yes\n", {}, "source.user: True is not a string"),
+    ('source:\n  unix_socket: "/run/my\\0sql"\n', {}, "source.unix_socket: '/run/my\\x00sql'"),
+    ('source:\n  tls:\n    ca_file: "ca\\0"\n', {}, "source.tls.ca_file: 'ca\\x00' contains"),
+    ("mqtt:\n  enabled: true\n  host: a b\n", {}, "mqtt.host: 'a b' is not a host name"),
+    ("mqtt:\n  enabled: true\n  host: ''\n", {}, "mqtt.host: empty"),
+    (f"mqtt:\n  client_id: {'x' * 65536}\n", {}, "mqtt.client_id: 'xxx"),
+    (f"mqtt:\n  topic_prefix: {'t' * 65530}\n", {}, "mqtt.topic_prefix: 'ttt"),
+    ("service:\n  http_host: '*'\n", {}, "service.http_host: '*' is not a host name"),
+    ("service:\n  http_host: localhost:9108\n", {}, "service.http_host: 'localhost:9108'"),
+    ("service:\n  log_level: [info]\n", {}, "service.log_level: ['info'] is not a string"),
+    ("sink:\n  compression: ZSTD\n", {}, "sink.compression: 'ZSTD' is not supported"),
+    # -- filters
+    ('filters:\n  include: ["shop.\\0*"]\n', {}, "filters.include: 'shop.\\x00*' contains a NUL"),
+    ("filters:\n  include: []\n", {}, "filters.include: empty"),
+    ("", {"REPLICATOR_FILTERS__INCLUDE": " , "}, "filters.include: empty"),
+    ("filters:\n  exclude_columns: [password_hash]\n", {}, "filters.exclude_columns: 'pass"),
+    ("filters:\n  exclude_columns: [users.password_hash]\n", {}, "filters.exclude_columns: 'u"),
+    ("filters:\n  include: 1.5\n", {}, "filters.include: 1.5 is not a list of strings"),
+    # -- shapes: a list or scalar for a section, a section for a scalar, numbers for booleans
+    ("source: [a, b]\n", {}, "source: expected a section"),
+    ("source:\n", {}, "source: expected a section"),
+    ("source:\n  tls: true\n", {}, "source.tls: expected a section"),
+    ("", {"REPLICATOR_SOURCE__TLS": "on"}, "source.tls: expected a section"),
+    ("source:\n  host:\n    name: db\n", {}, "source.host: {'name': 'db'} is not a string"),
+    ("source:\n  tls:\n    enabled: 1\n", {}, "source.tls.enabled: 1 is not true or false"),
+    ("source:\n  annotate_rows: 0\n", {}, "source.annotate_rows: 0 is not true or false"),
+    ("", {"REPLICATOR_SOURCE__ANNOTATE_ROWS": "2"}, "source.annotate_rows: '2'"),
+    ("source:\n  1: a\n  true: b\n", {}, "source.1: unknown setting"),
+    # -- YAML itself
+    ("source:\n  port: 1\n  port: 2\n", {}, "source.port: given twice"),
+    ("source:\n  host: a\nsource:\n  port: 1\n", {}, "source: given twice"),
+    ("source:\n  tls:\n    enabled: true\n    enabled: false\n", {}, "source.tls.enabled: given"),
+    ("source: " + "[" * 3000 + "]" * 3000 + "\n", {}, "is nested too deeply"),
+    ("source:\n  host: db\udcff\n", {}, "is not UTF-8 text"),  # written as the byte 0xff
 ]
 
 
@@ -97,12 +250,91 @@ def test_bad_config_exits_2_naming_the_key(
     tmp_path: Path, text: str, environ: dict[str, str], expected: str
 ) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text(text)
-    result = CliRunner().invoke(main, ["run", "--config", str(path)], env=environ)
+    path.write_bytes(text.replace("$TMP", str(tmp_path)).encode("utf-8", "surrogateescape"))
+    env = {name: value.replace("$TMP", str(tmp_path)) for name, value in environ.items()}
+    result = CliRunner().invoke(main, ["run", "--config", str(path)], env=env)
     assert result.exit_code == 2, result.output
     first_line = result.output.strip().splitlines()[-1]
     assert first_line.startswith("error: "), result.output
     assert expected in first_line
+    assert SECRET not in result.stdout
+    assert SECRET not in result.stderr
+
+
+def _numeric_settings(cls: type, prefix: str = "") -> dict[str, object]:
+    """Every int/float setting, dotted, with its default."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        if dataclasses.is_dataclass(default):
+            out |= _numeric_settings(type(default), f"{prefix}{f.name}.")
+        elif type(default) in (int, float):
+            out[f"{prefix}{f.name}"] = default
+    return out
+
+
+def test_every_number_has_a_limit_its_default_keeps() -> None:
+    numbers = _numeric_settings(Config)
+    assert set(numbers) == set(LIMITS)
+    assert [key for key, default in numbers.items() if not LIMITS[key].allows(default)] == []  # type: ignore[arg-type]
+
+
+def _env(settings: dict[str, str]) -> dict[str, str]:
+    return {
+        "REPLICATOR_" + key.upper().replace(".", "__"): value for key, value in settings.items()
+    }
+
+
+def test_limits_include_their_ends(tmp_path: Path) -> None:
+    low = {key: str(limit.least) for key, limit in LIMITS.items()}
+    high = {key: str(limit.most) for key, limit in LIMITS.items()}
+    for ends in (low, high):
+        ends |= {"start.file": "mysql-bin.000001", "sink.root": str(tmp_path / "landing")}
+        ends |= {"source.reconnect_max_delay": ends["source.reconnect_initial_delay"]}
+        ends |= {"mqtt.reconnect_max_delay": ends["mqtt.reconnect_initial_delay"]}
+        config = load_config(None, environ=_env(ends))
+        assert config.start.position == int(ends["start.position"])
+        assert config.source.heartbeat_seconds == float(ends["source.heartbeat_seconds"])
+    assert load_config(None, environ=_env({"service.progress_seconds": "0"})).service
+    assert high["source.heartbeat_seconds"] == "4294967"
+    assert high["start.position"] == str(2**64 - 1)
+
+
+def test_numbers_are_read_as_written(tmp_path: Path) -> None:
+    """YAML numbers stay text until a setting types them: a string setting gets the text."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "source:\n  password: 0123\n  user: 1.50\n  heartbeat_seconds: 2.5\n"
+        "  connect_timeout: 7\n  buffer_rows: 1_000\n  port: +3307\n"
+        "sink:\n  keep_before_image: yes\nmqtt:\n  password: 1e3\n  username: 010\n"
+    )
+    config = load_config(path, environ={"REPLICATOR_SOURCE__TLS__ENABLED": "on"})
+    source = config.source
+    assert (source.password.reveal(), source.user) == ("0123", "1.50")
+    assert (source.heartbeat_seconds, source.connect_timeout) == (2.5, 7.0)
+    assert (source.buffer_rows, source.port, source.tls.enabled) == (1000, 3307, True)
+    assert config.sink.keep_before_image is True
+    assert (config.mqtt.password.reveal(), config.mqtt.username) == ("1e3", "010")
+    assert type(source.user) is str
+
+
+def test_start_position_bounds() -> None:
+    assert start_position(None, "mysql-bin.000001", 2**64 - 1) is not None
+    for position in (3, -1, 2**64, 2**70):
+        with pytest.raises(ConfigError, match="start position"):
+            start_position(None, "mysql-bin.000001", position)
+    with pytest.raises(ConfigError, match="past the largest"):
+        start_position("0-1-5", None, 2**70)
+
+
+def test_checkpoint_set_refuses_a_position_past_u64(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"sink:\n  root: {tmp_path / 'landing'}\n")
+    args = ["checkpoint", "set", "--config", str(path), "--file", "b.000001", "--pos", str(2**70)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert f"start position {2**70} is past the largest binlog position" in result.output
+    assert not (tmp_path / "landing" / "_state").exists()
 
 
 def test_missing_config_file_exits_2(tmp_path: Path) -> None:

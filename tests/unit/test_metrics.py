@@ -628,3 +628,22 @@ async def test_ephemeral_port_and_lifecycle_errors() -> None:
 )
 def test_parse_request_line(line: bytes, expected: tuple[str, str] | None) -> None:
     assert parse_request_line(line) == expected
+
+
+def test_a_stream_with_no_progress_is_not_ready_though_connected() -> None:
+    clock = FakeClock()
+    m = Metrics(clock=clock, stall_seconds=30)
+    m.set_connected(True)
+    m.observe_heartbeat()
+    assert m.readiness().ok
+
+    clock.now = T0 + 29  # within the bound: still ready
+    assert m.readiness().ok
+    clock.now = T0 + 31  # connected, but nothing came through for longer than the bound
+    status = m.readiness()
+    assert not status.ok
+    assert status.reason == "stalled: nothing from the source stream for 31 s"
+    assert m.connected  # the gauge alone would still say all is well
+
+    m.observe_progress()  # a part of a large transaction moves the stream on
+    assert m.readiness().ok

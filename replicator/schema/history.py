@@ -1,0 +1,262 @@
+"""The schema history: every version of every table, with the stream position it began at.
+
+It starts from a seed (the catalog read from ``information_schema`` at a known binlog
+position, see ``replicator.schema.seed``) and grows by one ``SchemaChange`` per DDL statement
+of the binlog, in stream order: the statement, where it was logged, and its effects as the
+DDL parser computed them against the catalog of that moment (``replicator.schema.ddl``). The
+current catalog is the seed with every change's effects applied, so any earlier state can be
+rebuilt by applying fewer of them: ``rewind`` does that when a stream starts from a position
+before some recorded changes (a replay after ``checkpoint set``, a reconnect).
+
+Columns added to an existing table get their ``fill`` here: the value the server wrote into
+the rows that existed when the column was added (its default then, or the type's implicit
+default for a NOT NULL column without one; ``expression`` when the binlog cannot tell, as for
+``DEFAULT CURRENT_TIMESTAMP``, AUTO_INCREMENT or generated columns).
+
+The history is written into the landing zone with the batch whose transactions it covers
+(``sink.landing``), as the JSON ``to_json`` makes; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ddl
+from .model import Catalog, ColumnDefault, Database, Table
+
+FORMAT = 1
+EXPRESSION_FILL = ColumnDefault("expression")
+NULL_FILL = ColumnDefault("null")
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """A table the history no longer knows: a DDL statement on it could not be understood,
+    and it is not replicated (so nothing stopped). Any later use of it stops instead."""
+
+    schema: str
+    name: str
+
+
+Effect = ddl.Effect | Forgotten
+_EFFECT_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        ddl.TableCreated,
+        ddl.TableAltered,
+        ddl.TableRenamed,
+        ddl.TableDropped,
+        ddl.TableTruncated,
+        ddl.DatabaseCreated,
+        ddl.DatabaseAltered,
+        ddl.DatabaseDropped,
+        ddl.Unrepresentable,
+        Forgotten,
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """Where a change was logged: the QUERY event's binlog file and position, and the GTID of
+    its transaction (None without GTIDs)."""
+
+    file: str
+    position: int
+    gtid: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.file}:{self.position}"
+        return f"{where} (gtid {self.gtid})" if self.gtid else where
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "position": self.position, "gtid": self.gtid}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Point:
+        return cls(str(data["file"]), int(data["position"]), data.get("gtid"))
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChange:
+    """One DDL statement of the binlog and what it did to the catalog."""
+
+    point: Point
+    statement: str
+    effects: tuple[Effect, ...]
+    seq: int = 0  # the ``_seq`` of its first landing record (0: not landed yet)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "point": self.point.to_json(),
+            "statement": self.statement,
+            "seq": self.seq,
+            "effects": [effect_to_json(e) for e in self.effects],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SchemaChange:
+        return cls(
+            point=Point.from_json(data["point"]),
+            statement=str(data["statement"]),
+            effects=tuple(effect_from_json(e) for e in data["effects"]),
+            seq=int(data.get("seq", 0)),
+        )
+
+
+def effect_to_json(effect: Effect) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": type(effect).__name__}
+    for f in dataclasses.fields(effect):
+        out[f.name] = _value_to_json(getattr(effect, f.name))
+    return out
+
+
+def _value_to_json(value: object) -> object:
+    if isinstance(value, (Table, Database)):
+        return {"@": type(value).__name__, **value.to_json()}
+    if isinstance(value, tuple):
+        return [_value_to_json(v) for v in value]
+    return value
+
+
+def effect_from_json(data: dict[str, Any]) -> Effect:
+    cls = _EFFECT_TYPES[str(data["kind"])]
+    kwargs = {
+        f.name: _value_from_json(data[f.name]) for f in dataclasses.fields(cls) if f.name in data
+    }
+    effect: Effect = cls(**kwargs)
+    return effect
+
+
+def _value_from_json(value: object) -> object:
+    if isinstance(value, dict) and value.get("@") == "Table":
+        return Table.from_json(value)
+    if isinstance(value, dict) and value.get("@") == "Database":
+        return Database.from_json(value)
+    if isinstance(value, list):
+        return tuple(_value_from_json(v) for v in value)
+    return value
+
+
+def apply_effect(catalog: Catalog, effect: Effect) -> Catalog:
+    """The catalog after one effect (effects carry whole tables, so this needs no parsing)."""
+    if isinstance(effect, Forgotten):
+        return catalog.without_table(effect.schema, effect.name)
+    return ddl.apply_effect(catalog, effect)
+
+
+def with_fills(effect: Effect) -> Effect:
+    """Give the columns an ALTER TABLE added their ``fill`` (see the module doc)."""
+    if not isinstance(effect, ddl.TableAltered):
+        return effect
+    old = {c.id for c in effect.before.columns}
+    columns = tuple(
+        c if c.id in old or c.fill is not None else dataclasses.replace(c, fill=fill_of(c))
+        for c in effect.after.columns
+    )
+    if columns == effect.after.columns:
+        return effect
+    return dataclasses.replace(effect, after=dataclasses.replace(effect.after, columns=columns))
+
+
+def fill_of(column: Any) -> ColumnDefault:
+    """What the server puts into existing rows for a column added now."""
+    if column.generated is not None or column.auto_increment:
+        return EXPRESSION_FILL  # computed per row: not in the binlog
+    default: ColumnDefault = column.default
+    if default.kind in ("value", "null", "expression"):
+        return default
+    return NULL_FILL if column.nullable else ColumnDefault("implicit")
+
+
+@dataclass(slots=True)
+class SchemaHistory:
+    """The seed and every change since, with the current catalog."""
+
+    seed: Catalog
+    seed_point: Point | None  # where the seed was read (None: an empty history)
+    changes: list[SchemaChange] = field(default_factory=list)
+    catalog: Catalog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.catalog = self._replay(self.changes)
+
+    def _replay(self, changes: Iterable[SchemaChange]) -> Catalog:
+        catalog = self.seed
+        for change in changes:
+            for effect in change.effects:
+                catalog = apply_effect(catalog, effect)
+        return catalog
+
+    def record(self, change: SchemaChange) -> SchemaChange:
+        """Append a change (its added columns get their fill); returns it as recorded."""
+        change = dataclasses.replace(change, effects=tuple(with_fills(e) for e in change.effects))
+        for effect in change.effects:
+            self.catalog = apply_effect(self.catalog, effect)
+        self.changes.append(change)
+        return change
+
+    def rewind(self, keep: Callable[[Point], bool]) -> int:
+        """Drop the changes from the first one ``keep`` rejects on; returns how many went."""
+        for index, change in enumerate(self.changes):
+            if not keep(change.point):
+                dropped = len(self.changes) - index
+                del self.changes[index:]
+                self.catalog = self._replay(self.changes)
+                return dropped
+        return 0
+
+    def truncate(self, count: int) -> None:
+        """Keep only the first ``count`` changes."""
+        if count < len(self.changes):
+            del self.changes[count:]
+            self.catalog = self._replay(self.changes)
+
+    def versions(
+        self, schema: str, name: str
+    ) -> Iterator[tuple[SchemaChange | None, Table | None]]:
+        """Each version of a table in order: (the change that made it, or None for the seed;
+        the table, or None when the change dropped it or renamed it away)."""
+        key = self.seed.key(schema, name)
+        current = self.seed.tables.get(key)
+        if current is not None:
+            yield None, current
+        catalog = self.seed
+        for change in self.changes:
+            for effect in change.effects:
+                catalog = apply_effect(catalog, effect)
+            now = catalog.tables.get(key)
+            if now != current or (now is not None and _touches(change, key)):
+                yield change, now
+            current = now
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "seed_point": None if self.seed_point is None else self.seed_point.to_json(),
+            "seed": self.seed.to_json(),
+            "changes": [c.to_json() for c in self.changes],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SchemaHistory:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"schema history format {data.get('format')!r} is not {FORMAT}")
+        point = data.get("seed_point")
+        return cls(
+            seed=Catalog.from_json(data["seed"]),
+            seed_point=None if point is None else Point.from_json(point),
+            changes=[SchemaChange.from_json(c) for c in data.get("changes", ())],
+        )
+
+
+def _touches(change: SchemaChange, key: tuple[str, str]) -> bool:
+    """A change that truncated the table, or re-created it with the same columns."""
+    for effect in change.effects:
+        tables = [getattr(effect, n, None) for n in ("table", "after", "before")]
+        if any(isinstance(t, Table) and (t.schema, t.name) == key for t in tables):
+            return True
+    return False

@@ -1,0 +1,116 @@
+"""``replicator schema show``: a table's versions from the landing zone's schema history.
+
+Reads the history file the last committed manifest names (read-only; a running daemon is not
+disturbed) and prints, per table, each version with the statement and binlog position that
+made it, or, with ``at``, the versions as of a GTID position (the changes that position
+covers).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, IntegrityError
+from .history import Point, SchemaChange, SchemaHistory
+from .model import Column, Table
+
+
+def load_committed_history(root: Path) -> SchemaHistory:
+    """The schema history of the landing zone at ``root`` as its last manifest names it."""
+    manifests = sorted((root / "_manifests").glob("[0-9]" * 20 + ".json"))
+    if not manifests:
+        raise ConfigError(
+            f"no committed batch in {root}: no schema history yet",
+            hint="check sink.root (relative paths are relative to the current directory)",
+        )
+    try:
+        name = json.loads(manifests[-1].read_bytes()).get("schema_history")
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(f"cannot read {manifests[-1]}: {exc}") from exc
+    if not name:
+        raise ConfigError(
+            f"{root} has no schema history (written by a version of replicator before it kept one)",
+            hint="the next `replicator run` seeds one",
+        )
+    try:
+        return SchemaHistory.from_json(json.loads((root / name).read_bytes()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(f"cannot read the schema history {root / name}: {exc}") from exc
+
+
+def report(
+    history: SchemaHistory,
+    *,
+    table: str | None = None,
+    covered: Callable[[Point], bool] | None = None,
+) -> dict[str, Any]:
+    """Every version of every table matching the ``table`` glob (``db.t``), as JSON-able
+    data; with ``covered``, only the changes it accepts (a position to show the tables at)."""
+    if covered is not None:
+        history = SchemaHistory(history.seed, history.seed_point, list(history.changes))
+        history.rewind(covered)
+    names: set[tuple[str, str]] = set(history.seed.tables)
+    for change in history.changes:
+        for effect in change.effects:
+            for attribute in ("table", "before", "after"):
+                found = getattr(effect, attribute, None)
+                if isinstance(found, Table):
+                    names.add((found.schema, found.name))
+            names.update((t.schema, t.name) for t in getattr(effect, "tables", ()))
+    out: dict[str, Any] = {
+        "seeded_at": None if history.seed_point is None else history.seed_point.describe(),
+        "changes": len(history.changes),
+        "tables": {},
+    }
+    for schema, name in sorted(names):
+        qualified = f"{schema}.{name}"
+        if table is not None and not fnmatch.fnmatchcase(qualified, table):
+            continue
+        versions = [_version(change, found) for change, found in history.versions(schema, name)]
+        current = history.catalog.table(schema, name)
+        out["tables"][qualified] = {"exists": current is not None, "versions": versions}
+    return out
+
+
+def _version(change: SchemaChange | None, table: Table | None) -> dict[str, Any]:
+    return {
+        "at": "seed" if change is None else change.point.describe(),
+        "seq": None if change is None else change.seq,
+        "statement": None if change is None else change.statement,
+        "columns": None if table is None else [_column(c) for c in table.columns],
+        "primary_key": None if table is None else list(table.primary_key),
+    }
+
+
+def _column(column: Column) -> dict[str, Any]:
+    return column.to_json()
+
+
+def format_text(data: dict[str, Any]) -> str:
+    lines = [f"schema history: seeded at {data['seeded_at']}, {data['changes']} changes since"]
+    for name, entry in data["tables"].items():
+        state = "" if entry["exists"] else " (gone)"
+        lines.append(f"\n{name}{state}")
+        for version in entry["versions"]:
+            where = (
+                version["at"]
+                if version["seq"] is None
+                else f"{version['at']}, _seq {version['seq']}"
+            )
+            lines.append(f"  at {where}")
+            if version["statement"]:
+                statement = " ".join(str(version["statement"]).split())
+                lines.append(f"    {statement[:160]}")
+            if version["columns"] is None:
+                lines.append("    (dropped or renamed away)")
+                continue
+            key = set(version["primary_key"])
+            for column in version["columns"]:
+                flags = " NOT NULL" if not column["nullable"] else ""
+                flags += " PRIMARY KEY" if column["name"] in key else ""
+                lines.append(f"    #{column['id']} {column['name']} {column['column_type']}{flags}")
+    return "\n".join(lines) + "\n"

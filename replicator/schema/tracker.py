@@ -1,0 +1,195 @@
+"""The decoder's view of the schema: the history's catalog as of the event being decoded.
+
+The reader thread decodes events in binlog order. ``SchemaTracker`` sits beside the decoder:
+it answers the decoder's TABLE_MAP lookups from the schema history's current catalog (an
+``exact`` lookup: the columns as of this point of the binlog, cross-checked with the names a
+TABLE_MAP logs), and it applies each DDL statement as its QUERY event is decoded, before the
+next event is decoded, so the rows events after an ALTER are read with the altered columns
+(also inside one transaction, as MySQL 8.0.21+ logs ``CREATE TABLE ... SELECT``).
+
+A QUERY event whose statement changed the catalog comes out as a ``SchemaChangeEvent`` (the
+same event, carrying the recorded ``SchemaChange``); the pipeline turns its effects into
+landing records and keeps its own copy of the history, written with the batch that holds it.
+
+The reader resumes after the last transaction it handed over when a connection breaks, so the
+tracker keeps a mark there (``mark``) and forgets what it applied after it (``rewind``).
+
+A statement it cannot apply exactly stops the stream (``IntegrityError`` naming the statement
+and its position) when it touches a replicated table, or when the tables it touches cannot be
+told; on tables that are not replicated the history forgets those tables instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..binlog import events as ev
+from ..binlog.charsets import charset_for_collation
+from ..binlog.parser import query_status
+from ..binlog.schema import ColumnSchema, TableSchema
+from ..errors import IntegrityError
+from . import ddl
+from .history import Effect, Forgotten, Point, SchemaChange, SchemaHistory
+from .model import Column, Table
+
+Replicated = Callable[[str, str], bool]
+
+# statements that never change a table, skipped without parsing (transaction control)
+_NOT_DDL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA ")
+_TEXT_FORMS = frozenset({"uuid", "inet4", "inet6"})
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaChangeEvent(ev.QueryEvent):
+    """A QUERY event whose DDL statement changed the catalog, with the recorded change."""
+
+    change: SchemaChange
+
+
+def table_schema(table: Table) -> TableSchema:
+    """A history table as the decoder's ``TableSchema`` (``exact``)."""
+    key = {c.casefold() for c in table.primary_key}
+    return TableSchema(
+        table.schema,
+        table.name,
+        tuple(_column_schema(c, c.name.casefold() in key) for c in table.columns),
+        exact=True,
+    )
+
+
+def _column_schema(column: Column, primary: bool) -> ColumnSchema:
+    labels = column.labels
+    return ColumnSchema(
+        name=column.name,
+        data_type=column.data_type,
+        unsigned=column.unsigned,
+        charset=column.charset,
+        enum_values=labels if column.data_type == "enum" else None,
+        set_values=labels if column.data_type == "set" else None,
+        primary_key=primary,
+        precision=column.fsp,
+        column_id=column.id,
+        text_form=column.data_type if column.data_type in _TEXT_FORMS else None,
+        fill=None if column.fill is None else json.dumps(column.fill.to_json(), sort_keys=True),
+    )
+
+
+class SchemaTracker:
+    """A ``SchemaLookup`` from the schema history, advanced by the DDL it decodes."""
+
+    exact = True  # the lookups describe the table at the event being decoded
+
+    def __init__(self, history: SchemaHistory, replicated: Replicated) -> None:
+        self.history = history
+        self.replicated = replicated
+        self.generation = 0  # bumped at every change: decodes cached before are stale
+        self._mark = len(history.changes)
+        self._gtid: str | None = None
+        self._cache: dict[tuple[str, str], TableSchema | None] = {}
+
+    def __call__(self, schema: str, table: str) -> TableSchema | None:
+        key = (schema, table)
+        found = self._cache.get(key, self)
+        if found is self:
+            known = self.history.catalog.table(schema, table)
+            found = None if known is None else table_schema(known)
+            self._cache[key] = found
+        assert not isinstance(found, SchemaTracker)
+        return found
+
+    def mark(self) -> None:
+        """A transaction was handed over: the changes so far are final."""
+        self._mark = len(self.history.changes)
+
+    def rewind(self) -> None:
+        """The stream resumes at the mark: forget the changes applied after it."""
+        if len(self.history.changes) > self._mark:
+            self.history.truncate(self._mark)
+            self._changed()
+        self._gtid = None
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self._cache.clear()
+
+    def on_event(self, event: ev.Event) -> ev.Event:
+        """Follow one decoded event; a DDL QUERY comes back as a ``SchemaChangeEvent``."""
+        if isinstance(event, ev.MariadbGtidEvent):
+            self._gtid = str(event.gtid)
+        elif isinstance(event, ev.MysqlGtidEvent):
+            self._gtid = event.gtid
+        elif isinstance(event, ev.QueryEvent):
+            return self._query(event)
+        elif isinstance(event, ev.TransactionPayloadEvent):
+            inner = tuple(self.on_event(e) for e in event.events)
+            if any(a is not b for a, b in zip(inner, event.events, strict=True)):
+                return dataclasses.replace(event, events=inner)
+        return event
+
+    def _query(self, event: ev.QueryEvent) -> ev.Event:
+        statement = event.query.lstrip(" \t\r\n(").upper()
+        if statement.startswith(_NOT_DDL) or event.error_code:
+            return event
+        context = context_of(event)
+        point = Point(event.file, event.position, self._gtid)
+        effects: Sequence[Effect]
+        try:
+            _, effects = ddl.apply_ddl(self.history.catalog, event.query, context)
+        except ddl.DdlError as exc:
+            effects = self._not_understood(exc, point)
+        if not effects:
+            return event
+        for effect in effects:
+            if isinstance(effect, ddl.Unrepresentable) and self.replicated(
+                effect.table.schema, effect.table.name
+            ):
+                raise IntegrityError(
+                    f"{effect.table.qualified} at {point.describe()}: {effect.reason}: "
+                    f"{_shown(event.query)!r}",
+                    hint="the statement changed rows without logging them, so the landing "
+                    "zone cannot follow it exactly: re-read the table from the source, then "
+                    "move the checkpoint past this statement with `replicator checkpoint set`",
+                )
+        change = self.history.record(SchemaChange(point, event.query, tuple(effects)))
+        self._changed()
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(ev.QueryEvent)}
+        return SchemaChangeEvent(**fields, change=change)
+
+    def _not_understood(self, exc: ddl.DdlError, point: Point) -> list[Forgotten]:
+        """A statement the parser refused: stop if it may touch a replicated table, else
+        forget the (unreplicated) tables it names."""
+        tables = exc.tables
+        if tables is None or any(self.replicated(db, t) for db, t in tables):
+            raise IntegrityError(
+                f"DDL statement at {point.describe()} cannot be applied to the schema "
+                f"history: {exc}",
+                hint="replicator does not guess a table's columns: report the statement; to "
+                "go on, start a new landing zone after this position (its history is then "
+                "read from the server), or exclude the table with filters.exclude",
+            ) from exc
+        catalog = self.history.catalog
+        return [Forgotten(db, t) for db, t in tables if catalog.table(db, t) is not None]
+
+
+# sql_mode bits (MySQL/MariaDB ``MODE_STRICT_TRANS_TABLES``, ``MODE_STRICT_ALL_TABLES``)
+_STRICT = (1 << 21) | (1 << 22)
+
+
+def context_of(event: ev.QueryEvent) -> ddl.Context:
+    """What the DDL parser needs from a QUERY event besides the statement."""
+    status = query_status(event.status_vars)
+    server = status.collation_server
+    return ddl.Context(
+        default_db=event.schema or None,
+        ansi_quotes=status.ansi_quotes,
+        server_charset=None if server is None else charset_for_collation(server),
+        strict=bool((status.sql_mode or 0) & _STRICT),
+    )
+
+
+def _shown(statement: str) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,133 @@
+"""One writer per landing zone: an exclusive lock held for as long as a process writes it.
+
+Two daemons writing one ``sink.root`` (another ``server_id``, other batch sizes) hand out the
+same ``_seq`` numbers and batch numbers, overwrite each other's manifests and leave files no
+manifest names. So every process that writes a landing zone (``replicator run``,
+``replicator checkpoint set``) first takes ``<root>/_state/lock`` with ``flock(LOCK_EX |
+LOCK_NB)``; a second one finds it taken and stops at once with the holder's pid, host and start
+time (written into the file by the holder; the file itself is never deleted, so the lock
+cannot be split between two inodes).
+
+The kernel drops the lock when the holder's process ends, however it ends (SIGKILL
+included), so a crashed daemon never leaves a stale lock behind. ``flock`` works on local
+filesystems; on NFS, Linux maps it to a POSIX byte-range lock held by the server (NFSv4),
+which serves as well. Object stores have no locks: there the same rule needs a lease object
+written with a conditional put (see the object-storage design in the README).
+
+While it runs, the holder checks ``still_ours()``: the lock file at its path must still be
+the inode it locked. When the landing zone was deleted or replaced under a running daemon,
+that check fails and the daemon stops instead of writing into a directory nobody reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import socket
+from pathlib import Path
+
+from ..errors import ConfigError, SinkError
+
+LOCK_FILE = Path("_state") / "lock"
+
+
+class LandingZoneBusyError(ConfigError):
+    """Another process holds the landing zone (two writers configured on one ``sink.root``)."""
+
+
+class LandingLock:
+    """The exclusive writer lock of the landing zone at ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.path = root / LOCK_FILE
+        self._fd: int | None = None
+        self._identity: tuple[int, int] | None = None
+
+    def acquire(self, purpose: str) -> LandingLock:
+        """Take the lock (never waits); ``purpose`` is recorded for the next one to read."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot open the landing zone lock {self.path}: {exc.strerror}",
+                hint="check that sink.root is a directory this user may write",
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise LandingZoneBusyError(
+                f"the landing zone {self.root} is in use by another replicator process ({holder})",
+                hint="run one writer per landing zone: stop the other process, or give this "
+                "one its own sink.root",
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise SinkError(
+                f"cannot lock the landing zone {self.root}: {exc.strerror}",
+                hint="the filesystem of sink.root must support flock (local disks and NFSv4 do)",
+            ) from exc
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "purpose": purpose,
+        }
+        with contextlib.suppress(OSError):  # the record only informs; the flock is the lock
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
+        stat = os.fstat(fd)
+        self._fd, self._identity = fd, (stat.st_dev, stat.st_ino)
+        return self
+
+    def still_ours(self) -> bool:
+        """True while the lock file at its path is the one this process locked."""
+        if self._identity is None:
+            return False
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) == self._identity
+
+    def check(self) -> None:
+        """Raise ``SinkError`` when the landing zone was removed or replaced under us."""
+        if not self.still_ours():
+            raise SinkError(
+                f"the landing zone {self.root} was removed or replaced while this process "
+                "was writing it",
+                hint="nothing more is written there; restore the landing zone (or start over "
+                "with an empty one) and start replicator again",
+            )
+
+    def release(self) -> None:
+        fd, self._fd, self._identity = self._fd, None, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> LandingLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return "holder unknown"
+    if not isinstance(record, dict) or "pid" not in record:
+        return "holder unknown"
+    return (
+        f"pid {record.get('pid')} on {record.get('host')}, {record.get('purpose', 'writing')} "
+        f"since {record.get('since')}"
+    )

@@ -1,0 +1,225 @@
+"""Reading the commit records under ``<root>/_manifests/``, trusting nothing.
+
+A manifest is the commit point of a batch (``sink.landing``), so recovery builds on what the
+manifests say, and a manifest that is missing, torn, edited or out of line must stop the
+daemon rather than be skipped: skipping one would orphan committed files, and a checkpoint
+that disagrees with them would hand out ``_seq`` numbers (and file names) that are taken.
+
+``read_manifests`` checks each file (its name is the batch number in 20 digits; JSON with
+the fields of the format and the right types) and the chain they form:
+
+* batch numbers follow each other without a gap;
+* ``_seq`` ranges follow each other without a gap or overlap (``first_seq`` is the previous
+  ``last_seq + 1``; a batch with no rows has ``last_seq = first_seq - 1``);
+* each batch starts where the previous one ended, unless ``checkpoint set`` moved the
+  position in between (``start_moved`` in the manifest);
+* each file entry's ``_seq`` range lies within its batch's, and no path is named twice.
+
+Every failure is an ``IntegrityError`` (exit 4) naming the file and what is wrong; nothing is
+deleted or rewritten here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import IntegrityError
+
+MANIFESTS = "_manifests"
+_NAME = re.compile(r"\d{20}\.json")
+_TEMP = re.compile(r"\.\d{20}\.json\.tmp")
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One checked commit record; ``data`` is the JSON document as written."""
+
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def batch(self) -> int:
+        return int(self.data["batch"])
+
+    @property
+    def first_seq(self) -> int:
+        return int(self.data["first_seq"])
+
+    @property
+    def last_seq(self) -> int:
+        return int(self.data["last_seq"])
+
+    @property
+    def files(self) -> list[dict[str, Any]]:
+        files: list[dict[str, Any]] = self.data["files"]
+        return files
+
+
+def _bad(path: Path, problem: str) -> IntegrityError:
+    return IntegrityError(
+        f"manifest {path} {problem}",
+        hint="the manifests are the landing zone's commit records: restore this one from a "
+        "backup (or put back what was moved); nothing was changed in the landing zone",
+    )
+
+
+def _int(data: dict[str, Any], key: str, path: Path) -> int:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(path, f"has no integer {key!r}")
+    return value
+
+
+def _position(data: dict[str, Any], key: str, path: Path, *, optional: bool) -> None:
+    value = data.get(key)
+    if value is None and optional:
+        return
+    if not isinstance(value, dict) or not isinstance(value.get("file", ""), str):
+        raise _bad(path, f"has no valid {key!r} position")
+    position = value.get("position", 4)
+    if not isinstance(position, int) or isinstance(position, bool) or position < 0:
+        raise _bad(path, f"has no valid {key!r} position")
+
+
+def parse_manifest(path: Path, raw: bytes) -> Manifest:
+    """Check one manifest's content (not its place in the chain)."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _bad(path, f"is not valid JSON (torn or edited?): {exc}") from None
+    if not isinstance(data, dict):
+        raise _bad(path, "is not a JSON object")
+    batch = _int(data, "batch", path)
+    if path.name != f"{batch:020d}.json":
+        raise _bad(path, f"says it is batch {batch}, which does not match its name")
+    first, last = _int(data, "first_seq", path), _int(data, "last_seq", path)
+    if first < 1 or last < first - 1:
+        raise _bad(path, f"has an impossible _seq range {first}..{last}")
+    for key in ("rows", "transactions"):
+        if _int(data, key, path) < 0:
+            raise _bad(path, f"has a negative {key!r}")
+    _position(data, "start", path, optional=True)
+    _position(data, "end", path, optional=False)
+    if not isinstance(data.get("committed_at"), str):
+        raise _bad(path, "has no 'committed_at' time")
+    files = data.get("files")
+    if not isinstance(files, list):
+        raise _bad(path, "has no 'files' list")
+    for entry in files:
+        _check_file_entry(entry, first, last, path)
+    history = data.get("schema_history")
+    if history is not None and (not isinstance(history, str) or ".." in history.split("/")):
+        raise _bad(path, f"names an invalid schema history {history!r}")
+    records = data.get("schema_changes", [])
+    if not isinstance(records, list):
+        raise _bad(path, "has an invalid 'schema_changes' list")
+    for record in records:
+        if not isinstance(record, dict) or not isinstance(record.get("table"), str):
+            raise _bad(path, "has a schema change record without its table")
+        at = _int(record, "seq", path)
+        if not first <= at <= last:
+            raise _bad(path, f"has a schema change at _seq {at}, outside {first}..{last}")
+    pending = data.get("xa_pending", [])
+    if not isinstance(pending, list) or not all(isinstance(p, str) for p in pending):
+        raise _bad(path, "has an invalid 'xa_pending' list")
+    return Manifest(path, data)
+
+
+def _check_file_entry(entry: object, first: int, last: int, path: Path) -> None:
+    if not isinstance(entry, dict):
+        raise _bad(path, "lists a file that is not an object")
+    name = entry.get("path")
+    if not isinstance(name, str) or not name or name.startswith("/") or ".." in name.split("/"):
+        raise _bad(path, f"lists an invalid file path {name!r}")
+    if not isinstance(entry.get("table"), str):
+        raise _bad(path, f"lists {name} without its table")
+    lo, hi = _int(entry, "first_seq", path), _int(entry, "last_seq", path)
+    if not first <= lo <= hi <= last:
+        raise _bad(path, f"lists {name} with _seq {lo}..{hi}, outside the batch's {first}..{last}")
+    if _int(entry, "rows", path) < 0:
+        raise _bad(path, f"lists {name} with a negative row count")
+
+
+def manifest_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """(manifests, temp files of manifests never committed) under ``root/_manifests``.
+    Anything else there is refused: it is not ours, and guessing what it is risks data."""
+    directory = root / MANIFESTS
+    if not directory.is_dir():
+        return [], []
+    committed: list[Path] = []
+    temps: list[Path] = []
+    strangers: list[str] = []
+    for path in directory.iterdir():
+        if _NAME.fullmatch(path.name):
+            committed.append(path)
+        elif _TEMP.fullmatch(path.name):
+            temps.append(path)
+        else:
+            strangers.append(path.name)
+    if strangers:
+        shown = ", ".join(repr(s) for s in sorted(strangers)[:5])
+        raise IntegrityError(
+            f"{directory} holds files that are not commit records: {shown}",
+            hint="move them out of _manifests/ (only <20-digit batch>.json files belong there); "
+            "if one is a renamed manifest, restore its original name",
+        )
+    return sorted(committed), temps
+
+
+def read_manifests(root: Path) -> list[Manifest]:
+    """Every manifest of the landing zone at ``root``, checked one by one and as a chain."""
+    paths, _ = manifest_files(root)
+    manifests = []
+    for path in paths:
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise _bad(path, f"cannot be read: {exc.strerror}") from exc
+        manifests.append(parse_manifest(path, raw))
+    check_chain(manifests)
+    return manifests
+
+
+def check_chain(manifests: Iterable[Manifest]) -> None:
+    """Batch numbers, ``_seq`` ranges and positions must follow on without gaps."""
+    previous: Manifest | None = None
+    seen_paths: dict[str, int] = {}
+    for manifest in manifests:
+        if previous is not None:
+            if manifest.batch != previous.batch + 1:
+                raise IntegrityError(
+                    f"batch {previous.batch + 1} is missing: its manifest is not in "
+                    f"{manifest.path.parent} (batch {previous.batch} is followed by "
+                    f"{manifest.batch})",
+                    hint="restore the missing manifest from a backup; its files are still in "
+                    "the landing zone and nothing was changed",
+                )
+            if manifest.first_seq != previous.last_seq + 1:
+                raise IntegrityError(
+                    f"manifest {manifest.path} starts at _seq {manifest.first_seq}, but batch "
+                    f"{previous.batch} ended at {previous.last_seq}",
+                    hint="the manifests do not come from one writer: restore them from a "
+                    "backup; two processes must never write one landing zone",
+                )
+            moved = bool(manifest.data.get("start_moved", False))
+            if not moved and manifest.data.get("start") != previous.data.get("end"):
+                raise IntegrityError(
+                    f"manifest {manifest.path} starts at {manifest.data.get('start')}, but batch "
+                    f"{previous.batch} ended at {previous.data.get('end')}",
+                    hint="the manifests do not come from one writer: restore them from a backup",
+                )
+        for entry in manifest.files:
+            other = seen_paths.setdefault(str(entry["path"]), manifest.batch)
+            if other != manifest.batch:
+                raise IntegrityError(
+                    f"{entry['path']} is named by the manifests of batches {other} and "
+                    f"{manifest.batch}",
+                    hint="one of them is not a commit record of this landing zone: restore the "
+                    "manifests from a backup",
+                )
+        previous = manifest

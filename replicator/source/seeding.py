@@ -1,0 +1,175 @@
+"""Seeding a schema history from the source: its catalog, and the binlog position it holds at.
+
+``information_schema`` shows the tables as they are now, while the stream may start earlier.
+A seed is only worth something with the exact binlog position it describes, so it is read
+between two readings of the binlog's end, ``e1`` and ``e2``: when no DDL statement was logged
+between them (the DDL in ``e1..e2`` is scanned from the binlog itself), the catalog holds at
+``e1``. Otherwise it is read again.
+
+When the stream starts before ``e1`` (a configured start position, or an existing landing
+zone written before schema histories existed), the DDL of ``start..e1`` is scanned too: a
+table that one of those statements touched is taken out of the seed, because its columns at
+``start`` are not what the catalog shows now. A table the range created simply did not exist
+yet; for any other the first rows event or DDL statement that needs its columns stops the
+stream, unless the binlog logs column names (``binlog_row_metadata=FULL``) for its rows.
+
+For a start given as a file and position on MariaDB, the GTID state there is looked up
+(``BINLOG_GTID_POS``), so the checkpoint carries GTIDs from the first batch on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+
+import pymysql
+import structlog
+
+from ..binlog import events as ev
+from ..binlog.gtid import MariadbGtidPosition
+from ..binlog.transaction import Transaction, TransactionPart
+from ..config import SourceConfig
+from ..schema import ddl
+from ..schema.history import Point, SchemaHistory
+from ..schema.model import Catalog
+from ..schema.tracker import context_of
+from .catalog import read_catalog, read_traits
+from .connection import open_connection
+from .errors import SourceUnavailableError
+from .protocol import StreamPosition, position_reached
+from .server_info import server_info
+from .stream import ReplicaStream, server_facts
+
+log = structlog.get_logger("replicator")
+ATTEMPTS = 5
+_TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA ")
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    history: SchemaHistory
+    start: StreamPosition  # where the stream begins (the configured start, or e1 for "now")
+    unknown: tuple[tuple[str, str], ...]  # tables whose columns at ``start`` are not known
+
+
+async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
+    """Read the catalog at a known position and fit it to ``start`` (None: "now")."""
+    conn = open_connection(cfg)
+    try:
+        traits = read_traits(conn)
+        for _ in range(ATTEMPTS):
+            e1 = server_facts(server_info(conn)).end
+            catalog = read_catalog(conn, traits)
+            e2 = server_facts(server_info(conn)).end
+            if e1 == e2 or not await scan_ddl(cfg, e1, e2):
+                break
+        else:
+            raise SourceUnavailableError(
+                f"the source's tables changed each of the {ATTEMPTS} times they were read",
+                hint="start again when fewer DDL statements run on the source",
+            )
+        if start is None:
+            start = e1
+        elif not start.has_gtid and start.file and traits.flavor == "mariadb":
+            start = _with_mariadb_gtid(conn, start)
+    finally:
+        with contextlib.suppress(pymysql.err.Error):
+            conn.close()
+    unknown: tuple[tuple[str, str], ...] = ()
+    if _before(start, e1):
+        catalog, unknown = fit_to_start(catalog, await scan_ddl(cfg, start, e1))
+    point = Point(e1.file, e1.position, None)
+    log.info(
+        "schema history seeded",
+        tables=len(catalog.tables),
+        at=e1.describe(),
+        start=start.describe(),
+        unknown_at_start=[f"{db}.{t}" for db, t in unknown] or None,
+    )
+    return Seed(SchemaHistory(catalog, point), start, unknown)
+
+
+def _before(start: StreamPosition, end: StreamPosition) -> bool:
+    """True when ``start`` is before ``end`` (by GTID state when both have one)."""
+    if start.mariadb_gtid is not None and end.mariadb_gtid is not None:
+        return not all(start.mariadb_gtid.contains(g) for g in end.mariadb_gtid)
+    if start.mysql_gtid is not None and end.mysql_gtid is not None:
+        return not start.mysql_gtid.issuperset(end.mysql_gtid)
+    return not position_reached(start.file, start.position, end.file, end.position)
+
+
+def _with_mariadb_gtid(
+    conn: pymysql.connections.Connection, start: StreamPosition
+) -> StreamPosition:
+    with conn.cursor() as cur:
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.position))
+        row = cur.fetchone()
+    text = row[0] if row else None
+    if text is None:
+        return start  # not at a transaction boundary the server knows: file/position only
+    return replace(start, mariadb_gtid=MariadbGtidPosition.parse(str(text)))
+
+
+async def scan_ddl(
+    cfg: SourceConfig, start: StreamPosition, end: StreamPosition
+) -> list[tuple[Point, ev.QueryEvent]]:
+    """Every statement that may change a table, logged from ``start`` to ``end``."""
+    found: list[tuple[Point, ev.QueryEvent]] = []
+    stream = ReplicaStream(cfg, start, stop_at_end=True, end=end, name="ddl-scan")
+    async with stream:
+        async for item in stream:
+            if not isinstance(item, (Transaction, TransactionPart)):
+                continue
+            for event in item.events:
+                if isinstance(event, ev.QueryEvent) and not event.error_code:
+                    text = event.query.lstrip(" \t\r\n(").upper()
+                    if not text.startswith(_TRANSACTION_CONTROL):
+                        found.append((Point(event.file, event.position, item.gtid), event))
+    return found
+
+
+def fit_to_start(
+    catalog: Catalog, statements: list[tuple[Point, ev.QueryEvent]]
+) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
+    """The seed as of the start of ``statements``: every table they touch is taken out.
+    Returns it with the tables whose columns at the start are unknown (touched first by
+    something other than their creation)."""
+    work = Catalog(traits=catalog.traits, databases=dict(catalog.databases))
+    seen: set[tuple[str, str]] = set()
+    unknown: list[tuple[str, str]] = []
+
+    def touch(key: tuple[str, str], created: bool) -> None:
+        if key not in seen:
+            seen.add(key)
+            if not created:
+                unknown.append(key)
+
+    for _, event in statements:
+        try:
+            work, effects = ddl.apply_ddl(work, event.query, context_of(event))
+        except ddl.DdlError as exc:
+            for key in exc.tables or ():
+                touch(catalog.key(*key), created=False)
+            continue
+        for effect in effects:
+            for key, created in _touched(effect, catalog):
+                touch(key, created)
+    tables = {k: t for k, t in catalog.tables.items() if k not in seen}
+    return replace(catalog, tables=tables), tuple(unknown)
+
+
+def _touched(effect: object, catalog: Catalog) -> list[tuple[tuple[str, str], bool]]:
+    if isinstance(effect, ddl.TableCreated):
+        return [((effect.table.schema, effect.table.name), True)]
+    if isinstance(effect, ddl.DatabaseDropped):
+        name = effect.database.name
+        return [(key, False) for key in catalog.tables if key[0] == name]
+    if isinstance(effect, ddl.TableRenamed):  # a rename's target did not exist before it
+        before, after = effect.before, effect.after
+        return [((before.schema, before.name), False), ((after.schema, after.name), True)]
+    out = []
+    for attribute in ("table", "before", "after"):
+        table = getattr(effect, attribute, None)
+        if table is not None and hasattr(table, "columns"):
+            out.append(((table.schema, table.name), False))
+    return out

@@ -1,0 +1,448 @@
+"""Reading a table's committed row changes with Spark, in one schema, ready to merge.
+
+Files are read one schema version at a time (``file_versions``: files with the same columns,
+ids and fills; Spark cannot merge INT with BIGINT itself) and each version is brought to the
+newest one's columns in two steps:
+
+1. ``align``: the newest version's columns, each taken from the older version's column with
+   the same id (a renamed column carries its values), or by name when either side has no ids
+   (files of older writers), or else filled: the fill's exact value, null, or — for an
+   expression default the binlog does not carry — null listed in ``_absent`` (and in
+   ``UNKNOWN``, so that a table without key can tell it from a partial row image). ``_absent``
+   and the before image (``_before_key``, or ``_before`` from older writers) are renamed and
+   filled the same way.
+2. ``normalize``: the types widened over every version (``schema.unify``) and cast.
+
+``read_lineage`` reads what a table's lineage (``lineage``) is made of: the rows of its data
+segments only (other rows of the same files belong to other tables, or to the state before a
+truncate), without the row changes a replay landed a second time (``replayed``: a change
+counts only from the lowest batch that holds its source identity, ``_gtid`` or else
+``_binlog_file`` and ``_binlog_pos``, among the files of the same landed name). ``read_files``
+reads given files whole, as an incremental run and ``read_changes`` do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..errors import ConfigError, IntegrityError
+from .columns import Source, match, table_columns, version_key
+from .committed import CommittedFile, file_key, file_schema, key_of
+from .fills import fill_literal
+from .lineage import Lineage, Segment
+from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel
+from .options import MaterializeOptions
+from .schema import conform, conform_frame, find_field, unify
+
+__all__ = [
+    "AUX",
+    "FileVersion",
+    "Read",
+    "align",
+    "file_versions",
+    "normalize",
+    "read_files",
+    "read_lineage",
+    "replayed",
+    "table_model",
+    "union_all",
+]
+
+AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
+# working columns of the replay dedup
+_FILE, _ID, _TABLE, _BATCH, _FIRST = (
+    "__replicator_file",
+    "__replicator_id",
+    "__replicator_table",
+    "__replicator_batch",
+    "__replicator_first",
+)
+_ID_SCHEMA = T.StructType(
+    [
+        T.StructField("_gtid", T.StringType()),
+        T.StructField("_binlog_file", T.StringType()),
+        T.StructField("_binlog_pos", T.LongType()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FileVersion:
+    """Committed files of one landed table with one schema (columns, ids, fills)."""
+
+    table: str
+    schema: pa.Schema
+    files: tuple[CommittedFile, ...]
+    newest: int  # highest _seq in them: orders the versions
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(str(f.path) for f in self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A table's changes in the merge layout (``merge`` module doc) and its model."""
+
+    model: TableModel
+    changes: DataFrame
+
+
+def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
+    """``files`` grouped by landed table and schema (from their footers), oldest first."""
+    groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
+    for item in files:
+        schema = file_schema(item.path)
+        found = groups.setdefault((item.table, version_key(schema)), (schema, []))
+        found[1].append(item)
+    versions = [
+        FileVersion(
+            members[0].table,
+            schema,
+            tuple(members),
+            max(m.last_seq if m.last_seq is not None else -1 for m in members),
+        )
+        for schema, members in groups.values()
+    ]
+    return sorted(versions, key=lambda v: v.newest)
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.union(frame)
+    return out
+
+
+def _col(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _table_columns(schema: T.StructType) -> T.StructType:
+    return T.StructType([f for f in schema.fields if f.name not in AUX and f.name != UNKNOWN])
+
+
+# ------------------------------------------------------------------------------ alignment
+
+
+def _filled(source: Source, types: T.StructType) -> tuple[Column, bool]:
+    """A missing column's value in an older version's rows, and whether it is known."""
+    target = find_field(types, source.name)
+    dtype = T.NullType() if target is None else target.dataType
+    fill = source.fill
+    if fill is None or fill.kind == "null":
+        return F.lit(None).cast(dtype), True
+    if fill.kind == "value":
+        value = fill_literal(fill.value, dtype)
+        if value is not None:
+            return value, True
+    return F.lit(None).cast(dtype), False
+
+
+def _renamed(absent: Column, sources: Sequence[Source]) -> Column:
+    """``_absent`` with the older version's names of renamed columns made the newest's."""
+    renames = [(s.old, s.name) for s in sources if s.old is not None and s.old != s.name]
+    if not renames:
+        return absent
+
+    def rename(x: Column) -> Column:
+        out = F.when(F.lower(x) == F.lit(renames[0][0].lower()), F.lit(renames[0][1]))
+        for old, new in renames[1:]:
+            out = out.when(F.lower(x) == F.lit(old.lower()), F.lit(new))
+        return out.otherwise(x)
+
+    return F.transform(absent, rename)
+
+
+def _before(frame: DataFrame, sources: Sequence[Source], types: T.StructType) -> Column:
+    """The before image (key columns, or the whole row of a table without key) with the
+    newest names, and fills for the columns the older version lacks."""
+    field = find_field(frame.schema, BEFORE_KEY) or find_field(frame.schema, BEFORE)
+    if field is None or not isinstance(field.dataType, T.StructType):
+        return F.lit(None).cast(T.StructType([]))
+    image = _col(field.name)
+    parts: list[Column] = []
+    for source in sources:
+        if source.old is not None:
+            have = find_field(field.dataType, source.old)
+            if have is not None:
+                parts.append(image.getField(have.name).alias(source.name))
+        else:
+            parts.append(_filled(source, types)[0].alias(source.name))
+    if not parts:
+        return F.lit(None).cast(T.StructType([]))
+    return F.when(image.isNull(), F.lit(None)).otherwise(F.struct(*parts))
+
+
+def align(frame: DataFrame, schema: pa.Schema, newest: pa.Schema, types: T.StructType) -> DataFrame:
+    """``frame`` (files of schema ``schema``) with the columns of the ``newest`` version
+    (``types``: Spark's view of it), matched by column id (see the module doc)."""
+    sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
+    columns: list[Column] = []
+    unknown: list[str] = []
+    for source in sources:
+        if source.old is not None:
+            columns.append(_col(source.old).alias(source.name))
+            continue
+        value, known = _filled(source, types)
+        columns.append(value.alias(source.name))
+        if not known:
+            unknown.append(source.name)
+    missing = F.array(*[F.lit(n) for n in unknown]).cast("array<string>")
+    absent = (
+        _renamed(F.coalesce(F.col(ABSENT), F.array().cast("array<string>")), sources)
+        if find_field(frame.schema, ABSENT) is not None
+        else F.array().cast("array<string>")
+    )
+    columns.extend(F.col(m) for m in META)
+    columns.append(F.concat(absent, missing).alias(ABSENT))
+    columns.append(missing.alias(UNKNOWN))
+    columns.append(_before(frame, sources, types).alias(BEFORE_KEY))
+    return frame.select(*columns)
+
+
+def _renames(schema: pa.Schema, newest: pa.Schema) -> dict[str, str]:
+    """Older column name (lower case) -> newest name, for the columns both have."""
+    sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
+    return {s.old.lower(): s.name for s in sources if s.old is not None}
+
+
+# ------------------------------------------------------------------------------ the model
+
+
+def table_model(
+    table: str,
+    frames: Sequence[DataFrame],
+    key: Sequence[str],
+    options: MaterializeOptions,
+    previous: T.StructType | None = None,
+) -> TableModel:
+    versions = [_table_columns(f.schema) for f in frames]
+    if previous is not None:
+        versions.insert(0, _table_columns(previous))
+    columns = unify(versions)
+    resolved: list[str] = []
+    for name in key:
+        found = find_field(columns, name)
+        if found is None:
+            raise ConfigError(
+                f"table {table}: key column {name} is not among its columns "
+                f"({', '.join(columns.names)})",
+                hint=f"check --key {table}=...",
+            )
+        resolved.append(found.name)
+    return TableModel(
+        name=table,
+        columns=columns,
+        key=tuple(resolved),
+        keep_metadata=options.keep_metadata,
+        allow_unknown=options.allow_unknown,
+        assume_stable_keys=options.assume_stable_keys,
+    )
+
+
+def normalize(frame: DataFrame, model: TableModel) -> DataFrame:
+    """One aligned schema version's changes in the merge layout (``merge`` module doc)."""
+    identity = model.identity_type
+    source = find_field(frame.schema, BEFORE_KEY) or find_field(frame.schema, BEFORE)
+    before_key = (
+        F.lit(None).cast(identity)
+        if source is None or not isinstance(source.dataType, T.StructType)
+        else conform(F.col(source.name), source.dataType, identity)
+    )
+    empty = F.array().cast("array<string>")
+    absent = F.col(ABSENT) if find_field(frame.schema, ABSENT) is not None else empty
+    unknown = F.col(UNKNOWN) if find_field(frame.schema, UNKNOWN) is not None else empty
+    extra = {m: F.col(m) for m in META}
+    extra[ABSENT] = absent
+    extra[BEFORE_KEY] = before_key
+    extra[UNKNOWN] = unknown
+    return conform_frame(frame, model.columns, extra=extra)
+
+
+def _key(
+    table: str,
+    versions: Sequence[FileVersion],
+    newest: pa.Schema,
+    options: MaterializeOptions,
+    previous: tuple[str, ...] | None,
+) -> tuple[str, ...]:
+    """The identity columns (newest names): ``--key``, else the key every file records."""
+    override = options.keys.get(table)
+    if override is not None:
+        return tuple(override)
+    keyed: list[tuple[Path, tuple[str, ...] | None]] = []
+    for version in versions:
+        renames = _renames(version.schema, newest)
+        for item in version.files:
+            key = file_key(file_schema(item.path))
+            keyed.append(
+                (item.path, None if key is None else tuple(renames.get(k.lower(), k) for k in key))
+            )
+    return key_of(table, keyed, previous=previous)
+
+
+def _assemble(
+    table: str,
+    versions: Sequence[FileVersion],
+    frames: Sequence[DataFrame],
+    keyed: Sequence[FileVersion],
+    options: MaterializeOptions,
+    *,
+    previous_key: tuple[str, ...] | None = None,
+    previous_schema: T.StructType | None = None,
+) -> Read:
+    newest = versions[-1].schema
+    types = frames[-1].schema
+    aligned = [align(f, v.schema, newest, types) for v, f in zip(versions, frames, strict=True)]
+    key = _key(table, keyed, newest, options, previous_key)
+    model = table_model(table, aligned, key, options, previous_schema)
+    return Read(model, union_all([normalize(f, model) for f in aligned]))
+
+
+# ------------------------------------------------------------------------------- reading
+
+
+def read_files(
+    spark: SparkSession,
+    table: str,
+    files: Sequence[CommittedFile],
+    options: MaterializeOptions,
+    *,
+    previous_key: tuple[str, ...] | None = None,
+    previous_schema: T.StructType | None = None,
+) -> Read:
+    """Every row change of ``files`` (of one table), in one schema."""
+    versions = file_versions(files)
+    frames = [spark.read.parquet(*v.paths) for v in versions]
+    return _assemble(
+        table,
+        versions,
+        frames,
+        versions,
+        options,
+        previous_key=previous_key,
+        previous_schema=previous_schema,
+    )
+
+
+def _file_name() -> Column:
+    return F.element_at(F.split(F.input_file_name(), "/"), -1)
+
+
+def _identity() -> Column:
+    return F.when(F.col("_gtid").isNotNull(), F.concat(F.lit("g:"), F.col("_gtid"))).when(
+        F.col("_binlog_file").isNotNull() & F.col("_binlog_pos").isNotNull(),
+        F.concat(
+            F.lit("p:"), F.col("_binlog_file"), F.lit(":"), F.col("_binlog_pos").cast("string")
+        ),
+    )
+
+
+def replayed(
+    spark: SparkSession, files: Sequence[CommittedFile], rereading: Collection[int]
+) -> DataFrame | None:
+    """(file name, source identity) of the row changes in ``files`` to leave out: those a
+    replay batch (``rereading``) landed again, i.e. whose identity a lower batch of the same
+    landed table holds too. None when no file is of a replay batch. ``files``: every
+    committed file of the landed tables concerned (the first copies may be in any of them)."""
+    again = [f for f in files if f.batch in rereading]
+    if not again:
+        return None
+    names: dict[str, CommittedFile] = {}
+    for item in files:
+        other = names.setdefault(item.path.name, item)
+        if other is not item:
+            raise IntegrityError(
+                f"committed files {other.path} and {item.path} have the same name",
+                hint="the landing zone names data files after their first _seq, which is "
+                "unique: restore the manifests and files from one backup",
+            )
+    batches = spark.createDataFrame(
+        [(f.path.name, f.table, f.batch) for f in files],
+        f"{_FILE} string, {_TABLE} string, {_BATCH} long",
+    )
+
+    def ids(chosen: Sequence[CommittedFile]) -> DataFrame:
+        frame = spark.read.schema(_ID_SCHEMA).parquet(*[str(f.path) for f in chosen])
+        return (
+            frame.select(_file_name().alias(_FILE), _identity().alias(_ID))
+            .where(F.col(_ID).isNotNull())
+            .join(F.broadcast(batches), _FILE)
+        )
+
+    wanted = ids(again).select(_TABLE, _ID).distinct()
+    every = ids(files).join(wanted, [_TABLE, _ID], "left_semi")
+    first = every.groupBy(_TABLE, _ID).agg(F.min(_BATCH).alias(_FIRST))
+    return (
+        every.join(first, [_TABLE, _ID])
+        .where(F.col(_BATCH) > F.col(_FIRST))
+        .select(_FILE, _ID)
+        .distinct()
+    )
+
+
+def _within(segments: Sequence[Segment]) -> Column:
+    """Rows whose ``_seq`` lies in one of ``segments`` (of one landed table)."""
+    out: Column | None = None
+    for segment in segments:
+        test = F.col("_seq") > F.lit(segment.after)
+        if segment.before is not None:
+            test = test & (F.col("_seq") < F.lit(segment.before))
+        out = test if out is None else out | test
+    return F.lit(False) if out is None else out
+
+
+def read_lineage(
+    spark: SparkSession,
+    lineage: Lineage,
+    files: Sequence[CommittedFile],
+    rereading: Collection[int],
+    options: MaterializeOptions,
+) -> tuple[Read, list[CommittedFile]] | None:
+    """The row changes of ``lineage``'s current state (``files``: every committed file of
+    the landing zone, or of its landed tables), each once; and the files they come from.
+    None when the lineage has no file yet (no schema to show)."""
+    schema_files = lineage.files(files)
+    if not schema_files:
+        return None
+    data_files = lineage.files(files, data=True)
+    wanted = {f.path for f in data_files}
+    drop = (
+        replayed(spark, [f for f in files if f.table in lineage.tables], rereading)
+        if data_files
+        else None
+    )
+    data = lineage.data()
+    versions = file_versions(schema_files)
+    frames: list[DataFrame] = []
+    for version in versions:
+        rows = [f for f in version.files if f.path in wanted]
+        if not rows:  # only for the schema (rows before a truncate)
+            frames.append(spark.read.parquet(version.paths[-1]).where(F.lit(False)))
+            continue
+        frame = spark.read.parquet(*[str(f.path) for f in rows])
+        original = frame.columns
+        frame = frame.where(_within([s for s in data if s.table == version.table]))
+        if drop is not None:
+            frame = (
+                frame.withColumn(_FILE, _file_name())
+                .withColumn(_ID, _identity())
+                .join(drop, [_FILE, _ID], "left_anti")
+                .select(*[_col(c) for c in original])
+            )
+        frames.append(frame)
+    keyed = [
+        FileVersion(v.table, v.schema, tuple(f for f in v.files if f.path in wanted), v.newest)
+        for v in versions
+    ]
+    keyed = [v for v in keyed if v.files] or [versions[-1]]
+    read = _assemble(lineage.name, versions, frames, keyed, options)
+    return read, data_files

@@ -1,0 +1,40 @@
+"""The landing zone as the Spark side reads it: names and keys the daemon writes.
+
+``spark/`` reads the landing zone the daemon writes (``sink.landing``, ``sink.parquet_writer``,
+``sink.arrow_types``) but must not import the daemon's packages (``sink``, ``source``,
+``binlog``, the C core): PySpark jobs run where only pyspark and pyarrow are installed, and a
+change inside the daemon must not silently change how Spark reads. The few literals both sides
+share are therefore copied here; ``tests/spark`` checks them against the daemon's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "FIELD_FILL_KEY",
+    "FIELD_ID_KEY",
+    "LIFECYCLE_OPS",
+    "MANIFESTS",
+    "PRIMARY_KEY_KEY",
+    "safe_part",
+    "table_rel",
+]
+
+MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit records
+PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
+FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id
+FIELD_FILL_KEY = b"replicator.fill"  # field metadata: what rows older than the column hold
+LIFECYCLE_OPS = frozenset({"create", "alter", "truncate", "drop", "rename"})
+
+
+def safe_part(name: str) -> str:
+    """A database or table name as the landing zone's directory name (``sink.landing._safe``)."""
+    cleaned = name.replace("/", "%2F").replace("\0", "%00")
+    return f"%2E{cleaned[1:]}" if cleaned.startswith(".") else cleaned
+
+
+def table_rel(name: str) -> Path:
+    """``db.t`` as ``<db>/<t>`` under the landing root (and the output directory)."""
+    database, _, table = name.partition(".")
+    return Path(safe_part(database), safe_part(table))
