@@ -61,7 +61,8 @@ class DumpStats:
 
 
 def _datetime_text(value: dt.datetime) -> str:
-    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    # not strftime: its %Y does not pad years below 1000 on Linux ('18-04-01')
+    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value:%H:%M:%S}"
     if value.microsecond:
         text += f".{value.microsecond:06d}"
     return text
@@ -90,6 +91,8 @@ class RowChangeFormatter:
         if isinstance(value, dt.timedelta):
             return format_time(value)
         if isinstance(value, InvalidTemporal):
+            if value.epoch is not None:  # a real date of year 0: as SELECT shows it
+                return value.text
             self.stats.invalid_temporals += 1
             return None
         if isinstance(value, UnappliedJsonDiffs):

@@ -151,11 +151,36 @@ def _datetime_text(fields: _Fields, fsp: int) -> str:
     return text
 
 
+_DAYS_TO_YEAR_ZERO = -719528  # 0000-01-01 in days since 1970-01-01 (proleptic Gregorian)
+_DAY_MICROS = 86_400_000_000
+
+
+def _year_zero_days(year: int, month: int, day: int) -> int | None:
+    """Days since 1970-01-01 of a real date of year 0 (a leap year), else None."""
+    if year != 0 or not 1 <= month <= 12 or day < 1:
+        return None
+    try:
+        return _DAYS_TO_YEAR_ZERO + date(2000, month, day).toordinal() - _YEAR_2000_ORDINAL
+    except ValueError:
+        return None
+
+
+_YEAR_2000_ORDINAL = date(2000, 1, 1).toordinal()  # 2000 is a leap year like year 0
+
+
+def _year_zero_micros(fields: _Fields) -> int | None:
+    year, month, day, hour, minute, second, micro = fields
+    days = _year_zero_days(year, month, day)
+    if days is None or hour > 23 or minute > 59 or second > 59 or micro > 999_999:
+        return None
+    return days * _DAY_MICROS + ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro
+
+
 def _make_datetime(fields: _Fields, fsp: int) -> datetime | InvalidTemporal:
     try:
         return datetime(*fields)
     except ValueError:
-        return InvalidTemporal(_datetime_text(fields, fsp))
+        return InvalidTemporal(_datetime_text(fields, fsp), _year_zero_micros(fields))
 
 
 def _zero_timestamp(fsp: int) -> InvalidTemporal:
@@ -195,7 +220,8 @@ def date_converter() -> Callable[[bytes], date | InvalidTemporal]:
         try:
             return date(year, month, day)
         except ValueError:
-            return InvalidTemporal(f"{year:04d}-{month:02d}-{day:02d}")
+            text = f"{year:04d}-{month:02d}-{day:02d}"
+            return InvalidTemporal(text, _year_zero_days(year, month, day))
 
     return convert
 
@@ -226,8 +252,8 @@ def datetime2_converter(fsp: int) -> Callable[[bytes], datetime | InvalidTempora
         try:
             return datetime(year, month, day, hour, minute, second, micro)
         except ValueError:
-            text = _datetime_text((year, month, day, hour, minute, second, micro), fsp)
-            return InvalidTemporal(text)
+            fields = (year, month, day, hour, minute, second, micro)
+            return InvalidTemporal(_datetime_text(fields, fsp), _year_zero_micros(fields))
 
     return convert
 

@@ -12,11 +12,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class InvalidTemporal:
-    """A DATE/DATETIME/TIMESTAMP the server stored that no calendar holds: '0000-00-00',
-    '2020-00-15', ... ``text`` is how MySQL prints it. Sinks write NULL and count it;
-    they never make up a date."""
+    """A DATE/DATETIME/TIMESTAMP the server stored that Python's date/datetime cannot hold:
+    '0000-00-00', '2020-00-15', or a date of year 0 ('0000-01-21', which MySQL allows and
+    SELECT shows). ``text`` is how MySQL prints it. ``epoch``: for a real date of year 0 (the
+    proleptic Gregorian calendar, where year 0 is a leap year), its exact value in days (DATE)
+    or microseconds (DATETIME) since 1970-01-01, which Arrow's date32/timestamp hold; None
+    when no calendar holds it. Sinks land ``epoch`` where the format allows, else NULL, and
+    count what they could not land; they never make up a date."""
 
     text: str
+    epoch: int | None = None
 
 
 class _Absent:

@@ -10,7 +10,8 @@ in its directory is the commit protocol's job.
 
 Values land as the decoder produced them (README "Type mapping"), with these conversions:
 
-* ``InvalidTemporal`` (zero or invalid dates) -> null, counted in ``invalid_temporals``.
+* ``InvalidTemporal`` (zero or invalid dates) -> null, counted in ``invalid_temporals``; a
+  real date of year 0 (``epoch`` set) lands exactly in DATE and DATETIME columns.
 * ``ABSENT`` (a column missing from a partial row image) -> null, and the column's name goes
   into the row's ``_absent`` list (empty for a full image). A writer opened without
   ``with_absent`` refuses such rows (IntegrityError) rather than make them look like NULLs.
@@ -534,6 +535,8 @@ class ParquetTableWriter:
             pass
         cleaned = list(values)
         invalid = 0
+        exact: dict[int, int] = {}  # row -> epoch value of a year-0 date (InvalidTemporal)
+        epoch_type = _EPOCH_STORAGE.get(plan.type)
         for i, value in enumerate(cleaned):
             if value is ABSENT:
                 if mode is _Absent.REFUSE:
@@ -548,7 +551,10 @@ class ParquetTableWriter:
                     absent_rows.append(i)
                 cleaned[i] = None
             elif type(value) is InvalidTemporal:
-                invalid += 1
+                if value.epoch is not None and epoch_type is not None:
+                    exact[i] = value.epoch
+                else:
+                    invalid += 1
                 cleaned[i] = None
             elif type(value) is UnappliedJsonDiffs:
                 raise IntegrityError(
@@ -557,9 +563,13 @@ class ParquetTableWriter:
                     hint=_JSON_DIFF_HINT,
                 )
         try:
-            return _fitting(pa.array(cleaned, type=plan.type)), invalid
+            array = _fitting(pa.array(cleaned, type=plan.type))
         except _CONVERSION_ERRORS as exc:
             self._misfit(plan, cleaned, changes, exc)
+        if exact:
+            assert epoch_type is not None
+            array = _with_epochs(array, epoch_type, exact)
+        return array, invalid
 
     def _misfit(
         self,
@@ -692,6 +702,19 @@ class ParquetTableWriter:
 
 class _TooLarge(Exception):
     """A column of one batch passed Arrow's 2 GiB array limit (pa.array chunked it)."""
+
+
+# date32 and naive timestamp[us] are stored as days / microseconds since 1970-01-01: the
+# epoch values of year-0 dates (which Python's date cannot hold) go in as those
+_EPOCH_STORAGE = {pa.date32(): pa.int32(), pa.timestamp("us"): pa.int64()}
+
+
+def _with_epochs(array: pa.Array, storage: pa.DataType, exact: dict[int, int]) -> pa.Array:
+    """``array`` with the rows of ``exact`` set to those epoch values (they were null)."""
+    raw = array.view(storage).to_pylist()
+    for i, epoch in exact.items():
+        raw[i] = epoch
+    return pa.array(raw, type=storage).view(array.type)
 
 
 def _fitting(array: pa.Array | pa.ChunkedArray) -> pa.Array:

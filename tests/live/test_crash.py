@@ -1,15 +1,21 @@
 """Exactly-once landing through crashes: SIGKILL at random instants and inside each commit
-step, restart each time; at the end the landing zone holds exactly the source's row changes.
+step (the schema-history write included), restart each time; at the end the landing zone holds
+exactly the source's row changes.
 
 Two oracles: the server's binlog, decoded apart from the landing (per table, the multiset of
 (``_op``, row values) must be equal, and every ``_seq`` unique); and the server's tables
 themselves: the state the landed changes add up to (the latest change per primary key by
 ``_seq``, deletes removed) must be exactly what ``SELECT *`` returns, which does not depend
 on our decoder at all.
+
+DDL runs in the stream too (``notes`` gains and loses columns and is truncated): the committed
+schema history must end with exactly the columns the source shows, and each DDL statement must
+be recorded once, in the history and as a lifecycle record of one manifest, whatever the kills.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -24,6 +30,7 @@ import pyarrow.dataset as pads
 import pytest
 
 from replicator.binlog import events as ev
+from replicator.schema.show import load_committed_history
 from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
 from tests.harness.mariadb import MariaDBServer
@@ -36,8 +43,10 @@ TABLES = {
     "items": "id INT, line INT, sku VARCHAR(20), qty BIGINT UNSIGNED, PRIMARY KEY (id, line)",
     "events": "id BIGINT PRIMARY KEY, at DATETIME(6), payload TEXT",
 }
-STEPS = ("data", "manifest", "publish-mid", "publish", "checkpoint")
-MAX_TRANSACTIONS = 6000
+STEPS = ("data", "history-mid", "history", "manifest", "publish-mid", "publish", "checkpoint")
+NOTES = "id INT PRIMARY KEY, v VARCHAR(20)"  # the table DDL runs on (checked by its history)
+DDL_EVERY = 20  # transactions (the history kill points fire only when DDL commits)
+MAX_TRANSACTIONS = 20000  # a cap: the writer runs until the last kill
 
 
 def _config(path: Path, server: MariaDBServer, root: Path) -> Path:
@@ -52,15 +61,30 @@ def _config(path: Path, server: MariaDBServer, root: Path) -> Path:
     return path
 
 
-def _workload(server: MariaDBServer, seed: int, stop: threading.Event, counted: list[int]) -> None:
+def _workload(
+    server: MariaDBServer, seed: int, stop: threading.Event, counted: list[int], ddl: list[str]
+) -> None:
     """Transactions until ``stop`` (at most MAX_TRANSACTIONS), paced so that the daemon is
-    killed and restarted many times while they run; ``counted`` gets how many ran."""
+    killed and restarted many times while they run; ``counted`` gets how many ran, ``ddl``
+    every DDL statement."""
     rng = random.Random(seed)
     conn = server.connect("shop")
     n = 0
+    added: list[str] = []
     try:
         with conn.cursor() as cur:
             while n < MAX_TRANSACTIONS and not stop.is_set():
+                if n % DDL_EVERY == DDL_EVERY - 1:
+                    if len(added) >= 3 or (added and rng.random() < 0.3):
+                        statement = f"ALTER TABLE notes DROP COLUMN {added.pop(0)}"
+                    elif rng.random() < 0.2:
+                        statement = "TRUNCATE TABLE notes"
+                    else:
+                        added.append(f"c{n}")
+                        statement = f"ALTER TABLE notes ADD COLUMN c{n} INT DEFAULT {n}"
+                    cur.execute(statement)
+                    ddl.append(statement)
+                    cur.execute("INSERT INTO notes (id, v) VALUES (%s, 'x')", (n,))
                 cur.execute("BEGIN")
                 for _ in range(rng.randrange(1, 6)):
                     key = rng.randrange(300)
@@ -93,7 +117,7 @@ def _expected(server: MariaDBServer, start_file: str, start_pos: int) -> dict[st
     out: dict[str, Counter] = {name: Counter() for name in TABLES}
     for name in server.binlog_files():
         for event in read_binlog_file(server.binlog_path(name)):
-            if not isinstance(event, ev.RowsEvent) or event.table.schema != "shop":
+            if not isinstance(event, ev.RowsEvent) or event.table.table not in TABLES:
                 continue
             if (name, event.position) < (start_file, start_pos):
                 continue
@@ -159,19 +183,25 @@ def _run(
 def test_sigkill_anywhere_lands_everything_exactly_once(tmp_path: Path) -> None:
     with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
         server.execute("CREATE DATABASE shop")
-        for name, columns in TABLES.items():
+        for name, columns in (*TABLES.items(), ("notes", NOTES)):
             server.execute(f"CREATE TABLE shop.{name} ({columns})")
         status = server.binlog_status()
         root = tmp_path / "landing"
         config = _config(tmp_path / "replicator.yaml", server, root)
         # start where the workload starts
         config.write_text(config.read_text() + f"start:\n  gtid: '{status.gtid_binlog_pos}'\n")
+        # a first batch seeds and commits the schema history before any DDL runs (a history
+        # seeded after DDL it has not seen would not know ``notes`` at the start position)
+        server.execute("INSERT INTO shop.notes (id, v) VALUES (-1, 'before')")
+        log = tmp_path / "run.log"
+        first = _run(config, log, stop_at_end=True)
+        assert first.wait(timeout=120) == 0, log.read_text(errors="replace")[-3000:]
         stop = threading.Event()
         counted: list[int] = []
-        writer = threading.Thread(target=_workload, args=(server, 1, stop, counted))
+        ddl: list[str] = []
+        writer = threading.Thread(target=_workload, args=(server, 1, stop, counted, ddl))
         writer.start()
         rng = random.Random(99)
-        log = tmp_path / "run.log"
         kills = kills_while_writing = 0
         step_kills: Counter = Counter()  # kills the daemon did itself, inside a commit step
         try:
@@ -201,6 +231,13 @@ def test_sigkill_anywhere_lands_everything_exactly_once(tmp_path: Path) -> None:
         assert final.returncode == 0, log.read_text(errors="replace")[-3000:]
         expected = _expected(server, status.file, status.position)
         source = {name: set(server.query(f"SELECT * FROM shop.{name}")) for name in TABLES}
+        notes_columns = [
+            str(row[0])
+            for row in server.query(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'shop' "
+                "AND TABLE_NAME = 'notes' ORDER BY ORDINAL_POSITION"
+            )
+        ]
     landed, seqs = _landed(root)
     assert kills >= 36
     assert kills_while_writing == kills  # every restart had to catch up with a live workload
@@ -213,3 +250,16 @@ def test_sigkill_anywhere_lands_everything_exactly_once(tmp_path: Path) -> None:
         assert len(source[name]) > 50, name
     assert len(seqs) == len(set(seqs))
     assert not list(root.glob("shop/*/.*.tmp"))
+    # the schema history: neither ahead of nor behind the data, each DDL once
+    history = load_committed_history(root)
+    notes = history.catalog.table("shop", "notes")
+    assert notes is not None
+    assert [c.name for c in notes.columns] == notes_columns
+    assert [c.statement for c in history.changes] == ddl
+    records = [
+        record["statement"]
+        for manifest in sorted((root / "_manifests").glob("*.json"))
+        for record in json.loads(manifest.read_text()).get("schema_changes", [])
+    ]
+    assert records == ddl
+    assert len(ddl) >= 10

@@ -84,3 +84,62 @@ def test_live_dump_bad_password_exits_3(tmp_path: Path, mariadb: MariaDBServer) 
     result = _dump("--config", str(config), "--stop-at-end")
     assert result.returncode == 3
     assert "wrong-secret-42" not in result.stderr + result.stdout
+
+
+EARLY_DATES = [
+    # (id, DATE, DATETIME(6)) as written; SELECT shows them the same way
+    (1, "0018-04-01", "0018-04-01 12:34:56"),
+    (2, "0001-01-01", "0001-01-01 00:00:00"),
+    (3, "0999-12-31", "0999-12-31 23:59:59.999999"),
+    (4, "0000-01-21", "0000-01-21 10:11:12.500000"),  # year 0 with a real month and day
+    (5, "0000-02-29", "0000-12-31 23:59:59"),  # MariaDB stores this DATE as 0000-00-00
+    (6, "0000-00-00", "0000-00-00 00:00:00"),  # no calendar holds these: null, counted
+]
+
+
+def _same_instant(text: str | None) -> str | None:
+    """A DATETIME's text with its fraction's trailing zeros dropped (dump prints no fraction
+    for whole seconds, SELECT prints the column's digits)."""
+    return None if text is None else text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _dated(text: str | None) -> str | None:
+    """What dump prints for what SELECT shows: a zero date ('0000-00-00...') is null."""
+    return None if text is None or text.startswith("0000-00-00") else text
+
+
+def test_early_years_and_year_zero_print_as_select_shows_them(tmp_path: Path) -> None:
+    with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
+        server.execute("CREATE DATABASE shop")
+        server.execute("CREATE TABLE shop.d (id INT PRIMARY KEY, d DATE, dt DATETIME(6))")
+        status = server.binlog_status()
+        conn = server.connect("shop")
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = ''")  # zero dates allowed
+            cur.executemany("INSERT INTO d VALUES (%s, %s, %s)", EARLY_DATES)
+            cur.execute("SELECT id, CAST(d AS CHAR), CAST(dt AS CHAR) FROM d ORDER BY id")
+            shown = {int(r[0]): (_dated(r[1]), _dated(_same_instant(r[2]))) for r in cur.fetchall()}
+        conn.close()
+        config = tmp_path / "replicator.yaml"
+        config.write_text(
+            f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+            "  password: replpass\n  server_id: 778\n  heartbeat_seconds: 1\n"
+        )
+        live = _dump(
+            "--config", str(config), "--start-gtid", status.gtid_binlog_pos, "--stop-at-end"
+        )
+        server.flush_binlogs()
+        from_file = _dump("--binlog-file", str(server.binlog_path(status.file)))
+    assert live.returncode == 0, live.stderr
+    assert from_file.returncode == 0, from_file.stderr
+    for output in (live.stdout, from_file.stdout):
+        rows = [json.loads(line) for line in output.splitlines()]
+        printed = {
+            r["after"]["id"]: (r["after"]["d"], _same_instant(r["after"]["dt"]))
+            for r in rows
+            if r.get("table") == "d"
+        }
+        assert printed == shown
+        assert shown[6] == (None, None)  # '0000-00-00' has no date: null, counted
+        assert printed[1] == ("0018-04-01", "0018-04-01 12:34:56")
+        assert printed[4] == ("0000-01-21", "0000-01-21 10:11:12.5")

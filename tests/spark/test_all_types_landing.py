@@ -146,10 +146,10 @@ def _microseconds(value: timedelta) -> int:
 
 # decoder form (the bytes CAST(v AS BINARY(n)) shows) -> the text SELECT prints, for MariaDB's
 # INET4/INET6/UUID values; asked of the server by the landing fixture (never our formatter)
-TEXT_FORMS: dict[bytes, str] = {}
+TEXT_FORMS: dict[tuple[str, bytes], str] = {}  # (type, bytes): '::' and the nil UUID share them
 
 
-def _text_forms(server: MariaDBServer) -> dict[bytes, str]:
+def _text_forms(server: MariaDBServer) -> dict[tuple[str, bytes], str]:
     out = {}
     for c in TABLE_BY_NAME["fixed_binary"].columns:
         size = 4 if c.ddl == "INET4" else 16
@@ -160,7 +160,7 @@ def _text_forms(server: MariaDBServer) -> dict[bytes, str]:
                 f"SELECT CAST(CAST({value} AS {c.ddl}) AS BINARY({size})), "
                 f"CAST(CAST({value} AS {c.ddl}) AS CHAR)"
             )
-            out[bytes(raw)] = str(text)  # type: ignore[arg-type]
+            out[c.ddl, bytes(raw)] = str(text)  # type: ignore[arg-type]
     return out
 
 
@@ -170,7 +170,7 @@ def arrow_value(c: Col, value: object) -> object:
         return None
     if c.kind in ("inet4", "binary16"):
         assert isinstance(value, bytes)
-        return TEXT_FORMS[value]
+        return TEXT_FORMS[c.ddl, value]
     if c.kind == "float":
         assert isinstance(value, float)
         return _float32(value)

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replicator.binlog import temporal
 from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.json_diff import JsonDiff, JsonDiffOperation, UnappliedJsonDiffs
 from replicator.binlog.schema import ColumnDef
@@ -664,3 +665,48 @@ def test_random_rows_round_trip_exactly(rows: list[tuple[object, ...]], group: i
             got = list(zip(*(table.column(f"c{i}").to_pylist() for i in range(9)), strict=True))
             assert got == expected
             assert table.column("_seq").to_pylist() == list(range(len(rows)))
+
+
+def test_year_zero_dates_land_exactly_and_zero_dates_stay_null(tmp_path: Path) -> None:
+    """'0000-01-21' is a real date to MySQL (and SELECT shows it); Python's date cannot hold
+    it, date32/timestamp can: it lands exactly. '0000-00-00' and '2020-00-15' stay null."""
+    date_of = temporal.date_converter()
+    datetime_of = temporal.datetime2_converter(6)
+
+    def packed_date(y: int, m: int, d: int) -> bytes:
+        return (y << 9 | m << 5 | d).to_bytes(3, "little")
+
+    def packed_datetime(y: int, mo: int, d: int, h: int, mi: int, s: int, us: int) -> bytes:
+        ymd = ((y * 13 + mo) << 5) | d
+        whole = ((ymd << 17 | h << 12 | mi << 6 | s) + (1 << 39)) << 24 | us
+        return whole.to_bytes(8, "big")
+
+    dates = [
+        packed_date(0, 1, 21),
+        packed_date(0, 2, 29),
+        packed_date(0, 0, 0),
+        packed_date(2020, 0, 15),
+    ]
+    datetimes = [
+        packed_datetime(0, 1, 21, 10, 11, 12, 5),
+        packed_datetime(0, 12, 31, 23, 59, 59, 999999),
+        packed_datetime(0, 0, 0, 0, 0, 0, 0),
+        packed_datetime(2024, 5, 6, 7, 8, 9, 10),
+    ]
+    rows = [(date_of(d), datetime_of(t)) for d, t in zip(dates, datetimes, strict=True)]
+    assert isinstance(rows[0][0], InvalidTemporal) and rows[0][0].epoch is not None
+    assert rows[2][0] == InvalidTemporal("0000-00-00")  # no calendar holds it
+    version = version_of(col(0, T.DATE), col(1, T.DATETIME2, 6))
+    path = tmp_path / "zero.parquet"
+    written = write(path, version, [change(i, row) for i, row in enumerate(rows)])
+    assert written.invalid_temporals == 3  # 0000-00-00, 2020-00-15, 0000-00-00 00:00:00
+    for table in read_both(path):
+        assert table.column("c0").cast(pa.string()).to_pylist() == [
+            "0000-01-21", "0000-02-29", None, None,
+        ]  # fmt: skip
+        assert table.column("c1").cast(pa.string()).to_pylist() == [
+            "0000-01-21 10:11:12.000005",
+            "0000-12-31 23:59:59.999999",
+            None,
+            "2024-05-06 07:08:09.000010",
+        ]

@@ -25,6 +25,7 @@ def _translate(exc: BaseException) -> ReplicatorError:
     ("code", "message"),
     [
         (1045, "Access denied for user 'repl'@'10.0.0.9' (using password: YES)"),
+        (1698, "Access denied for user 'root'@'localhost'"),  # a unix_socket account over TCP
         (1130, "Host '10.0.0.9' is not allowed to connect to this MariaDB server"),
         (1129, "Host '10.0.0.9' is blocked because of many connection errors"),
         (1227, "Access denied; you need (at least one of) the BINLOG MONITOR privilege(s)"),
@@ -40,6 +41,11 @@ def test_refusals_are_server_refused(code: int, message: str) -> None:
     assert error.exit_code == 3
     assert error.hint
     assert not is_retryable(error)
+
+
+def test_a_login_refused_names_tls_as_a_cause() -> None:
+    error = _translate(pymysql.err.OperationalError(1045, "Access denied for user 'repl'@'h'"))
+    assert "REQUIRE SSL" in (error.hint or "") and "tls.enabled" in (error.hint or "")
 
 
 def test_access_denied_names_what_to_check() -> None:
