@@ -157,6 +157,8 @@ class SinkConfig:
     batch_max_bytes: int = 64 * 1024 * 1024  # ...or this many binlog bytes...
     batch_max_seconds: float = 5.0  # ...or its first transaction is this old
     keep_before_image: bool = False  # updates also carry the before image as `_before`
+    # GEOMETRY columns land as struct<wkb: binary, srid: uint32> instead of WKB alone
+    geometry_srid: bool = False
     compression: str = "zstd"
     row_group_rows: int = 128_000
     # a transaction with more row changes than this streams to staging files instead of

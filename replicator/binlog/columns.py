@@ -28,8 +28,8 @@ the reference reader:
   as an unsigned int.
 * JSON (MySQL binary JSON) -> canonical text via ``json_binary.decode_json_text``. MariaDB
   logs JSON as LONGTEXT, which decodes as text here.
-* GEOMETRY: the stored value is a 4-byte little-endian SRID followed by WKB; the WKB bytes
-  are returned and the SRID is dropped.
+* GEOMETRY: the stored value is a 4-byte little-endian SRID followed by WKB: a ``Geometry``
+  (the WKB bytes, with ``srid``).
 * VECTOR (MySQL 9): little-endian float32 elements -> ``list[float]``.
 * NULL type: no bytes, None.
 
@@ -62,6 +62,7 @@ from .decimal import build_decimal_converter, decimal_size
 from .errors import DecodeError, TruncatedError
 from .json_binary import decode_json_text
 from .schema import ColumnDef
+from .values import Geometry
 
 __all__ = [
     "ColumnDecoder",
@@ -624,7 +625,7 @@ def _geometry(col: ColumnDef) -> ColumnDecoder:
         data, end = read(buf, offset)
         if len(data) < 4:
             raise DecodeError(f"column {label}: GEOMETRY value shorter than its 4-byte SRID")
-        return data[4:], end
+        return Geometry(data[4:], int.from_bytes(data[:4], "little")), end
 
     return decode
 

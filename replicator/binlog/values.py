@@ -24,6 +24,24 @@ class InvalidTemporal:
     epoch: int | None = None
 
 
+class Geometry(bytes):
+    """A GEOMETRY value: its WKB bytes (equal to plain ``bytes`` of the same WKB), with the
+    SRID the server stored before them as ``srid`` (0: none given)."""
+
+    srid: int
+
+    def __new__(cls, wkb: bytes, srid: int = 0) -> Geometry:
+        value = super().__new__(cls, wkb)
+        value.srid = srid
+        return value
+
+    def __reduce__(self) -> tuple[type[Geometry], tuple[bytes, int]]:
+        return Geometry, (bytes(self), self.srid)  # held XA rows are pickled
+
+    def __repr__(self) -> str:
+        return f"Geometry({bytes(self)!r}, srid={self.srid})"
+
+
 class _Absent:
     """Marks a column missing from a partial row image (binlog_row_image=MINIMAL/NOBLOB)."""
 

@@ -21,7 +21,7 @@ read the file with no options and get the decoded value back exactly (DESIGN.md,
 | ENUM / SET, labels unknown | int64 index / bitmask (uint64 for an 8-byte SET) | bigint |
 | BIT(n), n <= 63 / BIT(64) | int64 / uint64 | bigint / decimal(20,0) |
 | JSON (MySQL binary JSON) | string (canonical JSON text) | string |
-| GEOMETRY | binary (WKB) | binary |
+| GEOMETRY | binary (WKB), or (``sink.geometry_srid``) struct<wkb, srid: uint32> | binary / struct |
 | VECTOR | list<float32> | array<float> |
 | NULL | null | int (always null) |
 
@@ -66,6 +66,7 @@ from ..pipeline.changes import TableVersion
 from .fill import landing_fill
 
 __all__ = [
+    "GEOMETRY_SRID",
     "ABSENT_FIELD",
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
@@ -247,8 +248,12 @@ def mysql_type_label(col: ColumnDef) -> str:
         return f"TYPE_{code}"
 
 
-def arrow_field(col: ColumnDef) -> pa.Field:
-    """The Arrow field one table column lands as (always nullable; see the module doc)."""
+GEOMETRY_SRID = pa.struct([pa.field("wkb", pa.binary()), pa.field("srid", pa.uint32())])
+
+
+def arrow_field(col: ColumnDef, *, geometry_srid: bool = False) -> pa.Field:
+    """The Arrow field one table column lands as (always nullable; see the module doc).
+    ``geometry_srid``: GEOMETRY as ``struct<wkb, srid>`` (``sink.geometry_srid``)."""
     code = real_type(col)
     mapping = _MAPPINGS.get(code)
     if mapping is None:
@@ -265,6 +270,8 @@ def arrow_field(col: ColumnDef) -> pa.Field:
     if fill is not None:
         metadata[FIELD_FILL_KEY] = json.dumps(fill, sort_keys=True).encode()
     data_type = pa.string() if col.text_form is not None else mapping(resolved)
+    if geometry_srid and code == ColumnType.GEOMETRY:
+        data_type = GEOMETRY_SRID
     return pa.field(column_name(col), data_type, nullable=True, metadata=metadata)
 
 
@@ -295,14 +302,16 @@ def schema_version(version: TableVersion) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def arrow_schema(version: TableVersion, *, with_before: bool, with_absent: bool) -> pa.Schema:
+def arrow_schema(
+    version: TableVersion, *, with_before: bool, with_absent: bool, geometry_srid: bool = False
+) -> pa.Schema:
     """The schema of one landing-zone file for ``version``: the table's fields, the
     metadata fields, then ``_before`` and ``_absent`` when asked for.
 
     Raises SinkError when a column name clashes with another (Spark resolves names without
     regard to case) or with a metadata column: the file would not be readable.
     """
-    fields = [arrow_field(col) for col in version.columns]
+    fields = [arrow_field(col, geometry_srid=geometry_srid) for col in version.columns]
     extra = list(METADATA_FIELDS)
     if with_before:  # field ids only once in a file: on the table's own columns
         inner = [f.with_metadata({FIELD_TYPE_KEY: f.metadata[FIELD_TYPE_KEY]}) for f in fields]

@@ -280,6 +280,7 @@ class LandingZone:
             with_before_key=True,  # updates name the row they change (parquet_writer)
             row_group_rows=self.cfg.row_group_rows,
             compression=self.cfg.compression,
+            geometry_srid=self.cfg.geometry_srid,
         )
         return _TableFile(version, temp, directory / name, writer)
 

@@ -71,12 +71,13 @@ from ..binlog import native
 from ..binlog.constants import ColumnType
 from ..binlog.json_diff import UnappliedJsonDiffs
 from ..binlog.schema import ColumnDef
-from ..binlog.values import ABSENT, InvalidTemporal
+from ..binlog.values import ABSENT, Geometry, InvalidTemporal
 from ..errors import ConfigError, IntegrityError, InternalError, SinkError
 from ..pipeline.changes import Change, ChunkRun, RowChange, TableVersion, last_seq
 from .arrow_types import (
     ABSENT_TYPE,
     BEFORE_FIELD,
+    GEOMETRY_SRID,
     METADATA_FIELDS,
     arrow_field,
     arrow_schema,
@@ -143,11 +144,18 @@ def identity(version: TableVersion) -> tuple[tuple[int, ...], bool]:
     return tuple(range(len(version.columns))), False
 
 
-def _plan(col: ColumnDef) -> _ColumnPlan:
-    field = arrow_field(col)
+def _plan(col: ColumnDef, geometry_srid: bool) -> _ColumnPlan:
+    field = arrow_field(col, geometry_srid=geometry_srid)
     if col.type == ColumnType.NEWDECIMAL and pa.types.is_string(field.type):
         return _ColumnPlan(field.name, field.type, _decimal_text)
+    if field.type == GEOMETRY_SRID:
+        return _ColumnPlan(field.name, field.type, _geometry_srid)
     return _ColumnPlan(field.name, field.type, None, native.arrow_kind(field.type))
+
+
+def _geometry_srid(values: Sequence[object]) -> list[object]:
+    """GEOMETRY values (``Geometry``: WKB with its SRID) as ``struct<wkb, srid>`` items."""
+    return [{"wkb": bytes(v), "srid": v.srid} if isinstance(v, Geometry) else v for v in values]
 
 
 def _native_arrays(
@@ -212,6 +220,7 @@ class ParquetTableWriter:
         row_group_rows: int = 128_000,
         row_group_bytes: int = 128 << 20,
         compression: str = "zstd",
+        geometry_srid: bool = False,
     ) -> None:
         if row_group_rows < 1:
             raise InternalError(f"row_group_rows must be positive, not {row_group_rows}")
@@ -223,10 +232,15 @@ class ParquetTableWriter:
         self.row_group_rows = row_group_rows
         self.row_group_bytes = row_group_bytes
         self.with_before_key = with_before_key
-        self._plans = tuple(_plan(col) for col in version.columns)
+        self._plans = tuple(_plan(col, geometry_srid) for col in version.columns)
         self._key, keyed = identity(version)
         self.schema = _with_identity(
-            arrow_schema(version, with_before=with_before, with_absent=with_absent),
+            arrow_schema(
+                version,
+                with_before=with_before,
+                with_absent=with_absent,
+                geometry_srid=geometry_srid,
+            ),
             version,
             [self._plans[pos] for pos in self._key] if keyed else [],
             [self._plans[pos] for pos in self._key] if with_before_key else None,

@@ -29,7 +29,7 @@ from replicator.binlog.errors import DecodeError, TruncatedError
 from replicator.binlog.json_binary import decode_json_text, encode_json_value
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.temporal import encode_datetime2, encode_time2
-from replicator.binlog.values import InvalidTemporal
+from replicator.binlog.values import Geometry, InvalidTemporal
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "binlog-corpus"
 GO_MYSQL_VECTORS = CORPUS / "go-mysql" / "test-vectors.json"
@@ -317,10 +317,12 @@ def test_mariadb_json_is_text() -> None:
     assert decode(column, (9).to_bytes(4, "little") + b'{"foo":1}') == '{"foo":1}'
 
 
-def test_geometry_drops_the_srid() -> None:
+def test_geometry_is_its_wkb_with_the_srid_beside() -> None:
     wkb = b"\x01\x01\x00\x00\x00" + struct.pack("<dd", 1.0, 2.0)  # POINT(1 2)
     stored = (4326).to_bytes(4, "little") + wkb
-    assert decode(col(T.GEOMETRY, 4), len(stored).to_bytes(4, "little") + stored) == wkb
+    value = decode(col(T.GEOMETRY, 4), len(stored).to_bytes(4, "little") + stored)
+    assert value == wkb
+    assert isinstance(value, Geometry) and value.srid == 4326
     with pytest.raises(DecodeError, match="SRID"):
         build_decoder(col(T.GEOMETRY, 4))(b"\x02\x00\x00\x00\x00\x00", 0)
 

@@ -24,7 +24,7 @@ from replicator.binlog import temporal
 from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.json_diff import JsonDiff, JsonDiffOperation, UnappliedJsonDiffs
 from replicator.binlog.schema import ColumnDef
-from replicator.binlog.values import ABSENT, InvalidTemporal
+from replicator.binlog.values import ABSENT, Geometry, InvalidTemporal
 from replicator.errors import ConfigError, IntegrityError, InternalError, SinkError
 from replicator.pipeline.changes import RowChange, TableVersion
 from replicator.sink.arrow_types import (
@@ -710,3 +710,31 @@ def test_year_zero_dates_land_exactly_and_zero_dates_stay_null(tmp_path: Path) -
             None,
             "2024-05-06 07:08:09.000010",
         ]
+
+
+def test_geometry_lands_with_its_srid_when_asked(tmp_path: Path) -> None:
+    version = version_of(col(0, T.GEOMETRY, 4))
+    rows = [(Geometry(WKB_POINT, 4326),), (None,), (Geometry(WKB_POINT, 0),)]
+    changes = [change(i, row) for i, row in enumerate(rows)]
+    plain = write(tmp_path / "plain.parquet", version, changes)
+    kept = write(tmp_path / "srid.parquet", version, changes, geometry_srid=True)
+    assert plain.rows == kept.rows == 3
+    assert pq.read_table(tmp_path / "plain.parquet").column("c0").to_pylist() == [
+        WKB_POINT, None, WKB_POINT,
+    ]  # fmt: skip
+    for table in read_both(tmp_path / "srid.parquet"):
+        assert table.schema.field("c0").type == pa.struct(
+            [pa.field("wkb", pa.binary()), pa.field("srid", pa.uint32())]
+        )
+        assert table.column("c0").to_pylist() == [
+            {"wkb": WKB_POINT, "srid": 4326}, None, {"wkb": WKB_POINT, "srid": 0},
+        ]  # fmt: skip
+
+
+def test_geometry_values_equal_their_wkb_and_keep_the_srid_through_pickle() -> None:
+    import pickle
+
+    value = Geometry(WKB_POINT, 3857)
+    assert value == WKB_POINT and hash(value) == hash(WKB_POINT)
+    again = pickle.loads(pickle.dumps(value))
+    assert (type(again), bytes(again), again.srid) == (Geometry, WKB_POINT, 3857)
