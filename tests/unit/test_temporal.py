@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -248,7 +249,17 @@ def invalid_datetimes(draw: st.DrawFn, fsp: int) -> InvalidTemporal:
     text = f"{year:04d}-{month:02d}-{day:02d} {clock[0]:02d}:{clock[1]:02d}:{clock[2]:02d}"
     if fsp:
         text += "." + str(draw(st.integers(0, 10**fsp - 1))).zfill(fsp)
-    return InvalidTemporal(text)
+    return InvalidTemporal(text, _arrow_micros(text) if year == 0 else None)
+
+
+def _arrow_micros(text: str) -> int | None:
+    """Arrow's own reading of a year-0 datetime (proleptic Gregorian), the oracle for
+    ``InvalidTemporal.epoch``; None where Arrow holds no such date (0000-02-31, month 0)."""
+    try:
+        value = pa.array([text]).cast(pa.timestamp("us")).view(pa.int64())[0].as_py()
+    except pa.ArrowInvalid:
+        return None
+    return int(value)
 
 
 @st.composite
