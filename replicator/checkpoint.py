@@ -9,13 +9,12 @@ the old or the new checkpoint, never a torn one.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import durable
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from .source.protocol import StreamPosition
@@ -23,33 +22,11 @@ from .source.protocol import StreamPosition
 FORMAT_VERSION = 1
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a directory's entries (renames, new files) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise SinkError(
-            f"cannot write {path}: {exc.strerror}",
-            hint="check free space and permissions of the landing zone; nothing was lost",
-        ) from exc
+    """Replace ``path`` with ``data`` atomically and durably (``durable.write_atomic``)."""
+    durable.write_atomic(
+        path, data, hint="check free space and permissions of the landing zone; nothing was lost"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from .binlog import events as ev
 from .binlog.json_binary import json_to_text
 from .binlog.json_diff import UnappliedJsonDiffs
 from .binlog.transaction import Transaction
-from .binlog.values import ABSENT, InvalidTemporal
+from .binlog.values import ABSENT, Geometry, InvalidTemporal
 from .config import SourceConfig
 from .source.protocol import StreamPosition
 from .source.schema import InformationSchemaLookup
@@ -80,6 +80,8 @@ class RowChangeFormatter:
             return value
         if isinstance(value, Decimal):
             return format(value, "f")
+        if isinstance(value, Geometry):  # WKB with the SRID the server stored
+            return {"base64": base64.b64encode(value).decode("ascii"), "srid": value.srid}
         if isinstance(value, (bytes, bytearray, memoryview)):
             return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
         if isinstance(value, dt.datetime):

@@ -46,13 +46,13 @@ from typing import Any
 from ..checkpoint import (
     Checkpoint,
     CheckpointStore,
-    fsync_dir,
     now_iso,
     position_from_json,
     position_to_json,
     write_atomic,
 )
 from ..config import SinkConfig
+from ..durable import fsync_dir
 from ..errors import IntegrityError, SinkError
 from ..pipeline.changes import Change, HeldXa, TableVersion, rows_in
 from ..schema.history import SchemaHistory

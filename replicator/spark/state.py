@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..durable import fsync_dir, write_atomic
 from ..errors import ConfigError, SinkError
-from .durable import fsync_dir, write_atomic
 
 __all__ = [
     "STATE_FILE",

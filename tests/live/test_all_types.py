@@ -32,7 +32,7 @@ from pymysql.converters import escape_string
 
 from replicator.binlog.events import RowsEvent, RowsKind, TableMapEvent
 from replicator.binlog.schema import TableSchema
-from replicator.binlog.values import InvalidTemporal
+from replicator.binlog.values import Geometry, InvalidTemporal
 from replicator.source.binlog_file import read_binlog_file
 from replicator.source.schema import parse_columns
 from tests.harness.mariadb import MariaDBServer, mariadbd_version
@@ -603,7 +603,8 @@ SELECT_EXPR: dict[str, str] = {
     "datetime": "CAST({} AS CHAR)",
     "timestamp": "CAST({} AS CHAR)",  # session time_zone is +00:00
     "time": "CAST({} AS CHAR)",
-    "geometry": "ST_AsBinary({})",
+    # the SRID (ten digits) then the WKB, both as the server's functions give them
+    "geometry": "CONCAT(LPAD(ST_SRID({0}), 10, '0'), ST_AsBinary({0}))",
     "inet4": "CAST({} AS BINARY(4))",
     "binary16": "CAST({} AS BINARY(16))",
 }
@@ -663,7 +664,7 @@ CONVERT: dict[str, Callable[[Any], object]] = {
     "time": _time,
     "text": lambda v: _need(v, str),
     "bytes": lambda v: _need(v, bytes),
-    "geometry": lambda v: _need(v, bytes),
+    "geometry": lambda v: Geometry(_need(v, bytes)[10:], int(v[:10])),
     "inet4": lambda v: _need(v, bytes),
     "binary16": lambda v: _need(v, bytes),
 }
@@ -689,6 +690,8 @@ def canonical(value: object) -> object:
         return ("Decimal", str(value))
     if isinstance(value, datetime):
         return ("datetime", value.isoformat(), str(value.tzinfo))
+    if isinstance(value, Geometry):
+        return ("Geometry", bytes(value), value.srid)
     return (type(value).__name__, value)
 
 

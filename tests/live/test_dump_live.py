@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -112,11 +113,19 @@ def test_early_years_and_year_zero_print_as_select_shows_them(tmp_path: Path) ->
     with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
         server.execute("CREATE DATABASE shop")
         server.execute("CREATE TABLE shop.d (id INT PRIMARY KEY, d DATE, dt DATETIME(6))")
+        server.execute("CREATE TABLE shop.g (id INT PRIMARY KEY, shape GEOMETRY)")
         status = server.binlog_status()
         conn = server.connect("shop")
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_mode = ''")  # zero dates allowed
             cur.executemany("INSERT INTO d VALUES (%s, %s, %s)", EARLY_DATES)
+            cur.execute("INSERT INTO g VALUES (1, ST_GeomFromText('POINT(1 2)', 4326))")
+            cur.execute("INSERT INTO g VALUES (2, ST_GeomFromText('POINT(3 4)'))")
+            cur.execute("SELECT id, ST_AsBinary(shape), ST_SRID(shape) FROM g")
+            shapes = {
+                int(r[0]): {"base64": base64.b64encode(r[1]).decode(), "srid": int(r[2])}
+                for r in cur.fetchall()
+            }
             cur.execute("SELECT id, CAST(d AS CHAR), CAST(dt AS CHAR) FROM d ORDER BY id")
             shown = {int(r[0]): (_dated(r[1]), _dated(_same_instant(r[2]))) for r in cur.fetchall()}
         conn.close()
@@ -141,5 +150,8 @@ def test_early_years_and_year_zero_print_as_select_shows_them(tmp_path: Path) ->
         }
         assert printed == shown
         assert shown[6] == (None, None)  # '0000-00-00' has no date: null, counted
+        geometry = {r["after"]["id"]: r["after"]["shape"] for r in rows if r.get("table") == "g"}
+        assert geometry == shapes
+        assert shapes[1]["srid"] == 4326
         assert printed[1] == ("0018-04-01", "0018-04-01 12:34:56")
         assert printed[4] == ("0000-01-21", "0000-01-21 10:11:12.5")

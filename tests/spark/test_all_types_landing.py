@@ -171,6 +171,9 @@ def arrow_value(c: Col, value: object) -> object:
     if c.kind in ("inet4", "binary16"):
         assert isinstance(value, bytes)
         return TEXT_FORMS[c.ddl, value]
+    if c.kind == "geometry":  # WKB alone (sink.geometry_srid is off here)
+        assert isinstance(value, bytes)
+        return bytes(value)
     if c.kind == "float":
         assert isinstance(value, float)
         return _float32(value)

@@ -1,8 +1,8 @@
-"""Durable writes of the output directory's small files (state JSON, tombstones, links).
+"""Durable writes of small files: the daemon's checkpoint, the Spark side's state and links.
 
-The same two steps as the daemon's checkpoint (``replicator.checkpoint``), kept here so that
-``spark/`` imports nothing of the daemon (``contract`` says why): write under a hidden temp
-name, fsync, ``rename(2)`` over the target, fsync the directory.
+Write under a hidden temp name, fsync, ``rename(2)`` over the target, fsync the directory.
+It imports nothing of ours but ``errors``, so both sides use it (``spark/`` imports nothing of
+the daemon: ``spark.contract`` says why).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from ..errors import SinkError
+from .errors import SinkError
 
 __all__ = ["fsync_dir", "write_atomic"]
 
@@ -25,8 +25,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably."""
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    hint: str = "check free space and permissions of the output directory",
+) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (``SinkError`` with ``hint``)."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -41,5 +46,5 @@ def write_atomic(path: Path, data: bytes) -> None:
             tmp.unlink()
         raise SinkError(
             f"cannot write {path}: {exc.strerror}",
-            hint="check free space and permissions of the output directory",
+            hint=hint,
         ) from exc
