@@ -1,13 +1,17 @@
 """The landing zone's commit protocol: every committed transaction lands exactly once.
 
-Layout (DESIGN.md): ``<root>/<database>/<table>/part-<first _seq>.parquet`` data files,
-``<root>/_manifests/<batch>.json`` commit records, ``<root>/_state/checkpoint.json``. Names
-starting with ``_`` or ``.`` are invisible to Spark.
+Layout (README, "the landing zone"): ``<root>/<database>/<table>/part-<first _seq>.parquet``
+data files, ``<root>/_manifests/<batch>.json`` commit records, ``<root>/_state/checkpoint.json``,
+``<root>/_schema/history-<batch>.json`` the schema history. Names starting with ``_`` or ``.``
+are invisible to Spark.
 
 A batch commits in these steps (each a named fault-injection point for the crash tests):
 
 1. ``data``: every table's rows are written to hidden temp files ``.part-<seq>.parquet.tmp``
-   in the table's directory, each fsync'd, then the directories.
+   in the table's directory, each fsync'd, then the directories; when the batch holds DDL,
+   the schema history as of its end is written to ``_schema/history-<batch>.json`` (fsync'd,
+   fault points ``history-mid`` and ``history``). A history file no manifest names is deleted
+   at recovery, so the history is never ahead of or behind the data.
 2. ``manifest``: the manifest (files, row counts, start and end positions, GTID state, seq
    range) is written atomically and fsync'd. **This is the commit point.**
 3. ``publish``: each temp file is renamed to its final name; directories fsync'd.
