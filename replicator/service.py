@@ -43,8 +43,8 @@ from .sink.lane import column_spec
 from .sink.lock import LandingLock
 from .source.connection import describe_source, open_connection
 from .source.errors import SourceUnavailableError
-from .source.protocol import StreamPosition, covers, start_position
-from .source.seeding import seed_history
+from .source.protocol import StreamPosition, covers, is_past, start_position
+from .source.seeding import apply_skipped_ddl, seed_history
 from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
 
@@ -171,6 +171,11 @@ class Service:
             dropped = history.rewind(lambda p: covers(at, p.file, p.position, p.gtid))
             if dropped:
                 log.info("schema history rewound", changes_dropped=dropped, to=at.describe())
+            end = self.zone.committed_end
+            if not dropped and end is not None and not is_past(end, start):
+                # `checkpoint set` moved the stream forward: the skipped range's DDL
+                wants = TableFilter(self.config.filters).wants
+                dropped = await apply_skipped_ddl(self.config.source, history, end, start, wants)
             return history, start, dropped > 0
         delay = self.config.source.reconnect_initial_delay
         attempt = 0

@@ -567,6 +567,8 @@ class Pipeline:
             return
         batch = self._open()
         ts = _commit_time(item, item.timestamp)
+        records = len(self._records)
+        changes = 0 if self.history is None else len(self.history.changes)
         try:
             if item.ending.startswith("xa_"):
                 groups = self._xa(item, ts)
@@ -574,7 +576,11 @@ class Pipeline:
                 groups = self._changes(item, item.events, ts)
         except StatementLoggedError:
             # every transaction before it lands, so the landing zone stops exactly before the
-            # statement (nothing of this transaction was staged)
+            # statement: nothing of this transaction was staged, and a DDL it held before the
+            # statement is taken back (its record and history change would land without it)
+            del self._records[records:]
+            if self.history is not None:
+                self.history.truncate(changes)
             await self.commit()
             raise
         await self._stage(batch, groups)

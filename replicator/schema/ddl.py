@@ -79,6 +79,9 @@ class Context:
     ansi_quotes: bool = False  # sql_mode ANSI_QUOTES: "x" is an identifier
     server_charset: str | None = None  # character_set_server when the statement ran
     strict: bool = False  # sql_mode STRICT_*: a value that does not fit fails the statement
+    # the default database's character set when the statement ran (collation_database): exact
+    # for tables created in it, also when the history's copy of the database is of a later time
+    database_charset: str | None = None
 
 
 class DdlError(Exception):
@@ -1008,9 +1011,19 @@ class _Run:
         self.effects.append(effect)
         self.catalog = apply_effect(self.catalog, effect)
 
-    def database_defaults(self, db: str) -> _Defaults:
+    def database_defaults(self, db: str, table: TableName) -> _Defaults:
+        """The default character set of tables created in ``db`` now; a database whose
+        charset at this position is unknown (``Database.charset`` None) stops for ``table``."""
+        if db == self.context.default_db and self.context.database_charset is not None:
+            return _Defaults(_charset_alias(self.context.database_charset, self.traits), None)
         found = self.catalog.databases.get(db)
-        if found is not None and found.charset is not None:
+        if found is not None and found.charset is None:
+            raise DdlError(
+                f"the default character set of database {db} at this position is not known "
+                "(the schema history was seeded after it changed)",
+                [table],
+            )
+        if found is not None:
             return _Defaults(found.charset, found.collation)
         return _Defaults(self.context.server_charset, None)
 
@@ -1111,7 +1124,7 @@ def _create(run: _Run) -> None:
         )
     if not specs:
         raise DdlError("CREATE TABLE without columns", [name])
-    defaults = run.database_defaults(name[0])
+    defaults = run.database_defaults(name[0], name)
     if charset is not None or collation is not None:
         charset = charset or (None if collation is None else _collation_charset(collation))
         defaults = _Defaults(_charset_alias(charset, run.traits), collation)
@@ -1655,7 +1668,7 @@ def _convert(run: _Run, state: _Altering, name: TableName) -> None:
     charset = _charset_name(parser)
     collation = _charset_name(parser) if parser.accept("COLLATE") else None
     if charset == "default":
-        charset = run.database_defaults(name[0]).charset or "utf8mb4"
+        charset = run.database_defaults(name[0], name).charset or "utf8mb4"
     charset = _charset_alias(charset, run.traits) or charset
     state.charset, state.collation = charset, collation
     for i, column in enumerate(state.columns):
@@ -1698,8 +1711,9 @@ def _alter_database(run: _Run) -> None:
     if charset is None and collation is not None:
         charset = _collation_charset(collation)
     after = Database(name, _charset_alias(charset, run.traits), collation)
-    if after != before:
-        run.add(DatabaseAltered(before, after))
+    # an effect even when the catalog already shows this charset: a catalog read later than
+    # the statement (a seed being fitted to an earlier start) must learn that it changed here
+    run.add(DatabaseAltered(before, after))
 
 
 # -- what an ALTER does to stored values ------------------------------------------------

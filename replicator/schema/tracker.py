@@ -26,6 +26,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import structlog
+
 from ..binlog import events as ev
 from ..binlog.charsets import charset_for_collation
 from ..binlog.parser import query_status
@@ -36,6 +38,7 @@ from .history import Effect, Forgotten, Point, SchemaChange, SchemaHistory
 from .model import Column, Table
 
 Replicated = Callable[[str, str], bool]
+log = structlog.get_logger("replicator")
 
 # statements that never change a table, skipped without parsing (transaction control)
 _NOT_DDL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA ")
@@ -82,9 +85,14 @@ class SchemaTracker:
 
     exact = True  # the lookups describe the table at the event being decoded
 
-    def __init__(self, history: SchemaHistory, replicated: Replicated) -> None:
+    def __init__(
+        self, history: SchemaHistory, replicated: Replicated, *, skipping: bool = False
+    ) -> None:
         self.history = history
         self.replicated = replicated
+        # applying the DDL of a range `checkpoint set` skipped: a statement that rewrote rows
+        # unlogged is the one the user chose to skip, so it is logged, not a stop
+        self.skipping = skipping
         self.generation = 0  # bumped at every change: decodes cached before are stale
         self._mark = len(history.changes)
         self._gtid: str | None = None
@@ -111,9 +119,29 @@ class SchemaTracker:
             self._changed()
         self._gtid = None
 
+    def discard_open(self, current: ev.Event) -> None:
+        """The assembler dropped an incomplete group (no XID/COMMIT came): forget the DDL it
+        applied since the mark. ``current`` is the event that made the drop; when it is a DDL
+        statement itself, it was applied on top of the dropped group's and cannot be told
+        apart safely, so the stream stops."""
+        if isinstance(current, SchemaChangeEvent):
+            raise IntegrityError(
+                f"an incomplete transaction was dropped at {current.file}:{current.position}, "
+                "where a DDL statement begins: the schema history cannot be rebuilt exactly",
+                hint="start replicator again (it resumes after the last complete transaction)",
+            )
+        if len(self.history.changes) > self._mark:
+            self.history.truncate(self._mark)
+            self._changed()
+
     def _changed(self) -> None:
         self.generation += 1
         self._cache.clear()
+
+    def apply(self, event: ev.QueryEvent, gtid: str | None) -> ev.Event:
+        """A QUERY event of transaction ``gtid`` read apart from the stream (a DDL scan)."""
+        self._gtid = gtid
+        return self.on_event(event)
 
     def on_event(self, event: ev.Event) -> ev.Event:
         """Follow one decoded event; a DDL QUERY comes back as a ``SchemaChangeEvent``."""
@@ -139,13 +167,22 @@ class SchemaTracker:
         try:
             _, effects = ddl.apply_ddl(self.history.catalog, event.query, context)
         except ddl.DdlError as exc:
-            effects = self._not_understood(exc, point)
+            effects = self._not_understood(exc, point, event.query)
         if not effects:
             return event
         for effect in effects:
             if isinstance(effect, ddl.Unrepresentable) and self.replicated(
                 effect.table.schema, effect.table.name
             ):
+                if self.skipping:
+                    log.warning(
+                        "skipped a statement that rewrote rows unlogged",
+                        table=effect.table.qualified,
+                        at=point.describe(),
+                        reason=effect.reason,
+                        statement=_shown(event.query),
+                    )
+                    continue
                 raise IntegrityError(
                     f"{effect.table.qualified} at {point.describe()}: {effect.reason}: "
                     f"{_shown(event.query)!r}",
@@ -158,14 +195,14 @@ class SchemaTracker:
         fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(ev.QueryEvent)}
         return SchemaChangeEvent(**fields, change=change)
 
-    def _not_understood(self, exc: ddl.DdlError, point: Point) -> list[Forgotten]:
+    def _not_understood(self, exc: ddl.DdlError, point: Point, statement: str) -> list[Forgotten]:
         """A statement the parser refused: stop if it may touch a replicated table, else
         forget the (unreplicated) tables it names."""
         tables = exc.tables
         if tables is None or any(self.replicated(db, t) for db, t in tables):
             raise IntegrityError(
                 f"DDL statement at {point.describe()} cannot be applied to the schema "
-                f"history: {exc}",
+                f"history: {exc}: {_shown(statement)!r}",
                 hint="replicator does not guess a table's columns: report the statement; to "
                 "go on, start a new landing zone after this position (its history is then "
                 "read from the server), or exclude the table with filters.exclude",
@@ -181,12 +218,13 @@ _STRICT = (1 << 21) | (1 << 22)
 def context_of(event: ev.QueryEvent) -> ddl.Context:
     """What the DDL parser needs from a QUERY event besides the statement."""
     status = query_status(event.status_vars)
-    server = status.collation_server
+    server, database = status.collation_server, status.collation_database
     return ddl.Context(
         default_db=event.schema or None,
         ansi_quotes=status.ansi_quotes,
         server_charset=None if server is None else charset_for_collation(server),
         strict=bool((status.sql_mode or 0) & _STRICT),
+        database_charset=None if database is None else charset_for_collation(database),
     )
 
 

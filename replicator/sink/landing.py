@@ -255,6 +255,9 @@ class LandingZone:
         self.last_manifest: dict[str, Any] | None = None
         # the schema history file the last committed manifest names (relative to root)
         self.history: str | None = None
+        # where the last committed batch ended (the schema history holds as of there); set by
+        # recover()
+        self.committed_end: StreamPosition | None = None
 
     def manifest_path(self, batch: int) -> Path:
         return self.root / MANIFESTS / f"{batch:020d}.json"
@@ -459,6 +462,10 @@ class LandingZone:
         self.drop_held_except(checkpoint.xa_pending)
         self.history = manifests[-1].data.get("schema_history") if manifests else None
         self.drop_histories_except(self.history)
+        last = manifests[-1] if manifests else None
+        self.committed_end = (
+            None if last is None else position_from_json(last.data["end"], str(last.path))
+        )
         return checkpoint
 
     def _check_checkpoint(self, checkpoint: Checkpoint, manifests: list[Manifest]) -> None:

@@ -20,6 +20,7 @@ For a start given as a file and position on MariaDB, the GTID state there is loo
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pymysql
@@ -29,14 +30,15 @@ from ..binlog import events as ev
 from ..binlog.gtid import MariadbGtidPosition
 from ..binlog.transaction import Transaction, TransactionPart
 from ..config import SourceConfig
+from ..errors import IntegrityError
 from ..schema import ddl
 from ..schema.history import Point, SchemaHistory
 from ..schema.model import Catalog
-from ..schema.tracker import context_of
+from ..schema.tracker import SchemaTracker, context_of
 from .catalog import read_catalog, read_traits
 from .connection import open_connection
 from .errors import SourceUnavailableError
-from .protocol import StreamPosition, position_reached
+from .protocol import StreamPosition, is_past, position_reached
 from .server_info import server_info
 from .stream import ReplicaStream, server_facts
 
@@ -89,6 +91,42 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
     return Seed(SchemaHistory(catalog, point), start, unknown)
 
 
+async def apply_skipped_ddl(
+    cfg: SourceConfig,
+    history: SchemaHistory,
+    end: StreamPosition,
+    start: StreamPosition,
+    replicated: Callable[[str, str], bool],
+) -> int:
+    """``checkpoint set`` moved the stream forward from ``end`` (where the last batch, and so
+    the history, ended) to ``start``: the DDL of the range it skips is read from the binlog
+    and applied, so the history holds at ``start``. Returns how many changes it recorded."""
+    conn = open_connection(cfg)
+    try:
+        now = server_facts(server_info(conn)).end
+    finally:
+        with contextlib.suppress(pymysql.err.Error):
+            conn.close()
+    if not is_past(now, start):  # the scan would wait for transactions never written
+        raise IntegrityError(
+            f"the checkpoint's position {start.describe()} is past the end of the source's "
+            f"binlog ({now.describe()})",
+            hint="`replicator checkpoint set` to a position the source has written",
+        )
+    tracker = SchemaTracker(history, replicated, skipping=True)
+    before = len(history.changes)
+    for point, event in await scan_ddl(cfg, end, start):
+        tracker.apply(event, point.gtid)
+    applied = len(history.changes) - before
+    log.info(
+        "schema history advanced over a skipped range",
+        changes=applied,
+        start=end.describe(),
+        end=start.describe(),
+    )
+    return applied
+
+
 def _before(start: StreamPosition, end: StreamPosition) -> bool:
     """True when ``start`` is before ``end`` (by GTID state when both have one)."""
     if start.mariadb_gtid is not None and end.mariadb_gtid is not None:
@@ -137,6 +175,7 @@ def fit_to_start(
     work = Catalog(traits=catalog.traits, databases=dict(catalog.databases))
     seen: set[tuple[str, str]] = set()
     unknown: list[tuple[str, str]] = []
+    redefined: set[str] = set()  # databases whose default charset changed in the range
 
     def touch(key: tuple[str, str], created: bool) -> None:
         if key not in seen:
@@ -154,8 +193,20 @@ def fit_to_start(
         for effect in effects:
             for key, created in _touched(effect, catalog):
                 touch(key, created)
+            if isinstance(effect, (ddl.DatabaseAltered, ddl.DatabaseDropped)):
+                redefined.add(
+                    effect.after.name
+                    if isinstance(effect, ddl.DatabaseAltered)
+                    else effect.database.name
+                )
     tables = {k: t for k, t in catalog.tables.items() if k not in seen}
-    return replace(catalog, tables=tables), tuple(unknown)
+    # a database whose default charset changed in the range had another one at the start,
+    # which the catalog no longer shows: unknown (a CREATE TABLE needing it stops)
+    databases = {
+        name: replace(db, charset=None, collation=None) if name in redefined else db
+        for name, db in catalog.databases.items()
+    }
+    return replace(catalog, tables=tables, databases=databases), tuple(unknown)
 
 
 def _touched(effect: object, catalog: Catalog) -> list[tuple[tuple[str, str], bool]]:

@@ -566,9 +566,7 @@ class ReplicaStream:
                 events_here += 1
                 code = event.header.type_code
                 by_type[code] = by_type.get(code, 0) + 1
-                if tracker is not None:
-                    event = tracker.on_event(event)  # DDL applied before the next decode
-                for item in assembler.feed(event):
+                for item in feed(assembler, tracker, event):
                     if not self._hand_over(item, assembler):
                         return False
                     if end is not None and self._reached(item, assembler, end):
@@ -617,9 +615,12 @@ class ReplicaStream:
         if assembler.in_transaction:
             return False
         if isinstance(item, Transaction):
-            return _gtid_covers(self.position, end) or position_reached(
-                item.end_file, item.end_position, end.file, end.position
+            return _gtid_covers(self.position, end) or bool(
+                end.file
+                and position_reached(item.end_file, item.end_position, end.file, end.position)
             )
+        if not end.file:  # an end given as GTIDs only: reached by transactions alone
+            return False
         if isinstance(item, ev.HeartbeatEvent) and item.log_file:
             return position_reached(item.log_file, item.log_position, end.file, end.position)
         if isinstance(item, ev.Event) and item.header.log_pos and not item.header.artificial:
@@ -682,6 +683,22 @@ class ReplicaStream:
         return SourceUnavailableError(
             f"server error {exc.code} during the binlog dump: {exc.server_message}"
         )
+
+
+def feed(
+    assembler: TransactionAssembler, tracker: SchemaTracker | None, event: ev.Event
+) -> list[Transaction | TransactionPart | ev.Event]:
+    """One decoded event through the schema tracker (its DDL applied before the next event is
+    decoded) and the assembler; an incomplete group the assembler drops takes the DDL it
+    applied out of the tracker again."""
+    if tracker is None:
+        return assembler.feed(event)
+    event = tracker.on_event(event)
+    dropped = assembler.discarded_incomplete
+    items = assembler.feed(event)
+    if assembler.discarded_incomplete != dropped:
+        tracker.discard_open(event)
+    return items
 
 
 def _refuse_statement_format(facts: ServerFacts) -> None:
