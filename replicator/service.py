@@ -29,14 +29,14 @@ import structlog
 from .binlog import events as ev
 from .binlog.constants import EventType
 from .binlog.transaction import Transaction
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, position_from_json
 from .config import Config
-from .errors import ReplicatorError, SinkError
+from .errors import IntegrityError, ReplicatorError, SinkError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineStats, TableFilter
 from .progress import CatchUpTracker, bytes_behind
-from .schema.history import SchemaHistory
+from .schema.history import RewindError, SchemaHistory
 from .schema.tracker import SchemaTracker
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lane import column_spec
@@ -168,7 +168,16 @@ class Service:
         history = await asyncio.get_running_loop().run_in_executor(None, self.zone.load_history)
         if history is not None and start is not None:
             at = start
-            dropped = history.rewind(lambda p: covers(at, p.file, p.position, p.gtid))
+            _check_valid_from(history, start)
+            try:
+                dropped = history.rewind(lambda p: covers(at, p.file, p.position, p.gtid))
+            except RewindError as exc:
+                raise IntegrityError(
+                    f"the schema history cannot be rewound to {start.describe()}: {exc}",
+                    hint="the position is ahead in one GTID domain and behind in another: "
+                    "move the checkpoint to a position the binlog reached as a whole (all "
+                    "domains at or before the same point), or start a new landing zone there",
+                ) from exc
             if dropped:
                 log.info("schema history rewound", changes_dropped=dropped, to=at.describe())
             end = self.zone.committed_end
@@ -211,7 +220,7 @@ class Service:
     ) -> int:
         # the reader thread keeps its own copy of the history (it runs ahead of the pipeline)
         tracker = SchemaTracker(
-            SchemaHistory(history.seed, history.seed_point, list(history.changes)),
+            history.copy(),
             TableFilter(self.config.filters).wants,
         )
         pipeline = Pipeline(
@@ -415,6 +424,25 @@ def _epoch(checkpoint: Checkpoint) -> float | None:
         return dt.datetime.fromisoformat(checkpoint.committed_at).timestamp()
     except ValueError:
         return None
+
+
+def _check_valid_from(history: SchemaHistory, start: StreamPosition) -> None:
+    """A start before the first position the history describes would decode rows with the
+    columns of a later time: refused."""
+    if history.valid_from is not None:
+        first = position_from_json(history.valid_from, "the schema history")
+    elif history.seed_point is not None:
+        first = StreamPosition(history.seed_point.file, history.seed_point.position)
+    else:
+        return
+    if not is_past(start, first):
+        raise IntegrityError(
+            f"the stream would start at {start.describe()}, before the schema history of this "
+            f"landing zone begins ({first.describe()}): rows there would be decoded with the "
+            "columns of a later time",
+            hint="move the checkpoint to that position or later (`replicator checkpoint set`), "
+            "or start a new landing zone from the earlier position",
+        )
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:

@@ -627,7 +627,7 @@ class Pipeline:
             # the history goes with the batch that changed it (and with the first one)
             snapshot = None
             if history is not None and (count != self._history_written or not self.zone.history):
-                snapshot = SchemaHistory(history.seed, history.seed_point, list(history.changes))
+                snapshot = history.copy()
                 self._history_written = count
             records, self._records = self._records, []
             await self._hand_over(batch)

@@ -59,6 +59,10 @@ _EFFECT_TYPES: dict[str, type[Any]] = {
 }
 
 
+class RewindError(Exception):
+    """The history cannot be rewound to a start (see ``SchemaHistory.rewind``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Point:
     """Where a change was logged: the QUERY event's binlog file and position, and the GTID of
@@ -179,6 +183,9 @@ class SchemaHistory:
     seed: Catalog
     seed_point: Point | None  # where the seed was read (None: an empty history)
     changes: list[SchemaChange] = field(default_factory=list)
+    # the first stream position the history describes (the start the seed was fitted to), as
+    # the checkpoint writes positions; None: the seed point
+    valid_from: dict[str, Any] | None = None
     catalog: Catalog = field(init=False)
 
     def __post_init__(self) -> None:
@@ -199,15 +206,26 @@ class SchemaHistory:
         self.changes.append(change)
         return change
 
+    def copy(self) -> SchemaHistory:
+        """An independent history with the same seed and changes."""
+        return SchemaHistory(self.seed, self.seed_point, list(self.changes), self.valid_from)
+
     def rewind(self, keep: Callable[[Point], bool]) -> int:
-        """Drop the changes from the first one ``keep`` rejects on; returns how many went."""
-        for index, change in enumerate(self.changes):
-            if not keep(change.point):
-                dropped = len(self.changes) - index
-                del self.changes[index:]
-                self.catalog = self._replay(self.changes)
-                return dropped
-        return 0
+        """Drop the changes from the first one ``keep`` rejects on; returns how many went.
+        Raises ``RewindError`` when ``keep`` accepts a later one again: a start that is not a
+        prefix of the binlog (a GTID state ahead in one domain, behind in another), which
+        would drop changes the server does not send again."""
+        kept = [keep(change.point) for change in self.changes]
+        cut = kept.index(False) if False in kept else len(kept)
+        if any(kept[cut:]):
+            later = self.changes[cut + kept[cut:].index(True)]
+            raise RewindError(
+                f"the stream would start before the change at {self.changes[cut].point.describe()}"
+                f" but after the one at {later.point.describe()}"
+            )
+        del self.changes[cut:]
+        self.catalog = self._replay(self.changes)
+        return len(kept) - cut
 
     def truncate(self, count: int) -> None:
         """Keep only the first ``count`` changes."""
@@ -239,6 +257,7 @@ class SchemaHistory:
             "seed_point": None if self.seed_point is None else self.seed_point.to_json(),
             "seed": self.seed.to_json(),
             "changes": [c.to_json() for c in self.changes],
+            "valid_from": self.valid_from,
         }
 
     @classmethod
@@ -250,6 +269,7 @@ class SchemaHistory:
             seed=Catalog.from_json(data["seed"]),
             seed_point=None if point is None else Point.from_json(point),
             changes=[SchemaChange.from_json(c) for c in data.get("changes", ())],
+            valid_from=data.get("valid_from"),
         )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, IntegrityError
-from .history import Point, SchemaChange, SchemaHistory
+from .history import Point, RewindError, SchemaChange, SchemaHistory
 from .model import Column, Table
 
 
@@ -51,8 +51,14 @@ def report(
     """Every version of every table matching the ``table`` glob (``db.t``), as JSON-able
     data; with ``covered``, only the changes it accepts (a position to show the tables at)."""
     if covered is not None:
-        history = SchemaHistory(history.seed, history.seed_point, list(history.changes))
-        history.rewind(covered)
+        history = history.copy()
+        try:
+            history.rewind(covered)
+        except RewindError as exc:
+            raise ConfigError(
+                f"--at is ahead in one GTID domain and behind in another: {exc}",
+                hint="give a position the binlog reached as a whole",
+            ) from exc
     names: set[tuple[str, str]] = set(history.seed.tables)
     for change in history.changes:
         for effect in change.effects:

@@ -29,6 +29,7 @@ import structlog
 from ..binlog import events as ev
 from ..binlog.gtid import MariadbGtidPosition
 from ..binlog.transaction import Transaction, TransactionPart
+from ..checkpoint import position_to_json
 from ..config import SourceConfig
 from ..errors import IntegrityError
 from ..schema import ddl
@@ -88,7 +89,8 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
         start=start.describe(),
         unknown_at_start=[f"{db}.{t}" for db, t in unknown] or None,
     )
-    return Seed(SchemaHistory(catalog, point), start, unknown)
+    history = SchemaHistory(catalog, point, valid_from=position_to_json(start))
+    return Seed(history, start, unknown)
 
 
 async def apply_skipped_ddl(
