@@ -428,14 +428,20 @@ def _epoch(checkpoint: Checkpoint) -> float | None:
 
 def _check_valid_from(history: SchemaHistory, start: StreamPosition) -> None:
     """A start before the first position the history describes would decode rows with the
-    columns of a later time: refused."""
+    columns of a later time: refused (when the two are positions of one kind: a GTID-only
+    start and a file/position tell nothing about each other)."""
     if history.valid_from is not None:
         first = position_from_json(history.valid_from, "the schema history")
     elif history.seed_point is not None:
         first = StreamPosition(history.seed_point.file, history.seed_point.position)
     else:
         return
-    if not is_past(start, first):
+    comparable = (
+        (start.mariadb_gtid is not None and first.mariadb_gtid is not None)
+        or (start.mysql_gtid is not None and first.mysql_gtid is not None)
+        or bool(start.file and first.file)
+    )
+    if comparable and not is_past(start, first):
         raise IntegrityError(
             f"the stream would start at {start.describe()}, before the schema history of this "
             f"landing zone begins ({first.describe()}): rows there would be decoded with the "
