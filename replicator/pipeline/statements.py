@@ -17,7 +17,8 @@ from ..binlog import events as ev
 from ..binlog.constants import EventType
 from ..errors import IntegrityError
 from ..schema.ddl import dml_tables
-from ..schema.tracker import context_of
+from ..schema.history import Point
+from ..schema.tracker import context_of, shown
 
 # statement-based LOAD DATA and its file blocks (MySQL 4.x-8.x, MariaDB): rows never logged
 LOAD_DATA_EVENTS = frozenset(
@@ -48,8 +49,7 @@ _FIX = (
 
 
 def _where(event: ev.Event, gtid: str | None) -> str:
-    at = f"{event.file}:{event.position}"
-    return f"{at} (gtid {gtid})" if gtid else at
+    return Point(event.file, event.position, gtid).describe()
 
 
 def check_statement(
@@ -66,10 +66,8 @@ def check_statement(
             if tables is None
             else ", ".join(f"{db}.{t}" for db, t in tables)
         )
-        statement = " ".join(event.query.split())
-        shown = statement if len(statement) <= 200 else statement[:197] + "..."
         raise StatementLoggedError(
-            f"statement-logged change at {_where(event, gtid)} to {named}: '{shown}'",
+            f"statement-logged change at {_where(event, gtid)} to {named}: '{shown(event.query)}'",
             hint=_FIX,
         )
     if event.header.type_code in LOAD_DATA_EVENTS:

@@ -42,6 +42,14 @@ log = structlog.get_logger("replicator")
 
 # statements that never change a table, skipped without parsing (transaction control)
 _NOT_DDL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA ")
+
+
+def may_change_tables(event: ev.QueryEvent) -> bool:
+    """A QUERY event worth parsing as DDL: it succeeded and is not transaction control."""
+    statement = event.query.lstrip(" \t\r\n(").upper()
+    return not event.error_code and not statement.startswith(_NOT_DDL)
+
+
 _TEXT_FORMS = frozenset({"uuid", "inet4", "inet6"})
 
 
@@ -158,8 +166,7 @@ class SchemaTracker:
         return event
 
     def _query(self, event: ev.QueryEvent) -> ev.Event:
-        statement = event.query.lstrip(" \t\r\n(").upper()
-        if statement.startswith(_NOT_DDL) or event.error_code:
+        if not may_change_tables(event):
             return event
         context = context_of(event)
         point = Point(event.file, event.position, self._gtid)
@@ -180,12 +187,12 @@ class SchemaTracker:
                         table=effect.table.qualified,
                         at=point.describe(),
                         reason=effect.reason,
-                        statement=_shown(event.query),
+                        statement=shown(event.query),
                     )
                     continue
                 raise IntegrityError(
                     f"{effect.table.qualified} at {point.describe()}: {effect.reason}: "
-                    f"{_shown(event.query)!r}",
+                    f"{shown(event.query)!r}",
                     hint="the statement changed rows without logging them, so the landing "
                     "zone cannot follow it exactly: re-read the table from the source, then "
                     "move the checkpoint past this statement with `replicator checkpoint set`",
@@ -202,7 +209,7 @@ class SchemaTracker:
         if tables is None or any(self.replicated(db, t) for db, t in tables):
             raise IntegrityError(
                 f"DDL statement at {point.describe()} cannot be applied to the schema "
-                f"history: {exc}: {_shown(statement)!r}",
+                f"history: {exc}: {shown(statement)!r}",
                 hint="replicator does not guess a table's columns: report the statement; to "
                 "go on, start a new landing zone after this position (its history is then "
                 "read from the server), or exclude the table with filters.exclude",
@@ -228,6 +235,7 @@ def context_of(event: ev.QueryEvent) -> ddl.Context:
     )
 
 
-def _shown(statement: str) -> str:
+def shown(statement: str) -> str:
+    """A statement for a message: white space folded, at most 200 characters."""
     text = " ".join(statement.split())
     return text if len(text) <= 200 else text[:197] + "..."

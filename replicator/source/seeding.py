@@ -35,7 +35,7 @@ from ..errors import IntegrityError
 from ..schema import ddl
 from ..schema.history import Point, SchemaHistory
 from ..schema.model import Catalog
-from ..schema.tracker import SchemaTracker, context_of
+from ..schema.tracker import SchemaTracker, context_of, may_change_tables
 from .catalog import read_catalog, read_traits
 from .connection import open_connection
 from .errors import SourceUnavailableError
@@ -45,7 +45,6 @@ from .stream import ReplicaStream, server_facts
 
 log = structlog.get_logger("replicator")
 ATTEMPTS = 5
-_TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +160,8 @@ async def scan_ddl(
             if not isinstance(item, (Transaction, TransactionPart)):
                 continue
             for event in item.events:
-                if isinstance(event, ev.QueryEvent) and not event.error_code:
-                    text = event.query.lstrip(" \t\r\n(").upper()
-                    if not text.startswith(_TRANSACTION_CONTROL):
-                        found.append((Point(event.file, event.position, item.gtid), event))
+                if isinstance(event, ev.QueryEvent) and may_change_tables(event):
+                    found.append((Point(event.file, event.position, item.gtid), event))
     return found
 
 
