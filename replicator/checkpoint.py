@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import durable
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
+from .snapshot.state import SnapshotState
 from .source.protocol import StreamPosition
 
 FORMAT_VERSION = 1
@@ -44,6 +45,8 @@ class Checkpoint:
     # set by `replicator checkpoint set` too: where the stream was before the move. Batches
     # that end before it may repeat transactions landed already, and say so (``replay``)
     replay_until: StreamPosition | None = None
+    # the snapshot under way (tables still to read, the last key landed; snapshot.state)
+    snapshot: SnapshotState = field(default_factory=SnapshotState)
 
     def to_json(self) -> dict[str, object]:
         pos = self.position
@@ -58,6 +61,7 @@ class Checkpoint:
             "replay_until": None
             if self.replay_until is None
             else position_to_json(self.replay_until),
+            "snapshot": self.snapshot.to_json(),
         }
 
 
@@ -115,6 +119,7 @@ class CheckpointStore:
                 replay_until=None
                 if data.get("replay_until") is None
                 else position_from_json(data["replay_until"], str(self.path)),
+                snapshot=SnapshotState.from_json(data.get("snapshot"), str(self.path)),
             )
         except (ValueError, KeyError, TypeError, ReplicatorError) as exc:
             raise IntegrityError(

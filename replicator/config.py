@@ -167,6 +167,16 @@ class SinkConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotConfig:
+    """Landing the rows tables hold already (replicator.snapshot)."""
+
+    # initial: snapshot every replicated table when the landing zone is new (the default
+    # unless start.gtid/start.file is set); never: land changes only
+    mode: str | None = None
+    chunk_rows: int = 20_000  # rows per chunk (one read view, one SELECT)
+
+
+@dataclass(frozen=True, slots=True)
 class FilterConfig:
     """Which tables land. Globs over ``database.table`` (and ``database.table.column``)."""
 
@@ -216,6 +226,7 @@ class Config:
     mqtt: MqttConfig = field(default_factory=MqttConfig)
     sink: SinkConfig = field(default_factory=SinkConfig)
     filters: FilterConfig = field(default_factory=FilterConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
 
 
 # -- limits -------------------------------------------------------------------------------------
@@ -271,6 +282,7 @@ LIMITS: dict[str, Limit] = {
     "sink.batch_max_seconds": Limit(0.001, DAY, "seconds, e.g. 5"),
     "sink.row_group_rows": Limit(1, MAX_COUNT, "rows per Parquet row group, e.g. 128000"),
     "sink.large_transaction_rows": Limit(1, MAX_COUNT, "row changes, e.g. 50000"),
+    "snapshot.chunk_rows": Limit(1, 10_000_000, "rows per snapshot chunk, e.g. 20000"),
     "mqtt.port": Limit(1, 65535, "a TCP port, usually 1883 (8883 with TLS)"),
     "mqtt.qos": Limit(0, 2, "the MQTT QoS of commit messages"),
     "mqtt.keepalive": Limit(1, 65535, "seconds, e.g. 30; the offline will depends on it"),
@@ -660,6 +672,19 @@ def _validate(config: Config) -> None:
     _validate_filters(config.filters)
     _validate_mqtt(config.mqtt)
     _validate_service(config.service)
+    _validate_snapshot(config.snapshot)
+
+
+SNAPSHOT_MODES = ("initial", "never")
+
+
+def _validate_snapshot(snapshot: SnapshotConfig) -> None:
+    if snapshot.mode is not None and snapshot.mode not in SNAPSHOT_MODES:
+        raise ConfigError(
+            f"snapshot.mode: {_describe(snapshot.mode)} is not a snapshot mode",
+            hint="use initial (land the tables' rows first, then their changes) or never "
+            "(changes only); leave it out for initial, or never when start is set",
+        )
 
 
 def _validate_source(source: SourceConfig) -> None:

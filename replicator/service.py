@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -41,6 +42,8 @@ from .schema.tracker import SchemaTracker
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lane import column_spec
 from .sink.lock import LandingLock
+from .snapshot.runner import SnapshotRunner
+from .snapshot.state import read_requests
 from .source.connection import describe_source, open_connection
 from .source.errors import SourceUnavailableError
 from .source.protocol import StreamPosition, covers, is_past, start_position
@@ -76,6 +79,8 @@ class Service:
         self.metrics = Metrics(stall_seconds=max(30.0, 3 * config.source.heartbeat_seconds))
         self.http: MetricsServer | None = None
         self.metrics.on_scrape(self._sync_metrics)
+        self.snapshots: SnapshotRunner | None = None
+        self._requests: list[Path] = []  # snapshot requests taken, deleted once committed
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -87,6 +92,11 @@ class Service:
             os._exit(1)
 
     def _committed(self, manifest: dict[str, Any], stats: PipelineStats) -> None:
+        if self._requests and manifest.get("snapshot") is not None:
+            for path in self._requests:  # what they asked for is in the checkpoint now
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            self._requests = []
         files: list[dict[str, Any]] = manifest.get("files", [])
         tables = sorted({str(f["table"]) for f in files})
         log.info(
@@ -234,10 +244,13 @@ class Service:
         if rewound:
             pipeline.history_changed()
         self.pipeline = pipeline
+        runner = self._snapshot_runner(checkpoint, pipeline, history)
+        # a snapshot needs the stream beside it until its last chunk: it ends the run then
+        stop_at_end = self.options.stop_at_end and not pipeline.snapshot.active
         stream = ReplicaStream(
             self.config.source,
             start,
-            stop_at_end=self.options.stop_at_end,
+            stop_at_end=stop_at_end,
             schema_lookup=tracker,
             part_rows=self.config.sink.large_transaction_rows,
             lane=column_spec,
@@ -266,6 +279,8 @@ class Service:
             raise _first_error(group) from None
         finally:
             await pipeline.close()
+            if runner is not None:
+                runner.close()
         log.info(
             "stopped",
             batches=pipeline.stats.batches,
@@ -274,6 +289,28 @@ class Service:
             notifications_dropped=self.notifier.stats.dropped,
         )
         return 0
+
+    def _snapshot_runner(
+        self, checkpoint: Checkpoint, pipeline: Pipeline, history: SchemaHistory
+    ) -> SnapshotRunner | None:
+        """The snapshot of this run: the initial one of a new landing zone, the one under
+        way, and what `replicator snapshot` asked for."""
+        cfg = self.config
+        runner = SnapshotRunner(cfg.source, cfg.snapshot, history.catalog.traits.flavor, pipeline)
+        mode = cfg.snapshot.mode
+        if mode is None:
+            mode = "never" if cfg.start.gtid or cfg.start.file else "initial"
+        if checkpoint.batch == 0 and checkpoint.position is None and mode == "initial":
+            tables = runner.queue(["*"])
+            log.info("initial snapshot", tables=len(tables))
+        for path, patterns in read_requests(self.zone.root):
+            tables = runner.queue(patterns)
+            self._requests.append(path)
+            log.info("snapshot requested", patterns=patterns, tables=tables)
+        if not pipeline.snapshot.active:
+            return None
+        self.snapshots = runner
+        return runner
 
     async def _guard(self) -> None:
         """Every few seconds: is the landing zone still the one we locked? A landing zone
@@ -369,44 +406,78 @@ class Service:
     async def _replicate(self, stream: ReplicaStream, pipeline: Pipeline) -> None:
         iterator = stream.__aiter__()
         stop = asyncio.create_task(self._stop.wait(), name="stop-signal")
+        runner = self.snapshots
+
+        async def take() -> object | None:
+            return await self._take(iterator, pipeline, stop)
+
+        async def handle(item: object) -> None:
+            await self._handle(item, stream, pipeline)
+
         try:
             while not self._stop.is_set():
-                wait = pipeline.seconds_until_due()
-                item_task = asyncio.ensure_future(iterator.__anext__())
-                done, _ = await asyncio.wait(
-                    {item_task, stop}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
-                )
-                if item_task not in done:
-                    item_task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                        await item_task
-                    if self._stop.is_set():
-                        break
-                    await pipeline.commit()  # the batch is old enough
+                if runner is not None and runner.has_work() and not pipeline.in_transaction:
+                    await runner.step(take, handle)
+                    if not runner.has_work() and self.options.stop_at_end:
+                        break  # the stream stands past the end it had at start
                     continue
-                try:
-                    item = item_task.result()
-                except StopAsyncIteration:
-                    break
-                except ReplicatorError:
-                    # the stream stops (a DDL it cannot follow, a CRC mismatch that persists,
-                    # ...): every whole transaction before the stop lands first, so the
-                    # checkpoint stops right before the cause
-                    await pipeline.commit()
-                    raise
-                if pipeline.position is None and stream.origin is not None:
-                    pipeline.seed(stream.origin)
-                await pipeline.handle(item)
-                if isinstance(item, Transaction):
-                    self.metrics.observe_event_time(item.timestamp)
-                elif isinstance(item, ev.HeartbeatEvent):
-                    self.metrics.observe_heartbeat()
-                else:
-                    self.metrics.observe_progress()
+                item = None if runner is None else runner.take_pending()
+                if item is None:
+                    item = await take()
+                if item is not None:
+                    await handle(item)
+            timeout = self.options.shutdown_timeout or self.config.service.shutdown_timeout
+            await asyncio.wait_for(pipeline.commit(), timeout)
+        except (_Stopped, StopAsyncIteration):
             timeout = self.options.shutdown_timeout or self.config.service.shutdown_timeout
             await asyncio.wait_for(pipeline.commit(), timeout)
         finally:
             stop.cancel()
+
+    async def _take(
+        self, iterator: Any, pipeline: Pipeline, stop: asyncio.Task[Any]
+    ) -> object | None:
+        """The next stream item, or None after committing a batch that became due while
+        waiting. Raises StopAsyncIteration at the stream's end, _Stopped on a signal."""
+        wait = pipeline.seconds_until_due()
+        item_task = asyncio.ensure_future(iterator.__anext__())
+        done, _ = await asyncio.wait(
+            {item_task, stop}, timeout=wait, return_when=asyncio.FIRST_COMPLETED
+        )
+        if item_task not in done:
+            item_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await item_task
+            if self._stop.is_set():
+                raise _Stopped
+            await pipeline.commit()  # the batch is old enough
+            return None
+        try:
+            item: object = item_task.result()
+        except ReplicatorError:
+            # the stream stops (a DDL it cannot follow, a CRC mismatch that persists, ...):
+            # every whole transaction before the stop lands first, so the checkpoint stops
+            # right before the cause
+            await pipeline.commit()
+            raise
+        return item
+
+    async def _handle(self, item: object, stream: ReplicaStream, pipeline: Pipeline) -> None:
+        if pipeline.position is None and stream.origin is not None:
+            pipeline.seed(stream.origin)
+        await pipeline.handle(item)
+        if self.snapshots is not None:
+            self.snapshots.observe(item)
+        if isinstance(item, Transaction):
+            self.metrics.observe_event_time(item.timestamp)
+        elif isinstance(item, ev.HeartbeatEvent):
+            self.metrics.observe_heartbeat()
+        else:
+            self.metrics.observe_progress()
+
+
+class _Stopped(Exception):
+    """The first signal arrived while waiting for the stream."""
 
 
 def _event_name(code: int) -> str:

@@ -631,3 +631,68 @@ def encode_time_hires(value: timedelta, fsp: int) -> bytes:
     scaled = magnitude // unit
     stored = (-scaled if negative else scaled) + _TIME_HIRES_ZERO // unit
     return stored.to_bytes(TIME_HIRES_BYTES[fsp], "big")
+
+
+# ----------------------------------------------------------------- from SELECT's text
+
+# SELECT prints temporals as 'YYYY-MM-DD', 'YYYY-MM-DD hh:mm:ss[.f]' and '[-]h:mm:ss[.f]'
+# (the fraction with the column's fsp digits); a snapshot reads them in that form and must
+# give the values the row decoders give for the same stored bytes.
+_TEXT_DATETIME = re.compile(
+    rb"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?"
+)
+_TEXT_TIME = re.compile(rb"(-?)(\d+):(\d{2}):(\d{2})(?:\.(\d{1,6}))?")
+
+
+def _text_fields(raw: bytes) -> _Fields:
+    found = _TEXT_DATETIME.fullmatch(raw)
+    if found is None:
+        raise DecodeError(f"not a date or datetime: {raw[:40]!r}")
+    year, month, day, hour, minute, second, fraction = found.groups()
+    micro = int(fraction.ljust(6, b"0")) if fraction else 0
+    return (int(year), int(month), int(day), int(hour or 0), int(minute or 0),
+            int(second or 0), micro)  # fmt: skip
+
+
+def date_from_text(raw: bytes) -> date | InvalidTemporal:
+    """DATE as SELECT prints it (the value ``date_converter`` gives for the same date)."""
+    year, month, day, *_ = _text_fields(raw)
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return InvalidTemporal(
+            f"{year:04d}-{month:02d}-{day:02d}", _year_zero_days(year, month, day)
+        )
+
+
+def datetime_from_text(fsp: int) -> Callable[[bytes], datetime | InvalidTemporal]:
+    """DATETIME(fsp) as SELECT prints it."""
+
+    def convert(raw: bytes) -> datetime | InvalidTemporal:
+        return _make_datetime(_text_fields(raw), fsp)
+
+    return convert
+
+
+def timestamp_from_text(fsp: int) -> Callable[[bytes], datetime | InvalidTemporal]:
+    """TIMESTAMP(fsp) as SELECT prints it in a session with ``time_zone = '+00:00'``."""
+    zero = _zero_timestamp(fsp)
+
+    def convert(raw: bytes) -> datetime | InvalidTemporal:
+        fields = _text_fields(raw)
+        if not any(fields):
+            return zero
+        return datetime(*fields, tzinfo=UTC)
+
+    return convert
+
+
+def time_from_text(raw: bytes) -> timedelta:
+    """TIME as SELECT prints it (``-838:59:59.000000`` .. ``838:59:59.000000``)."""
+    found = _TEXT_TIME.fullmatch(raw)
+    if found is None:
+        raise DecodeError(f"not a time: {raw[:40]!r}")
+    sign, hours, minutes, seconds, fraction = found.groups()
+    micro = int(fraction.ljust(6, b"0")) if fraction else 0
+    delta = timedelta(0, int(hours) * 3600 + int(minutes) * 60 + int(seconds), micro)
+    return -delta if sign else delta

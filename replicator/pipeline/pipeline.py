@@ -43,6 +43,7 @@ import structlog
 
 from ..binlog import events as ev
 from ..binlog import native
+from ..binlog.schema import ColumnDef
 from ..binlog.transaction import Transaction, TransactionPart
 from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
@@ -51,6 +52,7 @@ from ..errors import ConfigError, IntegrityError, SinkError
 from ..schema.history import SchemaHistory
 from ..schema.tracker import SchemaChangeEvent
 from ..sink.landing import Batch, LandingZone
+from ..snapshot.state import SnapshotState
 from ..source.protocol import StreamPosition
 from ..source.stream import TransactionAborted
 from .changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
@@ -74,6 +76,7 @@ class _Commit:
     started: float
     held: dict[str, HeldXa]
     history_count: int  # changes of the schema history this commit covers
+    snapshot: SnapshotState  # the snapshot progress this commit lands
 
 
 @dataclass(slots=True)
@@ -136,10 +139,18 @@ class TableFilter:
         return cached
 
     def _version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:
-        columns = table_map.columns
+        return self.project(
+            table_map.schema, table_map.table, table_map.columns, tuple(table_map.primary_key)
+        )
+
+    def project(
+        self, schema: str, table: str, columns: tuple[ColumnDef, ...], primary: tuple[int, ...]
+    ) -> tuple[TableVersion, tuple[int, ...] | None]:
+        """The landed version of a table with these columns and, when columns are
+        excluded, the indexes kept."""
         keep: tuple[int, ...] | None = None
         if self._columns:
-            prefix = f"{table_map.schema}.{table_map.table}."
+            prefix = f"{schema}.{table}."
             kept = tuple(
                 i
                 for i, c in enumerate(columns)
@@ -151,9 +162,7 @@ class TableFilter:
             if len(kept) != len(columns):
                 keep = kept
                 columns = tuple(columns[i] for i in kept)
-        primary = tuple(table_map.primary_key)
-        version = TableVersion(table_map.schema, table_map.table, columns, primary)
-        return version, keep
+        return TableVersion(schema, table, columns, primary), keep
 
 
 def _project(values: tuple[object, ...], keep: tuple[int, ...] | None) -> tuple[object, ...]:
@@ -188,6 +197,30 @@ def _changes(
         repeat(event.position, n),
         rows,
         repeat(None, n) if befores is None else befores,
+        strict=True,
+    )
+    return list(map(tuple.__new__, repeat(RowChange, n), fields))
+
+
+def _snapshot_changes(
+    seq: int,
+    ts: dt.datetime,
+    server_id: int,
+    file: str,
+    position: int,
+    rows: Sequence[tuple[object, ...]],
+) -> list[RowChange]:
+    n = len(rows)
+    fields = zip(
+        repeat("r", n),
+        range(seq, seq + n),
+        repeat(None, n),
+        repeat(ts, n),
+        repeat(server_id, n),
+        repeat(file, n),
+        repeat(position, n),
+        rows,
+        repeat(None, n),
         strict=True,
     )
     return list(map(tuple.__new__, repeat(RowChange, n), fields))
@@ -253,6 +286,10 @@ class Pipeline:
         self.require_names = history is not None  # rows need named columns to land
         # after `checkpoint set` moved the stream back: batches up to here are replays
         self._replay_until = checkpoint.replay_until
+        # the snapshot progress as of the last chunk taken, and as of the last commit
+        self.snapshot = checkpoint.snapshot
+        self._snapshot_committed = checkpoint.snapshot
+        self._in_chunk = False  # a snapshot chunk is being added: no commit in between
 
     @property
     def position(self) -> StreamPosition | None:
@@ -557,6 +594,7 @@ class Pipeline:
             self._next_seq = self.checkpoint.next_seq
             self._position = self.checkpoint.position
             self._held = dict(self._held_committed)
+            self.snapshot = self._snapshot_committed
             self._records = []
             if self.history is not None:
                 self.history.truncate(self._history_committed)
@@ -596,6 +634,48 @@ class Pipeline:
         if was_parts or self.due():
             await self.commit(wait=False)
 
+    # -- snapshot chunks (replicator.snapshot) ----------------------------------------------
+
+    async def snapshot_rows(
+        self,
+        version: TableVersion,
+        keep: tuple[int, ...] | None,
+        rows: Sequence[tuple[object, ...]],
+        at: StreamPosition,
+        ts: dt.datetime,
+        server_id: int,
+    ) -> None:
+        """Rows a snapshot read at ``at`` (the stream stands exactly there): they land as
+        ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
+        chunk by a commit (``snapshot_chunk_done`` ends the chunk)."""
+        if self._error is not None:
+            raise self._error
+        self._in_chunk = True
+        batch = self._open()
+        if keep is not None:
+            rows = [_project(row, keep) for row in rows]
+        seq = self._next_seq
+        file, position = at.file, at.position
+        made = _snapshot_changes(seq, ts, server_id, file, position, rows)
+        self._next_seq = seq + len(made)
+        groups: Groups = [(version, cast(list[Change], made))]
+        self._count(groups)
+        await self._stage(batch, groups)
+
+    async def snapshot_chunk_done(self, progress: SnapshotState) -> None:
+        """A chunk was added whole: the progress lands with it."""
+        self._in_chunk = False
+        batch = self._open()
+        batch.transactions += 1  # a unit the batch may commit after
+        self.snapshot = progress
+        if self.due():
+            await self.commit(wait=False)
+
+    @property
+    def in_transaction(self) -> bool:
+        """Inside a large transaction's parts (no snapshot chunk may come between)."""
+        return self._in_parts
+
     def due(self) -> bool:
         batch = self._batch
         if batch is None or batch.transactions == 0:
@@ -619,11 +699,11 @@ class Pipeline:
         """Commit the open batch (whole transactions only). Without ``wait`` the commit runs
         in the writer thread while the loop goes on (see the module doc)."""
         batch = self._batch
-        if batch is not None and not self._in_parts and batch.transactions:
+        if batch is not None and not self._in_parts and not self._in_chunk and batch.transactions:
             assert self._position is not None
             history = self.history
             count = 0 if history is None else len(history.changes)
-            commit = _Commit(batch, time.monotonic(), dict(self._held), count)
+            commit = _Commit(batch, time.monotonic(), dict(self._held), count, self.snapshot)
             # the history goes with the batch that changed it (and with the first one)
             snapshot = None
             if history is not None and (count != self._history_written or not self.zone.history):
@@ -641,6 +721,7 @@ class Pipeline:
                 commit.held,
                 records,
                 snapshot,
+                commit.snapshot,
             )
             self._batch = None
             # what zone.begin(the new checkpoint) gives, before the checkpoint exists
@@ -656,6 +737,7 @@ class Pipeline:
         held: dict[str, HeldXa],
         records: list[dict[str, Any]],
         history: SchemaHistory | None,
+        snapshot: SnapshotState,
     ) -> tuple[Checkpoint, dict[str, Any] | None]:
         """The commit protocol (writer thread)."""
         checkpoint = batch.commit(
@@ -665,6 +747,7 @@ class Pipeline:
             records=records,
             history=history,
             replay_until=self._replay_until,
+            snapshot=snapshot,
         )
         return checkpoint, self.zone.last_manifest
 
@@ -676,6 +759,7 @@ class Pipeline:
         self.checkpoint = checkpoint
         self._held_committed = commit.held
         self._history_committed = commit.history_count
+        self._snapshot_committed = commit.snapshot
         self._replay_until = checkpoint.replay_until
         self.stats.batches += 1
         self.stats.row_changes += batch.rows

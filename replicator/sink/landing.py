@@ -60,6 +60,7 @@ from ..durable import fsync_dir
 from ..errors import IntegrityError, SinkError
 from ..pipeline.changes import Change, HeldXa, TableVersion, rows_in
 from ..schema.history import SchemaHistory
+from ..snapshot.state import SnapshotState
 from ..source.protocol import StreamPosition, is_past
 from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
@@ -156,11 +157,13 @@ class Batch:
         records: Sequence[dict[str, Any]] = (),
         history: SchemaHistory | None = None,
         replay_until: StreamPosition | None = None,
+        snapshot: SnapshotState | None = None,
     ) -> Checkpoint:
         """Run the commit protocol; returns the new checkpoint. ``held``: the XA transactions
         prepared and undecided at ``end`` (stored with the batch's data); ``records``: the
         lifecycle records of the DDL in the batch; ``history``: the schema history as of
         ``end`` when it changed (written with the data, named by the manifest);
+        ``snapshot``: the snapshot progress as of ``end`` (None: unchanged);
         ``replay_until``: set while the stream re-reads what landed before a ``checkpoint
         set`` moved it back (the batch says ``replay`` then)."""
         zone = self.zone
@@ -199,6 +202,7 @@ class Batch:
             "schema_history": history_path,
             "schema_changes": list(records),
             "replay": replay_until is not None,
+            "snapshot": (zone.snapshot if snapshot is None else snapshot).to_json(),
             "files": [
                 {
                     "table": target.version.name,
@@ -224,6 +228,8 @@ class Batch:
         for directory in {t.final.parent for t, _ in written}:
             fsync_dir(directory)
         zone.fault.at("publish")
+        if snapshot is not None:
+            zone.snapshot = snapshot
         checkpoint = Checkpoint(
             batch=self.number,
             next_seq=next_seq,
@@ -233,6 +239,7 @@ class Batch:
             replay_until=None
             if replay_until is None or is_past(end, replay_until)
             else replay_until,
+            snapshot=zone.snapshot,
         )
         zone.checkpoints.save(checkpoint)
         zone.fault.at("checkpoint")
@@ -258,6 +265,8 @@ class LandingZone:
         # where the last committed batch ended (the schema history holds as of there); set by
         # recover()
         self.committed_end: StreamPosition | None = None
+        # the snapshot progress as of the last commit (carried into batches without chunks)
+        self.snapshot = SnapshotState()
 
     def manifest_path(self, batch: int) -> Path:
         return self.root / MANIFESTS / f"{batch:020d}.json"
@@ -456,10 +465,12 @@ class LandingZone:
                 position=position_from_json(manifest.data["end"], str(manifest.path)),
                 committed_at=str(manifest.data["committed_at"]),
                 xa_pending=tuple(manifest.data.get("xa_pending", ())),
+                snapshot=SnapshotState.from_json(manifest.data.get("snapshot"), str(manifest.path)),
             )
             self.checkpoints.save(checkpoint)
         self._remove_uncommitted()
         self.drop_held_except(checkpoint.xa_pending)
+        self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None
         self.drop_histories_except(self.history)
         last = manifests[-1] if manifests else None

@@ -1,0 +1,191 @@
+"""Snapshot progress, as the checkpoint and each manifest carry it.
+
+``tables`` lists the tables still to read, in order (``db.table``); the first is being read,
+``after`` is the key of the last row of it that landed (None: none yet) and ``rows`` how many
+of its rows landed. The progress is written with the batch that holds the rows, so a restart
+resumes at the chunk after the last committed one: nothing lost, nothing read twice.
+
+Key values are stored with their type (``encode_key``), so a resumed read compares the same
+values the stopped one would have: integers, text, bytes, decimals, dates, times.
+
+Requests (``replicator snapshot``) are files under ``_state/snapshot-requests/`` of the
+landing zone; the daemon takes them into the progress at its next commit and deletes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ..binlog.values import InvalidTemporal
+from ..errors import IntegrityError
+
+REQUESTS = Path("_state") / "snapshot-requests"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotState:
+    tables: tuple[str, ...] = ()
+    after: tuple[object, ...] | None = None
+    rows: int = 0
+    done: int = 0  # tables finished since the snapshot began
+    done_rows: int = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.tables)
+
+    @property
+    def current(self) -> str | None:
+        return self.tables[0] if self.tables else None
+
+    def add(self, names: Iterable[str]) -> SnapshotState:
+        """Queue tables (a table queued or being read already is not queued again)."""
+        queued = list(self.tables)
+        for name in names:
+            if name not in queued:
+                queued.append(name)
+        return replace(self, tables=tuple(queued))
+
+    def advanced(self, after: tuple[object, ...], rows: int) -> SnapshotState:
+        return replace(self, after=after, rows=self.rows + rows)
+
+    def finished(self, rows: int = 0) -> SnapshotState:
+        """The current table is read through."""
+        return SnapshotState(
+            self.tables[1:], None, 0, self.done + 1, self.done_rows + self.rows + rows
+        )
+
+    def to_json(self) -> dict[str, Any] | None:
+        if not self.tables and not self.done:
+            return None
+        return {
+            "tables": list(self.tables),
+            "after": None if self.after is None else encode_key(self.after),
+            "rows": self.rows,
+            "done": self.done,
+            "done_rows": self.done_rows,
+        }
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> SnapshotState:
+        if data is None:
+            return cls()
+        try:
+            if not isinstance(data, dict):
+                raise TypeError("not an object")
+            after = data.get("after")
+            return cls(
+                tables=tuple(str(t) for t in data["tables"]),
+                after=None if after is None else decode_key(after),
+                rows=int(data.get("rows", 0)),
+                done=int(data.get("done", 0)),
+                done_rows=int(data.get("done_rows", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IntegrityError(
+                f"{where}: the snapshot progress is unreadable: {exc}",
+                hint="restore the file from a backup, or remove the snapshot entry and ask "
+                "for the snapshot again (`replicator snapshot`)",
+            ) from exc
+
+
+def encode_key(values: tuple[object, ...]) -> list[list[str]]:
+    out: list[list[str]] = []
+    for value in values:
+        if isinstance(value, bool) or value is None:
+            raise ValueError(f"key value {value!r} cannot be stored")
+        if isinstance(value, int):
+            out.append(["i", str(value)])
+        elif isinstance(value, str):
+            out.append(["s", value])
+        elif isinstance(value, bytes):
+            out.append(["b", value.hex()])
+        elif isinstance(value, Decimal):
+            out.append(["n", str(value)])
+        elif isinstance(value, float):
+            out.append(["f", repr(value)])
+        elif isinstance(value, dt.datetime):
+            out.append(["t", value.isoformat()])
+        elif isinstance(value, dt.date):
+            out.append(["d", value.isoformat()])
+        elif isinstance(value, dt.timedelta):
+            out.append(["T", str(_micros(value))])
+        elif isinstance(value, InvalidTemporal):
+            out.append(["z", value.text])
+        else:
+            raise ValueError(f"key value of type {type(value).__name__} cannot be stored")
+    return out
+
+
+def _micros(delta: dt.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def decode_key(data: object) -> tuple[object, ...]:
+    if not isinstance(data, list):
+        raise TypeError("key is not a list")
+    out: list[object] = []
+    for item in data:
+        tag, text = item
+        if tag == "i":
+            out.append(int(text))
+        elif tag == "s":
+            out.append(str(text))
+        elif tag == "b":
+            out.append(bytes.fromhex(text))
+        elif tag == "n":
+            out.append(Decimal(text))
+        elif tag == "f":
+            out.append(float(text))
+        elif tag == "t":
+            out.append(dt.datetime.fromisoformat(text))
+        elif tag == "d":
+            out.append(dt.date.fromisoformat(text))
+        elif tag == "T":
+            out.append(dt.timedelta(microseconds=int(text)))
+        elif tag == "z":
+            out.append(InvalidTemporal(str(text)))
+        else:
+            raise ValueError(f"unknown key value tag {tag!r}")
+    return tuple(out)
+
+
+def write_request(root: Path, patterns: Iterable[str]) -> Path:
+    """Ask the daemon (now, or at its next start) to snapshot the tables matching the
+    ``db.table`` globs."""
+    folder = root / REQUESTS
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns()}-{os.getpid()}.json"
+    temp = folder / f".{name}.tmp"
+    temp.write_text(json.dumps({"tables": list(patterns)}) + "\n", encoding="utf-8")
+    final = folder / name
+    os.replace(temp, final)
+    return final
+
+
+def read_requests(root: Path) -> list[tuple[Path, list[str]]]:
+    """The requests waiting, oldest first (a file that does not parse is an error)."""
+    folder = root / REQUESTS
+    try:
+        names = sorted(p for p in folder.iterdir() if p.suffix == ".json")
+    except FileNotFoundError:
+        return []
+    out: list[tuple[Path, list[str]]] = []
+    for path in names:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            out.append((path, [str(t) for t in data["tables"]]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise IntegrityError(
+                f"snapshot request {path} is unreadable: {exc}",
+                hint="remove it and ask again with `replicator snapshot`",
+            ) from exc
+    return out
