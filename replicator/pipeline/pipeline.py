@@ -644,10 +644,15 @@ class Pipeline:
         at: StreamPosition,
         ts: dt.datetime,
         server_id: int,
+        *,
+        reset: bool = False,
     ) -> None:
         """Rows a snapshot read at ``at`` (the stream stands exactly there): they land as
         ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
-        chunk by a commit (``snapshot_chunk_done`` ends the chunk)."""
+        chunk by a commit (``snapshot_chunk_done`` ends the chunk). ``reset``: the rows are
+        the whole table (one read of a table without a usable key), so a ``truncate``
+        lifecycle record comes first: the changes landed before them are in them already,
+        and a multiset cannot tell which."""
         if self._error is not None:
             raise self._error
         self._in_chunk = True
@@ -655,6 +660,20 @@ class Pipeline:
         if keep is not None:
             rows = [_project(row, keep) for row in rows]
         seq = self._next_seq
+        if reset:
+            self._records.append(
+                {
+                    "seq": seq,
+                    "op": "truncate",
+                    "table": version.name,
+                    "gtid": None,
+                    "file": at.file,
+                    "position": at.position,
+                    "ts": ts.isoformat().replace("+00:00", "Z"),
+                    "statement": "snapshot: the table's rows as of this point follow",
+                }
+            )
+            seq += 1
         file, position = at.file, at.position
         made = _snapshot_changes(seq, ts, server_id, file, position, rows)
         self._next_seq = seq + len(made)

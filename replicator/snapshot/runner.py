@@ -184,11 +184,15 @@ class SnapshotRunner:
         )
         total = 0
         last: tuple[object, ...] | None = None
+        reset = not walkable  # the whole table at once: it replaces what landed before
         while True:
             rows = await loop.run_in_executor(None, next, rows_iter, None)
             if rows is None:
                 break
-            await self.pipeline.snapshot_rows(version, keep, rows, at, ts, self.server_id)
+            await self.pipeline.snapshot_rows(
+                version, keep, rows, at, ts, self.server_id, reset=reset
+            )
+            reset = False
             total += len(rows)
             last = rows[-1]
         self.rows_read += total
