@@ -26,7 +26,7 @@ from .checkpoint import Checkpoint, CheckpointStore, now_iso
 from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
 from .embedded.demo import start_demo
-from .errors import ConfigError, ReplicatorError
+from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
 from .schema.show import format_text as format_schema
@@ -35,6 +35,7 @@ from .schema.show import report as schema_report
 from .service import RunOptions, Service
 from .sink.landing import LandingZone
 from .sink.lock import LandingLock
+from .snapshot.state import write_request
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .source.protocol import covers, start_position
@@ -284,6 +285,34 @@ def status(config_file: Path, as_json: bool, no_source: bool) -> None:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
     else:
         click.echo(format_text(report), nl=False)
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option(
+    "--tables",
+    "patterns",
+    multiple=True,
+    required=True,
+    help="db.table, globs allowed (shop.*); repeat for more.",
+)
+def snapshot(config_file: Path, patterns: tuple[str, ...]) -> None:
+    """Ask for a snapshot of these tables: the running daemon takes it within seconds (or
+    the next `run` at its start) and lands their rows, chunk by chunk, beside the stream."""
+    try:
+        config = load_config(config_file)
+        for pattern in patterns:
+            if pattern.count(".") != 1:
+                raise ConfigError(
+                    f"--tables {pattern!r} must be database.table (globs allowed)",
+                    hint='e.g. --tables "shop.orders" or --tables "shop.*"',
+                )
+        path = write_request(Path(config.sink.root), patterns)
+    except ReplicatorError as exc:
+        _fail(exc)
+    except OSError as exc:
+        _fail(SinkError(f"cannot write the snapshot request: {exc}", hint="check sink.root"))
+    click.echo(f"snapshot requested: {', '.join(patterns)} ({path.name})")
 
 
 @main.group()

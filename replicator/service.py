@@ -279,8 +279,7 @@ class Service:
             raise _first_error(group) from None
         finally:
             await pipeline.close()
-            if runner is not None:
-                runner.close()
+            runner.close()
         log.info(
             "stopped",
             batches=pipeline.stats.batches,
@@ -292,7 +291,7 @@ class Service:
 
     def _snapshot_runner(
         self, checkpoint: Checkpoint, pipeline: Pipeline, history: SchemaHistory
-    ) -> SnapshotRunner | None:
+    ) -> SnapshotRunner:
         """The snapshot of this run: the initial one of a new landing zone, the one under
         way, and what `replicator snapshot` asked for."""
         cfg = self.config
@@ -303,14 +302,22 @@ class Service:
         if checkpoint.batch == 0 and checkpoint.position is None and mode == "initial":
             tables = runner.queue(["*"])
             log.info("initial snapshot", tables=len(tables))
+        self.snapshots = runner
+        self._take_requests()
+        return runner
+
+    def _take_requests(self) -> None:
+        """Queue what `replicator snapshot` asked for (each request file once; it is
+        deleted when a commit has its tables in the checkpoint)."""
+        runner = self.snapshots
+        if runner is None:
+            return
         for path, patterns in read_requests(self.zone.root):
+            if path in self._requests:
+                continue
             tables = runner.queue(patterns)
             self._requests.append(path)
             log.info("snapshot requested", patterns=patterns, tables=tables)
-        if not pipeline.snapshot.active:
-            return None
-        self.snapshots = runner
-        return runner
 
     async def _guard(self) -> None:
         """Every few seconds: is the landing zone still the one we locked? A landing zone
@@ -318,6 +325,7 @@ class Service:
         while True:
             await asyncio.sleep(GUARD_SECONDS)
             self.lock.check()
+            self._take_requests()
 
     async def _start_http(self) -> None:
         service = self.config.service

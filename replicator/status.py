@@ -27,6 +27,7 @@ from .config import Config
 from .errors import ReplicatorError
 from .progress import bytes_behind
 from .sink.manifests import MANIFESTS
+from .snapshot.state import read_requests
 from .source.connection import open_connection
 from .source.server_info import server_info
 
@@ -55,6 +56,8 @@ def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -
         "describe": None if position is None else position.describe(),
     }
     report["last_batch"] = _last_batch(root, checkpoint.batch)
+    report["snapshot"] = checkpoint.snapshot.to_json()
+    report["snapshot_requests"] = len(read_requests(root))
     report["daemon"] = _daemon(config, timeout)
     if probe_source:
         report["source"] = _source(config, report["checkpoint"]["position"], timeout)
@@ -161,6 +164,17 @@ def format_text(report: dict[str, Any]) -> str:
         )  # fmt: skip
     elif last is not None:
         lines.append(("last batch", last["error"]))
+    snap = report.get("snapshot")
+    if snap is not None and snap["tables"]:
+        lines.append(
+            ("snapshot", f"reading {snap['tables'][0]} ({snap['rows']} rows landed), "
+             f"{len(snap['tables']) - 1} tables after it; {snap['done']} tables "
+             f"({snap['done_rows']} rows) done")
+        )  # fmt: skip
+    elif snap is not None:
+        lines.append(("snapshot", f"done: {snap['done']} tables, {snap['done_rows']} rows"))
+    if report.get("snapshot_requests"):
+        lines.append(("snapshot", f"{report['snapshot_requests']} request(s) not yet taken"))
     daemon = report["daemon"]
     if daemon["reachable"]:
         state = "ready" if daemon.get("ready") else f"not ready: {daemon.get('ready_reason')}"
