@@ -31,7 +31,7 @@ from .binlog import events as ev
 from .binlog.constants import EventType
 from .binlog.transaction import Transaction
 from .checkpoint import Checkpoint, position_from_json
-from .config import Config
+from .config import Config, FilterConfig
 from .errors import IntegrityError, ReplicatorError, SinkError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
@@ -80,6 +80,7 @@ class Service:
         self.http: MetricsServer | None = None
         self.metrics.on_scrape(self._sync_metrics)
         self.snapshots: SnapshotRunner | None = None
+        self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
         self._requests: list[Path] = []  # snapshot requests taken, deleted once committed
 
     def _on_signal(self) -> None:
@@ -246,7 +247,8 @@ class Service:
         self.pipeline = pipeline
         runner = self._snapshot_runner(checkpoint, pipeline, history)
         # a snapshot needs the stream beside it until its last chunk: it ends the run then
-        stop_at_end = self.options.stop_at_end and not pipeline.snapshot.active
+        self._live_for_snapshot = self.options.stop_at_end and pipeline.snapshot.active
+        stop_at_end = self.options.stop_at_end and not self._live_for_snapshot
         stream = ReplicaStream(
             self.config.source,
             start,
@@ -299,9 +301,22 @@ class Service:
         mode = cfg.snapshot.mode
         if mode is None:
             mode = "never" if cfg.start.gtid or cfg.start.file else "initial"
+        filters = (cfg.filters.include, cfg.filters.exclude)
+        before = pipeline.snapshot.filters
         if checkpoint.batch == 0 and checkpoint.position is None and mode == "initial":
             tables = runner.queue(["*"])
             log.info("initial snapshot", tables=len(tables))
+        elif before is not None and before != filters and mode == "initial":
+            # tables the filters take in now: their rows before today are in no binlog read
+            old = TableFilter(FilterConfig(include=before[0], exclude=before[1]))
+            added = [
+                f"{schema}.{table}"
+                for schema, table in history.catalog.tables
+                if not old.wants(schema, table)
+            ]
+            tables = runner.queue(added) if added else []
+            log.info("snapshot of tables newly included", tables=tables)
+        pipeline.snapshot = dataclasses.replace(pipeline.snapshot, filters=filters)
         self.snapshots = runner
         self._take_requests()
         return runner
@@ -426,7 +441,7 @@ class Service:
             while not self._stop.is_set():
                 if runner is not None and runner.has_work() and not pipeline.in_transaction:
                     await runner.step(take, handle)
-                    if not runner.has_work() and self.options.stop_at_end:
+                    if not runner.has_work() and self._live_for_snapshot:
                         break  # the stream stands past the end it had at start
                     continue
                 item = None if runner is None else runner.take_pending()

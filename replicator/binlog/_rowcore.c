@@ -1919,6 +1919,362 @@ concat_columns(PyObject *module, PyObject *args)
     return Py_BuildValue("(NNNn)", validity, data, offsets, nulls);
 }
 
+
+/* ------------------------------------------------------------------ text result sets */
+
+/* Snapshot reads (replicator.snapshot.fastread): the row packets of a text-protocol result
+ * set, straight from the socket's bytes into row tuples of the values the binlog decoders
+ * give. Each column has a kind; a value the kind's fast path does not take (a zero or
+ * invalid date, text that is not strict UTF-8, anything unusual) goes to the column's Python
+ * function, which returns the value or raises the exact error. */
+
+enum {
+    TEXT_BYTES = 0,    /* bytes as sent */
+    TEXT_UTF8 = 1,     /* str, strict UTF-8 */
+    TEXT_INT = 2,      /* int */
+    TEXT_FLOAT = 3,    /* float (correctly rounded) */
+    TEXT_PYTHON = 4,   /* the column's function(bytes) */
+    TEXT_DATE = 5,     /* datetime.date */
+    TEXT_DATETIME = 6, /* naive datetime.datetime */
+    TEXT_TIMESTAMP = 7 /* datetime.datetime in UTC */
+};
+
+#define MAX_PAYLOAD 0xFFFFFF
+
+static int
+read_lenenc(const unsigned char *p, Py_ssize_t avail, unsigned long long *value, Py_ssize_t *used)
+{
+    if (avail < 1) {
+        return -1;
+    }
+    unsigned char first = p[0];
+    if (first < 0xFB) {
+        *value = first;
+        *used = 1;
+        return 0;
+    }
+    Py_ssize_t width = first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : -1;
+    if (width < 0 || avail < 1 + width) {
+        return -1;
+    }
+    unsigned long long v = 0;
+    for (Py_ssize_t i = width; i >= 1; i--) {
+        v = (v << 8) | p[i];
+    }
+    *value = v;
+    *used = 1 + width;
+    return 0;
+}
+
+static int
+digits(const unsigned char *p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* 'YYYY-MM-DD[ hh:mm:ss[.f{1,6}]]' into fields; -1 when the text is not that shape */
+static int
+text_fields(const unsigned char *p, Py_ssize_t n, int with_time, int f[7])
+{
+    if (n < 10 || p[4] != '-' || p[7] != '-' || digits(p, 4, &f[0]) || digits(p + 5, 2, &f[1])
+        || digits(p + 8, 2, &f[2])) {
+        return -1;
+    }
+    f[3] = f[4] = f[5] = f[6] = 0;
+    if (!with_time) {
+        return n == 10 ? 0 : -1;
+    }
+    if (n < 19 || p[10] != ' ' || p[13] != ':' || p[16] != ':' || digits(p + 11, 2, &f[3])
+        || digits(p + 14, 2, &f[4]) || digits(p + 17, 2, &f[5])) {
+        return -1;
+    }
+    if (n == 19) {
+        return 0;
+    }
+    Py_ssize_t frac = n - 20;
+    if (p[19] != '.' || frac < 1 || frac > 6 || digits(p + 20, (int)frac, &f[6])) {
+        return -1;
+    }
+    for (Py_ssize_t i = frac; i < 6; i++) {
+        f[6] *= 10;
+    }
+    return 0;
+}
+
+static PyObject *
+text_int(const unsigned char *p, Py_ssize_t n)
+{
+    if (n >= 1 && n <= 18) {
+        Py_ssize_t i = 0;
+        int negative = p[0] == '-';
+        i = negative;
+        if (i < n) {
+            long long v = 0;
+            for (; i < n; i++) {
+                if (p[i] < '0' || p[i] > '9') {
+                    break;
+                }
+                v = v * 10 + (p[i] - '0');
+            }
+            if (i == n) {
+                return PyLong_FromLongLong(negative ? -v : v);
+            }
+        }
+    }
+    char buf[32];
+    if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
+        return NULL; /* the Python path */
+    }
+    memcpy(buf, p, (size_t)n);
+    buf[n] = 0;
+    return PyLong_FromString(buf, NULL, 10);
+}
+
+static PyObject *
+text_value(int kind, PyObject *fallback, const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *value = NULL;
+    int f[7];
+    switch (kind) {
+    case TEXT_BYTES:
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    case TEXT_UTF8:
+        value = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+        if (value == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* the column's function raises the error that names it */
+        }
+        break;
+    case TEXT_INT:
+        value = text_int(p, n);
+        if (value == NULL) {
+            PyErr_Clear();
+        }
+        break;
+    case TEXT_FLOAT: {
+        char buf[64];
+        if (n > 0 && n < (Py_ssize_t)sizeof(buf)) {
+            char *end = NULL;
+            memcpy(buf, p, (size_t)n);
+            buf[n] = 0;
+            double d = PyOS_string_to_double(buf, &end, NULL);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+            }
+            else if (end == buf + n) {
+                value = PyFloat_FromDouble(d);
+            }
+        }
+        break;
+    }
+    case TEXT_DATE:
+        if (text_fields(p, n, 0, f) == 0 && valid_date(f[0], f[1], f[2])) {
+            value = PyDate_FromDate(f[0], f[1], f[2]);
+        }
+        break;
+    case TEXT_DATETIME:
+    case TEXT_TIMESTAMP:
+        if (text_fields(p, n, 1, f) == 0 && valid_date(f[0], f[1], f[2]) && f[3] < 24
+            && f[4] < 60 && f[5] < 60) {
+            value = PyDateTimeAPI->DateTime_FromDateAndTime(
+                f[0], f[1], f[2], f[3], f[4], f[5], f[6],
+                kind == TEXT_TIMESTAMP ? PyDateTime_TimeZone_UTC : Py_None,
+                PyDateTimeAPI->DateTimeType);
+        }
+        break;
+    default:
+        break;
+    }
+    if (value != NULL || PyErr_Occurred()) {
+        return value;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);
+    if (raw == NULL) {
+        return NULL;
+    }
+    value = PyObject_CallOneArg(fallback, raw);
+    Py_DECREF(raw);
+    return value;
+}
+
+/* One row from a row packet's payload; NULL with an exception, or with none when the
+ * payload is not a row of ncols columns (a protocol error the caller names). */
+static PyObject *
+text_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const int *kinds,
+         PyObject *fallbacks)
+{
+    PyObject *row = PyTuple_New(ncols);
+    if (row == NULL) {
+        return NULL;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        if (at >= n) {
+            goto bad;
+        }
+        if (p[at] == 0xFB) {
+            at++;
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(row, i, Py_None);
+            continue;
+        }
+        unsigned long long len;
+        Py_ssize_t used;
+        if (read_lenenc(p + at, n - at, &len, &used) < 0 || len > (unsigned long long)(n - at - used)) {
+            goto bad;
+        }
+        at += used;
+        PyObject *value = text_value(kinds[i], PyTuple_GET_ITEM(fallbacks, i), p + at,
+                                     (Py_ssize_t)len);
+        if (value == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(row, i, value);
+        at += (Py_ssize_t)len;
+    }
+    if (at == n) {
+        return row;
+    }
+bad:
+    Py_DECREF(row);
+    return NULL;
+}
+
+static int
+text_kinds(PyObject *kinds_obj, PyObject *fallbacks, Py_ssize_t *ncols, int **kinds)
+{
+    if (!PyTuple_Check(kinds_obj) || !PyTuple_Check(fallbacks)
+        || PyTuple_GET_SIZE(kinds_obj) != PyTuple_GET_SIZE(fallbacks)) {
+        PyErr_SetString(PyExc_TypeError, "kinds and fallbacks: tuples of one length");
+        return -1;
+    }
+    *ncols = PyTuple_GET_SIZE(kinds_obj);
+    *kinds = PyMem_Malloc(sizeof(int) * (size_t)(*ncols > 0 ? *ncols : 1));
+    if (*kinds == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *ncols; i++) {
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(kinds_obj, i));
+        if (k == -1 && PyErr_Occurred()) {
+            PyMem_Free(*kinds);
+            return -1;
+        }
+        (*kinds)[i] = (int)k;
+    }
+    return 0;
+}
+
+/* text_rows(buf, offset, kinds, fallbacks, deprecate_eof) -> (rows, offset, state):
+ * the rows of the whole packets in buf from offset. state: 0 more data is needed (offset is
+ * the first incomplete packet), 1 the result set ended (offset after its EOF/OK packet),
+ * 2 an ERR packet starts at offset, 3 a packet of the maximum payload (a row split over
+ * packets) starts at offset. A packet that is not a row of these columns raises
+ * ValueError. */
+static PyObject *
+text_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset;
+    PyObject *kinds_obj, *fallbacks;
+    int deprecate_eof;
+    if (!PyArg_ParseTuple(args, "y*nO!O!p", &view, &offset, &PyTuple_Type, &kinds_obj,
+                          &PyTuple_Type, &fallbacks, &deprecate_eof)) {
+        return NULL;
+    }
+    Py_ssize_t ncols;
+    int *kinds = NULL;
+    PyObject *rows = NULL;
+    int state = 0;
+    if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    rows = PyList_New(0);
+    if (rows == NULL) {
+        goto fail;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t size = view.len;
+    while (offset + 4 <= size) {
+        Py_ssize_t len = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16;
+        const unsigned char *p = buf + offset + 4;
+        if (len == MAX_PAYLOAD) {
+            state = 3;
+            break;
+        }
+        if (offset + 4 + len > size) {
+            break;
+        }
+        if (len > 0 && p[0] == 0xFF) {
+            state = 2;
+            break;
+        }
+        if (len > 0 && p[0] == 0xFE && (len < 9 || deprecate_eof)) {
+            offset += 4 + len;
+            state = 1;
+            break;
+        }
+        PyObject *row = text_row(p, len, ncols, kinds, fallbacks);
+        if (row == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError,
+                             "a row packet of %zd bytes is not a row of %zd columns", len, ncols);
+            }
+            goto fail;
+        }
+        int failed = PyList_Append(rows, row);
+        Py_DECREF(row);
+        if (failed) {
+            goto fail;
+        }
+        offset += 4 + len;
+    }
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nni)", rows, offset, state);
+fail:
+    Py_XDECREF(rows);
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* text_row(payload, kinds, fallbacks) -> tuple: one row from a whole payload (a row the
+ * server split over several packets, joined by the caller). */
+static PyObject *
+text_row_payload(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *kinds_obj, *fallbacks;
+    if (!PyArg_ParseTuple(args, "y*O!O!", &view, &PyTuple_Type, &kinds_obj, &PyTuple_Type,
+                          &fallbacks)) {
+        return NULL;
+    }
+    Py_ssize_t ncols;
+    int *kinds = NULL;
+    if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *row = text_row(view.buf, view.len, ncols, kinds, fallbacks);
+    if (row == NULL && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_ValueError, "a row of %zd bytes is not a row of %zd columns",
+                     view.len, ncols);
+    }
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return row;
+}
+
 static PyMethodDef rowcore_methods[] = {
     {"make_changes", (PyCFunction)(void (*)(void))make_changes, METH_FASTCALL,
      "make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores): one "
@@ -1926,6 +2282,10 @@ static PyMethodDef rowcore_methods[] = {
     {"concat_columns", concat_columns, METH_VARARGS,
      "concat_columns(parts, width, varlen): one column of consecutive ColumnSpec results as "
      "Arrow buffers."},
+    {"text_rows", text_rows, METH_VARARGS,
+     "text_rows(buf, offset, kinds, fallbacks, deprecate_eof): rows of a text result set."},
+    {"text_row", text_row_payload, METH_VARARGS,
+     "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
     {"arrow_columns", arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},

@@ -210,6 +210,10 @@ def _snapshot_changes(
     position: int,
     rows: Sequence[tuple[object, ...]],
 ) -> list[RowChange]:
+    """One snapshot ``RowChange`` per row, numbered from ``seq`` (see ``_changes``)."""
+    if native.AVAILABLE:
+        return native.make_changes(RowChange, "r", seq, None, ts, server_id, file, position,
+                                   rows, None)  # fmt: skip
     n = len(rows)
     fields = zip(
         repeat("r", n),

@@ -258,4 +258,13 @@ def converter(col: ColumnDef) -> Convert:
 
             return padded
         return _bytes
-    return text_decoder(col.charset)
+    decode = text_decoder(col.charset)
+    codec, name = col.charset, col.name
+
+    def text(raw: bytes) -> object:
+        try:
+            return decode(raw)
+        except UnicodeDecodeError as exc:
+            raise SnapshotTypeError(f"column `{name}`: text is not valid {codec}: {exc}") from None
+
+    return text

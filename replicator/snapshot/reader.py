@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql
-import pymysql.cursors
 import structlog
 
 from ..binlog.gtid import MysqlGtidSet
@@ -38,11 +37,12 @@ from ..errors import IntegrityError, ReplicatorError
 from ..source.connection import describe_source, open_connection
 from ..source.errors import translate_error
 from ..source.protocol import StreamPosition
-from .columns import converter, quote, select_expression
+from .columns import quote, select_expression
+from .fastread import read_rows
 
 log = structlog.get_logger("replicator")
 _AGREE_ATTEMPTS = 50
-FETCH_ROWS = 4096
+FETCH_ROWS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +133,6 @@ class SnapshotReader:
     ) -> Iterator[list[tuple[object, ...]]]:
         """The rows after ``after`` (by ``key``, column indexes) in key order, at most
         ``limit``; with no key, the whole table. Yields lists of decoded row tuples."""
-        converters = [converter(c) for c in columns]
         sql = f"SELECT {', '.join(select_expression(c) for c in columns)} FROM "
         sql += f"{quote(schema)}.{quote(table)}"
         names = [quote(columns[i].name or "") for i in key]
@@ -145,24 +144,12 @@ class SnapshotReader:
             if limit is not None:
                 sql += f" LIMIT {int(limit)}"
         try:
-            cur = conn.cursor(pymysql.cursors.SSCursor)
-            try:
-                cur.execute(sql)
-                while True:
-                    fetched = cur.fetchmany(FETCH_ROWS)
-                    if not fetched:
-                        return
-                    yield [
-                        tuple(
-                            None if v is None else f(v)
-                            for f, v in zip(converters, row, strict=True)
-                        )
-                        for row in fetched
-                    ]
-            finally:
-                cur.close()
+            yield from read_rows(conn, sql, columns, FETCH_ROWS)
         except pymysql.err.Error as exc:
             raise self._fail(exc) from exc
+        except BaseException:
+            self.close()  # a result set read part way leaves the connection unusable
+            raise
 
     def end(self) -> None:
         """Close the chunk's read view."""

@@ -38,7 +38,7 @@ from ..config import SnapshotConfig, SourceConfig
 from ..errors import IntegrityError
 from ..pipeline.pipeline import Pipeline
 from ..source.protocol import StreamPosition, is_past, position_reached
-from .columns import column_defs
+from .columns import SnapshotTypeError, column_defs
 from .reader import ReadPoint, SnapshotReader
 from .state import SnapshotState
 
@@ -186,7 +186,14 @@ class SnapshotRunner:
         last: tuple[object, ...] | None = None
         reset = not walkable  # the whole table at once: it replaces what landed before
         while True:
-            rows = await loop.run_in_executor(None, next, rows_iter, None)
+            try:
+                rows = await loop.run_in_executor(None, next, rows_iter, None)
+            except (SnapshotTypeError, ValueError) as exc:
+                raise IntegrityError(
+                    f"snapshot of {version.name} at {point.describe()}: {exc}",
+                    hint="leave the table out of the snapshot (`filters`), or report the "
+                    "column's type and value; nothing of this chunk was landed",
+                ) from exc
             if rows is None:
                 break
             await self.pipeline.snapshot_rows(

@@ -37,6 +37,9 @@ class SnapshotState:
     rows: int = 0
     done: int = 0  # tables finished since the snapshot began
     done_rows: int = 0
+    # filters.include / filters.exclude as of the last run: tables a new filter takes in
+    # are snapshotted at the next start (None: not known yet)
+    filters: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     @property
     def active(self) -> bool:
@@ -59,20 +62,28 @@ class SnapshotState:
 
     def finished(self, rows: int = 0) -> SnapshotState:
         """The current table is read through."""
-        return SnapshotState(
-            self.tables[1:], None, 0, self.done + 1, self.done_rows + self.rows + rows
+        return replace(
+            self,
+            tables=self.tables[1:],
+            after=None,
+            rows=0,
+            done=self.done + 1,
+            done_rows=self.done_rows + self.rows + rows,
         )
 
     def to_json(self) -> dict[str, Any] | None:
-        if not self.tables and not self.done:
+        if not self.tables and not self.done and self.filters is None:
             return None
-        return {
+        out: dict[str, Any] = {
             "tables": list(self.tables),
             "after": None if self.after is None else encode_key(self.after),
             "rows": self.rows,
             "done": self.done,
             "done_rows": self.done_rows,
         }
+        if self.filters is not None:
+            out["filters"] = {"include": list(self.filters[0]), "exclude": list(self.filters[1])}
+        return out
 
     @classmethod
     def from_json(cls, data: object, where: str) -> SnapshotState:
@@ -82,7 +93,14 @@ class SnapshotState:
             if not isinstance(data, dict):
                 raise TypeError("not an object")
             after = data.get("after")
+            filters = data.get("filters")
             return cls(
+                filters=None
+                if filters is None
+                else (
+                    tuple(str(g) for g in filters["include"]),
+                    tuple(str(g) for g in filters["exclude"]),
+                ),
                 tables=tuple(str(t) for t in data["tables"]),
                 after=None if after is None else decode_key(after),
                 rows=int(data.get("rows", 0)),

@@ -1,0 +1,139 @@
+"""Snapshot throughput, side by side with mariadb-dump and pymysql, on the standard table.
+
+From nothing: starts a throwaway MariaDB, writes the standard table ``bench.t`` (the 13 mixed
+columns of ``side_by_side.py``, about 10% NULLs, ``--rows`` rows after its inserts, updates
+and deletes), then reads the whole table ``--repeat`` times with each reader, one at a time,
+each in its own process:
+
+(a)  pymysql: ``SELECT *`` with an unbuffered cursor, every value converted by pymysql;
+(b)  ``mariadb-dump --single-transaction --quick`` of the table to /dev/null (C);
+(c)  replicator: ``replicator run --stop-at-end`` on a fresh landing zone (initial snapshot,
+     ``snapshot.chunk_rows`` from ``--chunk-rows``), until every row is committed Parquet:
+     wall time of the whole process, start-up included;
+(d)  peak RSS of each (``wait4`` of the child process).
+
+Rows per second are the table's rows over each reader's wall time; the table prints medians
+over the repetitions and the ratio to (a) and to (b).
+
+Target (issue "snapshots"): (c) >= 200k rows/s, peak RSS < 300 MB.
+
+Run: ``.venv/bin/python benchmarks/snapshot.py [--rows 1000000] [--repeat 3]``; ``--quick``
+is a small smoke run; ``--data-dir DIR`` keeps the server and its table for the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.side_by_side import _child, prepare
+from tests.harness.mariadb import REPL_PASSWORD, REPL_USER, MariaDBServer
+
+TARGET_ROWS_PER_S = 200_000
+TARGET_RSS_MB = 300.0
+
+_PYMYSQL = """
+import sys, time, pymysql, pymysql.cursors
+host, port, user, password = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+conn = pymysql.connect(host=host, port=port, user=user, password=password, database="bench")
+began = time.perf_counter()
+rows = 0
+with conn.cursor(pymysql.cursors.SSCursor) as cur:
+    cur.execute("SELECT * FROM t")
+    while True:
+        got = cur.fetchmany(10000)
+        if not got:
+            break
+        rows += len(got)
+print(rows, time.perf_counter() - began)
+"""
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chunk-rows", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--quick", action="store_true", help="20k rows, one repetition")
+    parser.add_argument("--data-dir", type=Path)
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.repeat = 20_000, 1
+    base = args.data_dir or Path(tempfile.mkdtemp(prefix="snapshot-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    with MariaDBServer(base_dir=base / "server") as server:
+        prepare(server, args.rows, args.seed, base / "workload.json")
+        table_rows = int(server.query("SELECT COUNT(*) FROM bench.t")[0][0])
+        print(f"bench.t: {table_rows:,} rows", flush=True)
+        results: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": []}
+        dump = shutil.which("mariadb-dump") or "mysqldump"
+        work = Path(tempfile.mkdtemp(prefix="snapshot-runs-"))
+        for rep in range(args.repeat):
+            out, seconds, rss = _child(
+                [sys.executable, "-c", _PYMYSQL, server.host, str(server.port), "root", ""]
+            )
+            assert int(out.split()[0]) == table_rows
+            results["a"].append((seconds, rss))
+            _, seconds, rss = _child(
+                [dump, "-h", server.host, "-P", str(server.port), "-u", "root",
+                 "--single-transaction", "--quick", "--skip-lock-tables", "bench", "t"],
+                stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            results["b"].append((seconds, rss))
+            root = work / f"landing-{rep}"
+            config = work / f"replicator-{rep}.yaml"
+            config.write_text(
+                f"source:\n  host: {server.host}\n  port: {server.port}\n"
+                f"  user: {REPL_USER}\n  password: {REPL_PASSWORD}\n  server_id: {7400 + rep}\n"
+                f"sink:\n  root: {root}\n  batch_max_rows: 200000\n"
+                f"snapshot:\n  chunk_rows: {args.chunk_rows}\n"
+                "filters:\n  include: ['bench.t']\n"
+                "service:\n  http_enabled: false\n  log_level: warning\n"
+            )
+            _, seconds, rss = _child(
+                [sys.executable, "-m", "replicator.cli", "run", "--stop-at-end",
+                 "--config", str(config)]
+            )  # fmt: skip
+            landed = ds.dataset(str(root / "bench" / "t"), format="parquet").count_rows()
+            assert landed == table_rows, (landed, table_rows)
+            results["c"].append((seconds, rss))
+            shutil.rmtree(root)
+            print(f"repetition {rep + 1}/{args.repeat} done", flush=True)
+        names = {
+            "a": "(a) pymysql SELECT *",
+            "b": "(b) mariadb-dump",
+            "c": "(c) replicator snapshot -> Parquet",
+        }
+        rate = {k: table_rows / _median([s for s, _ in v]) for k, v in results.items()}
+        print()
+        print(f"{'reader':38} {'rows/s':>12} {'vs (a)':>8} {'vs (b)':>8} {'peak RSS MB':>12}")
+        for key, label in names.items():
+            rss = max(r for _, r in results[key])
+            print(
+                f"{label:38} {rate[key]:>12,.0f} {rate[key] / rate['a']:>7.2f}x "
+                f"{rate[key] / rate['b']:>7.2f}x {rss:>12.0f}"
+            )
+        met = rate["c"] >= TARGET_ROWS_PER_S and max(r for _, r in results["c"]) < TARGET_RSS_MB
+        print(
+            f"\ntarget (c) >= {TARGET_ROWS_PER_S:,} rows/s and < {TARGET_RSS_MB:.0f} MB: "
+            f"{'met' if met else 'NOT met'} ({table_rows:,} rows, medians of {args.repeat})"
+        )
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""Snapshot pieces without a server: SELECT's temporal text read back as the row decoders read
+the stored bytes, key values kept in the checkpoint losslessly, the progress record, the
+range condition of a chunk, and the config's snapshot settings."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replicator.binlog import temporal
+from replicator.binlog.values import InvalidTemporal
+from replicator.config import load_config
+from replicator.errors import ConfigError, IntegrityError
+from replicator.snapshot.reader import _after_clause
+from replicator.snapshot.state import (
+    SnapshotState,
+    decode_key,
+    encode_key,
+    read_requests,
+    write_request,
+)
+
+FIELDS = st.tuples(
+    st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 23),
+    st.integers(0, 59), st.integers(0, 59), st.integers(0, 999_999),
+)  # fmt: skip
+
+
+def _text(fields: tuple[int, ...], fsp: int) -> bytes:
+    year, month, day, hour, minute, second, micro = fields
+    text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+    if fsp:
+        text += "." + f"{micro:06d}"[:fsp]
+    return text.encode()
+
+
+def _value(fields: tuple[int, ...], fsp: int) -> dt.datetime | InvalidTemporal:
+    year, month, day, hour, minute, second, micro = fields
+    micro = micro // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+    try:
+        return dt.datetime(year, month, day, hour, minute, second, micro)
+    except ValueError:
+        text = _text((year, month, day, hour, minute, second, micro), fsp).decode()
+        return InvalidTemporal(text)
+
+
+@given(FIELDS, st.integers(0, 6))
+def test_datetime_text_reads_as_the_stored_bytes_decode(fields: tuple[int, ...], fsp: int) -> None:
+    stored = temporal.encode_datetime2(_value(fields, fsp), fsp)
+    from_bytes = temporal.datetime2_converter(fsp)(stored)
+    assert temporal.datetime_from_text(fsp)(_text(fields, fsp)) == from_bytes
+
+
+@given(FIELDS)
+def test_date_text_reads_as_the_stored_bytes_decode(fields: tuple[int, ...]) -> None:
+    year, month, day, *_ = fields
+    text = f"{year:04d}-{month:02d}-{day:02d}".encode()
+    value = temporal.date_from_text(text)
+    assert temporal.date_converter()(temporal.encode_date(value)) == value
+
+
+@given(st.integers(-(838 * 3600 + 59 * 60 + 59), 838 * 3600 + 59 * 60 + 59),
+       st.integers(0, 999_999), st.integers(0, 6))  # fmt: skip
+def test_time_text_reads_as_the_stored_bytes_decode(seconds: int, micro: int, fsp: int) -> None:
+    micro = micro // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+    sign = "-" if seconds < 0 or (seconds == 0 and micro and fsp) else ""
+    whole = abs(seconds)
+    text = f"{sign}{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+    if fsp:
+        text += "." + f"{micro:06d}"[:fsp]
+    delta = dt.timedelta(seconds=whole, microseconds=micro)
+    expected = temporal.time2_converter(fsp)(temporal.encode_time2(-delta if sign else delta, fsp))
+    assert temporal.time_from_text(text.encode()) == expected
+
+
+def test_timestamp_text_is_utc_and_zero_is_the_zero_timestamp() -> None:
+    read = temporal.timestamp_from_text(3)
+    assert read(b"2038-01-19 03:14:07.999") == dt.datetime(
+        2038, 1, 19, 3, 14, 7, 999000, tzinfo=dt.UTC
+    )
+    assert read(b"0000-00-00 00:00:00.000") == InvalidTemporal("0000-00-00 00:00:00.000")
+    with pytest.raises(Exception, match="not a date"):
+        read(b"yesterday")
+
+
+KEYS = st.lists(
+    st.one_of(
+        st.integers(-(2**64), 2**64),
+        st.text(),
+        st.binary(),
+        st.decimals(allow_nan=False, allow_infinity=False),
+        st.floats(allow_nan=False),
+        st.datetimes(),
+        st.datetimes(timezones=st.just(dt.UTC)),
+        st.dates(),
+        st.timedeltas(),
+    ),
+    min_size=1,
+    max_size=4,
+).map(tuple)
+
+
+@given(KEYS)
+def test_key_values_survive_the_checkpoint_exactly(key: tuple[object, ...]) -> None:
+    back = decode_key(encode_key(key))
+    assert back == key
+    assert [type(v) for v in back] == [type(v) for v in key]
+
+
+def test_progress_record_round_trips_and_moves_on() -> None:
+    state = SnapshotState().add(["a.t", "a.u", "a.t"])
+    assert state.tables == ("a.t", "a.u")
+    state = state.advanced((5, "x", Decimal("1.50")), 100).advanced((9, "y", Decimal("2")), 50)
+    assert state.rows == 150
+    data = state.to_json()
+    assert SnapshotState.from_json(data, "test") == state
+    done = state.finished(7)
+    assert (done.tables, done.after, done.rows, done.done, done.done_rows) == (
+        ("a.u",), None, 0, 1, 157,
+    )  # fmt: skip
+    assert SnapshotState().to_json() is None
+    with pytest.raises(IntegrityError, match="snapshot progress is unreadable"):
+        SnapshotState.from_json({"tables": "x", "after": [["?", "1"]]}, "cp.json")
+
+
+def test_a_chunk_starts_strictly_after_the_last_key_in_key_order() -> None:
+    assert _after_clause(["`a`"], ["5"]) == "(`a` > 5)"
+    assert _after_clause(["`a`", "`b`"], ["5", "'x'"]) == ("(`a` > 5) OR (`a` = 5 AND `b` > 'x')")
+
+
+def test_requests_are_read_oldest_first_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    first = write_request(tmp_path, ["shop.*"])
+    second = write_request(tmp_path, ["crm.users", "crm.orders"])
+    assert read_requests(tmp_path) == [
+        (first, ["shop.*"]),
+        (second, ["crm.users", "crm.orders"]),
+    ]
+    (first.parent / "zzz.json").write_text("{")
+    with pytest.raises(IntegrityError, match=r"zzz\.json"):
+        read_requests(tmp_path)
+
+
+def test_snapshot_settings_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("snapshot:\n  mode: always\n")
+    with pytest.raises(ConfigError, match=r"snapshot\.mode") as caught:
+        load_config(path, environ={})
+    assert "initial" in (caught.value.hint or "")
+    path.write_text("snapshot:\n  chunk_rows: 0\n")
+    with pytest.raises(ConfigError, match=r"snapshot\.chunk_rows"):
+        load_config(path, environ={})
+    path.write_text("snapshot:\n  mode: never\n  chunk_rows: 500\n")
+    config = load_config(path, environ={})
+    assert (config.snapshot.mode, config.snapshot.chunk_rows) == ("never", 500)
+
+
+# ------------------------------------------------------------- text result sets, natively
+
+native = pytest.importorskip("replicator.binlog.native")
+
+
+def _lenenc(data: bytes | None) -> bytes:
+    if data is None:
+        return b"\xfb"
+    n = len(data)
+    if n < 0xFB:
+        head = bytes([n])
+    elif n < 1 << 16:
+        head = b"\xfc" + n.to_bytes(2, "little")
+    elif n < 1 << 24:
+        head = b"\xfd" + n.to_bytes(3, "little")
+    else:
+        head = b"\xfe" + n.to_bytes(8, "little")
+    return head + data
+
+
+def _packet(payload: bytes, seq: int = 1) -> bytes:
+    return len(payload).to_bytes(3, "little") + bytes([seq & 0xFF]) + payload
+
+
+EOF_PACKET = _packet(b"\xfe\x00\x00\x02\x00")
+
+
+def _core() -> object:
+    if not native.AVAILABLE:
+        pytest.skip(f"native core not built: {native.IMPORT_ERROR}")
+    return native.core()
+
+
+def _columns() -> tuple[tuple[int, ...], tuple[object, ...]]:
+    from replicator.binlog.constants import ColumnType as T
+    from replicator.binlog.schema import ColumnDef
+    from replicator.snapshot.columns import converter
+    from replicator.snapshot.fastread import kind
+
+    defs = [
+        ColumnDef(0, T.LONGLONG, 0, name="id"),
+        ColumnDef(1, T.DOUBLE, 8, name="d"),
+        ColumnDef(2, T.DATETIME2, 3, name="at"),
+        ColumnDef(3, T.TIMESTAMP2, 0, name="ts"),
+        ColumnDef(4, T.VARCHAR, 400, name="v", charset="utf-8"),
+        ColumnDef(5, T.NEWDECIMAL, 12 << 8 | 2, name="m"),
+        ColumnDef(6, T.BLOB, 4, name="b", charset="binary"),
+        ColumnDef(7, T.DATE, 0, name="day"),
+    ]
+    return tuple(kind(c) for c in defs), tuple(converter(c) for c in defs)
+
+
+ROW = [b"-9223372036854775808", b"0.1", b"2024-02-29 23:59:59.500", b"0000-00-00 00:00:00",
+       "é€".encode(), b"-12.50", bytes(range(256)), b"2023-02-31"]  # fmt: skip
+EXPECTED = (
+    -(2**63), 0.1, dt.datetime(2024, 2, 29, 23, 59, 59, 500000),
+    InvalidTemporal("0000-00-00 00:00:00"), "é€", Decimal("-12.50"), bytes(range(256)),
+    InvalidTemporal("2023-02-31"),
+)  # fmt: skip
+
+
+def test_text_rows_reads_rows_to_the_end_of_the_result_set() -> None:
+    core, (kinds, fallbacks) = _core(), _columns()
+    row = _packet(b"".join(_lenenc(v) for v in ROW))
+    nulls = _packet(b"\xfb" * 8)
+    data = row + nulls + EOF_PACKET + b"trailing"
+    rows, offset, state = core.text_rows(data, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+    assert (rows, state) == ([EXPECTED, (None,) * 8], 1)
+    assert data[offset:] == b"trailing"
+    # cut anywhere: the rows of whole packets, and where the incomplete one starts
+    for cut in range(len(row) + len(nulls)):
+        rows, offset, state = core.text_rows(data[:cut], 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+        whole = 0 if cut < len(row) else 1
+        assert (len(rows), offset, state) == (whole, whole * len(row), 0)
+
+
+def test_text_rows_stops_at_an_error_packet_and_at_a_split_row() -> None:
+    core, (kinds, fallbacks) = _core(), _columns()
+    error = _packet(b"\xff\x28\x0c#HY000Query execution was interrupted")
+    rows, offset, state = core.text_rows(error, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+    assert (rows, offset, state) == ([], 0, 2)
+    split = b"\xff\xff\xff\x01" + b"x" * 16
+    assert core.text_rows(split, 0, kinds, fallbacks, False) == ([], 0, 3)  # type: ignore[attr-defined]
+
+
+def test_text_rows_names_a_packet_that_is_not_a_row() -> None:
+    core, (kinds, fallbacks) = _core(), _columns()
+    short = _packet(_lenenc(b"1") + _lenenc(b"2"))  # 2 of 8 columns
+    with pytest.raises(ValueError, match="not a row of 8 columns"):
+        core.text_rows(short, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+    bad_text = _packet(b"".join(_lenenc(v) for v in [*ROW[:4], b"\xff\xfe", *ROW[5:]]))
+    with pytest.raises(Exception, match="column `v`: text is not valid utf-8"):
+        core.text_rows(bad_text, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+
+
+def test_a_row_split_over_packets_is_joined() -> None:
+    import io
+
+    from replicator.snapshot.fastread import MAX_PAYLOAD, _joined
+
+    core, (kinds, fallbacks) = _core(), _columns()
+    big = b"\x01" * (MAX_PAYLOAD + 10)
+    payload = b"".join(_lenenc(v) for v in [*ROW[:6], big, ROW[7]])
+    first, rest = payload[:MAX_PAYLOAD], payload[MAX_PAYLOAD:]
+    stream = _packet(first) + _packet(rest, 2) + EOF_PACKET
+    head = stream[:100]
+    (joined, after), offset = _joined(io.BufferedReader(io.BytesIO(stream[100:])), head, 0)
+    assert joined == payload and offset == 0
+    assert after.startswith(EOF_PACKET[:4])
+    row = core.text_row(joined, kinds, fallbacks)  # type: ignore[attr-defined]
+    assert row[6] == big and row[:6] == EXPECTED[:6]
