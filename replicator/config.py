@@ -171,7 +171,9 @@ class SnapshotConfig:
     """Landing the rows tables hold already (replicator.snapshot)."""
 
     # initial: snapshot every replicated table when the landing zone is new (the default
-    # unless start.gtid/start.file is set); never: land changes only
+    # unless start.gtid/start.file is set), and tables filters.include newly takes in;
+    # when_needed: as initial, and snapshot every table again when the source no longer has
+    # the checkpoint's binlog (instead of stopping); never: land changes only
     mode: str | None = None
     chunk_rows: int = 20_000  # rows per chunk (one read view, one SELECT)
 
@@ -675,15 +677,17 @@ def _validate(config: Config) -> None:
     _validate_snapshot(config.snapshot)
 
 
-SNAPSHOT_MODES = ("initial", "never")
+SNAPSHOT_MODES = ("initial", "never", "when_needed")
 
 
 def _validate_snapshot(snapshot: SnapshotConfig) -> None:
     if snapshot.mode is not None and snapshot.mode not in SNAPSHOT_MODES:
         raise ConfigError(
             f"snapshot.mode: {_describe(snapshot.mode)} is not a snapshot mode",
-            hint="use initial (land the tables' rows first, then their changes) or never "
-            "(changes only); leave it out for initial, or never when start is set",
+            hint="use initial (land the tables' rows first, then their changes), "
+            "when_needed (initial, and again when the source has purged the checkpoint's "
+            "binlog) or never (changes only); leave it out for initial, or never when start "
+            "is set",
         )
 
 

@@ -36,6 +36,11 @@ class ServerRefusedError(ReplicatorError):
     exit_code = 3
 
 
+class PositionGoneError(ServerRefusedError):
+    """The server no longer has the binlog at the position asked for (purged, or a server
+    that never had it): ``snapshot.mode: when_needed`` snapshots again instead of stopping."""
+
+
 class IntegrityError(ReplicatorError):
     """The data cannot be trusted: a persistent CRC mismatch, an undecodable event."""
 

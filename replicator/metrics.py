@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -73,6 +73,21 @@ __all__ = [
 log = structlog.get_logger("replicator.metrics")
 
 Clock = Callable[[], float]
+
+
+class SnapshotFigures(Protocol):
+    """What the metrics read of the snapshot's progress (``snapshot.runner.Progress``)."""
+
+    @property
+    def tables_left(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def estimate(self) -> int | None: ...
+    @property
+    def eta_seconds(self) -> float | None: ...
+
+
 LabelValues = tuple[str, ...]
 _Labels = TypeVar("_Labels", bound=tuple[str, ...])
 
@@ -255,6 +270,28 @@ class Metrics:
             "(refreshed every service.progress_seconds).",
             registry=r,
         )
+        self._snapshot_tables = Gauge(
+            "replicator_snapshot_tables_pending",
+            "Tables the snapshot has still to read, the one being read included.",
+            registry=r,
+        )
+        self._snapshot_rows = Gauge(
+            "replicator_snapshot_table_rows",
+            "Rows of the table being snapshotted that have landed (its rows as 'r' are in "
+            "replicator_row_changes_total too).",
+            registry=r,
+        )
+        self._snapshot_estimate = Gauge(
+            "replicator_snapshot_table_rows_estimate",
+            "The source's estimate of the rows of the table being snapshotted (NaN: none).",
+            registry=r,
+        )
+        self._snapshot_eta = Gauge(
+            "replicator_snapshot_table_eta_seconds",
+            "Seconds until the table being snapshotted is read, at this run's rate (NaN: not "
+            "known yet).",
+            registry=r,
+        )
 
         self._last_batch = Gauge(
             "replicator_last_batch_number", "Number of the last committed batch.", registry=r
@@ -316,6 +353,14 @@ class Metrics:
         self._last_batch_time.set(now)
         self._last_checkpoint = now
         self._commit_error = ""
+
+    def snapshot_progress(self, progress: SnapshotFigures) -> None:
+        """Where the snapshot stands (``snapshot.runner.Progress``)."""
+        self._snapshot_tables.set(progress.tables_left)
+        self._snapshot_rows.set(progress.rows)
+        estimate, eta = progress.estimate, progress.eta_seconds
+        self._snapshot_estimate.set(math.nan if estimate is None else estimate)
+        self._snapshot_eta.set(math.nan if eta is None else eta)
 
     def commit_failed(self, reason: str) -> None:
         """A batch commit failed; readiness reports it until the next ``batch_committed``.

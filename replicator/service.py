@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import logging
 import os
 import signal
 import sys
@@ -32,12 +33,12 @@ from .binlog.constants import EventType
 from .binlog.transaction import Transaction
 from .checkpoint import Checkpoint, position_from_json
 from .config import Config, FilterConfig
-from .errors import IntegrityError, ReplicatorError, SinkError
+from .errors import IntegrityError, PositionGoneError, ReplicatorError, SinkError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineStats, TableFilter
 from .progress import CatchUpTracker, bytes_behind
-from .schema.history import RewindError, SchemaHistory
+from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, resync_change
 from .schema.tracker import SchemaTracker
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lane import column_spec
@@ -150,25 +151,69 @@ class Service:
             self.lock.release()
 
     async def _run_locked(self, loop: asyncio.AbstractEventLoop) -> int:
-        checkpoint = await loop.run_in_executor(None, self.zone.recover)
-        self.metrics.checkpoint_saved(_epoch(checkpoint))
-        start = checkpoint.position or start_position(
-            self.config.start.gtid, self.config.start.file, self.config.start.position
-        )
-        log.info(
-            "starting",
-            landing=str(self.zone.root),
-            resume=None if start is None else start.describe(),
-            batch=checkpoint.batch,
-            next_seq=checkpoint.next_seq,
-        )
         await self._start_http()  # probes answer (not ready) while the history is seeded
+        gone: PositionGoneError | None = None
         try:
-            history, start, rewound = await self._schema_history(start)
-            return await self._stream(checkpoint, start, history, rewound)
+            while True:
+                checkpoint = await loop.run_in_executor(None, self.zone.recover)
+                self.metrics.checkpoint_saved(_epoch(checkpoint))
+                start = checkpoint.position or start_position(
+                    self.config.start.gtid, self.config.start.file, self.config.start.position
+                )
+                log.info(
+                    "starting",
+                    landing=str(self.zone.root),
+                    resume=None if start is None else start.describe(),
+                    batch=checkpoint.batch,
+                    next_seq=checkpoint.next_seq,
+                )
+                history, start, rewound = await self._schema_history(start)
+                resync = None
+                if gone is not None:
+                    resync, start = await self._resync(history, start, gone)
+                    self.notifier = Notifier(self.config.mqtt)  # the first one has closed
+                try:
+                    return await self._stream(checkpoint, start, history, rewound, resync)
+                except PositionGoneError as exc:
+                    if gone is not None or self._snapshot_mode() != "when_needed":
+                        raise
+                    gone = exc
         finally:
             if self.http is not None:
                 await self.http.close()
+
+    def _snapshot_mode(self) -> str:
+        mode = self.config.snapshot.mode
+        if mode is None:
+            start = self.config.start
+            return "never" if start.gtid or start.file else "initial"
+        return mode
+
+    async def _resync(
+        self, history: SchemaHistory, gone_from: StreamPosition, exc: PositionGoneError
+    ) -> tuple[SchemaChange, StreamPosition]:
+        """``snapshot.mode: when_needed`` and the source no longer has the binlog after the
+        checkpoint: the stream goes on from the source's binlog end, with a change that brings
+        the history's tables to the source's as of there and a snapshot of every table."""
+        log.warning(
+            "the source no longer has the checkpoint's binlog: snapshotting every table again",
+            checkpoint=gone_from.describe(),
+            cause=str(exc),
+        )
+        seed = await seed_history(self.config.source, None)
+        start = seed.start
+        assert start.file  # the binlog end as the server reports it
+        # recorded just before the start (a change at the start itself would be "not yet
+        # had" by a stream resuming exactly there)
+        point = Point(start.file, start.position - 1)
+        change = resync_change(
+            history.catalog,
+            seed.history.catalog,
+            point,
+            f"-- snapshot.mode when_needed: the binlog from {gone_from.describe()} to "
+            f"{start.describe()} is gone from the source; every table is read again",
+        )
+        return change, start
 
     async def _schema_history(
         self, start: StreamPosition | None
@@ -228,12 +273,8 @@ class Service:
         start: StreamPosition,
         history: SchemaHistory,
         rewound: bool,
+        resync: SchemaChange | None = None,
     ) -> int:
-        # the reader thread keeps its own copy of the history (it runs ahead of the pipeline)
-        tracker = SchemaTracker(
-            history.copy(),
-            TableFilter(self.config.filters).wants,
-        )
         pipeline = Pipeline(
             self.config.sink,
             self.config.filters,
@@ -245,7 +286,14 @@ class Service:
         if rewound:
             pipeline.history_changed()
         self.pipeline = pipeline
-        runner = self._snapshot_runner(checkpoint, pipeline, history)
+        if resync is not None:
+            await pipeline.resync(resync, start)
+        # the reader thread keeps its own copy of the history (it runs ahead of the pipeline)
+        tracker = SchemaTracker(
+            history.copy(),
+            TableFilter(self.config.filters).wants,
+        )
+        runner = self._snapshot_runner(checkpoint, pipeline, history, resync is not None)
         # a snapshot needs the stream beside it until its last chunk: it ends the run then
         self._live_for_snapshot = self.options.stop_at_end and pipeline.snapshot.active
         stop_at_end = self.options.stop_at_end and not self._live_for_snapshot
@@ -269,7 +317,10 @@ class Service:
                 except BaseException as exc:
                     if isinstance(exc, SinkError):  # counted, and named by /readyz
                         self.metrics.commit_failed(str(exc))
-                    self.metrics.fatal(str(exc) if isinstance(exc, ReplicatorError) else "stopped")
+                    resyncs = isinstance(exc, PositionGoneError) and resync is None
+                    if not (resyncs and self._snapshot_mode() == "when_needed"):
+                        reason = str(exc) if isinstance(exc, ReplicatorError) else "stopped"
+                        self.metrics.fatal(reason)
                     raise
                 finally:
                     progress.cancel()
@@ -292,21 +343,23 @@ class Service:
         return 0
 
     def _snapshot_runner(
-        self, checkpoint: Checkpoint, pipeline: Pipeline, history: SchemaHistory
+        self, checkpoint: Checkpoint, pipeline: Pipeline, history: SchemaHistory, resync: bool
     ) -> SnapshotRunner:
-        """The snapshot of this run: the initial one of a new landing zone, the one under
-        way, and what `replicator snapshot` asked for."""
+        """The snapshot of this run: the initial one of a new landing zone, every table again
+        after a resync, the one under way, tables the filters newly take in (unless
+        ``snapshot.mode: never`` is set), and what `replicator snapshot` asked for."""
         cfg = self.config
         runner = SnapshotRunner(cfg.source, cfg.snapshot, history.catalog.traits.flavor, pipeline)
-        mode = cfg.snapshot.mode
-        if mode is None:
-            mode = "never" if cfg.start.gtid or cfg.start.file else "initial"
+        mode = self._snapshot_mode()
         filters = (cfg.filters.include, cfg.filters.exclude)
         before = pipeline.snapshot.filters
-        if checkpoint.batch == 0 and checkpoint.position is None and mode == "initial":
+        if resync:
+            tables = runner.queue(["*"])
+            log.info("snapshot after the resync", tables=len(tables))
+        elif checkpoint.batch == 0 and checkpoint.position is None and mode != "never":
             tables = runner.queue(["*"])
             log.info("initial snapshot", tables=len(tables))
-        elif before is not None and before != filters and mode == "initial":
+        elif before is not None and before != filters and cfg.snapshot.mode != "never":
             # tables the filters take in now: their rows before today are in no binlog read
             old = TableFilter(FilterConfig(include=before[0], exclude=before[1]))
             added = [
@@ -381,6 +434,8 @@ class Service:
                 }
             )
         m.notifications_dropped.sync(total=self.notifier.stats.dropped)
+        if self.snapshots is not None:
+            m.snapshot_progress(self.snapshots.progress())
 
     async def _progress(self, pipeline: Pipeline) -> None:
         """Every ``service.progress_seconds``: how far behind the source's binlog end we are.
@@ -397,6 +452,18 @@ class Service:
         tracker = CatchUpTracker()
         while True:
             await asyncio.sleep(interval)
+            runner = self.snapshots
+            if runner is not None and runner.has_work():
+                snapshot = runner.progress()
+                log.log(
+                    logging.INFO if to_terminal else logging.DEBUG,
+                    "snapshot progress",
+                    progress=snapshot.describe(),
+                    table=snapshot.table,
+                    rows=snapshot.rows,
+                    estimate=snapshot.estimate,
+                    tables_left=snapshot.tables_left,
+                )
             position = pipeline.position
             if position is None or not position.file:
                 continue

@@ -49,7 +49,7 @@ from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
-from ..schema.history import SchemaHistory
+from ..schema.history import SchemaChange, SchemaHistory
 from ..schema.tracker import SchemaChangeEvent
 from ..sink.landing import Batch, LandingZone
 from ..snapshot.state import SnapshotState
@@ -442,7 +442,7 @@ class Pipeline:
                         hint="this binlog comes from a MySQL 5.1 development build",
                     )
                 if isinstance(event, SchemaChangeEvent):
-                    seq = self._schema_change(event, ts, seq)
+                    seq = self._schema_change(event.change, ts, seq)
                 elif isinstance(event, (ev.QueryEvent, ev.OpaqueEvent)):
                     check_statement(event, gtid, self.filter.wants)
                 continue
@@ -491,12 +491,12 @@ class Pipeline:
                 out.append((version, changes))
         return out, seq
 
-    def _schema_change(self, event: SchemaChangeEvent, ts: dt.datetime, seq: int) -> int:
+    def _schema_change(self, change: SchemaChange, ts: dt.datetime, seq: int) -> int:
         """Record a DDL statement: its lifecycle records join the open batch (numbered from
         ``seq``) and the change the pipeline's history. Returns the next ``_seq``."""
-        records = schema_records(event.change, ts, seq, self.filter.wants)
+        records = schema_records(change, ts, seq, self.filter.wants)
         if self.history is not None:
-            self.history.record(dataclasses.replace(event.change, seq=seq))
+            self.history.record(dataclasses.replace(change, seq=seq))
         self._records.extend(records)
         return seq + len(records)
 
@@ -637,6 +637,24 @@ class Pipeline:
         self._in_parts = False
         if was_parts or self.due():
             await self.commit(wait=False)
+
+    async def resync(self, change: SchemaChange, start: StreamPosition) -> None:
+        """The source no longer has the binlog after the checkpoint (``snapshot.mode:
+        when_needed``): the stream goes on from ``start``. ``change`` turns the history's
+        catalog into the source's at ``start`` (``schema.history.resync_change``); its
+        lifecycle records land and are committed at once, so a later abort cannot take the
+        jump back. Prepared XA transactions held from before the gap are let go: their
+        outcome is in the gap, and the snapshot reads what they did."""
+        if self._error is not None:
+            raise self._error
+        batch = self._open()
+        self._next_seq = self._schema_change(change, dt.datetime.now(dt.UTC), self._next_seq)
+        self._history_written = -1
+        self._held = {}
+        self._position = start
+        self.snapshot = SnapshotState(filters=self.snapshot.filters)
+        batch.transactions += 1
+        await self.commit()
 
     # -- snapshot chunks (replicator.snapshot) ----------------------------------------------
 

@@ -43,8 +43,9 @@ _FIX = (
     "the source logged this change as SQL (binlog_format STATEMENT or MIXED, globally or for "
     "the session that ran it), so its rows are not in the binlog: set binlog_format=ROW on the "
     "source (SET GLOBAL binlog_format='ROW' and in my.cnf) and reconnect the applications; "
-    "the rows it changed are missing from the landing zone: re-read the table from the source, "
-    "then move the checkpoint past this statement with `replicator checkpoint set`"
+    "the rows it changed are missing from the landing zone: move the checkpoint past this "
+    "statement with `replicator checkpoint set`, then read the table again with "
+    "`replicator snapshot --tables 'db.table'`"
 )
 
 

@@ -273,6 +273,51 @@ class SchemaHistory:
         )
 
 
+def resync_change(old: Catalog, new: Catalog, point: Point, statement: str) -> SchemaChange:
+    """The change that turns ``old`` (the history's catalog where the binlog it could read
+    ends) into ``new`` (the source's catalog read at ``point``), when the binlog between the
+    two is gone: every table that is still the same is truncated (a snapshot lands its rows
+    again), every other one is dropped and, if it exists now, created again with new column
+    ids. No rename can be told from a drop and a create without the binlog, and none needs to
+    be: every row is read again."""
+    effects: list[ddl.Effect] = []
+    next_id = old.next_column_id
+    for key, table in sorted(old.tables.items()):
+        now = new.tables.get(key)
+        if now is not None and _same_columns(table, now):
+            effects.append(ddl.TableTruncated(table))
+        else:
+            effects.append(ddl.TableDropped(table))
+    for name, database in sorted(old.databases.items()):
+        if name not in new.databases:
+            effects.append(ddl.DatabaseDropped(database, ()))  # its tables are dropped above
+        elif new.databases[name] != database:
+            effects.append(ddl.DatabaseAltered(database, new.databases[name]))
+    for name, database in sorted(new.databases.items()):
+        if name not in old.databases:
+            effects.append(ddl.DatabaseCreated(database))
+    for key, table in sorted(new.tables.items()):
+        before = old.tables.get(key)
+        if before is not None and _same_columns(before, table):
+            continue
+        columns = tuple(
+            dataclasses.replace(c, id=next_id + i, fill=None) for i, c in enumerate(table.columns)
+        )
+        next_id += len(columns)
+        effects.append(ddl.TableCreated(dataclasses.replace(table, columns=columns)))
+    return SchemaChange(point, statement, tuple(effects))
+
+
+def _same_columns(a: Table, b: Table) -> bool:
+    """The same table but for column ids and fills (which only the history knows)."""
+
+    def plain(table: Table) -> Table:
+        columns = tuple(dataclasses.replace(c, id=0, fill=None) for c in table.columns)
+        return dataclasses.replace(table, columns=columns)
+
+    return plain(a) == plain(b)
+
+
 def _touches(change: SchemaChange, key: tuple[str, str]) -> bool:
     """A change that truncated the table, or re-created it with the same columns."""
     for effect in change.effects:

@@ -194,8 +194,9 @@ class SchemaTracker:
                     f"{effect.table.qualified} at {point.describe()}: {effect.reason}: "
                     f"{shown(event.query)!r}",
                     hint="the statement changed rows without logging them, so the landing "
-                    "zone cannot follow it exactly: re-read the table from the source, then "
-                    "move the checkpoint past this statement with `replicator checkpoint set`",
+                    "zone cannot follow it exactly: move the checkpoint past this statement "
+                    "with `replicator checkpoint set`, then read the table again with "
+                    f"`replicator snapshot --tables '{effect.table.qualified}'`",
                 )
         change = self.history.record(SchemaChange(point, event.query, tuple(effects)))
         self._changed()

@@ -26,6 +26,7 @@ import enum
 import fnmatch
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -46,6 +47,46 @@ log = structlog.get_logger("replicator")
 _UNWALKABLE = frozenset({T.ENUM, T.SET, T.FLOAT, T.DOUBLE, T.BIT, T.GEOMETRY, T.JSON, T.VECTOR})
 _RETRY_SECONDS = 0.02
 _MAX_RETRIES = 500  # about 10 s of reopened read views
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where the snapshot stands (for the terminal, ``replicator status`` and /metrics)."""
+
+    table: str | None  # the table being read (None: nothing to read)
+    rows: int  # rows of it landed (before a restart too)
+    estimate: int | None  # the source's estimate of its rows (information_schema)
+    rows_per_second: float | None  # this run's reading rate for it
+    tables_left: int  # the current table included
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if self.estimate is None or not self.rows_per_second:
+            return None
+        return max(0.0, self.estimate - self.rows) / self.rows_per_second
+
+    def describe(self) -> str:
+        if self.table is None:
+            return "done"
+        text = f"{self.table}: {self.rows:,} rows"
+        if self.estimate:
+            share = min(100.0, 100.0 * self.rows / self.estimate)
+            text += f" of about {self.estimate:,} ({share:.0f}%)"
+        if self.rows_per_second is not None:
+            text += f", {self.rows_per_second:,.0f} rows/s"
+        eta = self.eta_seconds
+        if eta is not None:
+            text += f", ETA {_duration(eta)}"
+        if self.tables_left > 1:
+            text += f"; {self.tables_left - 1} more table(s) after it"
+        return text
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
 class _Relation(enum.Enum):
@@ -73,8 +114,10 @@ class SnapshotRunner:
         self._pending: object | None = None  # the first stream item after the point
         self._seen: tuple[str, int] | None = None  # the stream's last event end
         self._last_end: tuple[str, int] | None = None  # the last transaction's end
+        self._reading: str | None = None  # the table the figures below are about
         self._table_started = time.monotonic()
-        self._table_rows = 0
+        self._table_rows = 0  # read in this run
+        self._estimate: int | None = None
         self.rows_read = 0  # since start (metrics)
 
     def has_work(self) -> bool:
@@ -115,9 +158,17 @@ class SnapshotRunner:
         """Land one chunk of the current table (or move past a table that is gone)."""
         loop = asyncio.get_running_loop()
         state = self.pipeline.snapshot
-        if self._table(state) is None:
+        table = self._table(state)
+        if table is None:
             await self._finish(state, 0, "the table is not in the schema history (dropped?)")
             return
+        if state.current != self._reading:
+            self._reading = state.current
+            self._table_started = time.monotonic()
+            self._table_rows = 0
+            self._estimate = await loop.run_in_executor(
+                None, self.reader.estimate_rows, table.schema, table.name
+            )
         point = await loop.run_in_executor(None, self.reader.begin)
         retries = 0
         try:
@@ -150,6 +201,16 @@ class SnapshotRunner:
             await self._read(point, self.pipeline.snapshot)
         finally:
             await loop.run_in_executor(None, self.reader.end)
+
+    def progress(self) -> Progress:
+        state = self.pipeline.snapshot
+        if state.current is None:
+            return Progress(None, 0, None, None, 0)
+        rate = None
+        if state.current == self._reading and self._table_rows:
+            rate = self._table_rows / max(time.monotonic() - self._table_started, 1e-3)
+        estimate = self._estimate if state.current == self._reading else None
+        return Progress(state.current, state.rows, estimate, rate, len(state.tables))
 
     def _table(self, state: SnapshotState) -> Any:
         history = self.pipeline.history
@@ -224,8 +285,7 @@ class SnapshotRunner:
             )
         else:
             log.warning("snapshot table skipped", table=state.current, reason=why)
-        self._table_started = time.monotonic()
-        self._table_rows = 0
+        self._reading = None
         await self.pipeline.snapshot_chunk_done(state.finished(rows))
 
     def _relation(self, point: ReadPoint) -> _Relation:

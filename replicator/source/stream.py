@@ -40,7 +40,13 @@ from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Transaction, TransactionAssembler, TransactionPart
 from ..config import SourceConfig
-from ..errors import ConfigError, IntegrityError, ReplicatorError, ServerRefusedError
+from ..errors import (
+    ConfigError,
+    IntegrityError,
+    PositionGoneError,
+    ReplicatorError,
+    ServerRefusedError,
+)
 from .connection import describe_source, open_connection
 from .errors import SourceUnavailableError, error_code, translate_error
 from .protocol import (
@@ -671,13 +677,14 @@ class ReplicaStream:
             return self._refused(exc.server_message)
         if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG and at_start:
             assert self.position is not None
-            return ServerRefusedError(
+            return PositionGoneError(
                 f"the server cannot send the binlog from {self.position.describe()}: "
                 f"{exc.server_message}",
                 hint=(
                     "those binlog files or GTIDs were purged (or the position is wrong); "
-                    "replay from a position the server still has (SHOW BINARY LOGS, "
-                    "@@gtid_purged) or re-snapshot the tables"
+                    "set snapshot.mode: when_needed to snapshot every table again from "
+                    "now on, or replay from a position the server still has (SHOW BINARY "
+                    "LOGS, @@gtid_purged)"
                 ),
             )
         return SourceUnavailableError(

@@ -78,3 +78,44 @@ def test_catch_up_progress_line_on_a_terminal(tmp_path: Path) -> None:
     assert any("behind, closing at" in line and "ETA" in line for line in lines), lines
     assert "batch committed" in said  # the console renderer, not JSON, on a terminal
     assert '"event":' not in said
+
+
+def test_snapshot_progress_line_on_a_terminal(tmp_path: Path) -> None:
+    """An initial snapshot shows, per table: rows landed of the source's estimate, rows/s and
+    an ETA."""
+    with MariaDBServer() as server:
+        server.execute("CREATE DATABASE shop")
+        server.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(100))")
+        server.execute(
+            "INSERT INTO shop.t SELECT seq, REPEAT('x', 60) FROM seq_1_to_300000", database="shop"
+        )
+        server.execute("ANALYZE TABLE shop.t")  # the estimate the ETA is computed from
+        config = tmp_path / "replicator.yaml"
+        config.write_text(
+            f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+            "  password: replpass\n  server_id: 4346\n"
+            f"sink:\n  root: {tmp_path / 'landing'}\n"
+            "snapshot:\n  chunk_rows: 2000\n"
+            "filters:\n  include: ['shop.*']\n"
+            "service:\n  http_port: 0\n  progress_seconds: 0.1\n"
+        )
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replicator.cli", "run", "--config", str(config),
+             "--stop-at-end"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower,
+        )  # fmt: skip
+        os.close(follower)
+        try:
+            said = _read_all(leader)
+            code = proc.wait(timeout=120)
+        finally:
+            proc.kill()
+            os.close(leader)
+    assert code == 0, said[-3000:]
+    lines = [line for line in said.splitlines() if "snapshot progress" in line]
+    assert lines, said[-3000:]
+    assert any(
+        "shop.t: " in line and "rows of about" in line and "rows/s" in line and "ETA" in line
+        for line in lines
+    ), lines

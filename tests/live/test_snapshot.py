@@ -10,7 +10,9 @@ The Parquet files must agree field for field (type and metadata) and value for v
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from tests.harness.mariadb import MariaDBServer, mariadbd_version
+from tests.live.daemon import Daemon, new_http_port
 from tests.live.test_all_types import TABLES, WORKLOAD_SQL_MODE, _create_sql
 
 pytestmark = pytest.mark.live
@@ -47,8 +50,8 @@ def _run(config: Path, *args: str, timeout: float = 300) -> subprocess.Completed
     return done
 
 
-def _landed(root: Path, table: str) -> pa.Table:
-    directory = root / DB / table
+def _landed(root: Path, table: str, db: str = DB) -> pa.Table:
+    directory = root / db / table
     return ds.dataset(str(directory), format="parquet").to_table().sort_by("id")
 
 
@@ -96,3 +99,67 @@ def test_snapshot_lands_every_type_as_the_binlog_does(
             compared += 1
     assert compared > 100
     server.execute(f"DROP DATABASE IF EXISTS {DB}")
+
+
+def test_a_running_daemon_takes_a_snapshot_request_and_new_tables_of_the_filters(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path
+) -> None:
+    """`replicator snapshot` while the daemon runs: the table's rows land (as 'r', after a
+    stream that had only changes), the request file goes once committed, `status` says done.
+    Then a wider filters.include at the next start snapshots the table it takes in."""
+    server = mariadb_full_metadata
+    db = "snap_requests"
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v VARCHAR(10))", database=db)
+    server.execute(f"CREATE TABLE {db}.b (id INT PRIMARY KEY, w INT)", database=db)
+    server.execute(f"INSERT INTO {db}.a VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+    server.execute(f"INSERT INTO {db}.b VALUES (10, 1), (20, 2)", database=db)
+    start = server.binlog_status().gtid_binlog_pos
+    root = tmp_path / "landing"
+    port = new_http_port()
+    config = tmp_path / "r.yaml"
+    config.write_text(
+        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+        f"  password: replpass\n  server_id: {6000 + os.getpid() % 1000}\n"
+        "  heartbeat_seconds: 1\n"
+        f"start:\n  gtid: '{start}'\n"
+        f"sink:\n  root: {root}\n  batch_max_seconds: 0.2\n"
+        f"filters:\n  include: ['{db}.a']\n"
+        f"service:\n  http_port: {port}\n"
+    )
+    daemon = Daemon(config, tmp_path / "daemon.log", port).start()
+    try:
+        daemon.wait_for("ready", lambda: daemon.get("/readyz")[0] == 200)
+        server.execute(f"UPDATE {db}.a SET v = 'y2' WHERE id = 2", database=db)
+        daemon.wait_for("the update", (root / db / "a").is_dir)
+        done = _run(config, "snapshot", "--tables", f"{db}.*")
+        assert "snapshot requested" in done.stdout
+        requests = root / "_state" / "snapshot-requests"
+        daemon.wait_for("the request taken and committed", lambda: not any(requests.iterdir()))
+
+        def snapshot_done() -> bool:
+            checkpoint = json.loads((root / "_state" / "checkpoint.json").read_text())
+            return bool(checkpoint["snapshot"]["done"]) and not checkpoint["snapshot"]["tables"]
+
+        daemon.wait_for("the snapshot", snapshot_done)
+        rows = _landed(root, "a", db)
+        ops = sorted(
+            zip(rows.column("_op").to_pylist(), rows.column("id").to_pylist(), strict=True)
+        )
+        assert ops == [("r", 1), ("r", 2), ("r", 3), ("u", 2)]
+        snapshot_v = {r["id"]: r["v"] for r in rows.to_pylist() if r["_op"] == "r"}
+        assert snapshot_v == {1: "x", 2: "y2", 3: "z"}  # read after the update: its value
+        status = json.loads(_run(config, "status", "--json", "--no-source").stdout)
+        assert status["snapshot"]["tables"] == [] and status["snapshot"]["done_rows"] == 3
+        assert not (root / db / "b").exists()  # not in filters.include: not asked for
+    finally:
+        daemon.signal(signal.SIGTERM)
+        daemon.wait(60)
+    # a wider include: b is snapshotted at the next start, a is not read again
+    config.write_text(config.read_text().replace(f"'{db}.a'", f"'{db}.*'"))
+    done = _run(config, "run", "--stop-at-end")
+    assert "snapshot of tables newly included" in done.stderr
+    assert sorted(_landed(root, "b", db).column("id").to_pylist()) == [10, 20]
+    assert _landed(root, "a", db).num_rows == 4
+    server.execute(f"DROP DATABASE IF EXISTS {db}")

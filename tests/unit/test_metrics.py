@@ -8,6 +8,7 @@ well-formed cases and through raw asyncio streams for malformed and slow clients
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import urllib.error
 import urllib.request
@@ -647,3 +648,18 @@ def test_a_stream_with_no_progress_is_not_ready_though_connected() -> None:
 
     m.observe_progress()  # a part of a large transaction moves the stream on
     assert m.readiness().ok
+
+
+def test_snapshot_progress_gauges() -> None:
+    from replicator.snapshot.runner import Progress
+
+    m = Metrics()
+    m.snapshot_progress(Progress("shop.big", 50, 200, 10.0, 2))
+    text = m.render()[0].decode()
+    assert value(text, "replicator_snapshot_tables_pending") == 2
+    assert value(text, "replicator_snapshot_table_rows") == 50
+    assert value(text, "replicator_snapshot_table_rows_estimate") == 200
+    assert value(text, "replicator_snapshot_table_eta_seconds") == 15
+    m.snapshot_progress(Progress("shop.t", 0, None, None, 1))
+    text = m.render()[0].decode()
+    assert math.isnan(value(text, "replicator_snapshot_table_eta_seconds"))  # not known

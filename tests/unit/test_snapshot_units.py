@@ -4,6 +4,7 @@ range condition of a chunk, and the config's snapshot settings."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 from pathlib import Path
@@ -16,7 +17,10 @@ from replicator.binlog import temporal
 from replicator.binlog.values import InvalidTemporal
 from replicator.config import load_config
 from replicator.errors import ConfigError, IntegrityError
+from replicator.schema.history import Point, SchemaHistory, resync_change
+from replicator.schema.model import Catalog, Column, Database, Table
 from replicator.snapshot.reader import _after_clause
+from replicator.snapshot.runner import Progress
 from replicator.snapshot.state import (
     SnapshotState,
     decode_key,
@@ -157,6 +161,84 @@ def test_snapshot_settings_are_checked(tmp_path: Path) -> None:
     path.write_text("snapshot:\n  mode: never\n  chunk_rows: 500\n")
     config = load_config(path, environ={})
     assert (config.snapshot.mode, config.snapshot.chunk_rows) == ("never", 500)
+    path.write_text("snapshot:\n  mode: when_needed\n")
+    assert load_config(path, environ={}).snapshot.mode == "when_needed"
+
+
+def _col(name: str, data_type: str = "int", column_id: int = 0) -> Column:
+    return Column(name, data_type, data_type, id=column_id)
+
+
+def test_a_resync_truncates_what_is_unchanged_and_recreates_the_rest() -> None:
+    """After a purged gap: the history's catalog becomes the source's. Unchanged tables keep
+    their column ids (truncated: read again), changed ones are dropped and created with new
+    ids, gone ones dropped, new ones created; applying the change gives the source's tables."""
+    old = Catalog(
+        databases={"app": Database("app"), "old": Database("old")},
+        tables={
+            ("app", "keep"): Table("app", "keep", (_col("id", column_id=1),), ("id",)),
+            ("app", "shape"): Table(
+                "app", "shape", (_col("id", column_id=2), _col("a", column_id=3))
+            ),
+            ("old", "t"): Table("old", "t", (_col("x", column_id=4),)),
+        },
+        next_column_id=9,
+    )
+    new = Catalog(
+        databases={"app": Database("app"), "more": Database("more")},
+        tables={
+            ("app", "keep"): Table("app", "keep", (_col("id", column_id=1),), ("id",)),
+            ("app", "shape"): Table(
+                "app", "shape", (_col("id", column_id=2), _col("b", "bigint", 3))
+            ),
+            ("more", "fresh"): Table("more", "fresh", (_col("k", "varchar", 4),)),
+        },
+    ).numbered()
+    change = resync_change(old, new, Point("mysql-bin.000009", 384), "-- resync")
+    kinds = [(type(e).__name__, getattr(e, "table", None)) for e in change.effects]
+    names = [(k, t.qualified if t is not None else None) for k, t in kinds]
+    assert names == [
+        ("TableTruncated", "app.keep"),
+        ("TableDropped", "app.shape"),
+        ("TableDropped", "old.t"),
+        ("DatabaseDropped", None),
+        ("DatabaseCreated", None),
+        ("TableCreated", "app.shape"),
+        ("TableCreated", "more.fresh"),
+    ]
+    history = SchemaHistory(old, Point("mysql-bin.000001", 4))
+    history.record(change)
+    after = history.catalog
+    assert after.tables[("app", "keep")] == old.tables[("app", "keep")]  # ids kept
+    created = [
+        c.id for key in (("app", "shape"), ("more", "fresh")) for c in after.tables[key].columns
+    ]
+    assert created == [9, 10, 11]  # new ids, never reused
+    assert after.next_column_id == 12
+    strip = _strip_ids
+    assert {k: strip(t) for k, t in after.tables.items()} == {
+        k: strip(t) for k, t in new.tables.items()
+    }
+    assert set(after.databases) == {"app", "more"}
+
+
+def _strip_ids(table: Table) -> Table:
+    return dataclasses.replace(
+        table, columns=tuple(dataclasses.replace(c, id=0) for c in table.columns)
+    )
+
+
+def test_snapshot_progress_says_rows_rate_and_eta() -> None:
+    progress = Progress("shop.big", 40_000, 200_000, 20_000.0, 3)
+    assert progress.eta_seconds == 8.0
+    assert progress.describe() == (
+        "shop.big: 40,000 rows of about 200,000 (20%), 20,000 rows/s, ETA 0m08s; "
+        "2 more table(s) after it"
+    )
+    unknown = Progress("shop.t", 10, None, None, 1)
+    assert unknown.eta_seconds is None
+    assert unknown.describe() == "shop.t: 10 rows"
+    assert Progress(None, 0, None, None, 0).describe() == "done"
 
 
 # ------------------------------------------------------------- text result sets, natively
