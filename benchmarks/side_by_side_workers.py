@@ -104,13 +104,13 @@ def _touch(events: Any) -> tuple[int, int]:
 
 
 def stream(spec: dict[str, Any]) -> dict[str, Any]:
+    from replicator.binlog.position import StreamPosition  # noqa: PLC0415
     from replicator.binlog.transaction import (  # noqa: PLC0415 - see module doc
         Transaction,
         TransactionPart,
     )
     from replicator.config import Secret, SourceConfig  # noqa: PLC0415
     from replicator.runtime import tune_gc  # noqa: PLC0415
-    from replicator.source.protocol import StreamPosition  # noqa: PLC0415
     from replicator.source.stream import ReplicaStream  # noqa: PLC0415
 
     tune_gc()  # as `replicator dump` and `replicator run` do

@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from replicator.binlog.gtid import MariadbGtidPosition
+from replicator.binlog.position import StreamPosition
 from replicator.binlog.transaction import Transaction
 from replicator.config import Secret, SourceConfig
-from replicator.source.protocol import StreamPosition
 from replicator.source.stream import ReplicaStream
 from tests.harness.mariadb import MariaDBServer
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from . import durable
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
+from .binlog.position import StreamPosition
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
-from .snapshot.state import SnapshotState
-from .source.protocol import StreamPosition
+from .snapshot_progress import SnapshotState
 
 FORMAT_VERSION = 1
 
@@ -45,7 +45,7 @@ class Checkpoint:
     # set by `replicator checkpoint set` too: where the stream was before the move. Batches
     # that end before it may repeat transactions landed already, and say so (``replay``)
     replay_until: StreamPosition | None = None
-    # the snapshot under way (tables still to read, the last key landed; snapshot.state)
+    # the snapshot under way (tables still to read, the last key landed; snapshot_progress)
     snapshot: SnapshotState = field(default_factory=SnapshotState)
 
     def to_json(self) -> dict[str, object]:

@@ -22,6 +22,7 @@ from typing import NoReturn
 
 import click
 
+from .binlog.position import covers, start_position
 from .checkpoint import Checkpoint, CheckpointStore, now_iso
 from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
@@ -35,10 +36,9 @@ from .schema.show import report as schema_report
 from .service import RunOptions, Service
 from .sink.landing import LandingZone
 from .sink.lock import LandingLock
-from .snapshot.state import write_request
+from .snapshot.requests import write_request
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
-from .source.protocol import covers, start_position
 from .spark.cli import materialize
 from .status import format_text, gather
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from .binlog.position import start_position
 from .errors import ConfigError, InternalError
-from .source.protocol import start_position
 
 MAX_SECRET_BYTES = 65535  # the longest password MQTT can carry; plenty for MySQL too
 

@@ -32,10 +32,10 @@ from typing import Any, TextIO
 from .binlog import events as ev
 from .binlog.json_binary import json_to_text
 from .binlog.json_diff import UnappliedJsonDiffs
+from .binlog.position import StreamPosition
 from .binlog.transaction import Transaction
 from .binlog.values import ABSENT, Geometry, InvalidTemporal
 from .config import SourceConfig
-from .source.protocol import StreamPosition
 from .source.schema import InformationSchemaLookup
 from .source.stream import ReplicaStream
 

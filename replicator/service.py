@@ -30,6 +30,7 @@ import structlog
 
 from .binlog import events as ev
 from .binlog.constants import EventType
+from .binlog.position import StreamPosition, covers, is_past, start_position
 from .binlog.transaction import Transaction
 from .checkpoint import Checkpoint, position_from_json
 from .config import Config, FilterConfig
@@ -43,11 +44,10 @@ from .schema.tracker import SchemaTracker
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lane import column_spec
 from .sink.lock import LandingLock
+from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner
-from .snapshot.state import read_requests
 from .source.connection import describe_source, open_connection
 from .source.errors import SourceUnavailableError
-from .source.protocol import StreamPosition, covers, is_past, start_position
 from .source.seeding import apply_skipped_ddl, seed_history
 from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream

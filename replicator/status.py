@@ -27,7 +27,7 @@ from .config import Config
 from .errors import ReplicatorError
 from .progress import bytes_behind
 from .sink.manifests import MANIFESTS
-from .snapshot.state import read_requests
+from .snapshot.requests import read_requests
 from .source.connection import open_connection
 from .source.server_info import server_info
 

@@ -18,33 +18,27 @@ there and raise the exact error. Each column becomes one instruction, derived he
 * every other type calls its reference decoder.
 
 The core also builds the pipeline's ``RowChange`` tuples of a rows event
-(``make_changes``), and Arrow columns straight from row tuples (``arrow_columns``), for the
-Parquet writer: integers, floats, text, bytes, dates, timestamps and durations, with None as
-null. It gives up (None) on any value that is not plainly of the column's type, and the
-writer converts that column with pyarrow and its own checks, as without the core.
+(``make_changes``), and Arrow buffers for the Parquet writer (``sink.native_arrow``).
 
 Set ``REPLICATOR_NATIVE=0`` in the environment to use the Python decoders only.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Any
-
-import pyarrow as pa
 
 from .charsets import decode_mysql_latin1
 from .columns import ColumnPlan
 from .values import ABSENT
 
 __all__ = [
-    "AVAILABLE",
     "IMPORT_ERROR",
+    "available",
+    "unavailable",
     "Instruction",
-    "arrow_columns",
-    "arrow_kind",
-    "concat_columns",
     "core",
     "instruction",
     "make_changes",
@@ -63,10 +57,20 @@ else:
     _core = _rowcore
     IMPORT_ERROR = None
 
-if _core is not None and os.environ.get("REPLICATOR_NATIVE", "1") == "0":
-    IMPORT_ERROR = "turned off by REPLICATOR_NATIVE=0"
-AVAILABLE = IMPORT_ERROR is None
-"""Whether row layouts get native decoders (``rows.ROW_DECODERS`` picks the default)."""
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why the core is not used (not built, or ``REPLICATOR_NATIVE=0``); None when it is.
+    Read once, at first use, so that importing this module reads no environment."""
+    if _core is not None and os.environ.get("REPLICATOR_NATIVE", "1") == "0":
+        return "turned off by REPLICATOR_NATIVE=0"
+    return IMPORT_ERROR
+
+
+def available() -> bool:
+    """Whether row layouts get native decoders."""
+    return unavailable() is None
+
 
 _STRUCT_OPS = {"b": 1, "B": 0, "h": 1, "H": 0, "i": 1, "I": 0, "q": 1, "Q": 0}
 
@@ -107,15 +111,6 @@ def core() -> Any:
     return _core
 
 
-def concat_columns(
-    parts: list[tuple[bytes, bytes, bytes | None]], width: int, varlen: bool
-) -> ArrowBuffers | None:
-    """One column of consecutive ``ColumnSpec`` results as Arrow buffers; None past Arrow's
-    2 GiB of variable-length data."""
-    found: ArrowBuffers | None = _core.concat_columns(parts, width, varlen)
-    return found
-
-
 def row_spec(plans: Sequence[ColumnPlan], present: Sequence[int]) -> Any:
     """The native decoder of images with the columns ``present`` (a ``RowsDecoder``)."""
     instructions = tuple(instruction(plans[i]) for i in present)
@@ -125,49 +120,6 @@ def row_spec(plans: Sequence[ColumnPlan], present: Sequence[int]) -> Any:
 def pair_spec(before: Any, after: Any) -> Any:
     """The native decoder of update images (a ``PairsDecoder``)."""
     return _core.PairSpec(before, after)
-
-
-def arrow_kind(type_: pa.DataType) -> tuple[int, int] | None:
-    """(kind, byte width) of an Arrow type the core builds columns of; None for the others
-    (or without the core)."""
-    core = _core
-    if not AVAILABLE:
-        return None
-    if pa.types.is_integer(type_):
-        kind = core.ARROW_INT if pa.types.is_signed_integer(type_) else core.ARROW_UINT
-        return kind, type_.bit_width // 8
-    if pa.types.is_float32(type_):
-        return core.ARROW_FLOAT32, 4
-    if pa.types.is_float64(type_):
-        return core.ARROW_FLOAT64, 8
-    if pa.types.is_string(type_):
-        return core.ARROW_STRING, 1
-    if pa.types.is_binary(type_):
-        return core.ARROW_BINARY, 1
-    if pa.types.is_date32(type_):
-        return core.ARROW_DATE32, 4
-    if pa.types.is_timestamp(type_) and type_.unit == "us":
-        if type_.tz is None:
-            return core.ARROW_TIMESTAMP, 8
-        if type_.tz == "UTC":
-            return core.ARROW_TIMESTAMP_UTC, 8
-    if pa.types.is_duration(type_) and type_.unit == "us":
-        return core.ARROW_DURATION, 8
-    return None
-
-
-ArrowBuffers = tuple[bytes | None, bytes, bytes | None, int]
-"""(validity or None, data, offsets or None, null count) of one Arrow column."""
-
-
-def arrow_columns(
-    rows: list[Any], width: int, specs: tuple[tuple[int, int, int], ...]
-) -> list[ArrowBuffers | None]:
-    """The Arrow buffers of columns of ``rows`` (tuples of ``width`` items), in one pass;
-    ``specs``: (item index, kind, byte width) per column. None for a column left to
-    pyarrow."""
-    found: list[ArrowBuffers | None] = _core.arrow_columns(rows, width, specs)
-    return found
 
 
 def make_changes(

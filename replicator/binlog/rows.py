@@ -34,9 +34,16 @@ RowImage = tuple[object, ...]
 RowDecoders = Literal["native", "python", "reference"]
 # (columns, plans) -> a ColumnSpec, or None when the table cannot take the columnar lane
 LaneFactory = Callable[[tuple[ColumnDef, ...], tuple[ColumnPlan, ...]], object | None]
-ROW_DECODERS: RowDecoders = "native" if native.AVAILABLE else "python"
+ROW_DECODERS: RowDecoders | None = None
 """The fast decoders new ``TableDecoder``s use: the native core, generated Python, or none
-(the reference loop only). Tests compare every path with the reference."""
+(the reference loop only); None: the native core when it is available (``default_decoders``).
+Tests set it to compare every path with the reference."""
+
+
+def default_decoders() -> RowDecoders:
+    if ROW_DECODERS is not None:
+        return ROW_DECODERS
+    return "native" if native.available() else "python"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +129,9 @@ class TableDecoder:
         cls, columns: tuple[ColumnDef, ...], *, decoders: RowDecoders | None = None
     ) -> TableDecoder:
         plans = tuple(build_plan(c) for c in columns)
-        fast = ROW_DECODERS if decoders is None else decoders
-        if fast == "native" and not native.AVAILABLE:
-            raise RuntimeError(f"the native row decoders are not available: {native.IMPORT_ERROR}")
+        fast = default_decoders() if decoders is None else decoders
+        if fast == "native" and not native.available():
+            raise RuntimeError(f"the native row decoders are not available: {native.unavailable()}")
         kept = None if fast == "reference" else plans
         return cls(columns, tuple(p.decode for p in plans), kept, fast)
 

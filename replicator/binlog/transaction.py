@@ -22,11 +22,30 @@ passes through as is, so the consumer can follow positions.
 
 from __future__ import annotations
 
-import datetime as dt
+import enum
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from . import events as ev
+from .gtid import MariadbGtid, MysqlGtid
 from .versions import is_mariadb, version_tuple
+
+
+class Ending(enum.StrEnum):
+    """How a transaction ended (its value is the name logs and tests print)."""
+
+    XID = "xid"  # a transactional engine's commit
+    COMMIT = "commit"  # a COMMIT query (non-transactional engines)
+    ROLLBACK = "rollback"  # a ROLLBACK query: changes to non-transactional tables stay
+    DDL = "ddl"  # a statement that is its own transaction
+    XA_PREPARE = "xa_prepare"  # the prepared part of an XA transaction; the outcome follows
+    XA_COMMIT = "xa_commit"
+    XA_ROLLBACK = "xa_rollback"
+    STATEMENT = "statement"  # MySQL < 5.5 bare autocommit row changes
+
+    @property
+    def is_xa(self) -> bool:
+        return self in (Ending.XA_PREPARE, Ending.XA_COMMIT, Ending.XA_ROLLBACK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +80,17 @@ class Transaction:
     timestamp: int  # commit time, seconds since the epoch (header of the last event)
     xid: int | None
     parts: int  # how many TransactionParts of this transaction came before it
-    # "xid", "commit", "rollback", "ddl", "xa_prepare", "xa_commit", "xa_rollback", and
-    # "statement" for MySQL < 5.5 bare autocommit row changes
-    ending: str
+    ending: Ending
+
+    @property
+    def typed_gtid(self) -> MariadbGtid | MysqlGtid | None:
+        """The GTID as a value (None for an anonymous transaction or a server without)."""
+        if self.mariadb_gtid is not None:
+            return self.mariadb_gtid.gtid
+        event = self.mysql_gtid
+        if event is None or event.anonymous:
+            return None
+        return MysqlGtid(UUID(event.uuid), event.gno, event.tag)
 
     @property
     def rows(self) -> tuple[ev.RowsEvent, ...]:
@@ -71,11 +98,7 @@ class Transaction:
 
     @property
     def rolled_back(self) -> bool:
-        return self.ending == "rollback"
-
-    @property
-    def commit_time(self) -> dt.datetime:
-        return dt.datetime.fromtimestamp(self.timestamp, dt.UTC)
+        return self.ending is Ending.ROLLBACK
 
     @property
     def row_count(self) -> int:
@@ -132,11 +155,6 @@ class TransactionAssembler:
     def in_transaction(self) -> bool:
         return self._gtid_event is not None or self._started or bool(self._open)
 
-    @property
-    def parts_out(self) -> int:
-        """Parts of the open transaction already handed out (0 when none is open)."""
-        return self._parts
-
     def feed(self, event: ev.Event) -> list[Transaction | TransactionPart | ev.Event]:
         if isinstance(event, ev.TransactionPayloadEvent):
             out: list[Transaction | TransactionPart | ev.Event] = []
@@ -172,7 +190,7 @@ class TransactionAssembler:
         ):
             self._open.append(event)
             if isinstance(event, ev.RowsEvent) and event.end_of_statement:
-                return [self._finish(event, "statement")]
+                return [self._finish(event, Ending.STATEMENT)]
             return []
         stray = not isinstance(event, ev.QueryEvent) or statement in ("COMMIT", "ROLLBACK")
         if self._orphan or (not self.in_transaction and stray):
@@ -199,21 +217,23 @@ class TransactionAssembler:
             if self._open_rows >= self.part_rows:
                 return [self._part()]
         if isinstance(event, ev.XidEvent):
-            return [self._finish(event, "xid")]
+            return [self._finish(event, Ending.XID)]
         if isinstance(event, ev.XaPrepareEvent):
-            return [self._finish(event, "xa_prepare")]
+            return [self._finish(event, Ending.XA_PREPARE)]
         if isinstance(event, ev.QueryEvent):
             if self._started and statement in ("COMMIT", "ROLLBACK"):
                 self._open.pop()  # the COMMIT/ROLLBACK statement itself carries nothing
-                return [self._finish(event, "commit" if statement == "COMMIT" else "rollback")]
+                return [
+                    self._finish(event, Ending.COMMIT if statement == "COMMIT" else Ending.ROLLBACK)
+                ]
             if not self._started:
                 # a statement on its own: DDL (MySQL without BEGIN, MariaDB STANDALONE), or
                 # the outcome of a prepared XA transaction
                 if statement.startswith("XA COMMIT"):
-                    return [self._finish(event, "xa_commit")]
+                    return [self._finish(event, Ending.XA_COMMIT)]
                 if statement.startswith("XA ROLLBACK"):
-                    return [self._finish(event, "xa_rollback")]
-                return [self._finish(event, "ddl")]
+                    return [self._finish(event, Ending.XA_ROLLBACK)]
+                return [self._finish(event, Ending.DDL)]
         return []
 
     def _part(self) -> TransactionPart:
@@ -240,7 +260,7 @@ class TransactionAssembler:
             return gtid_event.gtid
         return None
 
-    def _finish(self, last: ev.Event, ending: str) -> Transaction:
+    def _finish(self, last: ev.Event, ending: Ending) -> Transaction:
         first = self._gtid_event or (self._open[0] if self._open else last)
         gtid_event = self._gtid_event
         xid = last.xid if isinstance(last, ev.XidEvent) else None

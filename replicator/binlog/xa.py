@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from . import events as ev
 from .errors import DecodeError
-from .transaction import Transaction
+from .transaction import Ending, Transaction
 
 __all__ = ["XaId", "outcome_xa_id", "parse_xid", "xa_id_of"]
 
@@ -122,9 +122,11 @@ def xa_id_of(transaction: Transaction) -> XaId | None:
     """The XA id of a prepared part (``xa_prepare``) or an outcome (``xa_commit``,
     ``xa_rollback``); None for any other transaction."""
     for event in reversed(transaction.events):
-        if transaction.ending == "xa_prepare" and isinstance(event, ev.XaPrepareEvent):
+        if transaction.ending is Ending.XA_PREPARE and isinstance(event, ev.XaPrepareEvent):
             return XaId.of_prepare(event)
-        if transaction.ending in ("xa_commit", "xa_rollback") and isinstance(event, ev.QueryEvent):
+        if transaction.ending in (Ending.XA_COMMIT, Ending.XA_ROLLBACK) and isinstance(
+            event, ev.QueryEvent
+        ):
             found = outcome_xa_id(event.query)
             if found is not None:
                 return found[1]

@@ -43,19 +43,19 @@ import structlog
 
 from ..binlog import events as ev
 from ..binlog import native
+from ..binlog.position import StreamPosition
 from ..binlog.schema import ColumnDef
-from ..binlog.transaction import Transaction, TransactionPart
+from ..binlog.transaction import Ending, Transaction, TransactionPart
 from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
 from ..schema.history import SchemaChange, SchemaHistory
 from ..schema.tracker import SchemaChangeEvent
+from ..sink.changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
-from ..snapshot.state import SnapshotState
-from ..source.protocol import StreamPosition
+from ..snapshot_progress import SnapshotState
 from ..source.stream import TransactionAborted
-from .changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
 from .lifecycle import schema_records
 from .statements import StatementLoggedError, check_statement
 
@@ -182,7 +182,7 @@ def _changes(
     """One ``RowChange`` per row, numbered from ``seq``: by the native core, else by C
     iterators alone (``tuple.__new__`` over zipped fields); either is several times faster
     per row than calling the NamedTuple constructor, which is Python code."""
-    if native.AVAILABLE:
+    if native.available():
         return native.make_changes(
             RowChange, op, seq, gtid, ts, server_id, event.file, event.position, rows, befores
         )
@@ -211,7 +211,7 @@ def _snapshot_changes(
     rows: Sequence[tuple[object, ...]],
 ) -> list[RowChange]:
     """One snapshot ``RowChange`` per row, numbered from ``seq`` (see ``_changes``)."""
-    if native.AVAILABLE:
+    if native.available():
         return native.make_changes(RowChange, "r", seq, None, ts, server_id, file, position,
                                    rows, None)  # fmt: skip
     n = len(rows)
@@ -311,10 +311,6 @@ class Pipeline:
         """The history was changed outside the stream (rewound for a replay): the next commit
         writes it even if no DDL comes."""
         self._history_written = -1
-
-    @property
-    def pending_rows(self) -> int:
-        return 0 if self._batch is None else self._batch_rows
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -523,7 +519,7 @@ class Pipeline:
             raise IntegrityError(
                 f"XA transaction at {transaction.file}:{transaction.position} names no XA id"
             )
-        if transaction.ending == "xa_prepare":
+        if transaction.ending is Ending.XA_PREPARE:
             if transaction.parts:
                 raise ConfigError(
                     f"XA transaction {xa} has more row changes than "
@@ -538,7 +534,7 @@ class Pipeline:
             self.stats.xa_prepared += 1
             return []
         held = self._held.pop(xa.key, None)
-        if transaction.ending == "xa_rollback":
+        if transaction.ending is Ending.XA_ROLLBACK:
             self.stats.xa_rolled_back += 1
             return []
         if held is None:
@@ -612,7 +608,7 @@ class Pipeline:
         records = len(self._records)
         changes = 0 if self.history is None else len(self.history.changes)
         try:
-            if item.ending.startswith("xa_"):
+            if item.ending.is_xa:
                 groups = self._xa(item, ts)
             else:
                 groups = self._changes(item, item.events, ts)
@@ -631,7 +627,7 @@ class Pipeline:
         self.stats.transactions += 1
         self.stats.last_event_timestamp = item.timestamp
         self._position = (self._position or StreamPosition()).after(
-            item.gtid, item.end_file, item.end_position
+            item.typed_gtid, item.end_file, item.end_position
         )
         was_parts = self._in_parts
         self._in_parts = False

@@ -62,7 +62,7 @@ import pyarrow as pa
 from ..binlog.constants import ColumnType
 from ..binlog.schema import ColumnDef
 from ..errors import IntegrityError, SinkError
-from ..pipeline.changes import TableVersion
+from .changes import TableVersion
 from .fill import landing_fill
 
 __all__ = [

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..binlog.position import StreamPosition, is_past
 from ..checkpoint import (
     Checkpoint,
     CheckpointStore,
@@ -58,10 +59,9 @@ from ..checkpoint import (
 from ..config import SinkConfig
 from ..durable import fsync_dir
 from ..errors import IntegrityError, SinkError
-from ..pipeline.changes import Change, HeldXa, TableVersion, rows_in
 from ..schema.history import SchemaHistory
-from ..snapshot.state import SnapshotState
-from ..source.protocol import StreamPosition, is_past
+from ..snapshot_progress import SnapshotState
+from .changes import Change, HeldXa, TableVersion, rows_in
 from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
 

@@ -76,7 +76,7 @@ def lane_instruction(col: ColumnDef, plan: ColumnPlan) -> tuple[Any, ...] | None
 def column_spec(columns: Sequence[ColumnDef], plans: Sequence[ColumnPlan]) -> Any:
     """The ``ColumnSpec`` of a table's full row images, or None when a column keeps the
     table out of the lane (or the native core is not built)."""
-    if not native.AVAILABLE or not columns:
+    if not native.available() or not columns:
         return None
     instructions = []
     for col, plan in zip(columns, plans, strict=True):

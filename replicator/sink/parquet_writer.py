@@ -67,13 +67,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..binlog import native
 from ..binlog.constants import ColumnType
 from ..binlog.json_diff import UnappliedJsonDiffs
 from ..binlog.schema import ColumnDef
 from ..binlog.values import ABSENT, Geometry, InvalidTemporal
 from ..errors import ConfigError, IntegrityError, InternalError, SinkError
-from ..pipeline.changes import Change, ChunkRun, RowChange, TableVersion, last_seq
+from . import native_arrow
 from .arrow_types import (
     ABSENT_TYPE,
     BEFORE_FIELD,
@@ -82,6 +81,7 @@ from .arrow_types import (
     arrow_field,
     arrow_schema,
 )
+from .changes import Change, ChunkRun, RowChange, TableVersion, last_seq
 
 __all__ = ["BEFORE_KEY_FIELD", "PRIMARY_KEY_KEY", "ParquetTableWriter", "WrittenFile", "identity"]
 
@@ -150,7 +150,7 @@ def _plan(col: ColumnDef, geometry_srid: bool) -> _ColumnPlan:
         return _ColumnPlan(field.name, field.type, _decimal_text)
     if field.type == GEOMETRY_SRID:
         return _ColumnPlan(field.name, field.type, _geometry_srid)
-    return _ColumnPlan(field.name, field.type, None, native.arrow_kind(field.type))
+    return _ColumnPlan(field.name, field.type, None, native_arrow.arrow_kind(field.type))
 
 
 def _geometry_srid(values: Sequence[object]) -> list[object]:
@@ -168,7 +168,7 @@ def _native_arrays(
     specs = tuple((index, *kind) for index, _, kind in wanted if kind is not None)
     if not specs:
         return out
-    built = iter(native.arrow_columns(rows, width, specs))
+    built = iter(native_arrow.arrow_columns(rows, width, specs))
     n = len(rows)
     for j, (_, type_, kind) in enumerate(wanted):
         if kind is None:
@@ -180,7 +180,7 @@ def _native_arrays(
     return out
 
 
-def _from_buffers(type_: pa.DataType, n: int, found: native.ArrowBuffers) -> pa.Array:
+def _from_buffers(type_: pa.DataType, n: int, found: native_arrow.ArrowBuffers) -> pa.Array:
     validity, data, offsets, nulls = found
     buffers = [None if validity is None else pa.py_buffer(validity)]
     if offsets is not None:
@@ -435,7 +435,7 @@ class ParquetTableWriter:
         for index, plan in enumerate(self._plans):
             varlen = pa.types.is_string(plan.type) or pa.types.is_binary(plan.type)
             width = 0 if varlen else plan.type.bit_width // 8
-            found = native.concat_columns(
+            found = native_arrow.concat_columns(
                 [run.event.chunk[1][index] for run in runs], width, varlen
             )
             if found is None:  # past 2 GiB of text: split, from the row tuples
@@ -617,7 +617,9 @@ class ParquetTableWriter:
         arrays: list[pa.Array] = []
         fields_of: list[tuple[object, ...]] | None = None
         built = _native_arrays(
-            rows, width, [(i, f.type, native.arrow_kind(f.type)) for i, f in enumerate(fields)]
+            rows,
+            width,
+            [(i, f.type, native_arrow.arrow_kind(f.type)) for i, f in enumerate(fields)],
         )
         for index, field in enumerate(fields):
             array = built[index]

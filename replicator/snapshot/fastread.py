@@ -56,7 +56,7 @@ def read_rows(
 ) -> Iterator[list[tuple[object, ...]]]:
     """The rows of ``sql`` (a SELECT of ``columns``), in lists of about ``batch``."""
     converters = tuple(converter(c) for c in columns)
-    if not native.AVAILABLE:
+    if not native.available():
         yield from _slow(conn, sql, converters, batch)
         return
     kinds = tuple(kind(c) for c in columns)

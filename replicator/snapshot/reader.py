@@ -30,13 +30,13 @@ import pymysql
 import structlog
 
 from ..binlog.gtid import MysqlGtidSet
+from ..binlog.position import StreamPosition
 from ..binlog.schema import ColumnDef
 from ..binlog.values import InvalidTemporal
 from ..config import SourceConfig
 from ..errors import IntegrityError, ReplicatorError
 from ..source.connection import describe_source, open_connection
 from ..source.errors import translate_error
-from ..source.protocol import StreamPosition
 from .columns import quote, select_expression
 from .fastread import read_rows
 

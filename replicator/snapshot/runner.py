@@ -34,14 +34,14 @@ import structlog
 from ..binlog import events as ev
 from ..binlog.constants import ColumnType as T
 from ..binlog.gtid import MysqlGtid
+from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.transaction import Transaction, TransactionPart
 from ..config import SnapshotConfig, SourceConfig
 from ..errors import IntegrityError
 from ..pipeline.pipeline import Pipeline
-from ..source.protocol import StreamPosition, is_past, position_reached
+from ..snapshot_progress import SnapshotState
 from .columns import SnapshotTypeError, column_defs
 from .reader import ReadPoint, SnapshotReader
-from .state import SnapshotState
 
 log = structlog.get_logger("replicator")
 _UNWALKABLE = frozenset({T.ENUM, T.SET, T.FLOAT, T.DOUBLE, T.BIT, T.GEOMETRY, T.JSON, T.VECTOR})

@@ -28,6 +28,7 @@ import structlog
 
 from ..binlog import events as ev
 from ..binlog.gtid import MariadbGtidPosition
+from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.transaction import Transaction, TransactionPart
 from ..checkpoint import position_to_json
 from ..config import SourceConfig
@@ -39,7 +40,6 @@ from ..schema.tracker import SchemaTracker, context_of, may_change_tables
 from .catalog import read_catalog, read_traits
 from .connection import open_connection
 from .errors import SourceUnavailableError
-from .protocol import StreamPosition, is_past, position_reached
 from .server_info import server_info
 from .stream import ReplicaStream, server_facts
 

@@ -35,10 +35,11 @@ from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
 from ..binlog.errors import ChecksumError, DecodeError, ServerError
 from ..binlog.framing import EndOfStream, _NeedData
 from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
+from ..binlog.position import StreamPosition, position_reached
 from ..binlog.rows import LaneFactory
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
-from ..binlog.transaction import Transaction, TransactionAssembler, TransactionPart
+from ..binlog.transaction import Ending, Transaction, TransactionAssembler, TransactionPart
 from ..config import SourceConfig
 from ..errors import (
     ConfigError,
@@ -55,10 +56,8 @@ from .protocol import (
     COM_BINLOG_DUMP_GTID,
     COM_REGISTER_SLAVE,
     MARIADB_SLAVE_CAPABILITY_MINE,
-    StreamPosition,
     dump_gtid_payload,
     dump_payload,
-    position_reached,
     register_replica_payload,
 )
 from .server_info import ServerInfo, server_info
@@ -597,10 +596,10 @@ class ReplicaStream:
         elif isinstance(item, Transaction):
             self._open_parts = False
             self.stats.transactions += 1
-            self.position = self.position.after(item.gtid, item.end_file, item.end_position)
+            self.position = self.position.after(item.typed_gtid, item.end_file, item.end_position)
             if self._tracker is not None:
                 self._tracker.mark()
-            elif item.ending == "ddl" and _may_change_columns(item):
+            elif item.ending is Ending.DDL and _may_change_columns(item):
                 self._schema_changed()
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1

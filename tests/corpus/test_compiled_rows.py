@@ -35,7 +35,7 @@ def _row_images(path: Path) -> list[tuple[object, ...]] | tuple[str, str]:
     ]
 
 
-FAST: tuple[rows.RowDecoders, ...] = ("native", "python") if native.AVAILABLE else ("python",)
+FAST: tuple[rows.RowDecoders, ...] = ("native", "python") if native.available() else ("python",)
 
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> int:

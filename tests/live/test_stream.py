@@ -16,11 +16,11 @@ import pytest
 
 from replicator.binlog import events as ev
 from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition
+from replicator.binlog.position import StreamPosition
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.config import Secret, SourceConfig
 from replicator.errors import IntegrityError, ServerRefusedError
 from replicator.source.binlog_file import read_binlog_file
-from replicator.source.protocol import StreamPosition
 from replicator.source.stream import ReplicaStream
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.proxy import FaultProxy

@@ -13,7 +13,7 @@ import pytest
 
 from replicator.binlog.values import ABSENT
 from replicator.errors import SinkError
-from replicator.pipeline.changes import RowChange, TableVersion
+from replicator.sink.changes import RowChange, TableVersion
 from replicator.sink.parquet_writer import ParquetTableWriter
 from tests.spark.zone import TS, int_col, table, text_col
 

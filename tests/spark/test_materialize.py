@@ -288,7 +288,7 @@ def test_uncommitted_and_in_flight_files_are_never_read(
 
 
 def _change(seq: int, item: tuple[Any, ...]) -> Any:
-    from replicator.pipeline.changes import RowChange
+    from replicator.sink.changes import RowChange
 
     return RowChange(item[1], seq, None, TS, 1, "f", 4, tuple(item[2]))
 

@@ -14,8 +14,8 @@ from pyspark.sql import SparkSession
 
 from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.schema import ColumnDef
-from replicator.pipeline.changes import TableVersion
 from replicator.sink.arrow_types import column_name
+from replicator.sink.changes import TableVersion
 from replicator.spark.materialize import materialize
 from replicator.spark.type_map import spark_type_name
 from tests.spark.zone import Zone

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from replicator.binlog.constants import ColumnType as T
+from replicator.binlog.position import StreamPosition
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT
 from replicator.config import SinkConfig
-from replicator.pipeline.changes import RowChange, TableVersion
+from replicator.sink.changes import RowChange, TableVersion
 from replicator.sink.landing import LandingZone
-from replicator.source.protocol import StreamPosition
 
 TS = dt.datetime(2026, 11, 22, 10, 0, 0, tzinfo=dt.UTC)
 

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from replicator.binlog.position import start_position
 from replicator.cli import main
 from replicator.config import LIMITS, Config, load_config
 from replicator.errors import ConfigError
-from replicator.source.protocol import start_position
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config" / "replicator.example.yaml"

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from replicator.binlog.constants import EventType
 from replicator.binlog.framing import _NeedData
+from replicator.binlog.position import StreamPosition
 from replicator.binlog.stream import BinlogFileDecoder
 from replicator.binlog.transaction import TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
@@ -35,7 +36,6 @@ from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
 from replicator.sink.lane import column_spec
 from replicator.sink.manifests import read_manifests
-from replicator.source.protocol import StreamPosition
 from tests.conftest import CORPUS_DIR
 
 DATA = Path(__file__).resolve().parents[1] / "data"

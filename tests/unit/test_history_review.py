@@ -14,7 +14,13 @@ import pytest
 
 from replicator.binlog import events as ev
 from replicator.binlog.gtid import MariadbGtidPosition
-from replicator.binlog.transaction import Transaction, TransactionAssembler, TransactionPart
+from replicator.binlog.position import StreamPosition, covers
+from replicator.binlog.transaction import (
+    Ending,
+    Transaction,
+    TransactionAssembler,
+    TransactionPart,
+)
 from replicator.config import FilterConfig, SinkConfig, SourceConfig
 from replicator.errors import IntegrityError, ReplicatorError
 from replicator.pipeline.pipeline import Pipeline
@@ -25,7 +31,6 @@ from replicator.schema.model import Catalog, ServerTraits
 from replicator.schema.tracker import SchemaChangeEvent, SchemaTracker
 from replicator.service import Service
 from replicator.sink.landing import FaultInjector, LandingZone
-from replicator.source.protocol import StreamPosition, covers
 from replicator.source.seeding import fit_to_start
 from replicator.source.stream import ReplicaStream, TransactionAborted, feed
 
@@ -64,7 +69,7 @@ def _transaction(start: int, end: int, *events: ev.Event) -> Transaction:
         timestamp=1_700_000_000,
         xid=1,
         parts=0,
-        ending="xid",
+        ending=Ending.XID,
     )
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from replicator.binlog.position import StreamPosition
 from replicator.checkpoint import Checkpoint, CheckpointStore
 from replicator.config import SinkConfig
 from replicator.errors import IntegrityError
 from replicator.sink.landing import LandingZone
-from replicator.source.protocol import StreamPosition
 
 
 def _end(batch: int) -> dict[str, object]:
@@ -248,7 +248,7 @@ def test_a_moved_checkpoint_starts_a_chain_that_says_so(tmp_path: Path) -> None:
 
 def test_a_file_that_exists_is_never_overwritten(tmp_path: Path) -> None:
     from replicator.binlog.schema import ColumnDef
-    from replicator.pipeline.changes import TableVersion
+    from replicator.sink.changes import TableVersion
 
     zone = _zone_with_batches(tmp_path, 1)
     version = TableVersion("db", "t", (ColumnDef(index=0, type=3, meta=0, name="id"),))

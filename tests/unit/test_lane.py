@@ -24,7 +24,7 @@ from replicator.binlog.errors import DecodeError
 from replicator.binlog.rows import TableDecoder, decode_images
 from replicator.binlog.schema import ColumnDef
 from replicator.errors import IntegrityError, InternalError
-from replicator.pipeline.changes import ChunkRun, RowChange, TableVersion
+from replicator.sink.changes import ChunkRun, RowChange, TableVersion
 from replicator.sink.lane import column_spec
 from replicator.sink.parquet_writer import ParquetTableWriter
 

@@ -21,9 +21,9 @@ REQUIRE_NATIVE_ENV = "REPLICATOR_REQUIRE_NATIVE"
 
 def require_native() -> None:
     """Skip without the native core; fail instead when REPLICATOR_REQUIRE_NATIVE=1."""
-    if native.AVAILABLE:
+    if native.available():
         return
-    reason = f"the native core is not built: {native.IMPORT_ERROR}"
+    reason = f"the native core is not built: {native.unavailable()}"
     if os.environ.get(REQUIRE_NATIVE_ENV) == "1":
         pytest.fail(f"{reason} ({REQUIRE_NATIVE_ENV}=1 forbids skipping)", pytrace=False)
     pytest.skip(reason)
@@ -31,11 +31,14 @@ def require_native() -> None:
 
 def test_native_core_is_the_default() -> None:
     require_native()
-    assert rows.ROW_DECODERS == "native"
+    assert rows.default_decoders() == "native"
 
 
 def _defaults(env: dict[str, str]) -> str:
-    code = "from replicator.binlog import native, rows; print(native.AVAILABLE, rows.ROW_DECODERS)"
+    code = (
+        "from replicator.binlog import native, rows; "
+        "print(native.available(), rows.default_decoders())"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
@@ -53,7 +56,7 @@ def test_make_changes_equals_the_namedtuple() -> None:
     require_native()
     import datetime as dt
 
-    from replicator.pipeline.changes import RowChange
+    from replicator.sink.changes import RowChange
 
     ts = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
     rows = [(1, "a"), (2, None)]

@@ -1,4 +1,4 @@
-"""Arrow columns built by the native core (``native.arrow_columns``) against pyarrow.
+"""Arrow columns built by the native core (``native_arrow.arrow_columns``) against pyarrow.
 
 For any list of values of a column's type with NULLs, the core's buffers must make exactly
 the array ``pa.array(values, type)`` makes. For anything that is not plainly a value of the
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replicator.binlog import native
 from replicator.binlog.values import ABSENT, InvalidTemporal
+from replicator.sink import native_arrow
 from replicator.sink.parquet_writer import _native_arrays
 
 from .test_native import require_native
@@ -69,7 +69,7 @@ def _native_array(
 
 def _native(values: list[Any], type_: pa.DataType) -> pa.Array | None:
     rows = [(0, v, 1) for v in values]
-    return _native_array(rows, 1, 3, type_, native.arrow_kind(type_))
+    return _native_array(rows, 1, 3, type_, native_arrow.arrow_kind(type_))
 
 
 @settings(max_examples=400, deadline=None)
@@ -93,7 +93,7 @@ def test_repeated_objects_are_copied_not_shared() -> None:
     gtid = "0-1-42"
     rows = [(gtid, stamp)] * 3 + [("0-1-43", stamp.replace(second=1))]
     for index, type_ in ((0, pa.string()), (1, pa.timestamp("us", tz="UTC"))):
-        built = _native_array(rows, index, 2, type_, native.arrow_kind(type_))
+        built = _native_array(rows, index, 2, type_, native_arrow.arrow_kind(type_))
         assert built is not None
         assert built.to_pylist() == [r[index] for r in rows]
 
@@ -127,7 +127,7 @@ def test_anything_else_is_left_to_pyarrow(type_: pa.DataType, odd: object) -> No
 
 
 def test_rows_of_another_width_are_left_to_pyarrow() -> None:
-    kind = native.arrow_kind(pa.int64())
+    kind = native_arrow.arrow_kind(pa.int64())
     assert _native_array([(1, 2), (3,)], 0, 2, pa.int64(), kind) is None
     assert _native_array([(1, 2), [3, 4]], 0, 2, pa.int64(), kind) is None
     assert _native_array([(1, 2), (3, 4, 5)], 0, 2, pa.int64(), kind) is None
@@ -148,10 +148,10 @@ def test_no_rows_and_all_nulls() -> None:
 def test_one_pass_leaves_only_the_odd_column_to_pyarrow() -> None:
     rows = [(1, "a", 1.5), (2, ABSENT, None), (None, "c", 2.5)]
     wanted = [
-        (0, pa.int64(), native.arrow_kind(pa.int64())),
-        (1, pa.string(), native.arrow_kind(pa.string())),
-        (2, pa.float64(), native.arrow_kind(pa.float64())),
-        (2, pa.decimal128(5, 2), native.arrow_kind(pa.decimal128(5, 2))),  # no native kind
+        (0, pa.int64(), native_arrow.arrow_kind(pa.int64())),
+        (1, pa.string(), native_arrow.arrow_kind(pa.string())),
+        (2, pa.float64(), native_arrow.arrow_kind(pa.float64())),
+        (2, pa.decimal128(5, 2), native_arrow.arrow_kind(pa.decimal128(5, 2))),  # no native kind
     ]
     first, second, third, fourth = _native_arrays(rows, 3, wanted)
     assert second is None and fourth is None

@@ -26,7 +26,6 @@ from replicator.binlog.json_diff import JsonDiff, JsonDiffOperation, UnappliedJs
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT, Geometry, InvalidTemporal
 from replicator.errors import ConfigError, IntegrityError, InternalError, SinkError
-from replicator.pipeline.changes import RowChange, TableVersion
 from replicator.sink.arrow_types import (
     SCHEMA_TABLE_KEY,
     SCHEMA_VERSION_KEY,
@@ -35,6 +34,7 @@ from replicator.sink.arrow_types import (
     arrow_schema,
     schema_version,
 )
+from replicator.sink.changes import RowChange, TableVersion
 from replicator.sink.parquet_writer import ParquetTableWriter, WrittenFile
 
 TS = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)

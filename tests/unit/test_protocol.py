@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 
 from replicator.binlog import events as ev
-from replicator.binlog.gtid import MariadbGtidPosition, MysqlGtidSet
+from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition, MysqlGtid, MysqlGtidSet
+from replicator.binlog.position import StreamPosition, position_reached, start_position
 from replicator.errors import ConfigError
 from replicator.source.protocol import (
     BINLOG_THROUGH_GTID,
-    StreamPosition,
     dump_gtid_payload,
     dump_payload,
-    position_reached,
     register_replica_payload,
-    start_position,
 )
 from tests.corpus.util import decode_all
 
@@ -60,13 +58,16 @@ def test_dump_gtid_payload_carries_the_server_encoding(corpus_dir: Path) -> None
 
 def test_stream_position_after_transactions() -> None:
     start = StreamPosition("mysql-bin.000001", 4, MariadbGtidPosition.parse("0-1-5"))
-    moved = start.after("0-1-6", "mysql-bin.000001", 900).after("1-2-3", "mysql-bin.000002", 77)
+    moved = start.after(MariadbGtid.parse("0-1-6"), "mysql-bin.000001", 900).after(
+        MariadbGtid.parse("1-2-3"), "mysql-bin.000002", 77
+    )
     assert moved.file == "mysql-bin.000002" and moved.position == 77
     assert str(moved.mariadb_gtid) == "0-1-6,1-2-3"
     mysql = StreamPosition(
         mysql_gtid=MysqlGtidSet.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5")
     )
-    after = mysql.after("3e11fa47-71ca-11e1-9e33-c80aa9429562:6", "binlog.000009", 10)
+    gtid = MysqlGtid.parse("3e11fa47-71ca-11e1-9e33-c80aa9429562:6")
+    after = mysql.after(gtid, "binlog.000009", 10)
     assert str(after.mysql_gtid) == "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-6"
 
 

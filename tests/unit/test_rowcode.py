@@ -299,7 +299,7 @@ def _same(
 
 
 # Without the native core (no C compiler), its absence fails test_native.py in CI.
-FAST: tuple[RowDecoders, ...] = ("native", "python") if native.AVAILABLE else ("python",)
+FAST: tuple[RowDecoders, ...] = ("native", "python") if native.available() else ("python",)
 ALL: tuple[RowDecoders, ...] = (*FAST, "reference")
 
 

@@ -20,14 +20,9 @@ from replicator.errors import ConfigError, IntegrityError
 from replicator.schema.history import Point, SchemaHistory, resync_change
 from replicator.schema.model import Catalog, Column, Database, Table
 from replicator.snapshot.reader import _after_clause
+from replicator.snapshot.requests import read_requests, write_request
 from replicator.snapshot.runner import Progress
-from replicator.snapshot.state import (
-    SnapshotState,
-    decode_key,
-    encode_key,
-    read_requests,
-    write_request,
-)
+from replicator.snapshot_progress import SnapshotState, decode_key, encode_key
 
 FIELDS = st.tuples(
     st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 23),
@@ -269,8 +264,8 @@ EOF_PACKET = _packet(b"\xfe\x00\x00\x02\x00")
 
 
 def _core() -> object:
-    if not native.AVAILABLE:
-        pytest.skip(f"native core not built: {native.IMPORT_ERROR}")
+    if not native.available():
+        pytest.skip(f"native core not built: {native.unavailable()}")
     return native.core()
 
 

@@ -1,4 +1,5 @@
-"""Snapshot progress, as the checkpoint and each manifest carry it.
+"""Snapshot progress, as the checkpoint and each manifest carry it (``replicator.snapshot``
+reads the tables; this is only the record).
 
 ``tables`` lists the tables still to read, in order (``db.table``); the first is being read,
 ``after`` is the key of the last row of it that landed (None: none yet) and ``rows`` how many
@@ -7,27 +8,18 @@ resumes at the chunk after the last committed one: nothing lost, nothing read tw
 
 Key values are stored with their type (``encode_key``), so a resumed read compares the same
 values the stopped one would have: integers, text, bytes, decimals, dates, times.
-
-Requests (``replicator snapshot``) are files under ``_state/snapshot-requests/`` of the
-landing zone; the daemon takes them into the progress at its next commit and deletes them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from ..binlog.values import InvalidTemporal
-from ..errors import IntegrityError
-
-REQUESTS = Path("_state") / "snapshot-requests"
+from .binlog.values import InvalidTemporal
+from .errors import IntegrityError
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,36 +166,3 @@ def decode_key(data: object) -> tuple[object, ...]:
         else:
             raise ValueError(f"unknown key value tag {tag!r}")
     return tuple(out)
-
-
-def write_request(root: Path, patterns: Iterable[str]) -> Path:
-    """Ask the daemon (now, or at its next start) to snapshot the tables matching the
-    ``db.table`` globs."""
-    folder = root / REQUESTS
-    folder.mkdir(parents=True, exist_ok=True)
-    name = f"{time.time_ns()}-{os.getpid()}.json"
-    temp = folder / f".{name}.tmp"
-    temp.write_text(json.dumps({"tables": list(patterns)}) + "\n", encoding="utf-8")
-    final = folder / name
-    os.replace(temp, final)
-    return final
-
-
-def read_requests(root: Path) -> list[tuple[Path, list[str]]]:
-    """The requests waiting, oldest first (a file that does not parse is an error)."""
-    folder = root / REQUESTS
-    try:
-        names = sorted(p for p in folder.iterdir() if p.suffix == ".json")
-    except FileNotFoundError:
-        return []
-    out: list[tuple[Path, list[str]]] = []
-    for path in names:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            out.append((path, [str(t) for t in data["tables"]]))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise IntegrityError(
-                f"snapshot request {path} is unreadable: {exc}",
-                hint="remove it and ask again with `replicator snapshot`",
-            ) from exc
-    return out
