@@ -1,10 +1,11 @@
 """Configuration, parsed once into frozen objects and passed explicitly.
 
-This module holds the settings objects; loading them from YAML and the environment is done
-by ``load_config``. Secrets are wrapped in ``Secret`` so they never print, and no error message
-shows them either. Every number has a range (``LIMITS``) and every value is checked while
-loading, so a bad one stops the program at start (exit 2, naming the key) instead of crashing
-or misbehaving later.
+The settings are frozen dataclasses; ``load_config`` fills them from a YAML file and
+``REPLICATOR_SECTION__KEY`` environment variables (pydantic-settings' environment source) and
+validates them with pydantic. Each setting's type says how its value is read (numbers by one
+strict grammar, as written) and, for numbers, its range (``Limit``), so a bad value stops the
+program at start (exit 2, naming the key) instead of crashing or misbehaving later. Secrets are
+wrapped in ``Secret`` so they never print, and no error message shows them either.
 """
 
 from __future__ import annotations
@@ -15,15 +16,27 @@ import math
 import os
 import re
 import stat
-import types
 import typing
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
 import yaml
+from pydantic import (
+    ConfigDict,
+    GetCoreSchemaHandler,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    with_config,
+)
+from pydantic_core import CoreSchema, core_schema
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from .binlog.position import start_position
-from .errors import ConfigError, InternalError
+from .errors import ConfigError
 
 MAX_SECRET_BYTES = 65535  # the longest password MQTT can carry; plenty for MySQL too
 
@@ -52,6 +65,12 @@ class Secret:
 
     def __bool__(self) -> bool:
         return bool(self._value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        # Validation only ever sees a Secret: load_config resolves password, password_env and
+        # password_file into one first, so no pydantic error can carry the text.
+        return core_schema.is_instance_schema(cls)
 
     @classmethod
     def resolve(
@@ -107,130 +126,6 @@ class Secret:
         return cls(value or "")
 
 
-@dataclass(frozen=True, slots=True)
-class TlsConfig:
-    enabled: bool = False
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    verify_server_cert: bool = True
-    verify_hostname: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class SourceConfig:
-    """The server replicator reads from."""
-
-    host: str = "127.0.0.1"
-    port: int = 3306
-    user: str = "repl"
-    password: Secret = field(default_factory=lambda: Secret(""))
-    unix_socket: str | None = None
-    tls: TlsConfig = field(default_factory=TlsConfig)
-    server_id: int = 65000  # our replica id: must differ from every other replica's
-    connect_timeout: float = 10.0
-    heartbeat_seconds: float = 5.0
-    annotate_rows: bool = False  # MariaDB: ask for ANNOTATE_ROWS events (bigger stream)
-    reconnect_initial_delay: float = 0.2
-    reconnect_max_delay: float = 30.0
-    max_checksum_retries: int = 3  # a CRC mismatch at the same position this often: exit 4
-    buffer_events: int = 10000  # bounded hand-off between the reader thread and the loop
-    buffer_rows: int = 100_000  # ...also bounded by row images waiting in it (memory)
-
-
-@dataclass(frozen=True, slots=True)
-class StartConfig:
-    """Where to begin when there is no checkpoint yet: "now" (default), a GTID position or
-    set, or a binlog file and position."""
-
-    gtid: str | None = None
-    file: str | None = None
-    position: int = 4
-
-
-@dataclass(frozen=True, slots=True)
-class SinkConfig:
-    """The landing zone and how changes are batched into it."""
-
-    root: str = "./landing"
-    batch_max_rows: int = 100_000  # commit when a batch holds this many row changes...
-    batch_max_bytes: int = 64 * 1024 * 1024  # ...or this many binlog bytes...
-    batch_max_seconds: float = 5.0  # ...or its first transaction is this old
-    keep_before_image: bool = False  # updates also carry the before image as `_before`
-    # GEOMETRY columns land as struct<wkb: binary, srid: uint32> instead of WKB alone
-    geometry_srid: bool = False
-    compression: str = "zstd"
-    row_group_rows: int = 128_000
-    # a transaction with more row changes than this streams to staging files instead of
-    # being held in memory, and commits as one batch at its end
-    large_transaction_rows: int = 50_000
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotConfig:
-    """Landing the rows tables hold already (replicator.snapshot)."""
-
-    # initial: snapshot every replicated table when the landing zone is new (the default
-    # unless start.gtid/start.file is set), and tables filters.include newly takes in;
-    # when_needed: as initial, and snapshot every table again when the source no longer has
-    # the checkpoint's binlog (instead of stopping); never: land changes only
-    mode: str | None = None
-    chunk_rows: int = 20_000  # rows per chunk (one read view, one SELECT)
-
-
-@dataclass(frozen=True, slots=True)
-class FilterConfig:
-    """Which tables land. Globs over ``database.table`` (and ``database.table.column``)."""
-
-    include: tuple[str, ...] = ("*.*",)
-    exclude: tuple[str, ...] = ()
-    exclude_columns: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class MqttConfig:
-    """The MQTT broker told about every committed batch (``notify.py``; best-effort)."""
-
-    enabled: bool = False
-    host: str = "127.0.0.1"
-    port: int = 1883
-    client_id: str | None = None  # default "replicator-<hostname>"; unique per instance
-    username: str | None = None
-    password: Secret = field(default_factory=lambda: Secret(""))
-    topic_prefix: str = "replicator"  # <prefix>/commits and <prefix>/status (retained)
-    qos: int = 1  # for <prefix>/commits; the status messages always use QoS 1
-    tls: TlsConfig = field(default_factory=TlsConfig)
-    keepalive: int = 30  # seconds; the broker publishes our "offline" will after 1.5x silence
-    timeout: float = 10.0  # seconds to wait for CONNACK and for each PUBACK
-    queue_size: int = 1000  # notifications held while the broker is away; then oldest dropped
-    reconnect_initial_delay: float = 0.5
-    reconnect_max_delay: float = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceConfig:
-    """The daemon itself: its HTTP port (/metrics, /healthz, /readyz), shutdown, logs."""
-
-    http_enabled: bool = True
-    http_host: str = "127.0.0.1"  # 0.0.0.0 in a container, so Prometheus can scrape it
-    http_port: int = 9108  # 0: any free port (logged at start)
-    shutdown_timeout: float = 30.0  # first SIGTERM: commit within this long, then exit
-    log_level: str = "info"  # debug, info, warning, error
-    log_format: str = "auto"  # auto (JSON unless stderr is a terminal), json, console
-    progress_seconds: float = 5.0  # catch-up progress line on a terminal; 0 turns it off
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    service: ServiceConfig = field(default_factory=ServiceConfig)
-    source: SourceConfig = field(default_factory=SourceConfig)
-    start: StartConfig = field(default_factory=StartConfig)
-    mqtt: MqttConfig = field(default_factory=MqttConfig)
-    sink: SinkConfig = field(default_factory=SinkConfig)
-    filters: FilterConfig = field(default_factory=FilterConfig)
-    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
-
-
 # -- limits -------------------------------------------------------------------------------------
 # Every number a setting may hold, checked when the config loads (a value out of range would
 # crash or misbehave later, so it stops `replicator run` with exit 2 instead). Durations are
@@ -244,11 +139,15 @@ MAX_POSITION = 2**64 - 1  # binlog positions are u64 on the wire (COM_BINLOG_DUM
 MAX_HEARTBEAT = 4_294_967
 HOUR = 3600
 DAY = 86400
+MAX_MQTT_STRING = 65535  # UTF-8 bytes: MQTT strings carry a 16-bit length
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """The allowed range of one numeric setting, and what the number means (for the hint)."""
+    """The allowed range of one numeric setting, and what the number means (for the hint).
+
+    A setting's type carries it (``Annotated[int, Limit(...)]``): pydantic then reads the value
+    by ``_integer`` or ``_float`` and refuses a number outside the range."""
 
     least: int | float
     most: int | float
@@ -262,44 +161,22 @@ class Limit:
         off = ", or 0 to turn it off" if self.zero_turns_off else ""
         return f"use {_number(self.least)} to {_number(self.most)}{off}: {self.means}"
 
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        parse = _integer if source is int else _float
 
-LIMITS: dict[str, Limit] = {
-    "service.http_port": Limit(0, 65535, "a TCP port, or 0 for any free port"),
-    "service.shutdown_timeout": Limit(0.001, HOUR, "seconds the first SIGTERM may take, e.g. 30"),
-    "service.progress_seconds": Limit(0.1, DAY, "seconds between progress lines, e.g. 5", True),
-    "source.port": Limit(1, 65535, "a TCP port"),
-    "source.server_id": Limit(1, 2**32 - 1, "a replica id, unique among the source's replicas"),
-    "source.connect_timeout": Limit(0.001, HOUR, "seconds, e.g. 10"),
-    "source.heartbeat_seconds": Limit(
-        0.001, MAX_HEARTBEAT, "seconds, e.g. 5; the server's heartbeat period range"
-    ),
-    "source.reconnect_initial_delay": Limit(0.001, HOUR, "seconds, e.g. 0.2"),
-    "source.reconnect_max_delay": Limit(0.001, HOUR, "seconds, e.g. 30"),
-    "source.max_checksum_retries": Limit(1, 100, "reads of one position before exit 4, e.g. 3"),
-    "source.buffer_events": Limit(1, MAX_COUNT, "events, e.g. 10000"),
-    "source.buffer_rows": Limit(1, MAX_COUNT, "row images, e.g. 100000"),
-    "start.position": Limit(4, MAX_POSITION, "a byte offset in start.file; binlogs start at 4"),
-    "sink.batch_max_rows": Limit(1, MAX_COUNT, "row changes, e.g. 100000"),
-    "sink.batch_max_bytes": Limit(1, MAX_BYTES, "binlog bytes, e.g. 67108864"),
-    "sink.batch_max_seconds": Limit(0.001, DAY, "seconds, e.g. 5"),
-    "sink.row_group_rows": Limit(1, MAX_COUNT, "rows per Parquet row group, e.g. 128000"),
-    "sink.large_transaction_rows": Limit(1, MAX_COUNT, "row changes, e.g. 50000"),
-    "snapshot.chunk_rows": Limit(1, 10_000_000, "rows per snapshot chunk, e.g. 20000"),
-    "mqtt.port": Limit(1, 65535, "a TCP port, usually 1883 (8883 with TLS)"),
-    "mqtt.qos": Limit(0, 2, "the MQTT QoS of commit messages"),
-    "mqtt.keepalive": Limit(1, 65535, "seconds, e.g. 30; the offline will depends on it"),
-    "mqtt.timeout": Limit(0.001, HOUR, "seconds, e.g. 10"),
-    "mqtt.queue_size": Limit(1, 1_000_000, "notifications held while the broker is away"),
-    "mqtt.reconnect_initial_delay": Limit(0.001, HOUR, "seconds, e.g. 0.5"),
-    "mqtt.reconnect_max_delay": Limit(0.001, HOUR, "seconds, e.g. 30"),
-}
-MAX_MQTT_STRING = 65535  # UTF-8 bytes: MQTT strings carry a 16-bit length
+        def validate(value: object) -> int | float:
+            number = parse(value, self)
+            if not self.allows(number):
+                raise _out_of_range(_as_written(value, number), self)
+            return number
+
+        return core_schema.no_info_plain_validator_function(validate)
 
 
-# -- loading ------------------------------------------------------------------------------------
+# -- values as written --------------------------------------------------------------------------
 
-ENV_PREFIX = "REPLICATOR_"
-_SECRET_KEYS = ("password",)
 # Integers in decimal, as written: no leading zero (YAML 1.1 would read 010 as octal 8), no
 # fraction or exponent (100.0 and 1e5 are refused rather than guessed at).
 _INTEGER = re.compile(r"[+-]?(?:0|[1-9](?:_?[0-9])*)", re.ASCII)
@@ -308,7 +185,6 @@ _DECIMAL = re.compile(
     re.ASCII,
 )
 _NOT_FINITE = re.compile(r"[+-]?\.?(?:inf|infinity|nan)", re.ASCII | re.IGNORECASE)
-_SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 class YamlNumber(str):
@@ -318,19 +194,6 @@ class YamlNumber(str):
     setting gets the text itself (``password: 0123`` is "0123", not the octal 83)."""
 
     __slots__ = ()
-
-
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, but numbers stay text (``YamlNumber``) until a setting types them."""
-
-
-def _number_text(loader: yaml.SafeLoader, node: yaml.Node) -> YamlNumber:
-    assert isinstance(node, yaml.ScalarNode)
-    return YamlNumber(loader.construct_scalar(node))
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _number_text)
-_Loader.add_constructor("tag:yaml.org,2002:float", _number_text)
 
 
 def _describe(value: object) -> str:
@@ -352,54 +215,46 @@ def _as_written(value: object, number: int | float) -> str:
     return _number(number)
 
 
-def _out_of_range(key: str, shown: str) -> ConfigError:
-    limit = LIMITS.get(key)
-    return ConfigError(
-        f"{key}: {shown} is out of range", hint=limit.hint() if limit else f"lower {key}"
-    )
+# -- reading one value ----------------------------------------------------------------------------
+# The validators of the settings' types. Each takes a value as loaded (from YAML, numbers as
+# their text; from the environment, text) and raises ``_Invalid``: pydantic adds where it was,
+# and ``_config_error`` names the dotted key.
 
 
-def _convert(key: str, value: object, kind: object) -> object:
-    """Check/convert one scalar against a field type and its limit; errors name the key."""
-    number: int | float
-    if kind is int:
-        number = _integer(key, value)
-    elif kind is float:
-        number = _float(key, value)
-    elif kind is bool:
-        return _boolean(key, value)
-    elif kind is str:
-        return _text(key, value)
-    else:  # a settings field of a type this loader does not know
-        raise InternalError(f"{key}: no loader for settings of type {kind!r}")
-    limit = LIMITS.get(key)
-    if limit is not None and not limit.allows(number):
-        raise _out_of_range(key, _as_written(value, number))
-    return number
+class _Invalid(ValueError):
+    """What is wrong with a value (shown after its key) and what to write instead; ``{key}`` in
+    the hint stands for the dotted key, which only the error's location tells."""
+
+    def __init__(self, problem: str, hint: str) -> None:
+        super().__init__(problem)
+        self.hint = hint
 
 
-def _integer(key: str, value: object) -> int:
+def _out_of_range(shown: str, limit: Limit) -> _Invalid:
+    return _Invalid(f"{shown} is out of range", limit.hint())
+
+
+def _integer(value: object, limit: Limit) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
         text = value.strip()
         if len(text) > 100:  # far out of any range; int() of 4300+ digits even raises
-            raise _out_of_range(key, _describe(YamlNumber(text)))
+            raise _out_of_range(_describe(YamlNumber(text)), limit)
         return int(text)
-    raise ConfigError(
-        f"{key}: {_describe(value)} is not an integer",
-        hint=f"set {key} to a whole number in decimal digits: no fraction, exponent or "
-        "leading zero",
+    raise _Invalid(
+        f"{_describe(value)} is not an integer",
+        "set {key} to a whole number in decimal digits: no fraction, exponent or leading zero",
     )
 
 
-def _float(key: str, value: object) -> float:
+def _float(value: object, limit: Limit) -> float:
     number: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             number = float(value)
         except OverflowError:  # an int beyond any float
-            raise _out_of_range(key, _describe(value)) from None
+            raise _out_of_range(_describe(value), limit) from None
     elif isinstance(value, str):
         text = value.strip()
         if _DECIMAL.fullmatch(text):
@@ -407,20 +262,15 @@ def _float(key: str, value: object) -> float:
         elif _NOT_FINITE.fullmatch(text):
             number = float(text.replace(".", ""))
     if number is None:
-        raise ConfigError(
-            f"{key}: {_describe(value)} is not a number", hint=f"set {key} to a number"
-        )
+        raise _Invalid(f"{_describe(value)} is not a number", "set {key} to a number")
     if math.isnan(number):
-        raise ConfigError(
-            f"{key}: {_as_written(value, number)} is not a number",
-            hint=LIMITS[key].hint() if key in LIMITS else f"set {key} to a number",
-        )
+        raise _Invalid(f"{_as_written(value, number)} is not a number", limit.hint())
     if math.isinf(number):
-        raise _out_of_range(key, _as_written(value, number))
+        raise _out_of_range(_as_written(value, number), limit)
     return number
 
 
-def _boolean(key: str, value: object) -> bool:
+def _boolean(value: object) -> bool:
     if isinstance(value, bool):
         return value
     # "1"/"0" from the environment; a YAML number (`enabled: 1`) is refused
@@ -430,86 +280,29 @@ def _boolean(key: str, value: object) -> bool:
             return True
         if word in ("false", "no", "off", "0"):
             return False
-    raise ConfigError(
-        f"{key}: {_describe(value)} is not true or false", hint=f"set {key} to true or false"
-    )
+    raise _Invalid(f"{_describe(value)} is not true or false", "set {key} to true or false")
 
 
-def _text(key: str, value: object) -> str:
+def _text(value: object) -> str:
     if not isinstance(value, str):
-        raise ConfigError(
-            f"{key}: {_describe(value)} is not a string", hint=f"set {key} to a string"
-        )
-    _check_text(key, value)
+        raise _Invalid(f"{_describe(value)} is not a string", "set {key} to a string")
+    if "\0" in value:
+        raise _Invalid(f"{_describe(value)} contains a NUL character", "remove the \\0")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Invalid(
+            f"{_describe(value)} is not valid UTF-8 text",
+            "check the encoding of the config file or environment variable",
+        ) from None
     return str(value)  # a plain str, also for a YamlNumber
 
 
-def _check_text(key: str, text: str) -> None:
-    if "\0" in text:
-        raise ConfigError(
-            f"{key}: {_describe(text)} contains a NUL character", hint="remove the \\0"
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(
-            f"{key}: {_describe(text)} is not valid UTF-8 text",
-            hint="check the encoding of the config file or environment variable",
-        ) from None
+def _optional_text(value: object) -> str | None:
+    return None if value is None else _text(value)
 
 
-def _build(
-    cls: type, data: dict[object, object], prefix: str, environ: typing.Mapping[str, str]
-) -> object:
-    """Build a frozen settings dataclass from a mapping, checking every key and type."""
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    settable = [n for n in names if n not in _SECRET_KEYS]
-    extra: dict[str, object] = {}
-    for key in _SECRET_KEYS:
-        if key in names:
-            extra.update({f"{key}{suffix}": None for suffix in ("", "_env", "_file")})
-    unknown = sorted(set(data) - set(settable) - set(extra), key=str)
-    if unknown:
-        allowed = ", ".join(sorted(settable + list(extra)))
-        raise ConfigError(
-            f"{prefix}{unknown[0]}: unknown setting",
-            hint=f"allowed under {prefix.rstrip('.') or 'the top level'}: {allowed}",
-        )
-    kwargs: dict[str, object] = {}
-    for name in names:
-        kind = hints[name]
-        key = f"{prefix}{name}"
-        if name in _SECRET_KEYS:
-            kwargs[name] = _secret(key, data, environ)
-            continue
-        if name not in data:
-            continue
-        value = data[name]
-        origin = typing.get_origin(kind)
-        args = typing.get_args(kind)
-        optional = origin in (typing.Union, types.UnionType) and type(None) in args
-        if optional:
-            if value is None:
-                kwargs[name] = None
-                continue
-            kind = next(a for a in args if a is not type(None))
-        if typing.get_origin(kind) is tuple:
-            kwargs[name] = _string_list(key, value)
-            continue
-        if dataclasses.is_dataclass(kind):
-            if not isinstance(value, dict):
-                raise ConfigError(
-                    f"{key}: expected a section (key: value pairs), got {_describe(value)}",
-                    hint=f"write {key} as a mapping",
-                )
-            kwargs[name] = _build(kind, value, f"{key}.", environ)  # type: ignore[arg-type]
-        else:
-            kwargs[name] = _convert(key, value, kind)
-    return cls(**kwargs)
-
-
-def _string_list(key: str, value: object) -> tuple[str, ...]:
+def _string_list(value: object) -> tuple[str, ...]:
     """A YAML list of strings, or a comma-separated string (environment variables)."""
     items: list[object] | None = None
     if isinstance(value, str) and not isinstance(value, YamlNumber):
@@ -517,14 +310,280 @@ def _string_list(key: str, value: object) -> tuple[str, ...]:
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
         items = value
     if items is None:
-        raise ConfigError(
-            f"{key}: {_describe(value)} is not a list of strings",
-            hint=f'write {key} as a YAML list, e.g. ["shop.*"]',
+        raise _Invalid(
+            f"{_describe(value)} is not a list of strings",
+            'write {key} as a YAML list, e.g. ["shop.*"]',
         )
-    return tuple(_text(key, item) for item in items)
+    return tuple(_text(item) for item in items)
 
 
-def _secret(key: str, data: dict[object, object], environ: typing.Mapping[str, str]) -> Secret:
+Flag = Annotated[bool, PlainValidator(_boolean)]
+Text = Annotated[str, PlainValidator(_text)]
+OptionalText = Annotated[str | None, PlainValidator(_optional_text)]
+Globs = Annotated[tuple[str, ...], PlainValidator(_string_list)]
+
+# A key no setting has is refused, not ignored: it is likely a typo, and the setting meant
+# would silently keep its default.
+_UNKNOWN_KEYS_REFUSED = ConfigDict(extra="forbid")
+
+
+# -- the settings ---------------------------------------------------------------------------------
+# Plain frozen dataclasses: code builds them directly (the embedded demo, `replicator check`,
+# tests, some beyond the limits a file may set) and they take what it gives. Only load_config
+# validates, through pydantic (``_CONFIG``): the annotations below are what it checks.
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    enabled: Flag = False
+    ca_file: OptionalText = None
+    cert_file: OptionalText = None
+    key_file: OptionalText = None
+    verify_server_cert: Flag = True
+    verify_hostname: Flag = True
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    """The server replicator reads from."""
+
+    host: Text = "127.0.0.1"
+    port: Annotated[int, Limit(1, 65535, "a TCP port")] = 3306
+    user: Text = "repl"
+    password: Secret = field(default_factory=lambda: Secret(""))
+    unix_socket: OptionalText = None
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    # our replica id: must differ from every other replica's
+    server_id: Annotated[
+        int, Limit(1, 2**32 - 1, "a replica id, unique among the source's replicas")
+    ] = 65000
+    connect_timeout: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 10")] = 10.0
+    heartbeat_seconds: Annotated[
+        float, Limit(0.001, MAX_HEARTBEAT, "seconds, e.g. 5; the server's heartbeat period range")
+    ] = 5.0
+    annotate_rows: Flag = False  # MariaDB: ask for ANNOTATE_ROWS events (bigger stream)
+    reconnect_initial_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 0.2")] = 0.2
+    reconnect_max_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 30")] = 30.0
+    # a CRC mismatch at the same position this often: exit 4
+    max_checksum_retries: Annotated[
+        int, Limit(1, 100, "reads of one position before exit 4, e.g. 3")
+    ] = 3
+    # bounded hand-off between the reader thread and the loop...
+    buffer_events: Annotated[int, Limit(1, MAX_COUNT, "events, e.g. 10000")] = 10000
+    # ...also bounded by row images waiting in it (memory)
+    buffer_rows: Annotated[int, Limit(1, MAX_COUNT, "row images, e.g. 100000")] = 100_000
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class StartConfig:
+    """Where to begin when there is no checkpoint yet: "now" (default), a GTID position or
+    set, or a binlog file and position."""
+
+    gtid: OptionalText = None
+    file: OptionalText = None
+    position: Annotated[
+        int, Limit(4, MAX_POSITION, "a byte offset in start.file; binlogs start at 4")
+    ] = 4
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class SinkConfig:
+    """The landing zone and how changes are batched into it."""
+
+    root: Text = "./landing"
+    # commit when a batch holds this many row changes...
+    batch_max_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 100000")] = 100_000
+    # ...or this many binlog bytes...
+    batch_max_bytes: Annotated[int, Limit(1, MAX_BYTES, "binlog bytes, e.g. 67108864")] = (
+        64 * 1024 * 1024
+    )
+    # ...or its first transaction is this old
+    batch_max_seconds: Annotated[float, Limit(0.001, DAY, "seconds, e.g. 5")] = 5.0
+    keep_before_image: Flag = False  # updates also carry the before image as `_before`
+    # GEOMETRY columns land as struct<wkb: binary, srid: uint32> instead of WKB alone
+    geometry_srid: Flag = False
+    compression: Text = "zstd"
+    row_group_rows: Annotated[
+        int, Limit(1, MAX_COUNT, "rows per Parquet row group, e.g. 128000")
+    ] = 128_000
+    # a transaction with more row changes than this streams to staging files instead of
+    # being held in memory, and commits as one batch at its end
+    large_transaction_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 50000")] = 50_000
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class SnapshotConfig:
+    """Landing the rows tables hold already (replicator.snapshot)."""
+
+    # initial: snapshot every replicated table when the landing zone is new (the default
+    # unless start.gtid/start.file is set), and tables filters.include newly takes in;
+    # when_needed: as initial, and snapshot every table again when the source no longer has
+    # the checkpoint's binlog (instead of stopping); never: land changes only
+    mode: OptionalText = None
+    # rows per chunk (one read view, one SELECT)
+    chunk_rows: Annotated[int, Limit(1, 10_000_000, "rows per snapshot chunk, e.g. 20000")] = 20_000
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class FilterConfig:
+    """Which tables land. Globs over ``database.table`` (and ``database.table.column``)."""
+
+    include: Globs = ("*.*",)
+    exclude: Globs = ()
+    exclude_columns: Globs = ()
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class MqttConfig:
+    """The MQTT broker told about every committed batch (``notify.py``; best-effort)."""
+
+    enabled: Flag = False
+    host: Text = "127.0.0.1"
+    port: Annotated[int, Limit(1, 65535, "a TCP port, usually 1883 (8883 with TLS)")] = 1883
+    client_id: OptionalText = None  # default "replicator-<hostname>"; unique per instance
+    username: OptionalText = None
+    password: Secret = field(default_factory=lambda: Secret(""))
+    topic_prefix: Text = "replicator"  # <prefix>/commits and <prefix>/status (retained)
+    # for <prefix>/commits; the status messages always use QoS 1
+    qos: Annotated[int, Limit(0, 2, "the MQTT QoS of commit messages")] = 1
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    # seconds; the broker publishes our "offline" will after 1.5x silence
+    keepalive: Annotated[
+        int, Limit(1, 65535, "seconds, e.g. 30; the offline will depends on it")
+    ] = 30
+    # seconds to wait for CONNACK and for each PUBACK
+    timeout: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 10")] = 10.0
+    # notifications held while the broker is away; then oldest dropped
+    queue_size: Annotated[
+        int, Limit(1, 1_000_000, "notifications held while the broker is away")
+    ] = 1000
+    reconnect_initial_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 0.5")] = 0.5
+    reconnect_max_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 30")] = 30.0
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """The daemon itself: its HTTP port (/metrics, /healthz, /readyz), shutdown, logs."""
+
+    http_enabled: Flag = True
+    http_host: Text = "127.0.0.1"  # 0.0.0.0 in a container, so Prometheus can scrape it
+    # 0: any free port (logged at start)
+    http_port: Annotated[int, Limit(0, 65535, "a TCP port, or 0 for any free port")] = 9108
+    # first SIGTERM: commit within this long, then exit
+    shutdown_timeout: Annotated[
+        float, Limit(0.001, HOUR, "seconds the first SIGTERM may take, e.g. 30")
+    ] = 30.0
+    log_level: Text = "info"  # debug, info, warning, error
+    log_format: Text = "auto"  # auto (JSON unless stderr is a terminal), json, console
+    # catch-up progress line on a terminal; 0 turns it off
+    progress_seconds: Annotated[
+        float, Limit(0.1, DAY, "seconds between progress lines, e.g. 5", True)
+    ] = 5.0
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Every setting, by section; ``load_config`` reads it from a file and the environment."""
+
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    source: SourceConfig = field(default_factory=SourceConfig)
+    start: StartConfig = field(default_factory=StartConfig)
+    mqtt: MqttConfig = field(default_factory=MqttConfig)
+    sink: SinkConfig = field(default_factory=SinkConfig)
+    filters: FilterConfig = field(default_factory=FilterConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+
+
+def _limits(cls: type, prefix: str = "") -> Iterator[tuple[str, Limit]]:
+    """The ``Limit`` in each numeric setting's type, by dotted key, sections walked into."""
+    for name, kind in typing.get_type_hints(cls, include_extras=True).items():
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            yield from _limits(kind, f"{prefix}{name}.")
+        for meta in getattr(kind, "__metadata__", ()):
+            if isinstance(meta, Limit):
+                yield f"{prefix}{name}", meta
+
+
+# Every numeric setting's range by its dotted key ("sink.batch_max_rows"), from the types above.
+LIMITS: dict[str, Limit] = dict(_limits(Config))
+
+
+# -- loading ------------------------------------------------------------------------------------
+
+ENV_PREFIX = "REPLICATOR_"
+_PASSWORD_KEYS = ("password", "password_env", "password_file")
+_SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
+_CONFIG = TypeAdapter(Config)
+_SECTION_TYPES: dict[str, type] = typing.get_type_hints(Config)  # "source": SourceConfig, ...
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, but numbers stay text (``YamlNumber``) until a setting types them."""
+
+
+def _number_text(loader: yaml.SafeLoader, node: yaml.Node) -> YamlNumber:
+    assert isinstance(node, yaml.ScalarNode)
+    return YamlNumber(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _number_text)
+_Loader.add_constructor("tag:yaml.org,2002:float", _number_text)
+
+
+class _EnvironmentSettings(BaseSettings):
+    """How pydantic-settings maps variables onto Config: ``REPLICATOR_`` and the section, then
+    ``__`` before each key. Values stay text (no JSON decoding): each setting reads its own."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", enable_decoding=False
+    )
+
+
+# pydantic-settings reads variables for the fields of a BaseSettings class, so this one gets
+# Config's sections as its fields. It is never instantiated: _CONFIG validates Config itself.
+_section_fields: dict[str, Any] = {name: (kind, None) for name, kind in _SECTION_TYPES.items()}
+_CONFIG_VARIABLES = create_model(
+    "ConfigVariables", __base__=_EnvironmentSettings, **_section_fields
+)
+
+
+class _Environment(EnvSettingsSource):
+    """``REPLICATOR_SOURCE__HOST=db`` -> {"source": {"host": "db"}}: pydantic-settings'
+    environment source, over ``load_config``'s ``environ`` rather than the process's."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        # Only upper-case REPLICATOR_ names with a section and a key set anything: a password
+        # variable such as REPLICATOR_SOURCE_PASSWORD is no setting.
+        self.overrides = {
+            name: value
+            for name, value in environ.items()
+            if name.startswith(ENV_PREFIX) and "__" in name
+        }
+        super().__init__(_CONFIG_VARIABLES)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # the hook pydantic-settings' own .env source overrides to read other variables
+        return {name.lower(): value for name, value in self.overrides.items()}
+
+    def __call__(self) -> dict[str, Any]:
+        # pydantic-settings skips a variable naming no section; a misspelt one is refused
+        for name in self.overrides:
+            section = name[len(ENV_PREFIX) :].partition("__")[0].lower()
+            if section not in self.settings_cls.model_fields:
+                raise _unknown_setting((), section)
+        return super().__call__()
+
+
+def _secret(key: str, data: Mapping[object, object], environ: Mapping[str, str]) -> Secret:
     """``password``, ``password_env`` or ``password_file`` under ``key``'s section. No message
     shows any of their values: a password put under the wrong one by mistake (or given as a
     list) must not reach a terminal or a log."""
@@ -565,31 +624,51 @@ def _secret_text(key: str, value: object, hint: str) -> str | None:
     return str(value)
 
 
-def _env_overrides(environ: dict[str, str]) -> dict[object, object]:
-    """``REPLICATOR_SOURCE__HOST=db`` -> {"source": {"host": "db"}}."""
-    tree: dict[object, object] = {}
-    for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
-            continue
-        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
-        node = tree
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{name}: conflicts with another REPLICATOR_ variable")
-            node = child
-        node[path[-1]] = value
-    return tree
+def _resolve_secrets(data: dict[Any, Any], environ: Mapping[str, str]) -> None:
+    """Each section's password settings into the one ``Secret`` its ``password`` holds. This
+    happens before validation because pydantic's errors carry the values they refuse."""
+    for name, kind in _SECTION_TYPES.items():
+        section = data.get(name)
+        if isinstance(section, dict) and "password" in _keys_of(kind):
+            secret = _secret(f"{name}.password", section, environ)
+            data[name] = {k: v for k, v in section.items() if k not in _PASSWORD_KEYS}
+            data[name]["password"] = secret
 
 
-def _merge(base: dict[object, object], over: dict[object, object]) -> dict[object, object]:
+def _keys_of(cls: type) -> list[str]:
+    """The keys a section takes: its fields, and for a password its _env and _file forms."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    return names + list(_PASSWORD_KEYS[1:]) if "password" in names else names
+
+
+def _merge(base: dict[Any, Any], over: dict[Any, Any]) -> dict[Any, Any]:
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)  # type: ignore[arg-type]
+            out[key] = _merge(out[key], value)
         else:
             out[key] = value
     return out
+
+
+def _read_file(path: str | Path) -> dict[Any, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror}",
+            hint="pass --config with a readable YAML file",
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text", hint="save it as UTF-8"
+        ) from None
+    loaded = _parse_yaml(path, text)
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
+    return loaded
 
 
 def _parse_yaml(path: str | Path, text: str) -> object:
@@ -635,31 +714,54 @@ def _refuse_duplicate_keys(path: str | Path, node: yaml.Node, prefix: str) -> No
         _refuse_duplicate_keys(path, value_node, f"{prefix}{key}.")
 
 
+def _config_error(error: ValidationError) -> ConfigError:
+    """What pydantic refused, as the user should read it: the dotted key, the value as written
+    and what is allowed. One problem is told: an unknown key first (a typo explains the rest),
+    else the first in the order of the settings."""
+    problems = error.errors()
+    problem = next(
+        (p for p in problems if p["type"] in ("unexpected_keyword_argument", "invalid_key")),
+        problems[0],
+    )
+    *path, last = problem["loc"]
+    if problem["type"] == "unexpected_keyword_argument":
+        return _unknown_setting(path, last)
+    if problem["type"] == "invalid_key":  # not text: `true:` or `null:` as a YAML key
+        return _unknown_setting(path, problem["input"])
+    key = ".".join(str(part) for part in problem["loc"])
+    if problem["type"] == "dataclass_type":
+        return ConfigError(
+            f"{key}: expected a section (key: value pairs), got {_describe(problem['input'])}",
+            hint=f"write {key} as a mapping",
+        )
+    invalid = problem.get("ctx", {}).get("error")
+    if isinstance(invalid, _Invalid):
+        return ConfigError(f"{key}: {invalid}", hint=invalid.hint.replace("{key}", key))
+    # The types above refuse values only as handled above. Anything else pydantic itself
+    # refuses is told in its words, without the value (it might be a secret's).
+    return ConfigError(f"{key}: {problem['msg']}", hint=f"check {key}")
+
+
+def _unknown_setting(path: Sequence[object], name: object) -> ConfigError:
+    section: type = Config
+    for part in path:
+        section = typing.get_type_hints(section)[str(part)]
+    where = ".".join(str(part) for part in path)
+    return ConfigError(
+        f"{where + '.' if where else ''}{name}: unknown setting",
+        hint=f"allowed under {where or 'the top level'}: {', '.join(sorted(_keys_of(section)))}",
+    )
+
+
 def load_config(path: str | Path | None, environ: dict[str, str] | None = None) -> Config:
     """Read a YAML file (optional), apply ``REPLICATOR_SECTION__KEY`` overrides, validate."""
-    data: dict[object, object] = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read config file {path}: {exc.strerror}",
-                hint="pass --config with a readable YAML file",
-            ) from None
-        except UnicodeDecodeError:
-            raise ConfigError(
-                f"config file {path} is not UTF-8 text", hint="save it as UTF-8"
-            ) from None
-        loaded = _parse_yaml(path, text)
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: the top level must be a mapping of sections")
-        data = loaded
-    env = dict(os.environ if environ is None else environ)
-    data = _merge(data, _env_overrides(env))
-    config = _build(Config, data, "", env)
-    assert isinstance(config, Config)
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    data = _merge({} if path is None else _read_file(path), _Environment(env)())
+    _resolve_secrets(data, env)
+    try:
+        config = _CONFIG.validate_python(data)
+    except ValidationError as exc:
+        raise _config_error(exc) from None
     _validate(config)
     return config
 
