@@ -31,24 +31,20 @@ never checkpoints still alerts.
 No secret can reach a metric: the only labels are event types, tables (``db.table``) and ops.
 Health and readiness reasons are short texts served by ``/readyz``, never metric labels.
 
-``MetricsServer`` is a deliberately tiny HTTP/1.x server on ``asyncio.start_server`` (no extra
-dependency): one request per connection, answered with ``Connection: close``. ``/metrics``
-(Prometheus text format, or OpenMetrics when the scraper's ``Accept`` asks for it), ``/healthz``
-(200 while the loop answers and the service is not in a fatal state; a blocked loop cannot answer,
-which the probe's own timeout turns into a failure), ``/readyz`` (200 while streaming from the
-source with no failing commit; 503 with the reason otherwise); 404 for other paths, 405 for
-methods other than GET and HEAD, 400 for malformed requests, 408 for clients too slow to send one.
-Every phase of a connection has a time limit, and the number of open connections is capped, so
-slow or malformed clients cannot pin tasks. Rendering runs inline on the loop (it takes well under
-a millisecond for this registry); health and readiness checks must be as quick.
+``MetricsServer`` serves ``/metrics`` (Prometheus text format, or OpenMetrics when the
+scraper's ``Accept`` asks for it), ``/healthz`` (200 while the loop answers and the service is not
+in a fatal state; a blocked loop cannot answer, which the probe's own timeout turns into a
+failure) and ``/readyz`` (200 while streaming from the source with no failing commit; 503 with the
+reason otherwise); 404 for other paths, 405 for methods other than GET and HEAD. aiohttp's server
+does the HTTP on the daemon's loop, with its limits and timeouts (see the class). Rendering runs
+inline on the loop (it takes well under a millisecond for this registry); health and readiness
+checks must be as quick.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import logging
 import math
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -56,6 +52,8 @@ from types import TracebackType
 from typing import Final, Protocol, TypeVar
 
 import structlog
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import choose_encoder
 
@@ -67,7 +65,6 @@ __all__ = [
     "Metrics",
     "MetricsServer",
     "Status",
-    "parse_request_line",
 ]
 
 log = structlog.get_logger("replicator.metrics")
@@ -461,105 +458,28 @@ class Metrics:
 
 # -- the HTTP side ---------------------------------------------------------------------------
 
-_LINE_LIMIT: Final = 8192  # longest request or header line (StreamReader limit)
-_MAX_HEADER_LINES: Final = 100
-_MAX_LEADING_EMPTY_LINES: Final = 4  # RFC 9112 2.2: ignore empty lines before the request line
-_LINGER: Final = 1.0  # how long to read leftovers after answering, before closing
 _TEXT: Final = "text/plain; charset=utf-8"
-# RFC 9110 5.6.2: token = 1*tchar
-_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_REASONS: Final = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
+_SHUTDOWN_SECONDS: Final = 1.0  # close() waits this long at most for answers under way
 
 
-def parse_request_line(line: bytes) -> tuple[str, str] | None:
-    """``METHOD SP request-target SP HTTP/1.x CRLF`` (RFC 9112 3) to ``(method, path)`` with
-    the query dropped; None when malformed. Origin form (``/metrics?x``) and absolute form
-    (``http://host/metrics``) are accepted."""
-    parts = line.rstrip(b"\r\n").split(b" ")
-    if len(parts) != 3:
-        return None
-    method, target, version = parts
-    if not _TOKEN.fullmatch(method) or re.fullmatch(rb"HTTP/1\.[0-9]", version) is None:
-        return None
-    if not target or any(c <= 0x20 or c >= 0x7F for c in target):
-        return None
-    if target.startswith((b"http://", b"https://")):
-        slash = target.find(b"/", target.index(b"//") + 2)
-        target = b"/" if slash < 0 else target[slash:]
-    if not target.startswith(b"/"):
-        return None
-    path = target.split(b"?", 1)[0].split(b"#", 1)[0]
-    return method.decode("ascii"), path.decode("ascii")
+class _ToStructlog(logging.Handler):
+    """aiohttp reports through the standard logging; its records join ours on structlog. A
+    malformed request is the client's mistake: debug, without a traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            log.debug("malformed http request", error=str(error))
+        elif record.exc_info:
+            log.log(record.levelno, record.getMessage(), exc_info=record.exc_info)
+        else:
+            log.log(record.levelno, record.getMessage())
 
 
-@dataclass(frozen=True, slots=True)
-class _Request:
-    method: str
-    path: str
-    accept: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Response:
-    status: int
-    body: bytes
-    content_type: str = _TEXT
-
-    @classmethod
-    def text(cls, status: int, text: str) -> _Response:
-        return cls(status, (text + "\n").encode("utf-8"))
-
-    def encode(self, *, head: bool) -> bytes:
-        lines = [
-            f"HTTP/1.1 {self.status} {_REASONS[self.status]}",
-            f"Content-Type: {self.content_type}",
-            f"Content-Length: {len(self.body)}",
-            "Cache-Control: no-store",
-            "Connection: close",
-        ]
-        if self.status == 405:
-            lines.append("Allow: GET, HEAD")
-        start = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        return start if head else start + self.body
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _Request | _Response | None:
-    """Read the request line and every header line; the body, if any, is never read (the
-    connection closes after one answer). None when the client leaves before a whole request."""
-    try:
-        line = await reader.readline()
-        for _ in range(_MAX_LEADING_EMPTY_LINES):
-            if line not in (b"\r\n", b"\n"):
-                break
-            line = await reader.readline()
-        if not line.endswith(b"\n"):
-            return None
-        parsed = parse_request_line(line)
-        if parsed is None:
-            return _Response.text(400, "malformed request line")
-        accept: list[str] = []
-        for _ in range(_MAX_HEADER_LINES):
-            header = await reader.readline()
-            if header in (b"\r\n", b"\n"):
-                return _Request(parsed[0], parsed[1], ",".join(accept))
-            if not header.endswith(b"\n"):
-                return None
-            name, colon, value = header.partition(b":")
-            if not colon or not _TOKEN.fullmatch(name):  # also rejects obs-fold (RFC 9112 5.2)
-                return _Response.text(400, "malformed header line")
-            if name.lower() == b"accept":
-                accept.append(value.strip().decode("latin-1"))
-        return _Response.text(400, "too many header lines")
-    except ValueError:  # asyncio.StreamReader: a line longer than its limit
-        return _Response.text(400, "request line or header line too long")
+_server_log = logging.getLogger("replicator.metrics.http")
+_server_log.addHandler(_ToStructlog())
+_server_log.setLevel(logging.DEBUG)  # structlog's own level decides what is written
+_server_log.propagate = False
 
 
 class MetricsServer:
@@ -567,7 +487,13 @@ class MetricsServer:
 
     ``health`` and ``ready`` default to ``metrics.health`` and ``metrics.readiness``; any
     callable returning a ``Status`` quickly will do. A check that raises counts as failing.
-    ``request_timeout`` bounds reading the request and, separately, sending the answer.
+
+    aiohttp's low-level server does the HTTP, with its own limits on request and header lines
+    and the number of headers (a malformed or oversized request gets 400). ``idle_timeout`` is
+    its keep-alive timeout, which also runs from the moment a connection opens: a connection
+    with no whole request in that time is closed, however many bytes dribble in, so idle or
+    slow clients hold a connection that long at most. It serves on the daemon's event loop and
+    leaves its signals alone.
     """
 
     def __init__(
@@ -578,50 +504,55 @@ class MetricsServer:
         port: int,
         health: Check | None = None,
         ready: Check | None = None,
-        request_timeout: float = 5.0,
-        max_connections: int = 32,
+        idle_timeout: float = 5.0,
     ) -> None:
         self.metrics = metrics
         self._host = host
         self._requested_port = port
         self._health = health or metrics.health
         self._ready = ready or metrics.readiness
-        self._timeout = request_timeout
-        self._max_connections = max_connections
-        self._server: asyncio.Server | None = None
+        self._idle_timeout = idle_timeout
+        self._runner: web.ServerRunner | None = None
+        self._started = False
         self._addresses: tuple[tuple[str, int], ...] = ()
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closing = False
-        self._routes: dict[str, Callable[[_Request], _Response]] = {
+        self._routes: dict[str, Callable[[web.BaseRequest], web.Response]] = {
             "/metrics": self._metrics,
             "/healthz": lambda _: self._probe(self._health, "health"),
             "/readyz": lambda _: self._probe(self._ready, "readiness"),
         }
 
     async def start(self) -> None:
-        if self._server is not None or self._closing:
+        if self._started:
             raise RuntimeError("the metrics server was already started")
+        self._started = True
+        server = web.Server(
+            self._handle,
+            logger=_server_log,
+            access_log=None,  # no line per scrape or probe
+            keepalive_timeout=self._idle_timeout,
+            lingering_time=self._idle_timeout,  # a request body we never read: drained so long
+        )
+        # the daemon handles SIGTERM/SIGINT itself (a graceful drain, then exit)
+        runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=_SHUTDOWN_SECONDS)
+        await runner.setup()
         try:
-            self._server = await asyncio.start_server(
-                self._connection, self._host, self._requested_port, limit=_LINE_LIMIT
-            )
+            await web.TCPSite(runner, self._host, self._requested_port).start()
         except OSError as exc:
+            await runner.cleanup()
             raise ConfigError(
                 f"cannot listen for metrics on {self._host}:{self._requested_port}: "
                 f"{exc.strerror or exc}",
                 hint="choose another metrics host/port, or stop what is using that port",
             ) from exc
-        self._addresses = tuple(
-            (str(sock.getsockname()[0]), int(sock.getsockname()[1]))
-            for sock in self._server.sockets
-        )
+        self._runner = runner
+        # (host, port) of each socket; IPv6 socket names carry flow info and scope id too
+        self._addresses = tuple((str(a[0]), int(a[1])) for a in runner.addresses)
         log.info("metrics server listening", addresses=[f"{h}:{p}" for h, p in self._addresses])
 
     @property
     def addresses(self) -> tuple[tuple[str, int], ...]:
         """(host, port) of every listening socket (a name like ``localhost`` may give two)."""
-        if self._server is None:
+        if self._runner is None:
             raise RuntimeError("the metrics server is not started")
         return self._addresses
 
@@ -632,18 +563,10 @@ class MetricsServer:
 
     async def close(self) -> None:
         """Stop listening and drop the connections still open. Safe to call twice."""
-        server, self._server = self._server, None
-        self._closing = True
-        if server is None:
+        runner, self._runner = self._runner, None
+        if runner is None:
             return
-        server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()  # wakes their tasks: reads see EOF, writes fail
-        if self._tasks:
-            _, stuck = await asyncio.wait(set(self._tasks), timeout=_LINGER)
-            for task in stuck:
-                task.cancel()
-        await server.wait_closed()
+        await runner.cleanup()
         log.info("metrics server closed")
 
     async def __aenter__(self) -> MetricsServer:
@@ -658,90 +581,40 @@ class MetricsServer:
     ) -> None:
         await self.close()
 
-    # -- one connection ----------------------------------------------------------------------
+    # -- one request -------------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._closing or len(self._writers) >= self._max_connections:
-            writer.transport.abort()  # refused unread: idle clients cannot pile up
-            log.debug("metrics connection refused", open=len(self._writers))
-            return
-        task = asyncio.current_task()
-        self._writers.add(writer)
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await self._converse(reader, writer)
-        except asyncio.CancelledError:
-            # Only close() cancels these tasks, and Python 3.11's start_server callback calls
-            # task.exception() on the finished handler, which raises for a cancelled one.
-            pass
-        except Exception:  # a bug here must not take the server down
-            log.exception("metrics connection failed")
-        finally:
-            if not writer.is_closing():
-                writer.transport.abort()
-            self._writers.discard(writer)
-            if task is not None:
-                self._tasks.discard(task)
-
-    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(self._timeout):
-                request = await _read_request(reader)
-        except TimeoutError:
-            request = _Response.text(408, "request not received in time")
-        except ConnectionError:
-            return
-        if request is None:
-            return
-        if isinstance(request, _Request):
-            response, head = self._dispatch(request), request.method == "HEAD"
-        else:
-            response, head = request, False
-        try:
-            writer.write(response.encode(head=head))
-            async with asyncio.timeout(self._timeout):
-                await writer.drain()
-        except (TimeoutError, ConnectionError):
-            writer.transport.abort()
-            return
-        # Half-close, then read what the client may still send (a body, the rest of a bad
-        # request) before closing: closing with unread input sends a TCP reset, which can
-        # destroy the response still on its way to the client.
-        with contextlib.suppress(TimeoutError, OSError):
-            async with asyncio.timeout(_LINGER):
-                if writer.can_write_eof():
-                    writer.write_eof()
-                while await reader.read(4096):
-                    pass
-        writer.close()
-        with contextlib.suppress(TimeoutError, OSError):
-            async with asyncio.timeout(_LINGER):
-                await writer.wait_closed()
-
-    def _dispatch(self, request: _Request) -> _Response:
+    async def _handle(self, request: web.BaseRequest) -> web.Response:
         route = self._routes.get(request.path)
         if route is None:
-            return _Response.text(404, "not found: try /metrics, /healthz or /readyz")
+            return _text(404, "not found: try /metrics, /healthz or /readyz")
         if request.method not in ("GET", "HEAD"):
-            return _Response.text(405, "method not allowed: use GET or HEAD")
+            return _text(405, "method not allowed: use GET or HEAD", allow="GET, HEAD")
         try:
             return route(request)
         except Exception:
             log.exception("metrics endpoint failed", path=request.path)
-            return _Response.text(500, "internal error")
+            return _text(500, "internal error")
 
-    def _metrics(self, request: _Request) -> _Response:
-        body, content_type = self.metrics.render(request.accept)
-        return _Response(200, body, content_type)
+    def _metrics(self, request: web.BaseRequest) -> web.Response:
+        body, content_type = self.metrics.render(",".join(request.headers.getall("Accept", [])))
+        return web.Response(
+            body=body, headers={"Content-Type": content_type, "Cache-Control": "no-store"}
+        )
 
     @staticmethod
-    def _probe(check: Check, what: str) -> _Response:
+    def _probe(check: Check, what: str) -> web.Response:
         try:
             status = check()
         except Exception as exc:
             log.warning(f"{what} check raised", error=repr(exc))
-            return _Response.text(503, f"{what} check raised {type(exc).__name__}")
+            return _text(503, f"{what} check raised {type(exc).__name__}")
         if status.ok:
-            return _Response.text(200, _short(status.reason) or "ok")
-        return _Response.text(503, _short(status.reason) or f"{what} check failed")
+            return _text(200, _short(status.reason) or "ok")
+        return _text(503, _short(status.reason) or f"{what} check failed")
+
+
+def _text(status: int, text: str, *, allow: str = "") -> web.Response:
+    headers = {"Content-Type": _TEXT, "Cache-Control": "no-store"}
+    if allow:
+        headers["Allow"] = allow
+    return web.Response(status=status, body=(text + "\n").encode("utf-8"), headers=headers)

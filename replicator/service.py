@@ -34,7 +34,7 @@ from .binlog.position import StreamPosition, covers, is_past, start_position
 from .binlog.transaction import Transaction
 from .checkpoint import Checkpoint, position_from_json
 from .config import Config, FilterConfig
-from .errors import IntegrityError, PositionGoneError, ReplicatorError, SinkError
+from .errors import IntegrityError, PositionGoneError, ReplicatorError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineStats, TableFilter
@@ -275,14 +275,7 @@ class Service:
         rewound: bool,
         resync: SchemaChange | None = None,
     ) -> int:
-        pipeline = Pipeline(
-            self.config.sink,
-            self.config.filters,
-            self.zone,
-            checkpoint,
-            on_commit=self._committed,
-            history=history,
-        )
+        pipeline = self._new_pipeline(checkpoint, history)
         if rewound:
             pipeline.history_changed()
         self.pipeline = pipeline
@@ -315,8 +308,6 @@ class Service:
                 try:
                     await group.create_task(self._replicate(stream, pipeline), name="replicate")
                 except BaseException as exc:
-                    if isinstance(exc, SinkError):  # counted, and named by /readyz
-                        self.metrics.commit_failed(str(exc))
                     resyncs = isinstance(exc, PositionGoneError) and resync is None
                     if not (resyncs and self._snapshot_mode() == "when_needed"):
                         reason = str(exc) if isinstance(exc, ReplicatorError) else "stopped"
@@ -341,6 +332,22 @@ class Service:
             notifications_dropped=self.notifier.stats.dropped,
         )
         return 0
+
+    def _new_pipeline(self, checkpoint: Checkpoint, history: SchemaHistory | None) -> Pipeline:
+        return Pipeline(
+            self.config.sink,
+            self.config.filters,
+            self.zone,
+            checkpoint,
+            on_commit=self._committed,
+            on_commit_failed=self._commit_failed,
+            history=history,
+        )
+
+    def _commit_failed(self, exc: BaseException) -> None:
+        # The pipeline says so as soon as the writer thread fails, wherever the error surfaces
+        # later (the run stops on it): counted, and named by /readyz until then.
+        self.metrics.commit_failed(str(exc) or type(exc).__name__)
 
     def _snapshot_runner(
         self, checkpoint: Checkpoint, pipeline: Pipeline, history: SchemaHistory, resync: bool

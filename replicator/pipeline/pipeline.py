@@ -248,6 +248,7 @@ class Pipeline:
         checkpoint: Checkpoint,
         *,
         on_commit: Callable[[dict[str, Any], PipelineStats], None] | None = None,
+        on_commit_failed: Callable[[BaseException], None] | None = None,
         history: SchemaHistory | None = None,
     ) -> None:
         self.sink = sink
@@ -256,6 +257,9 @@ class Pipeline:
         self.checkpoint = checkpoint
         self.stats = PipelineStats()
         self.on_commit = on_commit
+        # told once, as soon as the loop sees it, that a batch failed to land: its rows or its
+        # commit failed in the writer thread (the error itself is raised later, see _reap)
+        self.on_commit_failed = on_commit_failed
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer")
         self._batch: Batch | None = None
         self._batch_started = 0.0
@@ -373,19 +377,31 @@ class Pipeline:
     def _collect_done(self) -> None:
         """Take the finished work off the head of the queue, in order, applying commits.
         Never raises: the first error (of the work, or of applying a commit) is kept for
-        ``_reap`` to raise, and nothing is applied after it."""
+        ``_reap`` to raise, and nothing is applied after it. An error of the work means the
+        batch did not land: ``on_commit_failed`` hears of it here, also when ``close`` is what
+        finds it (and nothing raises it)."""
         inflight = self._inflight
         while self._error is None and inflight and inflight[0][0].done():
             future, rows, commit, batch = inflight.popleft()
             self._inflight_rows -= rows
             try:
                 result = future.result()
-                if commit is not None:
+            except BaseException as exc:  # the batch's rows or its commit
+                self._stop_at(exc, batch)
+                if self.on_commit_failed is not None:
+                    self.on_commit_failed(exc)
+                return
+            if commit is not None:
+                try:
                     self._committed(commit, *result)
-            except BaseException as exc:  # kept, raised by _reap in the loop's own flow
-                self._error = exc
-                self._failed = self._failed or exc  # nothing more runs in the writer thread
-                self._failed_batch = batch  # its open files are dropped by close()
+                except BaseException as exc:  # the batch landed: not a failed commit
+                    self._stop_at(exc, batch)
+
+    def _stop_at(self, exc: BaseException, batch: Batch) -> None:
+        """Keep the first error for ``_reap`` to raise in the loop's own flow."""
+        self._error = exc
+        self._failed = self._failed or exc  # nothing more runs in the writer thread
+        self._failed_batch = batch  # its open files are dropped by close()
 
     async def _reap(self, *, everything: bool = False) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows

@@ -38,6 +38,7 @@ PREPARE still has that transaction's rows.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import pickle
@@ -70,6 +71,7 @@ HELD_XA_FORMAT = 1  # bump when HeldXa or RowChange change shape
 HISTORY_DIR = "_schema"
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
+FAIL_ENV = "REPLICATOR_FAULT_FAIL_AT"
 
 
 def _safe(name: str) -> str:
@@ -80,29 +82,34 @@ def _safe(name: str) -> str:
 
 @dataclass(slots=True)
 class FaultInjector:
-    """Crash (SIGKILL to ourselves) at a named commit step, for the crash tests.
+    """Crash (SIGKILL to ourselves) or fail (as a full disk would) at a named commit step, for
+    the crash and failure tests.
 
     ``REPLICATOR_FAULT_CRASH_AT=<step>:<n>`` kills the process when the ``n``-th batch this
     process commits reaches ``step`` (one of COMMIT_STEPS, or ``publish-mid``: after the
-    first rename)."""
+    first rename); ``REPLICATOR_FAULT_FAIL_AT=<step>:<n>`` raises ENOSPC there instead."""
 
     step: str | None = None
     batch: int = 0
     _committing: int = 0
+    fail: bool = False
 
     @classmethod
     def from_env(cls) -> FaultInjector:
-        spec = os.environ.get(FAULT_ENV, "")
-        if not spec:
-            return cls()
-        step, _, number = spec.partition(":")
-        return cls(step=step, batch=int(number or 1))
+        for name, fail in ((FAULT_ENV, False), (FAIL_ENV, True)):
+            spec = os.environ.get(name, "")
+            if spec:
+                step, _, number = spec.partition(":")
+                return cls(step=step, batch=int(number or 1), fail=fail)
+        return cls()
 
     def next_batch(self) -> None:
         self._committing += 1
 
     def at(self, step: str) -> None:
         if self.step == step and self.batch == self._committing:
+            if self.fail:
+                raise OSError(errno.ENOSPC, f"No space left on device (fault injected: {step})")
             # said on stderr first, so a crash test tells this kill from one of its own
             os.write(2, f"fault injected: {step}:{self.batch}\n".encode())
             os.kill(os.getpid(), signal.SIGKILL)

@@ -9,6 +9,8 @@ against the source afterwards.
 * mutated manifests and checkpoints: each stops the next start (exit 4), changes nothing, and
   the restored landing zone goes on to equal the source;
 * a landing zone removed under an idle daemon stops it (exit 1);
+* a batch commit that fails (a full disk, injected) stops the run with its error, counted once
+  as a failed commit, and the batches before it stay committed;
 * a replica that shares our server_id is named in the log, and every reconnect is logged with
   its cause;
 * a black-holed connection to the source's catalog is retried (each attempt logged), /readyz
@@ -30,6 +32,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from replicator.config import load_config
+from replicator.service import RunOptions, Service
+from replicator.sink.landing import FAIL_ENV
 from tests.harness import free_tcp_port
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.proxy import FaultProxy
@@ -294,6 +299,33 @@ def test_a_landing_zone_removed_under_an_idle_daemon_stops_it(tmp_path: Path) ->
         assert code == 1, daemon.log_tail()
         assert "was removed or replaced while this process was writing it" in daemon.log_tail()
         assert not root.exists()  # nothing was written into a new directory there
+
+
+async def test_a_failing_commit_is_counted_once_and_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second batch's commit fails as on a full disk (injected by the landing zone's fault
+    injector): the run stops with that error, the failure is counted once, the service turns
+    fatal, and the first batch stays committed."""
+    monkeypatch.setenv(FAIL_ENV, "data:2")
+    with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
+        start = _prepare(server)
+        for n in range(1, 4):
+            server.execute("INSERT INTO shop.t VALUES (%s, 'x')", (n,))
+        root = tmp_path / "landing"
+        path = daemon_config(
+            tmp_path / "c.yaml", server, root, start_gtid=start, http_port=0, batch_max_rows=1
+        )
+        service = Service(load_config(path), RunOptions(stop_at_end=True))
+        with pytest.raises(OSError, match="No space left on device"):
+            await service.run()
+
+    metrics = service.metrics
+    assert metrics.registry.get_sample_value("replicator_commit_failures_total") == 1
+    assert metrics.registry.get_sample_value("replicator_batches_committed_total") == 1
+    assert not metrics.health().ok
+    assert not metrics.readiness().ok
+    assert landed_state(root) == {1: "x"}
 
 
 def _events(daemon: Daemon, name: str) -> list[dict[str, Any]]:

@@ -29,10 +29,13 @@ COLUMNS = (
 
 
 class _Feed:
-    def __init__(self, root: Path, **sink: object) -> None:
+    def __init__(self, root: Path, *, pipeline: Pipeline | None = None, **sink: object) -> None:
         self.cfg = SinkConfig(root=str(root), batch_max_seconds=999, **sink)
-        self.zone = LandingZone(self.cfg)
-        self.pipeline = Pipeline(self.cfg, FilterConfig(), self.zone, self.zone.recover())
+        if pipeline is None:
+            self.zone = LandingZone(self.cfg)
+            pipeline = Pipeline(self.cfg, FilterConfig(), self.zone, self.zone.recover())
+        self.zone = pipeline.zone
+        self.pipeline = pipeline
         self.events = Events()
         self.assembler = TransactionAssembler()
         self.gno = 0
