@@ -359,6 +359,20 @@ class Metrics:
         self._snapshot_estimate.set(math.nan if estimate is None else estimate)
         self._snapshot_eta.set(math.nan if eta is None else eta)
 
+    def sources_replaced(self) -> None:
+        """The stream, pipeline and notifier whose totals are synced were made anew (a resync
+        runs the stream again): their next totals count from zero."""
+        for counter in (
+            self.events,
+            self.row_changes,
+            self.binlog_bytes,
+            self.reconnects,
+            self.crc_errors,
+            self.notifications_dropped,
+            self.xa_transactions,
+        ):
+            counter.source_replaced()
+
     def commit_failed(self, reason: str) -> None:
         """A batch commit failed; readiness reports it until the next ``batch_committed``.
         ``reason`` is served by ``/readyz``: keep secrets out of it."""

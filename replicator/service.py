@@ -172,6 +172,8 @@ class Service:
                 if gone is not None:
                     resync, start = await self._resync(history, start, gone)
                     self.notifier = Notifier(self.config.mqtt)  # the first one has closed
+                    self._sync_metrics()  # the old objects' last totals, then new ones count
+                    self.metrics.sources_replaced()
                 try:
                     return await self._stream(checkpoint, start, history, rewound, resync)
                 except PositionGoneError as exc:

@@ -759,3 +759,15 @@ def test_snapshot_progress_gauges() -> None:
     m.snapshot_progress(Progress("shop.t", 0, None, None, 1))
     text = m.render()[0].decode()
     assert math.isnan(value(text, "replicator_snapshot_table_eta_seconds"))  # not known
+
+
+def test_sources_replaced_counts_new_totals_on_top() -> None:
+    m = Metrics()
+    m.row_changes.sync("db.t", "c", total=40)
+    m.reconnects.sync(total=3)
+    m.sources_replaced()  # a new stream and pipeline: their totals start again at 0
+    m.row_changes.sync("db.t", "c", total=50)
+    m.reconnects.sync(total=1)
+    text = m.render()[0].decode()
+    assert value(text, "replicator_row_changes_total", table="db.t", op="c") == 90
+    assert value(text, "replicator_source_reconnects_total") == 4
