@@ -11,7 +11,9 @@ with each client, ``--repeat`` times, one client at a time, each in its own proc
 (c)  end to end: ``replicator run --stop-at-end`` into a fresh landing zone, until every
      transaction is committed Parquet (wall time of the whole process, start-up included);
 (d)  peak RSS of each (``wait4`` ``ru_maxrss`` of the child process);
-(e)  ``mariadb-binlog -v --read-from-remote-server`` (C) over the same range, output discarded.
+(e)  ``mariadb-binlog -v --read-from-remote-server`` (C) over the same range, output discarded;
+(f)  ``replicator dump --binlog-file`` of the workload's binlog files, its JSON lines to
+     /dev/null (wall time of the whole process, start-up included, as (c)).
 
 The workload (seeded, deterministic): table ``bench.t`` with 13 mixed columns (the COLUMNS of
 ``stream_loop_lag.py``), about 10% NULLs in every column but the key; ``--rows`` inserts in
@@ -20,13 +22,14 @@ before and after images), then deletes of 5% (100 per transaction). With the def
 that is 1.25M row images. Throughput is row images per second over the same range for every
 client; the table gives medians over the repetitions and the ratio to (a).
 
-Targets (issue "performance"): (b) >= 15x (a); (c) >= 8x (a); (c) peak RSS <= 300 MB.
+Targets (issue "performance"): (b) >= 15x (a); (c) >= 8x (a); (c) peak RSS <= 300 MB;
+(f) >= 10x (a).
 
 Run: ``.venv/bin/python benchmarks/side_by_side.py [--rows 1000000] [--repeat 3]``;
 ``--quick`` is a small smoke run. Needs python-mysql-replication in the venv
 (``.venv/bin/pip install 'mysql-replication>=1.0.17'``). ``--data-dir DIR`` keeps the
 server and its workload there and reuses them on the next run; ``--profile DIR`` also records
-py-spy profiles of (b) and (c) there (slower; needs ``pip install py-spy``).
+py-spy profiles of (b), (c) and (f) there (slower; needs ``pip install py-spy``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ CHANGE_BATCH = 100
 TARGET_DECODE = 15.0
 TARGET_END_TO_END = 8.0
 TARGET_RSS_MB = 300.0
+TARGET_DUMP = 10.0
 WORKLOAD_VERSION = 2
 _SERVER_ID = 7300
 
@@ -301,6 +305,15 @@ def run_mariadb_binlog(server: MariaDBServer, workload: Workload) -> Run:
     return Run(workload.counts["images"], seconds, peak, "-v output discarded")
 
 
+def run_dump(server: MariaDBServer, workload: Workload, profile: Path | None) -> Run:
+    command = [sys.executable, "-m", "replicator.cli", "dump"]
+    for name in workload.files:
+        command += ["--binlog-file", str(server.binlog_path(name))]
+    with open(os.devnull, "wb") as null:
+        _, seconds, peak = _child(_profiled(command, profile, "dump"), stdout=null.fileno())
+    return Run(workload.counts["images"], seconds, peak, "JSON lines to /dev/null")
+
+
 # ------------------------------------------------------------------------------ report
 
 
@@ -354,6 +367,7 @@ def report(measures: list[Measure], workload: Workload, repeat: int) -> list[str
         ("b", f"decode (b) >= {TARGET_DECODE:g}x (a)", TARGET_DECODE, None),
         ("c", f"end to end (c) >= {TARGET_END_TO_END:g}x (a)", TARGET_END_TO_END, None),
         ("c", f"end-to-end peak RSS <= {TARGET_RSS_MB:g} MB", None, TARGET_RSS_MB),
+        ("f", f"dump (f) >= {TARGET_DUMP:g}x (a)", TARGET_DUMP, None),
     ]
     for key, text, ratio, rss in checks:
         if key not in by_key:
@@ -378,11 +392,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
         "--only",
-        default="a,b,b',c,e",
-        help="comma-separated subset of a,b,b',c,e (default: all)",
+        default="a,b,b',c,e,f",
+        help="comma-separated subset of a,b,b',c,e,f (default: all)",
     )
     parser.add_argument("--data-dir", type=Path, help="keep (and reuse) server and workload here")
-    parser.add_argument("--profile", type=Path, help="record py-spy profiles of (b) and (c) here")
+    parser.add_argument("--profile", type=Path, help="record py-spy profiles of (b), (c), (f) here")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.repeat = 20_000, 1
@@ -439,6 +453,11 @@ def main() -> None:
                 "e",
                 "(e) mariadb-binlog -v (C), stream",
                 lambda rep: run_mariadb_binlog(server, workload),
+            ),
+            (
+                "f",
+                "(f) replicator dump --binlog-file -> /dev/null",
+                lambda rep: run_dump(server, workload, args.profile),
             ),
         ]
         plan = [p for p in plan if p[0] in wanted]

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -30,17 +30,17 @@ from .embedded.demo import start_demo
 from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
-from .schema.show import format_text as format_schema
-from .schema.show import load_committed_history
-from .schema.show import report as schema_report
-from .service import RunOptions, Service
-from .sink.landing import LandingZone
 from .sink.lock import LandingLock
 from .snapshot.requests import write_request
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .spark.cli import materialize
-from .status import format_text, gather
+
+# The daemon (service), the landing zone, status and schema show load pyarrow.parquet, sqlglot
+# and the whole pipeline: their commands import them when they run, so that the others (dump
+# above all) do not pay for them at every start.
+if TYPE_CHECKING:
+    from .service import RunOptions
 
 MAX_SERVER_ID = 2**32 - 1
 
@@ -86,7 +86,7 @@ def dump(
     """
     configure_logging()  # warnings (reconnects) go to stderr: stdout carries the JSON lines
     formatter = RowChangeFormatter()
-    out = sys.stdout
+    out = sys.stdout.buffer  # the lines come as UTF-8 bytes
     tune_gc()
     try:
         if binlog_files and config_file is not None:
@@ -96,9 +96,8 @@ def dump(
             )
         if binlog_files:
             events = read_binlog_files(list(binlog_files), verify_checksum=not no_verify_checksum)
-            for line in json_lines(events, formatter):
-                out.write(line)
-                out.write("\n")
+            for lines in json_lines(events, formatter):
+                out.write(lines)
             out.flush()
         elif config_file is not None:
             config = load_config(config_file)
@@ -236,6 +235,8 @@ def run(config_file: Path | None, stop_at_end: bool, run_for: float | None, land
     MariaDB (kept in .replicator-demo next to the landing zone) with a sample shop workload and
     lands it into ./landing; Ctrl-C stops it.
     """
+    from .service import RunOptions, Service  # noqa: PLC0415 - see the imports
+
     configure_logging()
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
     tune_gc()
@@ -252,6 +253,8 @@ def run(config_file: Path | None, stop_at_end: bool, run_for: float | None, land
 
 
 def _run_demo(landing: Path, options: RunOptions) -> int:
+    from .service import Service  # noqa: PLC0415 - see the imports
+
     with start_demo(landing) as demo:
         code = asyncio.run(Service(demo.config, options).run())
         stats = demo.stop()
@@ -276,6 +279,8 @@ def _run_demo(landing: Path, options: RunOptions) -> int:
 def status(config_file: Path, as_json: bool, no_source: bool) -> None:
     """Position, lag, last batch and checkpoint: from the landing zone, the running daemon's
     HTTP port and the source (each optional but the landing zone)."""
+    from .status import format_text, gather  # noqa: PLC0415 - see the imports
+
     try:
         config = load_config(config_file)
         report = gather(config, probe_source=not no_source)
@@ -340,6 +345,8 @@ def checkpoint_show(config_file: Path) -> None:
 def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None, pos: int) -> None:
     """Move the resume position (replay or skip). `_seq` keeps increasing, so a replay adds
     rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state."""
+    from .sink.landing import LandingZone  # noqa: PLC0415 - see the imports
+
     try:
         config = load_config(config_file)
         found = start_position(gtid, binlog_file, pos)
@@ -381,6 +388,10 @@ def schema() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_json: bool) -> None:
     """Print each table's versions: columns, and the statement and position that made them."""
+    from .schema.show import format_text as format_schema  # noqa: PLC0415 - see the imports
+    from .schema.show import load_committed_history  # noqa: PLC0415
+    from .schema.show import report as schema_report  # noqa: PLC0415
+
     try:
         config = load_config(config_file)
         history = load_committed_history(Path(config.sink.root))

@@ -17,6 +17,19 @@ precision (README "dump output"):
   ``{"json_diffs": [{"op": "REPLACE", "path": "$.a", "value": "<json>"}]}``;
 * VECTOR as a list of floats;
 * SQL NULL as null; columns absent from a partial row image are left out.
+
+The lines are UTF-8. How they are made quickly: orjson writes each row image, from a dict
+built by code generated once per table shape and set of columns present (as ``binlog.rowcode``
+does for decoding), so that most values need no Python call. orjson writes integers, strings
+and null itself; in that code a DECIMAL becomes its digits by one C call
+(``Decimal.__format__``), and DATE, DATETIME and TIMESTAMP values take orjson's own text of them
+(for a DATETIME, its 'T' made a space), far faster than ``isoformat``. The fields the rows of an
+event share are encoded once for all of them. What orjson does not write itself (TIME, binary
+data, geometry, zero dates, JSON diffs, anything a column's type did not predict) goes through
+``RowChangeFormatter.default``, the per-value formatter. Doubles are written as Python's
+``repr`` prints them, as they always were: orjson prints the same text except below 1e-4 in
+magnitude ("0.00001" for 1e-05) and for NaN and the infinities (null), so those few are
+written as ``json.dumps`` writes them.
 """
 
 from __future__ import annotations
@@ -24,20 +37,40 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, TextIO
+from typing import Any, BinaryIO
+
+import orjson
 
 from .binlog import events as ev
+from .binlog.constants import ColumnType
 from .binlog.json_binary import json_to_text
 from .binlog.json_diff import UnappliedJsonDiffs
 from .binlog.position import StreamPosition
+from .binlog.rows import RowImage
+from .binlog.schema import ColumnDef
 from .binlog.transaction import Transaction
 from .binlog.values import ABSENT, Geometry, InvalidTemporal
 from .config import SourceConfig
 from .source.schema import InformationSchemaLookup
 from .source.stream import ReplicaStream
+
+# Dates, datetimes and dataclasses go to ``default`` unless converted first: orjson's own form
+# of a DATETIME ('T' between date and time), of ``InvalidTemporal`` and of ``UnappliedJsonDiffs``
+# (their fields) is not this output's.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+# orjson prints the doubles of these magnitudes exactly as ``repr`` does, and 0.0 and -0.0 too
+# (tests/unit/test_dump_format.py checks every exponent)
+_FLOAT_LOW = 1e-4
+_FLOAT_HIGH = sys.float_info.max
+# Shapes and their compiled encoders kept at most (as the parser's table map caches).
+_CACHE_LIMIT = 1024
+
+# (row images) -> each image as compact JSON
+ImagesEncoder = Callable[[Sequence[RowImage]], list[bytes]]
 
 
 def format_time(value: dt.timedelta) -> str:
@@ -61,23 +94,140 @@ class DumpStats:
 
 
 def _datetime_text(value: dt.datetime) -> str:
-    # not strftime: its %Y does not pad years below 1000 on Linux ('18-04-01')
-    text = f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value:%H:%M:%S}"
-    if value.microsecond:
-        text += f".{value.microsecond:06d}"
-    return text
+    # isoformat, not strftime: strftime's %Y does not pad years below 1000 on Linux ('18-04-01')
+    if value.tzinfo is None:
+        return value.isoformat(" ")
+    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+def _float_json(value: float) -> float | orjson.Fragment:
+    """A double as orjson writes it where that is Python's form, else Python's form."""
+    if _FLOAT_LOW <= value <= _FLOAT_HIGH or -_FLOAT_HIGH <= value <= -_FLOAT_LOW or value == 0:
+        return value
+    return orjson.Fragment(json.dumps(value))  # 1e-05, NaN, Infinity as before
+
+
+def _vector_json(value: list[float]) -> list[float | orjson.Fragment]:
+    return [_float_json(x) for x in value]
+
+
+def _column_key(column: ColumnDef) -> str:
+    return column.name if column.name is not None else f"@{column.index + 1}"
+
+
+class _Source:
+    """Generated code and the objects it refers to by name (never spelled out in it)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, object] = {}
+
+    def name(self, prefix: str, value: object) -> str:
+        found = f"{prefix}{len(self.names)}"
+        self.names[found] = value
+        return found
+
+
+_FLOAT_TYPES = frozenset({ColumnType.FLOAT, ColumnType.DOUBLE})
+_DATE_TYPES = frozenset({ColumnType.DATE, ColumnType.NEWDATE})
+_DATETIME_TYPES = frozenset({ColumnType.DATETIME, ColumnType.DATETIME2})
+_TEMPORAL_TYPES = _DATE_TYPES | _DATETIME_TYPES | {ColumnType.TIMESTAMP, ColumnType.TIMESTAMP2}
+
+
+def _value_code(column: ColumnDef, var: str, src: _Source) -> str:
+    """The expression that makes ``var``, a value of ``column``, ready for orjson.
+
+    Only the types below are converted here, each guarded by its exact class (and time zone)
+    so that None, the decoder's markers (``InvalidTemporal``) and anything unexpected pass on
+    to orjson and ``default``. Other columns' values go to orjson as they are.
+    """
+    kind = column.type
+    if kind in _FLOAT_TYPES:  # FLOAT and DOUBLE are the only columns that decode to floats
+        # the test of ``_float_json``, inline: the usual double needs no call
+        low, high = src.name("lo", _FLOAT_LOW), src.name("hi", _FLOAT_HIGH)
+        neg_low, neg_high = src.name("lo", -_FLOAT_LOW), src.name("hi", -_FLOAT_HIGH)
+        fix = src.name("f", _float_json)
+        return (
+            f"({var} if {var} is None or {low} <= {var} <= {high} "
+            f"or {neg_high} <= {var} <= {neg_low} or {var} == 0 else {fix}({var}))"
+        )
+    if kind == ColumnType.VECTOR:
+        return f"({src.name('f', _vector_json)}({var}) if {var}.__class__ is list else {var})"
+    if kind == ColumnType.NEWDECIMAL:  # format(value, "f"): digits, never an exponent
+        text, spec = src.name("d", Decimal.__format__), src.name("s", "f")
+        decimal = src.name("D", Decimal)
+        return f"({text}({var}, {spec}) if {var}.__class__ is {decimal} else {var})"
+    if kind in _TEMPORAL_TYPES:
+        # orjson's own text of a date, and of a datetime but for the 'T' of a naive one, is
+        # this output's; much faster than Python's isoformat(). Kept whole as a Fragment, since
+        # ``_ORJSON_OPTIONS`` sends dates and datetimes to ``default``.
+        fragment, dumps = src.name("F", orjson.Fragment), src.name("dumps", orjson.dumps)
+        if kind in _DATE_TYPES:
+            date = src.name("D", dt.date)
+            return f"({fragment}({dumps}({var})) if {var}.__class__ is {date} else {var})"
+        datetime = src.name("D", dt.datetime)
+        if kind in _DATETIME_TYPES:  # naive
+            t, space = src.name("b", b"T"), src.name("b", b" ")
+            return (
+                f"({fragment}({dumps}({var}).replace({t}, {space})) "
+                f"if {var}.__class__ is {datetime} and {var}.tzinfo is None else {var})"
+            )
+        utc, z = src.name("utc", dt.UTC), src.name("o", orjson.OPT_UTC_Z)
+        return (
+            f"({fragment}({dumps}({var}, option={z})) "
+            f"if {var}.__class__ is {datetime} and {var}.tzinfo is {utc} else {var})"
+        )
+    return var
+
+
+def _compile_images(
+    columns: Sequence[ColumnDef], present: Sequence[int], default: Callable[[Any], Any]
+) -> ImagesEncoder:
+    """The encoder of row images of a table of ``columns``, each as a JSON object of the
+    columns ``present`` (the others are absent from the images), keyed by column name.
+    ``default`` makes what orjson does not write itself ready for it."""
+    src = _Source()
+    dumps, options = src.name("dumps", orjson.dumps), src.name("o", _ORJSON_OPTIONS)
+    default_name = src.name("default", default)
+    shown = set(present)
+    variables = [f"v{i}" if i in shown else "_" for i in range(len(columns))]
+    members = ", ".join(
+        f"{src.name('k', _column_key(columns[i]))}: {_value_code(columns[i], f'v{i}', src)}"
+        for i in present
+    )
+    target = ", ".join(variables) + ("," if len(variables) == 1 else "")
+    lines = [
+        f"def _factory({', '.join(src.names)}):",
+        "    def images(rows):",
+        "        return [",
+        f"            {dumps}({{{members}}}, default={default_name}, option={options})",
+        f"            for ({target}) in rows",
+        "        ]",
+        "    return images",
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), "<dump images>", "exec"), namespace)  # made above: names only
+    encoder: ImagesEncoder = namespace["_factory"](**src.names)
+    return encoder
 
 
 @dataclass(slots=True)
 class RowChangeFormatter:
-    """Turns row events into JSON-ready dicts, tracking the current GTID."""
+    """Turns row events into JSON lines, tracking the current GTID."""
 
     stats: DumpStats = field(default_factory=DumpStats)
     gtid: str | None = None
+    # compiled encoders by table shape, then by the columns present (None: all of them)
+    _shapes: dict[tuple[ColumnDef, ...], dict[tuple[int, ...] | None, ImagesEncoder]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    # the same, by the identity of a TABLE_MAP's columns: equal shapes mostly come as one object
+    # (the parser caches table maps), and comparing shapes whole at every event costs more
+    _seen: dict[int, tuple[tuple[ColumnDef, ...], dict[tuple[int, ...] | None, ImagesEncoder]]] = (
+        field(default_factory=dict, init=False, repr=False)
+    )
 
-    def value(self, value: object) -> Any:
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return value
+    def default(self, value: object) -> Any:
+        """The JSON form of a value orjson does not write itself (orjson calls this)."""
         if isinstance(value, Decimal):
             return format(value, "f")
         if isinstance(value, Geometry):  # WKB with the SRID the server stored
@@ -85,8 +235,6 @@ class RowChangeFormatter:
         if isinstance(value, (bytes, bytearray, memoryview)):
             return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
         if isinstance(value, dt.datetime):
-            if value.tzinfo is not None:
-                return _datetime_text(value.astimezone(dt.UTC)).replace(" ", "T") + "Z"
             return _datetime_text(value)
         if isinstance(value, dt.date):
             return value.isoformat()
@@ -105,29 +253,19 @@ class RowChangeFormatter:
                     for d in value.diffs
                 ]
             }
-        if isinstance(value, (list, tuple)):
-            return [self.value(v) for v in value]
         raise TypeError(f"no JSON form for {type(value).__name__}")
 
-    def image(self, table: ev.TableMapEvent, row: tuple[object, ...]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for column, value in zip(table.columns, row, strict=True):
-            if value is ABSENT:
-                continue
-            key = column.name if column.name is not None else f"@{column.index + 1}"
-            out[key] = self.value(value)
-        return out
-
-    def transaction(self, transaction: Transaction) -> Iterator[dict[str, Any]]:
-        """Row changes of one whole transaction from the live stream."""
+    def transaction(self, transaction: Transaction) -> bytes:
+        """The JSON lines of one whole transaction from the live stream."""
         self.gtid = transaction.gtid
         self.stats.transactions += 1
         self.stats.events += len(transaction.events)
-        for event in transaction.events:
-            if isinstance(event, ev.RowsEvent):
-                yield from self._rows(event)
+        return b"".join(
+            self._rows(event) for event in transaction.events if isinstance(event, ev.RowsEvent)
+        )
 
-    def changes(self, event: ev.Event) -> Iterator[dict[str, Any]]:
+    def changes(self, event: ev.Event) -> bytes:
+        """The JSON lines of one event's row changes (none for other events)."""
         self.stats.events += 1
         if isinstance(event, ev.MysqlGtidEvent):
             self.gtid = event.gtid
@@ -136,52 +274,78 @@ class RowChangeFormatter:
             self.gtid = str(event.gtid)
             self.stats.transactions += 1
         elif isinstance(event, ev.TransactionPayloadEvent):
-            for inner in event.events:
-                yield from self.changes(inner)
+            return b"".join(self.changes(inner) for inner in event.events)
         elif isinstance(event, ev.RowsEvent):
-            yield from self._rows(event)
+            return self._rows(event)
+        return b""
 
-    def _rows(self, event: ev.RowsEvent) -> Iterator[dict[str, Any]]:
+    def _rows(self, event: ev.RowsEvent) -> bytes:
+        rows = event.rows
+        if not rows:
+            return b""
         table = event.table
-        common = {
-            "database": table.schema,
-            "table": table.table,
-            "op": event.kind.value,
-            "gtid": self.gtid,
-            "file": event.file,
-            "position": event.position,
-            "timestamp": dt.datetime.fromtimestamp(event.header.timestamp, dt.UTC)
-            .isoformat()
-            .replace("+00:00", "Z"),
-            "server_id": event.header.server_id,
-        }
+        self.stats.row_changes += len(rows)
+        # the fields every row of the event shares, as the start of a JSON object
+        head = orjson.dumps(
+            {
+                "database": table.schema,
+                "table": table.table,
+                "op": event.kind.value,
+                "gtid": self.gtid,
+                "file": event.file,
+                "position": event.position,
+                "timestamp": dt.datetime.fromtimestamp(event.header.timestamp, dt.UTC)
+                .isoformat()
+                .replace("+00:00", "Z"),
+                "server_id": event.header.server_id,
+            }
+        )[:-1]
+        images = self._encoder(table.columns, rows[0])(rows)
         if event.kind is ev.RowsKind.UPDATE:
-            for before, after in zip(event.rows, event.after, strict=True):
-                self.stats.row_changes += 1
-                yield {
-                    **common,
-                    "before": self.image(table, before),
-                    "after": self.image(table, after),
-                }
+            after = event.after
+            afters = self._encoder(table.columns, after[0])(after)
+            head += b',"before":'
+            images = [b + b',"after":' + a for b, a in zip(images, afters, strict=True)]
+            tail = b"}\n"
         elif event.kind is ev.RowsKind.INSERT:
-            for row in event.rows:
-                self.stats.row_changes += 1
-                yield {**common, "before": None, "after": self.image(table, row)}
+            head += b',"before":null,"after":'
+            tail = b"}\n"
         else:
-            for row in event.rows:
-                self.stats.row_changes += 1
-                yield {**common, "before": self.image(table, row), "after": None}
+            head += b',"before":'
+            tail = b',"after":null}\n'
+        # every line is head + image + tail: one join writes them all
+        return head + (tail + head).join(images) + tail
+
+    def _encoder(self, columns: tuple[ColumnDef, ...], first: RowImage) -> ImagesEncoder:
+        """The encoder of this event's images: one rows event (one side of an update) has one
+        set of columns present, so its first image tells which."""
+        seen = self._seen.get(id(columns))
+        if seen is not None and seen[0] is columns:
+            encoders = seen[1]
+        else:
+            if len(self._shapes) >= _CACHE_LIMIT:
+                self._shapes.clear()
+            if len(self._seen) >= _CACHE_LIMIT:
+                self._seen.clear()
+            encoders = self._shapes.setdefault(columns, {})
+            self._seen[id(columns)] = (columns, encoders)  # holds ``columns``: its id stays
+        present = None
+        if ABSENT in first:  # a partial image (binlog_row_image=MINIMAL/NOBLOB)
+            present = tuple(i for i, value in enumerate(first) if value is not ABSENT)
+        found = encoders.get(present)
+        if found is None:
+            shown = range(len(columns)) if present is None else present
+            found = encoders[present] = _compile_images(columns, shown, self.default)
+        return found
 
 
-def json_lines(events: Iterable[ev.Event], formatter: RowChangeFormatter) -> Iterator[str]:
-    """One compact JSON document per row change."""
+def json_lines(events: Iterable[ev.Event], formatter: RowChangeFormatter) -> Iterator[bytes]:
+    """Compact JSON documents, one per row change and each ending in a newline, as UTF-8;
+    the lines of one event come as one piece."""
     for event in events:
-        for change in formatter.changes(event):
-            yield _dumps(change)
-
-
-def _dumps(change: dict[str, Any]) -> str:
-    return json.dumps(change, ensure_ascii=False, separators=(",", ":"))
+        lines = formatter.changes(event)
+        if lines:
+            yield lines
 
 
 async def dump_live(
@@ -190,7 +354,7 @@ async def dump_live(
     *,
     stop_at_end: bool,
     formatter: RowChangeFormatter,
-    out: TextIO,
+    out: BinaryIO,
 ) -> None:
     """Stream row changes of a live server as JSON lines until the end (or forever)."""
     lookup = InformationSchemaLookup(cfg)
@@ -200,9 +364,7 @@ async def dump_live(
         ) as stream:
             async for item in stream:
                 if isinstance(item, Transaction):
-                    for change in formatter.transaction(item):
-                        out.write(_dumps(change))
-                        out.write("\n")
+                    out.write(formatter.transaction(item))
                     out.flush()
     finally:
         lookup.close()

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.mariadb import MariaDBServer
+from replicator.source.binlog_file import read_binlog_files
+from tests.harness.dump_reference import reference_output
+from tests.harness.mariadb import MariaDBServer, mariadbd_version
+from tests.live import test_all_types as all_types
 
 pytestmark = pytest.mark.live
 
@@ -155,3 +158,41 @@ def test_early_years_and_year_zero_print_as_select_shows_them(tmp_path: Path) ->
         assert shapes[1]["srid"] == 4326
         assert printed[1] == ("0018-04-01", "0018-04-01 12:34:56")
         assert printed[4] == ("0000-01-21", "0000-01-21 10:11:12.5")
+
+
+@pytest.mark.parametrize("metadata", ["mariadb_full_metadata", "mariadb"])
+def test_every_column_type_prints_as_the_reference(
+    request: pytest.FixtureRequest, metadata: str
+) -> None:
+    """The all-types workload (every MariaDB column type, NULL, minimum, maximum and edge
+    values, inserted, updated and deleted): ``dump --binlog-file`` prints byte for byte what
+    the plain formatter and ``json.dumps`` print. Without FULL metadata (the ``mariadb``
+    server) columns are keyed by ordinal, integers come signed and text as bytes: checked too."""
+    if mariadbd_version() < (10, 10):
+        pytest.skip("INET4 needs MariaDB 10.10+")
+    server: MariaDBServer = request.getfixturevalue(metadata)
+    db = all_types.DB
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    try:
+        for table in all_types.TABLES:
+            server.execute(all_types._create_sql(table), database=db)
+        files = all_types._workload_files(server, lambda: all_types._run_statements(server))
+        paths = [server.binlog_path(name) for name in files]
+        printed = subprocess.run(
+            [sys.executable, "-m", "replicator.cli", "dump"]
+            + [arg for path in paths for arg in ("--binlog-file", str(path))],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        server.execute(f"DROP DATABASE IF EXISTS {db}")
+    assert printed.returncode == 0, printed.stderr
+    expected, reference = reference_output(read_binlog_files(paths))
+    assert printed.stdout.splitlines() == expected.splitlines()
+    assert printed.stdout == expected
+    assert reference.invalid_temporals > 0  # the zero dates are in the workload
+    assert (
+        f"{reference.row_changes} row changes, {reference.invalid_temporals} invalid dates"
+    ) in printed.stderr.decode()
