@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks: Debian packages for the real servers the tests and the
-# demo start (MariaDB, Mosquitto, Java for Spark), then a virtualenv with the project.
+# demo start (MariaDB, Mosquitto, Java for Spark), then a virtualenv with the project, and
+# promtool (which checks deploy/prometheus/alerts.yml) into it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,4 +40,20 @@ if [ ! -f "$stamp" ]; then
     .venv/bin/pip install -q -e '.[dev]'
     rm -f .venv/.installed-*
     touch "$stamp"
+fi
+
+# promtool, for tests/unit/test_monitoring.py: unpacked from Debian's prometheus package into
+# .venv/bin, so that no Prometheus server is installed as a service or started
+if ! command -v promtool >/dev/null 2>&1 && [ ! -x .venv/bin/promtool ]; then
+    echo "bootstrap: unpacking promtool from the prometheus package" >&2
+    tmp=$(mktemp -d)
+    if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+        SUDO=""
+        [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+        $SUDO apt-get update -qq
+        (cd "$tmp" && apt-get download -qq prometheus >/dev/null)
+    fi
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/unpacked"
+    install -m 0755 "$tmp/unpacked/usr/bin/promtool" .venv/bin/promtool
+    rm -rf "$tmp"
 fi

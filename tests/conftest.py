@@ -19,6 +19,7 @@ from typing import NoReturn
 
 import pytest
 
+from tests.corpus.util import corpus_root
 from tests.harness.containers import DockerServer, docker_available, start_mariadb, start_mysql84
 from tests.harness.mariadb import MariaDBServer, mariadb_available, mariadbd_version
 from tests.harness.mosquitto import MosquittoBroker, mosquitto_available
@@ -26,8 +27,8 @@ from tests.harness.mosquitto import MosquittoBroker, mosquitto_available
 REQUIRE_LIVE_ENV = "REPLICATOR_REQUIRE_LIVE"
 REQUIRE_DOCKER_ENV = "REPLICATOR_REQUIRE_DOCKER"
 
-# /work/main/tests/conftest.py -> /work/shared/binlog-corpus
-CORPUS_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "binlog-corpus"
+# ../shared/binlog-corpus beside the repository, or $REPLICATOR_CORPUS_DIR (tests/corpus/util.py)
+CORPUS_DIR = corpus_root()
 
 
 def _unavailable(reason: str, require_env: str) -> NoReturn:
@@ -112,7 +113,8 @@ def docker_mariadb() -> Iterator[DockerServer]:
 
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
-    """The shared corpus of real server-written binlog files (../shared/binlog-corpus)."""
+    """The corpus of real server-written binlog files: ../shared/binlog-corpus beside the
+    repository, or $REPLICATOR_CORPUS_DIR (scripts/fetch-corpus fills one)."""
     if not CORPUS_DIR.is_dir():
-        pytest.skip(f"binlog corpus not found at {CORPUS_DIR}")
+        pytest.skip(f"binlog corpus not found at {CORPUS_DIR} (scripts/fetch-corpus DIR)")
     return CORPUS_DIR

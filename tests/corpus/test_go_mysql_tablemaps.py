@@ -15,9 +15,11 @@ import pytest
 
 from replicator.binlog.tablemap import TableMapBody, decode_table_map
 
+from .util import corpus_file
+
 
 def _vectors(corpus_dir: Path, test: str) -> dict[str, bytes]:
-    data = json.loads((corpus_dir / "go-mysql" / "test-vectors.json").read_text())
+    data = json.loads(corpus_file(corpus_dir, "go-mysql/test-vectors.json").read_text())
     out = {}
     for v in data["vectors"]:
         if v["test"] == test:

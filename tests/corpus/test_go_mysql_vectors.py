@@ -34,12 +34,14 @@ from replicator.binlog.schema import ColumnSchema, TableSchema
 from replicator.binlog.tablemap import SchemaLookup
 from replicator.binlog.values import ABSENT
 
+from .util import corpus_file
+
 T = EventType
 
 
 def _vectors(corpus_dir: Path, test: str, count: int) -> dict[int, bytes]:
     """The vectors of one go-mysql test by source line; exactly ``count`` of them."""
-    data = json.loads((corpus_dir / "go-mysql" / "test-vectors.json").read_text())
+    data = json.loads(corpus_file(corpus_dir, "go-mysql/test-vectors.json").read_text())
     found = [v for v in data["vectors"] if v["test"] == test]
     out = {v["line"]: bytes.fromhex(v["hex"]) for v in found}
     assert len(found) == len(out) == count, f"{test}: {len(found)} vectors, expected {count}"
@@ -48,7 +50,7 @@ def _vectors(corpus_dir: Path, test: str, count: int) -> dict[int, bytes]:
 
 def _neighbour(corpus_dir: Path, test: str, line: int, which: str) -> str:
     """``prev_line``/``next_line`` of a vector: the Go source around it, verbatim."""
-    data = json.loads((corpus_dir / "go-mysql" / "test-vectors.json").read_text())
+    data = json.loads(corpus_file(corpus_dir, "go-mysql/test-vectors.json").read_text())
     (found,) = [v for v in data["vectors"] if v["test"] == test and v["line"] == line]
     text = found[which]
     assert isinstance(text, str)
@@ -495,9 +497,11 @@ def test_transaction_payload_event_decode(corpus_dir: Path) -> None:
         else:
             ours += [("UPDATE", plain(b), plain(a)) for b, a in zip(r.rows, r.after, strict=True)]
     reference = _reference_changes(
-        corpus_dir
-        / "_reference-decodes"
-        / "_synthetic-expanded_go-mysql-payload.expanded.mariadb-binlog-vv.txt"
+        corpus_file(
+            corpus_dir,
+            "_reference-decodes/"
+            "_synthetic-expanded_go-mysql-payload.expanded.mariadb-binlog-vv.txt",
+        )
     )
     assert ours == reference
 

@@ -21,7 +21,7 @@ from replicator.binlog.gtid import MariadbGtid, MysqlGtidSet
 from replicator.binlog.parser import EventParser
 from replicator.binlog.values import ABSENT
 
-from .util import changes, decode_all, flatten
+from .util import changes, corpus_file, decode_all, flatten
 
 RUST = "rust_mysql_common"
 OSHEROFF = "mysql-binlog-connector-java"
@@ -47,10 +47,9 @@ def test_enum_string_set(corpus_dir: Path) -> None:
     assert f1 == "0123456789" * 10
     # INDEX.md calls it "the 300-char string"; the server's bytes hold 298 characters, and the
     # independent reference decode (mariadb-binlog) prints the same 298.
-    reference = (
-        corpus_dir
-        / "_reference-decodes"
-        / "rust_mysql_common_mysql-enum-string-set.000001.mariadb-binlog-vv.txt"
+    reference = corpus_file(
+        corpus_dir,
+        "_reference-decodes/rust_mysql_common_mysql-enum-string-set.000001.mariadb-binlog-vv.txt",
     ).read_text(encoding="latin-1")
     printed = reference.split("@2='", 1)[1].split("'", 1)[0]
     assert f2 == printed
@@ -259,7 +258,7 @@ def test_osheroff_payload_body_vector(corpus_dir: Path) -> None:
 
 
 def _osheroff_vectors(corpus_dir: Path) -> dict[str, bytes]:
-    data = json.loads((corpus_dir / OSHEROFF / "test-vectors.json").read_text())
+    data = json.loads(corpus_file(corpus_dir, f"{OSHEROFF}/test-vectors.json").read_text())
     out: dict[str, bytes] = {}
     for v in data["vectors"]:
         test = Path(v["file"]).stem

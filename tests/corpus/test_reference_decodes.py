@@ -24,7 +24,6 @@ from __future__ import annotations
 import calendar
 import codecs
 import gzip
-import os
 import re
 import shutil
 from collections.abc import Iterable, Iterator
@@ -42,9 +41,10 @@ from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT, InvalidTemporal
 from replicator.source.binlog_file import read_binlog_file
 
+from .util import CORPUS_DIR, corpus_file
+
 # Collection needs the file names; the test itself gets the folder from the corpus_dir fixture.
-_CORPUS = Path(os.path.normpath(Path(__file__).resolve().parents[2] / ".." / "shared"))
-_REFERENCE_DIR = _CORPUS / "binlog-corpus" / "_reference-decodes"
+_REFERENCE_DIR = CORPUS_DIR / "_reference-decodes"
 _SUFFIXES = (".mariadb-binlog-vv.txt", ".mariadb-binlog-vv.txt.gz")
 
 # Reference file name -> reason, for files where our decoder disagrees with the reference.
@@ -53,7 +53,8 @@ KNOWN_BUGS: dict[str, str] = {}
 
 def _reference_params() -> list[object]:
     if not _REFERENCE_DIR.is_dir():
-        return [pytest.param(None, id="corpus-absent")]
+        reason = f"no reference decodes at {_REFERENCE_DIR} (scripts/fetch-corpus --mirror)"
+        return [pytest.param(None, id="corpus-absent", marks=pytest.mark.skip(reason=reason))]
     names = sorted(p.name for p in _REFERENCE_DIR.iterdir() if p.name.endswith(_SUFFIXES))
     return [
         pytest.param(
@@ -588,7 +589,7 @@ def test_reference_decode(
 def test_every_reference_has_a_source(corpus_dir: Path) -> None:
     """A reference whose binlog cannot be found would otherwise only ever skip."""
     sources = _sources(corpus_dir)
-    references = sorted((corpus_dir / "_reference-decodes").iterdir())
+    references = sorted(corpus_file(corpus_dir, "_reference-decodes").iterdir())
     assert references
     orphans = [p.name for p in references if len(sources.get(_stem(p.name), [])) != 1]
     assert orphans == []
@@ -657,7 +658,7 @@ def test_comparison_reports_disagreement(
     corpus_dir: Path, old: bytes, new: bytes, expected: str
 ) -> None:
     """Each edit of a matching reference must surface as a mismatch naming the culprit."""
-    data = (corpus_dir / "_reference-decodes" / _ENUM_SET_REF).read_bytes()
+    data = corpus_file(corpus_dir, f"_reference-decodes/{_ENUM_SET_REF}").read_bytes()
     assert old in data
     binlog = _sources(corpus_dir)[_stem(_ENUM_SET_REF)][0]
     assert compare(parse_reference(data), our_changes(binlog))[1] == []
@@ -668,7 +669,7 @@ def test_comparison_reports_disagreement(
 
 
 def test_comparison_reports_count_disagreement(corpus_dir: Path) -> None:
-    data = (corpus_dir / "_reference-decodes" / _ENUM_SET_REF).read_bytes()
+    data = corpus_file(corpus_dir, f"_reference-decodes/{_ENUM_SET_REF}").read_bytes()
     binlog = _sources(corpus_dir)[_stem(_ENUM_SET_REF)][0]
     changes = parse_reference(data).changes
     assert len(changes) == 3

@@ -18,7 +18,7 @@ from replicator.binlog.constants import CHECKSUM_CRC32
 from replicator.binlog.errors import DecodeError, TruncatedError
 from replicator.binlog.parser import EventParser
 
-from .util import decode_all, file_bytes
+from .util import CORPUS_DIR, corpus_file, decode_all, file_bytes
 
 # file -> (error class, position of the event or byte that must fail, words in the message)
 EXPECTED_FAILURES: dict[str, tuple[type[Exception], int, str]] = {
@@ -54,8 +54,6 @@ def _manifest(corpus: Path) -> list[dict[str, object]]:
 
 
 def _binlog_paths() -> list[str]:
-    from tests.conftest import CORPUS_DIR
-
     if not (CORPUS_DIR / "manifest.json").exists():
         return ["<corpus absent>"]
     return [str(e["path"]) for e in _manifest(CORPUS_DIR)]
@@ -157,7 +155,7 @@ def test_vendor_event_without_ignorable_flag_stops(corpus_dir: Path) -> None:
 
 def test_vitess_payload_event(corpus_dir: Path) -> None:
     """A lone 8.0 TRANSACTION_PAYLOAD event, stored without its CRC (INDEX.md section 8)."""
-    raw = (corpus_dir / "vitess/mysql56_small_compressed_trx_payload.event").read_bytes()
+    raw = corpus_file(corpus_dir, "vitess/mysql56_small_compressed_trx_payload.event").read_bytes()
     assert int.from_bytes(raw[9:13], "little") == len(raw) + 4
     event_bytes = raw + zlib.crc32(raw).to_bytes(4, "little")
     parser = EventParser(checksum_alg=CHECKSUM_CRC32)

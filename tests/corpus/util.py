@@ -1,14 +1,46 @@
-"""Helpers shared by the corpus tests: decode a whole file, flatten payloads, list rows."""
+"""Helpers shared by the corpus tests: where the corpus is, decode a whole file, flatten
+payloads, list rows.
+
+The corpus of real server-written binlog files lives outside the repository: by default in
+``../shared/binlog-corpus`` beside it, or wherever ``REPLICATOR_CORPUS_DIR`` points (a
+directory ``scripts/fetch-corpus`` filled). A copy fetched from the upstream repositories lacks
+the files made for the corpus itself; tests that need one skip (``corpus_file``).
+"""
 
 from __future__ import annotations
 
 import gzip
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from replicator.binlog import events as ev
 from replicator.binlog.framing import _NeedData
 from replicator.binlog.stream import BinlogFileDecoder
+
+CORPUS_ENV = "REPLICATOR_CORPUS_DIR"
+# tests/corpus/util.py -> <repository>/.. -> shared/binlog-corpus
+DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[3] / "shared" / "binlog-corpus"
+
+
+def corpus_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$REPLICATOR_CORPUS_DIR`` when set, else ``../shared/binlog-corpus`` beside the repo."""
+    configured = environ.get(CORPUS_ENV)
+    return Path(configured).resolve() if configured else DEFAULT_CORPUS_DIR
+
+
+CORPUS_DIR = corpus_root()
+
+
+def corpus_file(corpus: Path, rel: str) -> Path:
+    """``corpus / rel``; the test skips, naming the file, when this corpus copy lacks it."""
+    path = corpus / rel
+    if not path.exists():
+        pytest.skip(f"{rel} is not in the corpus at {corpus} (scripts/fetch-corpus --mirror)")
+    return path
 
 
 def file_bytes(path: Path) -> bytes:

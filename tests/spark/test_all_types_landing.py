@@ -5,9 +5,9 @@ MariaDB has. Here the same workload (same tables, same statements, same SELECTed
 runs on the ``binlog_row_metadata=FULL`` server, ``replicator run --stop-at-end`` replicates it
 into a landing zone, and every table directory is read back with ``pyarrow.dataset`` and with
 ``spark.read.parquet`` (no options). Each landed row must be the workload's change, in order,
-with every column equal to what the README's type tables ("Arrow/Parquet types" and "What Spark
-shows") promise for the SELECTed value. The expectations are written out here, not taken from
-the product's converters.
+with every column equal to what the type tables of docs/type-mapping.md ("Arrow/Parquet types"
+and "What Spark shows") promise for the SELECTed value. The expectations are written out here,
+not taken from the product's converters.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _bit_width(c: Col) -> int:
 
 
 def arrow_type(c: Col) -> pa.DataType:
-    """README "Arrow/Parquet types" for the column's DDL."""
+    """docs/type-mapping.md "Arrow/Parquet types" for the column's DDL."""
     if c.kind == "int":
         if _base(c) == "YEAR":
             return pa.int16()
@@ -129,7 +129,7 @@ _SPARK_TYPE = {
 
 
 def spark_type(c: Col) -> str:
-    """README "What Spark shows", Spark 3.5 column."""
+    """docs/type-mapping.md "What Spark shows", Spark 3.5 column."""
     arrow = arrow_type(c)
     if pa.types.is_decimal(arrow):
         return f"decimal({arrow.precision},{arrow.scale})"
@@ -362,12 +362,12 @@ def test_every_column_in_both_readers_with_the_documented_type(
         (c.name, arrow_type(c), spark_type(c)) for c in spec.columns
     ]
     wrong_arrow = [
-        f"{name}: {arrow_types.get(name)} (README: {want})"
+        f"{name}: {arrow_types.get(name)} (docs: {want})"
         for name, want, _ in id_and_columns
         if arrow_types.get(name) != want
     ]
     wrong_spark = [
-        f"{name}: {spark_types.get(name)} (README: {want})"
+        f"{name}: {spark_types.get(name)} (docs: {want})"
         for name, _, want in id_and_columns
         if spark_types.get(name) != want
     ]

@@ -1,4 +1,4 @@
-"""``replicator materialize`` (the click command): output and exit codes (DESIGN.md: 0 done,
+"""``replicator materialize`` (the click command): output and exit codes (docs/spark.md: 0 done,
 2 bad arguments, 4 data that cannot be applied exactly, 1 anything else). The command reuses
 the test session's SparkSession (it only stops a session it started)."""
 

@@ -8,7 +8,6 @@ import re
 import struct
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +29,9 @@ from replicator.binlog.json_binary import decode_json_text, encode_json_value
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.temporal import encode_datetime2, encode_time2
 from replicator.binlog.values import Geometry, InvalidTemporal
+from tests.corpus.util import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "binlog-corpus"
+CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
 GO_MYSQL_VECTORS = CORPUS / "go-mysql" / "test-vectors.json"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from decimal import Context, Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from replicator.binlog.decimal import (
     encode_decimal,
 )
 from replicator.binlog.errors import DecodeError, TruncatedError
+from tests.corpus.util import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "binlog-corpus"
+CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
 GO_MYSQL_VECTORS = CORPUS / "go-mysql" / "test-vectors.json"
 EXACT = Context(prec=200)
 

@@ -26,9 +26,10 @@ from replicator.binlog.gtid import (
     TsidIntervals,
 )
 from replicator.errors import ConfigError
+from tests.corpus.util import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "binlog-corpus"
-NO_CORPUS = f"binlog corpus not found at {CORPUS} (expected next to the repository)"
+CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
+NO_CORPUS = f"binlog corpus file not found under {CORPUS} (scripts/fetch-corpus)"
 PREVIOUS_GTIDS_LOG_EVENT = 35
 
 U1 = UUID("3e11fa47-71ca-11e1-9e33-c80aa9429562")

@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,8 +17,9 @@ from hypothesis import strategies as st
 from replicator.binlog import temporal as t
 from replicator.binlog.errors import DecodeError, TruncatedError
 from replicator.binlog.values import InvalidTemporal
+from tests.corpus.util import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "binlog-corpus"
+CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
 GO_MYSQL_VECTORS = CORPUS / "go-mysql" / "test-vectors.json"
 TIME_MAX = timedelta(hours=838, minutes=59, seconds=59, microseconds=999999)
 

@@ -1,0 +1,55 @@
+"""``replicator checkpoint set`` says the position it set, in the form it was given.
+
+A GTID start has no file, and its byte position is the placeholder 4: the message must name
+the GTID state and never a meaningless "position 4". A file start names file and position.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from replicator.cli import main
+
+MYSQL_SET = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "replicator.yaml"
+    path.write_text(f"sink:\n  root: {tmp_path / 'landing'}\nsource:\n  password: x\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "said", "stored"),
+    [
+        (["--gtid", "0-1-100"], "checkpoint set to gtid 0-1-100", {"mariadb_gtid": "0-1-100"}),
+        (
+            ["--gtid", MYSQL_SET],
+            f"checkpoint set to gtid set {MYSQL_SET}",
+            {"mysql_gtid": MYSQL_SET},
+        ),
+        (
+            ["--file", "mysql-bin.000003", "--pos", "1234"],
+            "checkpoint set to mysql-bin.000003:1234",
+            {"file": "mysql-bin.000003", "position": 1234},
+        ),
+    ],
+)
+def test_message_names_what_was_set(
+    config: Path, args: list[str], said: str, stored: dict[str, object]
+) -> None:
+    runner = CliRunner()
+    result = runner.invoke(main, ["checkpoint", "set", "--config", str(config), *args])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == said
+    assert "position 4" not in result.output
+
+    shown = runner.invoke(main, ["checkpoint", "show", "--config", str(config)])
+    assert shown.exit_code == 0, shown.output
+    position = json.loads(shown.output)["position"]
+    assert {key: position.get(key) for key in stored} == stored
