@@ -27,7 +27,6 @@ import pymysql
 import structlog
 
 from ..binlog import events as ev
-from ..binlog.gtid import MariadbGtidPosition
 from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.transaction import Transaction, TransactionPart
 from ..checkpoint import position_to_json
@@ -40,7 +39,7 @@ from ..schema.tracker import SchemaTracker, context_of, may_change_tables
 from .catalog import read_catalog, read_traits
 from .connection import open_connection
 from .errors import SourceUnavailableError
-from .server_info import server_info
+from .server_info import mariadb_gtid_at, server_info
 from .stream import ReplicaStream, server_facts
 
 log = structlog.get_logger("replicator")
@@ -73,7 +72,9 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
         if start is None:
             start = e1
         elif not start.has_gtid and start.file and traits.flavor == "mariadb":
-            start = _with_mariadb_gtid(conn, start)
+            found = mariadb_gtid_at(conn, start.file, start.position)
+            if found is not None:  # else not at a group start the server knows: file/position
+                start = replace(start, mariadb_gtid=found)
     finally:
         with contextlib.suppress(pymysql.err.Error):
             conn.close()
@@ -135,18 +136,6 @@ def _before(start: StreamPosition, end: StreamPosition) -> bool:
     if start.mysql_gtid is not None and end.mysql_gtid is not None:
         return not start.mysql_gtid.issuperset(end.mysql_gtid)
     return not position_reached(start.file, start.position, end.file, end.position)
-
-
-def _with_mariadb_gtid(
-    conn: pymysql.connections.Connection, start: StreamPosition
-) -> StreamPosition:
-    with conn.cursor() as cur:
-        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.position))
-        row = cur.fetchone()
-    text = row[0] if row else None
-    if text is None:
-        return start  # not at a transaction boundary the server knows: file/position only
-    return replace(start, mariadb_gtid=MariadbGtidPosition.parse(str(text)))
 
 
 async def scan_ddl(
