@@ -53,8 +53,11 @@ class Seed:
     unknown: tuple[tuple[str, str], ...]  # tables whose columns at ``start`` are not known
 
 
-async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
-    """Read the catalog at a known position and fit it to ``start`` (None: "now")."""
+async def seed_history(
+    cfg: SourceConfig, start: StreamPosition | None, *, report_host: str = "replicator"
+) -> Seed:
+    """Read the catalog at a known position and fit it to ``start`` (None: "now").
+    ``report_host``: the name the DDL scans register with as a replica."""
     conn = open_connection(cfg)
     try:
         traits = read_traits(conn)
@@ -62,7 +65,7 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
             e1 = server_facts(server_info(conn)).end
             catalog = read_catalog(conn, traits)
             e2 = server_facts(server_info(conn)).end
-            if e1 == e2 or not await scan_ddl(cfg, e1, e2):
+            if e1 == e2 or not await scan_ddl(cfg, e1, e2, report_host=report_host):
                 break
         else:
             raise SourceUnavailableError(
@@ -80,7 +83,8 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
             conn.close()
     unknown: tuple[tuple[str, str], ...] = ()
     if _before(start, e1):
-        catalog, unknown = fit_to_start(catalog, await scan_ddl(cfg, start, e1))
+        scanned = await scan_ddl(cfg, start, e1, report_host=report_host)
+        catalog, unknown = fit_to_start(catalog, scanned)
     point = Point(e1.file, e1.position, None)
     log.info(
         "schema history seeded",
@@ -99,6 +103,8 @@ async def apply_skipped_ddl(
     end: StreamPosition,
     start: StreamPosition,
     replicated: Callable[[str, str], bool],
+    *,
+    report_host: str = "replicator",
 ) -> int:
     """``checkpoint set`` moved the stream forward from ``end`` (where the last batch, and so
     the history, ended) to ``start``: the DDL of the range it skips is read from the binlog
@@ -117,7 +123,7 @@ async def apply_skipped_ddl(
         )
     tracker = SchemaTracker(history, replicated, skipping=True)
     before = len(history.changes)
-    for point, event in await scan_ddl(cfg, end, start):
+    for point, event in await scan_ddl(cfg, end, start, report_host=report_host):
         tracker.apply(event, point.gtid)
     applied = len(history.changes) - before
     log.info(
@@ -139,11 +145,17 @@ def _before(start: StreamPosition, end: StreamPosition) -> bool:
 
 
 async def scan_ddl(
-    cfg: SourceConfig, start: StreamPosition, end: StreamPosition
+    cfg: SourceConfig,
+    start: StreamPosition,
+    end: StreamPosition,
+    *,
+    report_host: str = "replicator",
 ) -> list[tuple[Point, ev.QueryEvent]]:
     """Every statement that may change a table, logged from ``start`` to ``end``."""
     found: list[tuple[Point, ev.QueryEvent]] = []
-    stream = ReplicaStream(cfg, start, stop_at_end=True, end=end, name="ddl-scan")
+    stream = ReplicaStream(
+        cfg, start, stop_at_end=True, end=end, name="ddl-scan", report_host=report_host
+    )
     async with stream:
         async for item in stream:
             if not isinstance(item, (Transaction, TransactionPart)):

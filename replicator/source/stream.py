@@ -174,6 +174,7 @@ class ReplicaStream:
     ``start`` is where to begin: a ``StreamPosition`` (GTID state and/or file/position), or
     None for "now" (the end of the binlog at connect time). With ``stop_at_end`` the stream
     ends once everything up to the end of the binlog at start has been delivered.
+    ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE).
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class ReplicaStream:
         lane: LaneFactory | None = None,
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
+        report_host: str = "replicator",
     ) -> None:
         self.cfg = cfg
         self.stats = StreamStats()
@@ -211,6 +213,8 @@ class ReplicaStream:
         # the schema history as the decoder sees it (DDL applied as decoded; see schema.tracker)
         self._tracker = tracker
         self._name = name
+        # the host name registered with the source (SHOW SLAVE HOSTS shows it; see sink.lock)
+        self._report_host = report_host
         self._finished = False
         self._part_rows = part_rows
         self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
@@ -531,7 +535,7 @@ class ReplicaStream:
                 cur.execute(sql)
 
     def _register(self, conn: pymysql.connections.Connection) -> None:
-        payload = register_replica_payload(self.cfg.server_id, host="replicator", user="")
+        payload = register_replica_payload(self.cfg.server_id, host=self._report_host, user="")
         conn._execute_command(COM_REGISTER_SLAVE, payload)
         conn._read_ok_packet()
 
