@@ -28,6 +28,7 @@ from .checkpoint import Checkpoint, CheckpointStore, now_iso
 from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
 from .embedded.demo import default_output, start_demo
+from .embedded.reset import reset_demo
 from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
@@ -288,23 +289,41 @@ def _fail(exc: ReplicatorError) -> NoReturn:
     show_default=True,
     help="Demo only: the landing zone (the demo server lives next to it).",
 )
+@click.option(
+    "--demo-reset",
+    is_flag=True,
+    help="Demo only: start it over. First removes the demo's landing zone, its MariaDB "
+    "(.replicator-demo) and the tables materialized from it (current), each only when it is "
+    "the demo's own; never a landing zone named by a config.",
+)
 def run(
     config_file: Path | None,
     stop_at_end: bool,
     run_for: float | None,
     landing: Path,
+    demo_reset: bool,
 ) -> None:
     """Replicate into the landing zone until stopped (SIGTERM: commit, then exit 0).
 
     With no --config and no REPLICATOR_SOURCE__HOST: the embedded demo. It starts a local
     MariaDB (kept in .replicator-demo next to the landing zone) with a sample shop workload and
-    lands it into ./landing; Ctrl-C stops it.
+    lands it into ./landing; Ctrl-C stops it. --demo-reset starts it over.
     """
     configure_logging()
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
     tune_gc()
     try:
         demo = config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ
+        if demo_reset and not demo:
+            raise ConfigError(
+                "--demo-reset starts the embedded demo over; it never removes a landing zone "
+                "named by a config (--config or REPLICATOR_SOURCE__HOST)",
+                hint="drop --demo-reset; to start a configured landing zone over, stop its "
+                "daemon and remove its sink.root yourself",
+            )
+        if demo_reset:
+            for line in reset_demo(landing):
+                click.echo(f"demo reset: {line}", err=True)
         if demo:
             code = _run_demo(landing, options)
         else:
@@ -325,7 +344,8 @@ def _run_demo(landing: Path, options: RunOptions) -> int:
         output = output.relative_to(Path.cwd())
     click.echo(
         f"demo: {stats.transactions} transactions written to the local MariaDB; landing zone "
-        f"in {landing}/ (try: replicator materialize --landing {landing} --out {output})",
+        f"in {landing}/ (try: replicator materialize --landing {landing} --out {output}; "
+        "start over: replicator run --demo-reset)",
         err=True,
     )
     return code

@@ -25,15 +25,16 @@ after its current transaction, then the server (clean shutdown)::
 Where the server lives: ``<landing>/../.replicator-demo`` (next to the landing zone, not in
 it, so Spark never lists it), kept across runs. The next run continues the same datadir and
 binary log, and replicator resumes from the landing zone's checkpoint: the two stay
-consistent. To start over, remove both directories. A new server next to a landing zone that
-already has a checkpoint is refused (the checkpoint names transactions the new server never
-had). ``server_dir=`` puts the server elsewhere; ``temporary=True`` uses a
+consistent. To start over: ``replicator run --demo-reset`` (``reset``). A new server next to a
+landing zone that already has a checkpoint is refused (the checkpoint names transactions the
+new server never had). ``server_dir=`` puts the server elsewhere; ``temporary=True`` uses a
 temp dir deleted at stop (tests). The server listens on 127.0.0.1 only; its root account has
 no password.
 
 The server directory also holds ``demo.json``, the demo's record of itself: the landing zone
 it fills (absolute path and landing zone id) and the server's address. The commands that read
-a landing zone take the demo's settings from it when given none (``demo_settings``).
+a landing zone take the demo's settings from it when given none (``demo_settings``), and the
+reset removes a landing zone only when the record names it.
 """
 
 from __future__ import annotations
@@ -269,8 +270,9 @@ def start_demo(
         raise EmbeddedServerError(
             f"{landing} has a checkpoint, but the demo server in {where} would be new: the "
             "checkpoint names transactions that server never had",
-            hint=f"remove {landing} to start the demo over, or bring back the server directory "
-            "the landing zone was filled from",
+            hint=f"remove {landing} to start the demo over (its server directory, which "
+            "recorded it for --demo-reset, is gone), or bring back the server directory the "
+            "landing zone was filled from",
         )
     server.start()
     try:
