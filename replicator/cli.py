@@ -7,6 +7,9 @@ stop, 1 anything else. Every error message says what to do next.
 error finding, or the server refused the login, a privilege or the TLS certificate), 2 for bad
 options, and 1 when the server cannot be reached at all: that one is transient (retry later)
 rather than something to fix on the server, so scripts can tell the two apart.
+
+``status``, ``checkpoint show`` and ``check`` need no hand-written config: ``--landing DIR``,
+or the embedded demo's settings when given nothing (``targets``).
 """
 
 from __future__ import annotations
@@ -219,7 +222,11 @@ def check(
         elif not given:
             target = demo_target()
             if target is not None:
-                click.echo(f"check: {target.origin}; --config or --host for another", err=True)
+                click.echo(
+                    f"check: {target.origin}, whose server runs while the demo does; "
+                    "--config or --host for another source",
+                    err=True,
+                )
         if target is not None:
             cfg = target.config.source
             own = _own_replica_host(Path(target.config.sink.root), cfg.server_id)
