@@ -7,6 +7,9 @@ stop, 1 anything else. Every error message says what to do next.
 error finding, or the server refused the login, a privilege or the TLS certificate), 2 for bad
 options, and 1 when the server cannot be reached at all: that one is transient (retry later)
 rather than something to fix on the server, so scripts can tell the two apart.
+
+``status``, ``checkpoint show`` and ``check`` need no hand-written config: ``--landing DIR``,
+or the embedded demo's settings when given nothing (``targets``).
 """
 
 from __future__ import annotations
@@ -21,20 +24,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from .binlog.position import covers, start_position
 from .checkpoint import Checkpoint, CheckpointStore, now_iso
 from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
-from .embedded.demo import start_demo
+from .embedded.demo import default_output, start_demo
+from .embedded.reset import reset_demo
 from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
-from .sink.lock import LandingLock
+from .sink.lock import LandingLock, read_record
 from .snapshot.requests import write_request
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .spark.cli import materialize
+from .targets import Target, demo_target, landing_root, resolve
 
 # The daemon (service), the landing zone, status and schema show load pyarrow.parquet, sqlglot
 # and the whole pipeline: their commands import them when they run, so that the others (dump
@@ -134,7 +140,25 @@ def dump(
         )
 
 
+_CONNECTION_OPTIONS = (
+    "host",
+    "port",
+    "user",
+    "password_env",
+    "password_file",
+    "server_id",
+    "tls_ca",
+)
+
+
 @main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="The config `run` uses: its source, server_id and landing zone (the daemon running on "
+    "it is not taken for a server_id clash). Instead of the connection options.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Source server host.")
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=3306, show_default=True, help="TCP port."
@@ -158,8 +182,11 @@ def dump(
     type=click.Path(path_type=Path, dir_okay=False),
     help="Use TLS and verify the server certificate against this CA file (PEM).",
 )
+@click.pass_context
 def check(
+    ctx: click.Context,
     *,
+    config_file: Path | None,
     host: str,
     port: int,
     user: str,
@@ -170,24 +197,64 @@ def check(
 ) -> None:
     """Check the source's binlog settings and privileges; print the exact fix for each problem.
 
+    The source: --config FILE, or the connection options; with neither, the embedded demo's
+    server when the current directory holds the demo's landing zone, else 127.0.0.1:3306.
+
     Exit 0 ok (warnings allowed), 3 the stream cannot work (fix the printed errors, or the
     server refused login/privileges/TLS), 2 bad options, 1 the server cannot be reached.
     """
     try:
-        cfg = SourceConfig(
-            host=host,
-            port=port,
-            user=user,
-            password=Secret.resolve(env=password_env, file=password_file),
-            server_id=server_id,
-            tls=TlsConfig(enabled=True, ca_file=str(tls_ca)) if tls_ca else TlsConfig(),
-        )
-        report = run_preflight(cfg)
+        given = [
+            name
+            for name in _CONNECTION_OPTIONS
+            if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        ]
+        if config_file is not None and given:
+            shown = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise ConfigError(
+                f"check takes --config or connection options, not both ({shown})",
+                hint="the config names the source; drop the other options",
+            )
+        target = None
+        if config_file is not None:
+            target = resolve(config_file, None, "check")
+        elif not given:
+            target = demo_target()
+            if target is not None:
+                click.echo(
+                    f"check: {target.origin}, whose server runs while the demo does; "
+                    "--config or --host for another source",
+                    err=True,
+                )
+        if target is not None:
+            cfg = target.config.source
+            own = _own_replica_host(Path(target.config.sink.root), cfg.server_id)
+        else:
+            cfg = SourceConfig(
+                host=host,
+                port=port,
+                user=user,
+                password=Secret.resolve(env=password_env, file=password_file),
+                server_id=server_id,
+                tls=TlsConfig(enabled=True, ca_file=str(tls_ca)) if tls_ca else TlsConfig(),
+            )
+            own = None
+        report = run_preflight(cfg, own_replica_host=own)
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     click.echo(format_report(report), nl=False)
     sys.exit(0 if report.ok else 3)
+
+
+def _own_replica_host(root: Path, server_id: int) -> str | None:
+    """The name the landing zone's daemon registered with, when its lock records one for
+    ``server_id`` (``sink.lock``; ``check_replica_clash`` says why this hides no clash)."""
+    record = read_record(root)
+    if record is None or record.facts.get("server_id") != server_id:
+        return None
+    name = record.facts.get("replica_host")
+    return name if isinstance(name, str) and name else None
 
 
 def _configure_logging(config: Config) -> None:
@@ -228,12 +295,25 @@ def _fail(exc: ReplicatorError) -> NoReturn:
     show_default=True,
     help="Demo only: the landing zone (the demo server lives next to it).",
 )
-def run(config_file: Path | None, stop_at_end: bool, run_for: float | None, landing: Path) -> None:
+@click.option(
+    "--demo-reset",
+    is_flag=True,
+    help="Demo only: start it over. First removes the demo's landing zone, its MariaDB "
+    "(.replicator-demo) and the tables materialized from it (current), each only when it is "
+    "the demo's own; never a landing zone named by a config.",
+)
+def run(
+    config_file: Path | None,
+    stop_at_end: bool,
+    run_for: float | None,
+    landing: Path,
+    demo_reset: bool,
+) -> None:
     """Replicate into the landing zone until stopped (SIGTERM: commit, then exit 0).
 
     With no --config and no REPLICATOR_SOURCE__HOST: the embedded demo. It starts a local
     MariaDB (kept in .replicator-demo next to the landing zone) with a sample shop workload and
-    lands it into ./landing; Ctrl-C stops it.
+    lands it into ./landing; Ctrl-C stops it. --demo-reset starts it over.
     """
     from .service import RunOptions, Service  # noqa: PLC0415 - see the imports
 
@@ -241,7 +321,18 @@ def run(config_file: Path | None, stop_at_end: bool, run_for: float | None, land
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
     tune_gc()
     try:
-        if config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ:
+        demo = config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ
+        if demo_reset and not demo:
+            raise ConfigError(
+                "--demo-reset starts the embedded demo over; it never removes a landing zone "
+                "named by a config (--config or REPLICATOR_SOURCE__HOST)",
+                hint="drop --demo-reset; to start a configured landing zone over, stop its "
+                "daemon and remove its sink.root yourself",
+            )
+        if demo_reset:
+            for line in reset_demo(landing):
+                click.echo(f"demo reset: {line}", err=True)
+        if demo:
             code = _run_demo(landing, options)
         else:
             config = load_config(config_file)
@@ -258,12 +349,19 @@ def _run_demo(landing: Path, options: RunOptions) -> int:
     with start_demo(landing) as demo:
         code = asyncio.run(Service(demo.config, options).run())
         stats = demo.stop()
+    output = default_output(landing)
+    with contextlib.suppress(ValueError):
+        output = output.relative_to(Path.cwd())
     click.echo(
         f"demo: {stats.transactions} transactions written to the local MariaDB; landing zone "
-        f"in {landing}/ (try: replicator materialize --landing {landing} --out current)",
+        f"in {landing}/ (try: replicator materialize --landing {landing} --out {output}; "
+        "start over: replicator run --demo-reset)",
         err=True,
     )
     return code
+
+
+_LANDING_HELP = "Read this landing zone without a config (the source is not asked)."
 
 
 @main.command()
@@ -271,19 +369,21 @@ def _run_demo(landing: Path, options: RunOptions) -> int:
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
-    required=True,
     help="The config `run` uses (landing zone, HTTP port, source).",
 )
+@click.option("--landing", type=click.Path(path_type=Path), help=_LANDING_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--no-source", is_flag=True, help="Do not connect to the source server.")
-def status(config_file: Path, as_json: bool, no_source: bool) -> None:
+def status(config_file: Path | None, landing: Path | None, as_json: bool, no_source: bool) -> None:
     """Position, lag, last batch and checkpoint: from the landing zone, the running daemon's
-    HTTP port and the source (each optional but the landing zone)."""
+    HTTP port and the source (each optional but the landing zone). Without --config or
+    --landing: the embedded demo's, when the current directory holds its landing zone."""
     from .status import format_text, gather  # noqa: PLC0415 - see the imports
 
     try:
-        config = load_config(config_file)
-        report = gather(config, probe_source=not no_source)
+        target = resolve(config_file, landing, "status")
+        landing_root(target)
+        report = gather(target.config, probe_source=target.source_known and not no_source)
     except ReplicatorError as exc:
         _fail(exc)
     if as_json:
@@ -326,12 +426,14 @@ def checkpoint() -> None:
 
 
 @checkpoint.command("show")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
-def checkpoint_show(config_file: Path) -> None:
-    """Print the checkpoint as JSON."""
+@click.option("--config", "config_file", type=click.Path(path_type=Path))
+@click.option("--landing", type=click.Path(path_type=Path), help=_LANDING_HELP)
+def checkpoint_show(config_file: Path | None, landing: Path | None) -> None:
+    """Print the checkpoint as JSON. Without --config or --landing: the embedded demo's, when
+    the current directory holds its landing zone."""
     try:
-        config = load_config(config_file)
-        current = CheckpointStore(Path(config.sink.root)).load()
+        target = resolve(config_file, landing, "checkpoint show")
+        current = CheckpointStore(landing_root(target)).load()
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(json.dumps(current.to_json(), indent=2, sort_keys=True))
@@ -394,7 +496,8 @@ def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_js
 
     try:
         config = load_config(config_file)
-        history = load_committed_history(Path(config.sink.root))
+        root = landing_root(Target(config, f"--config {config_file}", source_known=True))
+        history = load_committed_history(root)
         covered = None
         if at_gtid is not None:
             at = start_position(at_gtid, None)

@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import secrets
 import signal
 import sys
 import time
@@ -83,6 +84,10 @@ class Service:
         self.snapshots: SnapshotRunner | None = None
         self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
         self._requests: list[Path] = []  # snapshot requests taken, deleted once committed
+        # the name every stream of this process registers with as a replica: random, and in
+        # the landing zone's lock, so `replicator check` tells this daemon's registration of
+        # server_id from another replica's (sink.lock, source.preflight_checks)
+        self.replica_host = f"replicator-{secrets.token_hex(6)}"
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -144,7 +149,13 @@ class Service:
             loop.call_later(self.options.run_for, self._stop.set)
         log.debug("config", config=dataclasses.asdict(self.config))  # secrets print as ****
         # one writer per landing zone (a crash drops the lock with the process)
-        self.lock.acquire("replicator run")
+        source = self.config.source
+        self.lock.acquire(
+            "replicator run",
+            server_id=source.server_id,
+            replica_host=self.replica_host,
+            source=describe_source(source),
+        )
         try:
             return await self._run_locked(loop)
         finally:
@@ -202,7 +213,7 @@ class Service:
             checkpoint=gone_from.describe(),
             cause=str(exc),
         )
-        seed = await seed_history(self.config.source, None)
+        seed = await seed_history(self.config.source, None, report_host=self.replica_host)
         start = seed.start
         assert start.file  # the binlog end as the server reports it
         # recorded just before the start (a change at the start itself would be "not yet
@@ -242,13 +253,15 @@ class Service:
             if not dropped and end is not None and not is_past(end, start):
                 # `checkpoint set` moved the stream forward: the skipped range's DDL
                 wants = TableFilter(self.config.filters).wants
-                dropped = await apply_skipped_ddl(self.config.source, history, end, start, wants)
+                dropped = await apply_skipped_ddl(
+                    self.config.source, history, end, start, wants, report_host=self.replica_host
+                )
             return history, start, dropped > 0
         delay = self.config.source.reconnect_initial_delay
         attempt = 0
         while True:
             try:
-                seed = await seed_history(self.config.source, start)
+                seed = await seed_history(self.config.source, start, report_host=self.replica_host)
                 return seed.history, seed.start, False
             except SourceUnavailableError as exc:
                 attempt += 1
@@ -300,6 +313,7 @@ class Service:
             part_rows=self.config.sink.large_transaction_rows,
             lane=column_spec,
             tracker=tracker,
+            report_host=self.replica_host,
         )
         self.stream = stream
         try:
@@ -413,6 +427,7 @@ class Service:
         )
         await self.http.start()
         log.info("http listening", host=service.http_host, port=self.http.port)
+        self.lock.note(http_host=service.http_host, http_port=self.http.port)
 
     def _ready(self) -> Status:
         self._sync_metrics()

@@ -3,9 +3,11 @@
 Three sources, each optional except the first, so the command is useful when the daemon is
 down or the source unreachable:
 
-* the landing zone: the checkpoint (position, batch, age) and the last committed manifest;
-* the running daemon's HTTP port (``service.http_port``): readiness, replication lag, whether
-  the dump is streaming, bytes behind;
+* the landing zone: its id, the checkpoint (position, batch, age), the last committed
+  manifest, and the record of its lock's last holder (pid, whether it still runs);
+* the running daemon's HTTP port (the one its lock records while it runs, else
+  ``service.http_port``): readiness, replication lag, whether the dump is streaming, bytes
+  behind;
 * the source server: the end of its binlog, and how many bytes the checkpoint is behind it.
 
 Nothing here writes anything.
@@ -26,6 +28,8 @@ from .checkpoint import CheckpointStore, position_to_json
 from .config import Config
 from .errors import ReplicatorError
 from .progress import bytes_behind
+from .sink.identity import read_identity
+from .sink.lock import LockRecord, read_record
 from .sink.manifests import MANIFESTS
 from .snapshot.requests import read_requests
 from .source.connection import open_connection
@@ -45,7 +49,12 @@ def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -
     """The status report as plain data (what ``--json`` prints)."""
     root = Path(config.sink.root)
     checkpoint = CheckpointStore(root).load()
-    report: dict[str, Any] = {"landing": str(root)}
+    report: dict[str, Any] = {"landing": str(root.absolute())}
+    try:
+        report["landing_id"] = read_identity(root)
+    except ReplicatorError as exc:
+        report["landing_id"] = f"unreadable: {exc}"
+    record = read_record(root)
     position = checkpoint.position
     report["checkpoint"] = {
         "batch": checkpoint.batch,
@@ -58,7 +67,8 @@ def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -
     report["last_batch"] = _last_batch(root, checkpoint.batch)
     report["snapshot"] = checkpoint.snapshot.to_json()
     report["snapshot_requests"] = len(read_requests(root))
-    report["daemon"] = _daemon(config, timeout)
+    report["writer"] = None if record is None else _writer(record)
+    report["daemon"] = _daemon(config, record, timeout)
     if probe_source:
         report["source"] = _source(config, report["checkpoint"]["position"], timeout)
     return report
@@ -94,12 +104,34 @@ def _last_batch(root: Path, batch: int) -> dict[str, Any] | None:
     }
 
 
-def _daemon(config: Config, timeout: float) -> dict[str, Any]:
+def _writer(record: LockRecord) -> dict[str, Any]:
+    return {
+        "pid": record.pid,
+        "host": record.host,
+        "since": record.since,
+        "purpose": record.purpose,
+        "running": record.running,
+    }
+
+
+def _daemon(config: Config, record: LockRecord | None, timeout: float) -> dict[str, Any]:
+    """Ask the daemon's HTTP port: the one the landing zone's lock records while its holder
+    runs, else the config's."""
+    if record is not None and record.running is False:
+        why = f"its last writer has ended: {record.describe()}"
+        return {"reachable": False, "running": False, "why": why}
     service = config.service
-    if not service.http_enabled or service.http_port == 0:
+    recorded = _recorded_http(record)
+    if recorded is not None:
+        host, port = recorded
+    elif not service.http_enabled:
+        return {"reachable": False, "why": "no running daemon recorded in the landing zone's lock"}
+    elif service.http_port == 0:
         return {"reachable": False, "why": "service.http_port is not a fixed port"}
-    host = "127.0.0.1" if service.http_host in ("0.0.0.0", "::", "") else service.http_host
-    base = f"http://{host}:{service.http_port}"
+    else:
+        host, port = service.http_host, service.http_port
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{host}:{port}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"{base}/metrics", timeout=timeout) as response:
@@ -122,6 +154,16 @@ def _daemon(config: Config, timeout: float) -> dict[str, Any]:
     except OSError as exc:
         out["ready"], out["ready_reason"] = False, str(exc)
     return out
+
+
+def _recorded_http(record: LockRecord | None) -> tuple[str, int] | None:
+    """The HTTP address a running daemon recorded in the landing zone's lock."""
+    if record is None or not record.running:
+        return None
+    host, port = record.facts.get("http_host"), record.facts.get("http_port")
+    if not isinstance(host, str) or not isinstance(port, int) or port <= 0:
+        return None
+    return host, port
 
 
 def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
@@ -149,6 +191,8 @@ def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> 
 def format_text(report: dict[str, Any]) -> str:
     """A few aligned lines for people."""
     lines = [("landing zone", report["landing"])]
+    if report.get("landing_id"):
+        lines.append(("landing id", report["landing_id"]))
     cp = report["checkpoint"]
     if cp["position"] is None:
         lines.append(("checkpoint", "none yet (the first run starts at service start config)"))
@@ -181,6 +225,8 @@ def format_text(report: dict[str, Any]) -> str:
         lag = daemon.get("lag_seconds")
         lag_text = "" if lag is None else f", lag {lag:.1f} s"
         lines.append(("daemon", f"running at {daemon['url']}, {state}{lag_text}"))
+    elif daemon.get("running") is False:
+        lines.append(("daemon", f"not running ({daemon['why']})"))
     else:
         lines.append(("daemon", f"not reachable ({daemon['why']})"))
     source = report.get("source")
@@ -191,5 +237,7 @@ def format_text(report: dict[str, Any]) -> str:
                       f"{behind_text}"))  # fmt: skip
     elif source is not None:
         lines.append(("source", f"not reachable ({source['why']})"))
+    else:
+        lines.append(("source", "not asked (--no-source, or --landing: no config names it)"))
     width = max(len(name) for name, _ in lines)
     return "".join(f"{name:<{width}}  {value}\n" for name, value in lines)

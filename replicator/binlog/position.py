@@ -48,6 +48,19 @@ class StreamPosition:
             mysql_gtid=mysql,
         )
 
+    def with_gtid_of(self, other: StreamPosition | None) -> StreamPosition:
+        """This position with ``other``'s GTID state when it has none and both stand at the
+        same file and position (a start given as file/position whose GTID state was learnt
+        later); else unchanged."""
+        if (
+            other is None
+            or self.has_gtid
+            or not other.has_gtid
+            or (self.file, self.position) != (other.file, other.position)
+        ):
+            return self
+        return replace(self, mariadb_gtid=other.mariadb_gtid, mysql_gtid=other.mysql_gtid)
+
     def describe(self) -> str:
         where = f"{self.file}:{self.position}" if self.file else ""
         gtid = ""

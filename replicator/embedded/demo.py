@@ -25,44 +25,124 @@ after its current transaction, then the server (clean shutdown)::
 Where the server lives: ``<landing>/../.replicator-demo`` (next to the landing zone, not in
 it, so Spark never lists it), kept across runs. The next run continues the same datadir and
 binary log, and replicator resumes from the landing zone's checkpoint: the two stay
-consistent. To start over, remove both directories. A new server next to a landing zone that
-already has a checkpoint is refused (the checkpoint names transactions the new server never
-had). ``server_dir=`` puts the server elsewhere; ``temporary=True`` uses a temp dir deleted at
-stop (tests). The server listens on 127.0.0.1 only; its root account has no password.
+consistent. To start over: ``replicator run --demo-reset`` (``reset``). A new server next to a
+landing zone that already has a checkpoint is refused (the checkpoint names transactions the
+new server never had). ``server_dir=`` puts the server elsewhere; ``temporary=True`` uses a
+temp dir deleted at stop (tests). The server listens on 127.0.0.1 only; its root account has
+no password.
+
+The server directory also holds ``demo.json``, the demo's record of itself: the landing zone
+it fills (absolute path and landing zone id) and the server's address. The commands that read
+a landing zone take the demo's settings from it when given none (``demo_settings``), and the
+reset removes a landing zone only when the record names it.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 import structlog
 
 from ..config import Config, FilterConfig, Secret, SinkConfig, SourceConfig, StartConfig
-from .mariadb import DEBIAN_PACKAGES, MariaDBServer, mariadb_available, mariadbd_version
+from ..durable import write_atomic
+from ..sink.identity import establish
+from ..sink.manifests import read_manifests
+from .mariadb import (
+    DEBIAN_PACKAGES,
+    REPL_PASSWORD,
+    REPL_USER,
+    MariaDBServer,
+    mariadb_available,
+    mariadbd_version,
+)
 from .process import EmbeddedServerError
 from .workload import Workload, WorkloadStats
 
 __all__ = [
     "DEMO_DATABASE",
+    "DEMO_LANDING",
+    "DEMO_OUTPUT",
     "DEMO_SERVER_DIR",
     "Demo",
+    "DemoRecord",
+    "default_output",
     "default_server_dir",
     "demo_config",
     "demo_server_args",
+    "demo_settings",
+    "read_record",
     "start_demo",
 ]
 
 log = structlog.get_logger("replicator")
 
 DEMO_DATABASE = "shop"
+DEMO_LANDING = Path("landing")  # `replicator run` (demo): --landing
 DEMO_SERVER_DIR = ".replicator-demo"  # next to the landing zone
+DEMO_OUTPUT = "current"  # next to the landing zone: where the demo says to materialize
+RECORD = "demo.json"  # in the server directory
 _CHECKPOINT = Path("_state") / "checkpoint.json"  # checkpoint.py's file under the root
 
 
 def default_server_dir(landing: Path) -> Path:
     """Where the demo keeps its server by default: ``<landing>/../.replicator-demo``."""
     return landing.absolute().parent / DEMO_SERVER_DIR
+
+
+def default_output(landing: Path) -> Path:
+    """Where the demo says to materialize to: ``<landing>/../current``."""
+    return landing.absolute().parent / DEMO_OUTPUT
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRecord:
+    """``<server dir>/demo.json``: the landing zone the demo fills and its server's address."""
+
+    landing: str  # absolute path
+    landing_id: str
+    host: str
+    port: int
+
+    @classmethod
+    def read(cls, server_dir: Path) -> DemoRecord | None:
+        try:
+            data = json.loads((server_dir / RECORD).read_text())
+            return cls(
+                str(data["landing"]), str(data["landing_id"]), str(data["host"]), int(data["port"])
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, server_dir: Path) -> None:
+        data = {
+            "landing": self.landing,
+            "landing_id": self.landing_id,
+            "host": self.host,
+            "port": self.port,
+        }
+        write_atomic(server_dir / RECORD, json.dumps(data, indent=1).encode() + b"\n")
+
+
+def read_record(landing: Path) -> DemoRecord | None:
+    """The record of the demo whose landing zone is ``landing`` (its server directory next to
+    it names it); None when ``landing`` is not a demo's landing zone."""
+    record = DemoRecord.read(default_server_dir(landing))
+    if record is None or record.landing != str(landing.absolute()):
+        return None
+    return record
+
+
+def demo_settings(landing: Path = DEMO_LANDING) -> Config | None:
+    """The demo's config for the commands that read a landing zone (``status``, ``checkpoint
+    show``, ``check``) when they are given none: when ``landing`` is a demo's landing zone.
+    Its source is the demo's server as last started (reachable while the demo runs)."""
+    record = read_record(landing)
+    if record is None or not landing.is_dir():
+        return None
+    return _config(record.host, record.port, landing, start=None)
 
 
 def demo_server_args() -> tuple[str, ...]:
@@ -82,16 +162,22 @@ def demo_config(server: MariaDBServer, landing: Path, *, database: str = DEMO_DA
         raise EmbeddedServerError(
             f"{server!r} has no binary log", hint="do not pass --skip-log-bin to the server"
         )
+    return _config(server.host, server.port, landing, start=files[0], database=database)
+
+
+def _config(
+    host: str, port: int, landing: Path, *, start: str | None, database: str = DEMO_DATABASE
+) -> Config:
     return Config(
         source=SourceConfig(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=Secret(server.password),
+            host=host,
+            port=port,
+            user=REPL_USER,
+            password=Secret(REPL_PASSWORD),
             heartbeat_seconds=1.0,
             reconnect_max_delay=5.0,
         ),
-        start=StartConfig(file=files[0], position=4),
+        start=StartConfig(file=start, position=4) if start else StartConfig(),
         sink=SinkConfig(
             root=str(landing),
             batch_max_rows=10_000,
@@ -184,12 +270,20 @@ def start_demo(
         raise EmbeddedServerError(
             f"{landing} has a checkpoint, but the demo server in {where} would be new: the "
             "checkpoint names transactions that server never had",
-            hint=f"remove {landing} to start the demo over, or bring back the server directory "
-            "the landing zone was filled from",
+            hint=f"remove {landing} to start the demo over (its server directory, which "
+            "recorded it for --demo-reset, is gone), or bring back the server directory the "
+            "landing zone was filled from",
         )
     server.start()
     try:
         config = demo_config(server, landing)
+        if not temporary:
+            # the landing zone's id now (the daemon keeps it), so the record can name it
+            manifests = read_manifests(landing) if landing.is_dir() else []
+            landing_id, _ = establish(landing, manifests[-1].landing_id if manifests else None)
+            DemoRecord(str(landing.absolute()), landing_id, server.host, server.port).write(
+                server.base_dir
+            )
         workload = Workload(
             server.connect,
             database=DEMO_DATABASE,

@@ -54,14 +54,17 @@ from .process import (
 
 __all__ = [
     "BASE_SERVER_ARGS",
+    "DATADIR_MARKER",
     "DEBIAN_PACKAGES",
     "REPL_PASSWORD",
     "REPL_USER",
     "BinlogStatus",
     "MariaDBServer",
+    "made_here",
     "mariadb_available",
     "mariadbd_version",
     "replication_privileges",
+    "running_server_pid",
 ]
 
 REPL_USER = "repl"
@@ -94,7 +97,7 @@ _MAX_PORT_ATTEMPTS = 3
 _MAX_TEMP_BASE_LEN = 60
 _MAX_SOCKET_PATH_LEN = 100
 # Written into a base_dir once mariadb-install-db has finished there.
-_DATADIR_MARKER = ".replicator-datadir"
+DATADIR_MARKER = ".replicator-datadir"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,23 @@ def mariadbd_version() -> tuple[int, int]:
             f"cannot read the version from `mariadbd --version`: {out!r}", hint=_INSTALL_HINT
         )
     return _parse_version(match.group(1))
+
+
+def made_here(base_dir: Path) -> bool:
+    """True when ``base_dir`` holds a server directory a ``MariaDBServer`` set up."""
+    return (base_dir / DATADIR_MARKER).is_file()
+
+
+def running_server_pid(base_dir: Path) -> int | None:
+    """The pid of a live mariadbd on ``base_dir``'s datadir (its pid file); None: none."""
+    try:
+        pid = int((base_dir / "mariadbd.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if b"mariadbd" in cmdline and str(base_dir / "data").encode() in cmdline:
+        return pid
+    return None
 
 
 def _clean_env() -> dict[str, str]:
@@ -279,7 +299,7 @@ class MariaDBServer:
     def has_datadir(self) -> bool:
         """True when ``base_dir`` already holds a datadir an earlier start made (so ``start()``
         continues it); always False for a temp-dir server."""
-        return self._keep_dir is not None and (self._keep_dir / _DATADIR_MARKER).is_file()
+        return self._keep_dir is not None and (self._keep_dir / DATADIR_MARKER).is_file()
 
     @property
     def keeps_files(self) -> bool:
@@ -460,13 +480,8 @@ class MariaDBServer:
 
     def _check_not_in_use(self) -> None:
         """Refuse a kept directory whose pid file names a live mariadbd on this datadir."""
-        pid_file = self.base_dir / "mariadbd.pid"
-        try:
-            pid = int(pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            return
-        if b"mariadbd" in cmdline and str(self.datadir).encode() in cmdline:
+        pid = running_server_pid(self.base_dir)
+        if pid is not None:
             raise EmbeddedServerError(
                 f"another MariaDB server (pid {pid}) already runs on {self.datadir}",
                 hint="stop that process (e.g. the other `replicator run`) or use another "
@@ -475,13 +490,13 @@ class MariaDBServer:
 
     def _install_datadir(self) -> bool:
         """Run mariadb-install-db unless base_dir already holds our datadir; True if it ran."""
-        marker = self.base_dir / _DATADIR_MARKER
+        marker = self.base_dir / DATADIR_MARKER
         if marker.is_file():
             return False
         if self.datadir.exists() and any(self.datadir.iterdir()):
             raise EmbeddedServerError(
                 f"{self.datadir} exists but was not set up by replicator "
-                f"(no {_DATADIR_MARKER} next to it)",
+                f"(no {DATADIR_MARKER} next to it)",
                 hint=f"remove {self.datadir} (a half-finished setup) or use another directory",
             )
         install_db = find_executable("mariadb-install-db")

@@ -55,7 +55,7 @@ from ..schema.tracker import SchemaChangeEvent
 from ..sink.changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
 from ..snapshot_progress import SnapshotState
-from ..source.stream import TransactionAborted
+from ..source.stream import GtidStateLearned, TransactionAborted
 from .lifecycle import schema_records
 from .statements import StatementLoggedError, check_statement
 
@@ -278,6 +278,8 @@ class Pipeline:
         self._failed_batch: Batch | None = None  # its work failed: close() drops its files
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
+        # the GTID state the stream learnt for a start without one (GtidStateLearned)
+        self._learned: StreamPosition | None = None
         self._in_parts = False
         # prepared XA transactions awaiting their outcome, and the set the checkpoint holds
         self._held: dict[str, HeldXa] = {
@@ -599,6 +601,12 @@ class Pipeline:
             groups = self._changes(item, item.events, ts)
             await self._stage(batch, groups)
             return
+        if isinstance(item, GtidStateLearned):
+            # a start without a GTID state: from here on the checkpoint carries one
+            self._learned = item.position
+            if self._position is not None:
+                self._position = self._position.with_gtid_of(item.position)
+            return
         if isinstance(item, TransactionAborted):
             # parts of a transaction the stream will send again: forget them
             self.stats.aborted_parts += 1
@@ -609,6 +617,8 @@ class Pipeline:
             self._next_batch = None
             self._next_seq = self.checkpoint.next_seq
             self._position = self.checkpoint.position
+            if self._position is not None:
+                self._position = self._position.with_gtid_of(self._learned)
             self._held = dict(self._held_committed)
             self.snapshot = self._snapshot_committed
             self._records = []

@@ -19,7 +19,8 @@ A batch commits in these steps (each a named fault-injection point for the crash
 
 Recovery at start (``recover``) first checks the manifests, their chain and the checkpoint
 against them (``sink.manifests``; anything that does not add up stops with exit 4 and changes
-nothing), then rolls every manifest newer than the checkpoint forward (renames its files if a
+nothing), makes the landing zone's id when it has none (``sink.identity``; every manifest
+carries it), then rolls every manifest newer than the checkpoint forward (renames its files if a
 crash came between 2 and 3, then advances the checkpoint) and deletes temp files no manifest
 names (a batch that never reached step 2; its transactions are replayed from the checkpoint).
 A data file therefore appears under its final name only once its batch is committed, and a
@@ -48,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from ..binlog.position import StreamPosition, is_past
 from ..checkpoint import (
     Checkpoint,
@@ -63,9 +66,11 @@ from ..errors import IntegrityError, SinkError
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
 from .changes import Change, HeldXa, TableVersion, rows_in
+from .identity import LANDING_ID_KEY, establish
 from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
 
+log = structlog.get_logger("replicator")
 HELD_XA = Path("_state") / "xa"
 HELD_XA_FORMAT = 1  # bump when HeldXa or RowChange change shape
 HISTORY_DIR = "_schema"
@@ -197,6 +202,7 @@ class Batch:
         zone.fault.at("data")
         manifest = {
             "batch": self.number,
+            LANDING_ID_KEY: zone.landing_id,
             "committed_at": now_iso(),
             "first_seq": self.first_seq,
             "last_seq": next_seq - 1,
@@ -264,6 +270,7 @@ class LandingZone:
     def __init__(self, cfg: SinkConfig, *, fault: FaultInjector | None = None) -> None:
         self.cfg = cfg
         self.root = Path(cfg.root)
+        self.landing_id: str | None = None  # set by recover() (sink.identity)
         self.fault = fault or FaultInjector()
         self.checkpoints = CheckpointStore(self.root)
         self.last_manifest: dict[str, Any] | None = None
@@ -458,6 +465,7 @@ class LandingZone:
                 hint="restore it from a backup; nothing was changed in the landing zone",
             )
         self._check_no_strays(referenced)
+        self._establish_identity(manifests)
         for manifest in manifests:
             if manifest.batch <= checkpoint.batch:
                 continue
@@ -485,6 +493,21 @@ class LandingZone:
             None if last is None else position_from_json(last.data["end"], str(last.path))
         )
         return checkpoint
+
+    def _establish_identity(self, manifests: list[Manifest]) -> None:
+        recorded = manifests[-1].landing_id if manifests else None
+        self.landing_id, how = establish(self.root, recorded)
+        if how == "created" and manifests:
+            log.info(
+                "landing zone id created",
+                landing=str(self.root),
+                landing_id=self.landing_id,
+                batches_without_id=len(manifests),
+                hint="the landing zone was written before landing zones had ids; batches from "
+                "now on carry this one",
+            )
+        elif how != "kept":
+            log.info(f"landing zone id {how}", landing=str(self.root), landing_id=self.landing_id)
 
     def _check_checkpoint(self, checkpoint: Checkpoint, manifests: list[Manifest]) -> None:
         """The checkpoint must name a committed batch and the ``_seq`` that follows it."""

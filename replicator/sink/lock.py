@@ -14,6 +14,14 @@ filesystems; on NFS, Linux maps it to a POSIX byte-range lock held by the server
 which serves as well. Object stores have no locks: there the same rule needs a lease object
 written with a conditional put (see the object-storage design in the README).
 
+The record also says what the holder is, for the commands that only read a landing zone:
+``replicator run`` adds its ``server_id``, the name it registers with the source as a replica
+(``replica_host``: ``replicator check`` tells the daemon's own registration from another
+replica's by it) and the address of its HTTP port (``http``: ``replicator status --landing``
+asks that daemon); ``release`` adds when it let go (``ended``). ``read_record`` reads it
+without touching the lock, and says whether the holder still holds it (not let go, and its
+process runs: a killed holder cannot say it ended).
+
 While it runs, the holder checks ``still_ours()``: the lock file at its path must still be
 the inode it locked. When the landing zone was deleted or replaced under a running daemon,
 that check fails and the daemon stops instead of writing into a directory nobody reads.
@@ -27,7 +35,9 @@ import fcntl
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError, SinkError
 
@@ -46,9 +56,11 @@ class LandingLock:
         self.path = root / LOCK_FILE
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
+        self._record: dict[str, object] = {}
 
-    def acquire(self, purpose: str) -> LandingLock:
-        """Take the lock (never waits); ``purpose`` is recorded for the next one to read."""
+    def acquire(self, purpose: str, **facts: object) -> LandingLock:
+        """Take the lock (never waits); ``purpose`` and ``facts`` (JSON values) are recorded
+        for the next one to read."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -73,18 +85,30 @@ class LandingLock:
                 f"cannot lock the landing zone {self.root}: {exc.strerror}",
                 hint="the filesystem of sink.root must support flock (local disks and NFSv4 do)",
             ) from exc
-        record = {
+        self._record = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "purpose": purpose,
+            **facts,
         }
-        with contextlib.suppress(OSError):  # the record only informs; the flock is the lock
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
         stat = os.fstat(fd)
         self._fd, self._identity = fd, (stat.st_dev, stat.st_ino)
+        self._write_record()
         return self
+
+    def note(self, **facts: object) -> None:
+        """Add ``facts`` to the holder's record (known only after the lock was taken)."""
+        self._record.update(facts)
+        self._write_record()
+
+    def _write_record(self) -> None:
+        if self._fd is None:
+            return
+        data = json.dumps(self._record).encode() + b"\n"
+        with contextlib.suppress(OSError):  # the record only informs; the flock is the lock
+            os.pwrite(self._fd, data, 0)
+            os.ftruncate(self._fd, len(data))
 
     def still_ours(self) -> bool:
         """True while the lock file at its path is the one this process locked."""
@@ -107,6 +131,8 @@ class LandingLock:
             )
 
     def release(self) -> None:
+        if self._fd is not None:  # the record says so: the holder's process may go on
+            self.note(ended=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
         fd, self._fd, self._identity = self._fd, None, None
         if fd is not None:
             with contextlib.suppress(OSError):
@@ -118,6 +144,62 @@ class LandingLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@dataclass(frozen=True, slots=True)
+class LockRecord:
+    """What the last holder of a landing zone's lock wrote about itself (``read_record``)."""
+
+    pid: int
+    host: str
+    since: str
+    purpose: str
+    facts: dict[str, Any]  # everything else it recorded (server_id, replica_host, http)
+    ended: str | None  # when it let go of the lock (None: it holds it, or was killed)
+    # it still holds the lock: not let go, and its process runs; None: on another host, and
+    # not let go (its process cannot be seen from here)
+    running: bool | None
+
+    def describe(self) -> str:
+        until = f" until {self.ended}" if self.ended else ""
+        return f"pid {self.pid} on {self.host}, {self.purpose} since {self.since}{until}"
+
+
+def read_record(root: Path) -> LockRecord | None:
+    """The record of the landing zone's last lock holder (None: none, or unreadable). Reads
+    only: the lock is never taken, so a daemon starting meanwhile is not disturbed."""
+    try:
+        record = json.loads((root / LOCK_FILE).read_bytes() or b"{}")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return None
+    pid, host = int(record.pop("pid")), str(record.pop("host", ""))
+    ended = record.pop("ended", None)
+    running: bool | None = None
+    if ended is not None:
+        running = False
+    elif host == socket.gethostname():
+        running = _process_exists(pid)
+    return LockRecord(
+        pid=pid,
+        host=host,
+        since=str(record.pop("since", "")),
+        purpose=str(record.pop("purpose", "")),
+        facts=record,
+        ended=None if ended is None else str(ended),
+        running=running,
+    )
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
 
 
 def _read_holder(fd: int) -> str:

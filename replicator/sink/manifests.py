@@ -13,7 +13,9 @@ the fields of the format and the right types) and the chain they form:
   ``last_seq + 1``; a batch with no rows has ``last_seq = first_seq - 1``);
 * each batch starts where the previous one ended, unless ``checkpoint set`` moved the
   position in between (``start_moved`` in the manifest);
-* each file entry's ``_seq`` range lies within its batch's, and no path is named twice.
+* each file entry's ``_seq`` range lies within its batch's, and no path is named twice;
+* every manifest carries the same landing zone id (``sink.identity``) from the first one that
+  carries one on (the manifests written before ids existed come first, without one).
 
 Every failure is an ``IntegrityError`` (exit 4) naming the file and what is wrong; nothing is
 deleted or rewritten here.
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IntegrityError
+from .identity import LANDING_ID_KEY, is_landing_id
 
 MANIFESTS = "_manifests"
 _NAME = re.compile(r"\d{20}\.json")
@@ -53,6 +56,12 @@ class Manifest:
     @property
     def last_seq(self) -> int:
         return int(self.data["last_seq"])
+
+    @property
+    def landing_id(self) -> str | None:
+        """The landing zone's id (``sink.identity``); None in manifests written before ids."""
+        value = self.data.get(LANDING_ID_KEY)
+        return None if value is None else str(value)
 
     @property
     def files(self) -> list[dict[str, Any]]:
@@ -127,6 +136,9 @@ def parse_manifest(path: Path, raw: bytes) -> Manifest:
     pending = data.get("xa_pending", [])
     if not isinstance(pending, list) or not all(isinstance(p, str) for p in pending):
         raise _bad(path, "has an invalid 'xa_pending' list")
+    landing_id = data.get(LANDING_ID_KEY)
+    if landing_id is not None and not is_landing_id(landing_id):
+        raise _bad(path, f"has an invalid landing zone id {landing_id!r}")
     return Manifest(path, data)
 
 
@@ -205,6 +217,14 @@ def check_chain(manifests: Iterable[Manifest]) -> None:
                     f"{previous.batch} ended at {previous.last_seq}",
                     hint="the manifests do not come from one writer: restore them from a "
                     "backup; two processes must never write one landing zone",
+                )
+            if previous.landing_id is not None and manifest.landing_id != previous.landing_id:
+                raise IntegrityError(
+                    f"manifest {manifest.path} belongs to landing zone "
+                    f"{manifest.landing_id or '(none: written before ids)'}, batch "
+                    f"{previous.batch} to landing zone {previous.landing_id}",
+                    hint="the manifests come from two landing zones: restore them from a "
+                    "backup; two landing zones must never share a directory",
                 )
             moved = bool(manifest.data.get("start_moved", False))
             if not moved and manifest.data.get("start") != previous.data.get("end"):

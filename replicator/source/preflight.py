@@ -71,10 +71,17 @@ class PreflightReport:
 
 
 def run_preflight(
-    cfg: SourceConfig, *, checkpoint_age_seconds: float | None = None
+    cfg: SourceConfig,
+    *,
+    checkpoint_age_seconds: float | None = None,
+    own_replica_host: str | None = None,
 ) -> PreflightReport:
-    """Check the source ``cfg`` names; ``checkpoint_age_seconds``: how old our resume point is."""
-    facts = gather_facts(cfg, checkpoint_age_seconds=checkpoint_age_seconds)
+    """Check the source ``cfg`` names; ``checkpoint_age_seconds``: how old our resume point is;
+    ``own_replica_host``: the name our own running daemon registered with (from its landing
+    zone's lock), so its registration is not taken for a server_id clash."""
+    facts = gather_facts(
+        cfg, checkpoint_age_seconds=checkpoint_age_seconds, own_replica_host=own_replica_host
+    )
     return PreflightReport(
         where=describe_source(cfg),
         account=facts.grants.account,
@@ -84,7 +91,10 @@ def run_preflight(
 
 
 def gather_facts(
-    cfg: SourceConfig, *, checkpoint_age_seconds: float | None = None
+    cfg: SourceConfig,
+    *,
+    checkpoint_age_seconds: float | None = None,
+    own_replica_host: str | None = None,
 ) -> PreflightFacts:
     """Read everything the checks need from the server (two connections, read-only)."""
     conn = open_connection(cfg, read_timeout=QUERY_TIMEOUT)
@@ -114,6 +124,7 @@ def gather_facts(
         server_now=server_now,
         our_server_id=cfg.server_id,
         checkpoint_age_seconds=checkpoint_age_seconds,
+        own_replica_host=own_replica_host,
     )
 
 

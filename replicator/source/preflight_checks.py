@@ -89,6 +89,8 @@ class PreflightFacts:
     server_now: float  # UNIX_TIMESTAMP() on the server
     our_server_id: int
     checkpoint_age_seconds: float | None
+    # the name our own running daemon registered with (its landing zone's lock); None: unknown
+    own_replica_host: str | None = None
 
 
 def human_duration(seconds: float) -> str:
@@ -360,15 +362,36 @@ def check_replica_clash(facts: PreflightFacts) -> Finding:
             action="grant the privilege shown under privileges to enable this check",
         )
     clash = [r for r in facts.replicas if r.server_id == ours]
-    if clash:
-        where = ", ".join(f"{r.host or '?'}:{r.port}" for r in clash)
+    # Our own daemon is excused by its registration alone: it registers under a name with a
+    # random token that only that process sends, and writes the name into its landing zone's
+    # lock (``sink.lock``). The source keeps one registration per server_id (a newer replica
+    # with the id replaces the older one's), so another replica with our id shows under its
+    # own name, never under ours: this cannot hide a real clash. (Going by client host or
+    # user could: a second replicator on the same machine is the most common clash.)
+    own = [r for r in clash if facts.own_replica_host and r.host == facts.own_replica_host]
+    others = [r for r in clash if r not in own]
+    if others:
+        where = ", ".join(f"{r.host or '?'}:{r.port}" for r in others)
+        unknown_own = (
+            ""
+            if facts.own_replica_host
+            else "; if it is this replicator's own running daemon, nothing to do (`replicator "
+            "check --config` with its config tells)"
+        )
         return Finding(
             "error",
             "replica_server_id",
             f"a replica with server_id {ours} is connected ({where}): two replicas with one id "
             "disconnect each other in a loop (the source drops the older one's dump when the "
-            "newer connects); if it is this replicator's own running instance, nothing to do",
+            f"newer connects){unknown_own}",
             action=f"--server-id {_free_server_id(facts)} (server_id in the config)",
+        )
+    if own:
+        return Finding(
+            "ok",
+            "replica_server_id",
+            f"server_id {ours} is in use by this landing zone's own running replicator "
+            f"(registered as {own[0].host}); no other replica uses it{visible}",
         )
     ids = ", ".join(str(r.server_id) for r in facts.replicas) or "none"
     return Finding(

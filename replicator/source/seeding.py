@@ -27,7 +27,6 @@ import pymysql
 import structlog
 
 from ..binlog import events as ev
-from ..binlog.gtid import MariadbGtidPosition
 from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.transaction import Transaction, TransactionPart
 from ..checkpoint import position_to_json
@@ -40,7 +39,7 @@ from ..schema.tracker import SchemaTracker, context_of, may_change_tables
 from .catalog import read_catalog, read_traits
 from .connection import open_connection
 from .errors import SourceUnavailableError
-from .server_info import server_info
+from .server_info import mariadb_gtid_at, server_info
 from .stream import ReplicaStream, server_facts
 
 log = structlog.get_logger("replicator")
@@ -54,8 +53,11 @@ class Seed:
     unknown: tuple[tuple[str, str], ...]  # tables whose columns at ``start`` are not known
 
 
-async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
-    """Read the catalog at a known position and fit it to ``start`` (None: "now")."""
+async def seed_history(
+    cfg: SourceConfig, start: StreamPosition | None, *, report_host: str = "replicator"
+) -> Seed:
+    """Read the catalog at a known position and fit it to ``start`` (None: "now").
+    ``report_host``: the name the DDL scans register with as a replica."""
     conn = open_connection(cfg)
     try:
         traits = read_traits(conn)
@@ -63,7 +65,7 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
             e1 = server_facts(server_info(conn)).end
             catalog = read_catalog(conn, traits)
             e2 = server_facts(server_info(conn)).end
-            if e1 == e2 or not await scan_ddl(cfg, e1, e2):
+            if e1 == e2 or not await scan_ddl(cfg, e1, e2, report_host=report_host):
                 break
         else:
             raise SourceUnavailableError(
@@ -73,13 +75,16 @@ async def seed_history(cfg: SourceConfig, start: StreamPosition | None) -> Seed:
         if start is None:
             start = e1
         elif not start.has_gtid and start.file and traits.flavor == "mariadb":
-            start = _with_mariadb_gtid(conn, start)
+            found = mariadb_gtid_at(conn, start.file, start.position)
+            if found is not None:  # else not at a group start the server knows: file/position
+                start = replace(start, mariadb_gtid=found)
     finally:
         with contextlib.suppress(pymysql.err.Error):
             conn.close()
     unknown: tuple[tuple[str, str], ...] = ()
     if _before(start, e1):
-        catalog, unknown = fit_to_start(catalog, await scan_ddl(cfg, start, e1))
+        scanned = await scan_ddl(cfg, start, e1, report_host=report_host)
+        catalog, unknown = fit_to_start(catalog, scanned)
     point = Point(e1.file, e1.position, None)
     log.info(
         "schema history seeded",
@@ -98,6 +103,8 @@ async def apply_skipped_ddl(
     end: StreamPosition,
     start: StreamPosition,
     replicated: Callable[[str, str], bool],
+    *,
+    report_host: str = "replicator",
 ) -> int:
     """``checkpoint set`` moved the stream forward from ``end`` (where the last batch, and so
     the history, ended) to ``start``: the DDL of the range it skips is read from the binlog
@@ -116,7 +123,7 @@ async def apply_skipped_ddl(
         )
     tracker = SchemaTracker(history, replicated, skipping=True)
     before = len(history.changes)
-    for point, event in await scan_ddl(cfg, end, start):
+    for point, event in await scan_ddl(cfg, end, start, report_host=report_host):
         tracker.apply(event, point.gtid)
     applied = len(history.changes) - before
     log.info(
@@ -137,24 +144,18 @@ def _before(start: StreamPosition, end: StreamPosition) -> bool:
     return not position_reached(start.file, start.position, end.file, end.position)
 
 
-def _with_mariadb_gtid(
-    conn: pymysql.connections.Connection, start: StreamPosition
-) -> StreamPosition:
-    with conn.cursor() as cur:
-        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (start.file, start.position))
-        row = cur.fetchone()
-    text = row[0] if row else None
-    if text is None:
-        return start  # not at a transaction boundary the server knows: file/position only
-    return replace(start, mariadb_gtid=MariadbGtidPosition.parse(str(text)))
-
-
 async def scan_ddl(
-    cfg: SourceConfig, start: StreamPosition, end: StreamPosition
+    cfg: SourceConfig,
+    start: StreamPosition,
+    end: StreamPosition,
+    *,
+    report_host: str = "replicator",
 ) -> list[tuple[Point, ev.QueryEvent]]:
     """Every statement that may change a table, logged from ``start`` to ``end``."""
     found: list[tuple[Point, ev.QueryEvent]] = []
-    stream = ReplicaStream(cfg, start, stop_at_end=True, end=end, name="ddl-scan")
+    stream = ReplicaStream(
+        cfg, start, stop_at_end=True, end=end, name="ddl-scan", report_host=report_host
+    )
     async with stream:
         async for item in stream:
             if not isinstance(item, (Transaction, TransactionPart)):

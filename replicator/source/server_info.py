@@ -15,6 +15,10 @@ Statement names by version:
   ``SHOW MASTER STATUS``; a parse error (1064) falls back to the other spelling.
 * files: ``SHOW BINARY LOGS`` (Log_name, File_size[, Encrypted]); error 1381 means the binlog
   is off. Both need REPLICATION CLIENT (MySQL) / BINLOG MONITOR (MariaDB 10.5+).
+* the GTID state at a binlog file and position: MariaDB ``BINLOG_GTID_POS(file, pos)``
+  (https://mariadb.com/kb/en/binlog_gtid_pos/), NULL when the position is not the start of an
+  event group the server knows; MySQL has no such function (the stream reads it from the
+  PREVIOUS_GTIDS event that opens each file: ``source.stream``).
 * retention: MySQL 8.0+ ``binlog_expire_logs_seconds`` wins over the deprecated
   ``expire_logs_days`` when non-zero, and ``binlog_expire_logs_auto_purge=OFF`` (8.0.29+) turns
   purging off (https://dev.mysql.com/doc/refman/8.4/en/replication-options-binary-log.html);
@@ -30,6 +34,7 @@ from typing import Any, Final, Literal
 
 import pymysql
 
+from ..binlog.gtid import MariadbGtidPosition
 from .errors import ER_SPECIFIC_ACCESS_DENIED, error_code, translate_error
 
 __all__ = [
@@ -177,6 +182,20 @@ def server_info(conn: pymysql.connections.Connection) -> ServerInfo:
         raise translate_error(
             exc, where=connection_where(conn), account=connection_account(conn)
         ) from None
+
+
+def mariadb_gtid_at(
+    conn: pymysql.connections.Connection, file: str, position: int
+) -> MariadbGtidPosition | None:
+    """The GTID state at ``file:position`` of a MariaDB binlog (``BINLOG_GTID_POS``); None
+    when the server does not know it there."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, position))
+        row = cur.fetchone()
+    text = row[0] if row else None
+    if text is None:
+        return None
+    return MariadbGtidPosition.parse(_text(text))
 
 
 def _read(conn: pymysql.connections.Connection) -> ServerInfo:

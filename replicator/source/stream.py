@@ -12,6 +12,14 @@ a protocol error, the thread reconnects with exponential backoff and jitter and 
 the last transaction it handed over: a transaction is delivered whole or not at all, so
 nothing is skipped or repeated. A CRC mismatch that recurs at the same position
 ``max_checksum_retries`` times, or a purged binlog (ERR 1236), ends the stream with an error.
+Each reconnect is logged (warning) with its cause.
+
+A start given as a binlog file and position carries no GTID state, yet a checkpoint should
+(it survives failover and purged files). The stream learns it: on MariaDB at connect
+(``BINLOG_GTID_POS``), on MySQL with GTIDs on from the PREVIOUS_GTIDS event that opens each
+binlog file (every GTID of the files before it: exact while no transaction of the file has
+been taken). It then hands a ``GtidStateLearned`` item over, in order with the transactions,
+and the consumer's position takes it (``StreamPosition.with_gtid_of``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import re
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pymysql
@@ -60,7 +68,7 @@ from .protocol import (
     dump_payload,
     register_replica_payload,
 )
-from .server_info import ServerInfo, server_info
+from .server_info import ServerInfo, mariadb_gtid_at, server_info
 
 if TYPE_CHECKING:
     from ..schema.tracker import SchemaTracker
@@ -74,7 +82,15 @@ class TransactionAborted:
     gtid: str | None
 
 
-Item = Transaction | TransactionPart | TransactionAborted | ev.Event
+@dataclass(frozen=True, slots=True)
+class GtidStateLearned:
+    """The GTID state at ``position`` (after the last transaction handed over), learnt for a
+    stream that started without one: a consumer at the same file and position takes it."""
+
+    position: StreamPosition
+
+
+Item = Transaction | TransactionPart | TransactionAborted | GtidStateLearned | ev.Event
 _READ_SIZE = 256 * 1024
 log = structlog.get_logger("replicator")
 # MariaDB ER_SLAVE_SAME_ID (4052) "A slave with the same server_uuid/server_id is already
@@ -158,6 +174,7 @@ class ReplicaStream:
     ``start`` is where to begin: a ``StreamPosition`` (GTID state and/or file/position), or
     None for "now" (the end of the binlog at connect time). With ``stop_at_end`` the stream
     ends once everything up to the end of the binlog at start has been delivered.
+    ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE).
     """
 
     def __init__(
@@ -173,6 +190,7 @@ class ReplicaStream:
         lane: LaneFactory | None = None,
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
+        report_host: str = "replicator",
     ) -> None:
         self.cfg = cfg
         self.stats = StreamStats()
@@ -195,6 +213,8 @@ class ReplicaStream:
         # the schema history as the decoder sees it (DDL applied as decoded; see schema.tracker)
         self._tracker = tracker
         self._name = name
+        # the host name registered with the source (SHOW SLAVE HOSTS shows it; see sink.lock)
+        self._report_host = report_host
         self._finished = False
         self._part_rows = part_rows
         self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
@@ -434,6 +454,8 @@ class ReplicaStream:
             if self.origin is None:
                 self.origin = self.position
             start = self.position
+            if not start.has_gtid and start.file and facts.flavor == "mariadb":
+                start = self._learn_mariadb_gtid(conn, start)
             end = self._end
             if end is not None and (
                 _gtid_covers(start, end)
@@ -465,6 +487,31 @@ class ReplicaStream:
             with contextlib.suppress(Exception):
                 conn.close()
 
+    def _learn_mariadb_gtid(
+        self, conn: pymysql.connections.Connection, start: StreamPosition
+    ) -> StreamPosition:
+        """The GTID state at a start given as file/position (``BINLOG_GTID_POS``); the
+        start unchanged when the server does not know it there."""
+        try:
+            found = mariadb_gtid_at(conn, start.file, start.position)
+        except pymysql.err.Error as exc:
+            raise translate_error(
+                exc, where=describe_source(self.cfg), account=self.cfg.user
+            ) from exc
+        if found is None:
+            return start
+        return self._learned(replace(start, mariadb_gtid=found))
+
+    def _learned(self, position: StreamPosition) -> StreamPosition:
+        """``position`` (the current one with its GTID state) from now on; the consumer is
+        told in order with the transactions."""
+        self.position = position
+        if self.origin is not None:
+            self.origin = self.origin.with_gtid_of(position)
+        log.info("gtid state of the stream position learnt", position=position.describe())
+        self._deliver(GtidStateLearned(position), now=False)
+        return position
+
     def _prepare_session(
         self, conn: pymysql.connections.Connection, facts: ServerFacts, start: StreamPosition
     ) -> None:
@@ -488,7 +535,7 @@ class ReplicaStream:
                 cur.execute(sql)
 
     def _register(self, conn: pymysql.connections.Connection) -> None:
-        payload = register_replica_payload(self.cfg.server_id, host="replicator", user="")
+        payload = register_replica_payload(self.cfg.server_id, host=self._report_host, user="")
         conn._execute_command(COM_REGISTER_SLAVE, payload)
         conn._read_ok_packet()
 
@@ -603,6 +650,10 @@ class ReplicaStream:
                 self._schema_changed()
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
+        elif isinstance(item, ev.PreviousGtidsEvent) and self.facts is not None:
+            learned = previous_gtids_state(self.position, item, self.facts)
+            if learned is not None and not assembler.in_transaction:
+                self._learned(learned)
         return self._deliver(item, now=False)
 
     def _schema_changed(self) -> None:
@@ -689,6 +740,21 @@ class ReplicaStream:
         return SourceUnavailableError(
             f"server error {exc.code} during the binlog dump: {exc.server_message}"
         )
+
+
+def previous_gtids_state(
+    position: StreamPosition, event: ev.PreviousGtidsEvent, facts: ServerFacts
+) -> StreamPosition | None:
+    """MySQL opens each binlog file with PREVIOUS_GTIDS: every GTID of the files before it.
+    A ``position`` without a GTID set that no transaction of that file has passed yet (the
+    start of the file, or the end of an earlier one) has exactly that set. None when the
+    event tells nothing: GTIDs off (the set is empty then, and meaningless), a position that
+    has a state already, or one inside the file (a start past its first transactions)."""
+    if facts.end.mysql_gtid is None or position.has_gtid or event.header.artificial:
+        return None
+    if position.file == event.file and position.position > event.position:
+        return None
+    return replace(position, mysql_gtid=event.gtid_set)
 
 
 def feed(

@@ -17,6 +17,7 @@
   rows of a table without one.
 * ``state`` — the output directory: versioned state, swapped in atomically, tombstones of
   removed tables; ``output`` — the Spark jobs that write and read it.
+* ``identity`` — an output goes on only from the landing zone it was built from (ids).
 * ``table_job`` — one table brought up to date: unchanged, merged, rebuilt or removed.
 * ``materialize`` — the batch job and its Python API; ``options`` its options and results;
   ``cli`` its ``replicator materialize``.
@@ -24,5 +25,6 @@
   ``table_job``.
 
 pyspark is an optional dependency (``pip install 'replicator[spark]'``): nothing here is
-imported by the rest of replicator, and ``cli`` imports pyspark only when the command runs.
+imported by the rest of replicator but ``cli`` (which imports pyspark only when the command
+runs) and ``state`` (plain Python: the demo reset reads which landing zone an output is of).
 """

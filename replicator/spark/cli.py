@@ -5,7 +5,9 @@ only when it runs, so the rest of replicator works without it; without pyspark i
 saying ``pip install 'replicator[spark]'``. Exit codes (DESIGN.md): 0 done, 2 bad arguments
 (landing zone missing, a malformed ``--key``, options that do not match the existing output,
 pyspark or Java missing), 4 the changes cannot be applied exactly (the error names the row
-and the fix), 1 anything else (a Spark failure, another run holding the output directory).
+and the fix) or the output was built from another landing zone (one made again at the same
+path: both ids are named), 1 anything else (a Spark failure, another run holding the output
+directory).
 """
 
 from __future__ import annotations

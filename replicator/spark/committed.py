@@ -13,6 +13,10 @@ statement did to a replicated table, numbered in the ``_seq`` order of the row c
 ``Record``) and says whether the batch re-lands transactions after ``checkpoint set`` moved the
 stream back (``replay``, ``start_moved``); ``lineage`` turns those into tables.
 
+Each manifest names the landing zone it belongs to (``landing_id``, a random id the landing
+zone got when it was made; manifests written before ids have none): ``landing_id_of`` checks
+that they agree, and ``state`` records the id with each table built from them.
+
 Each file's footer names its table (``replicator.table``), its schema version and its primary
 key (``replicator.primary_key``, see ``sink.parquet_writer``): ``table_identity`` turns those
 into the columns that identify a row. This module needs pyarrow only, not Spark.
@@ -31,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
-from .contract import LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
+from .contract import LANDING_ID_KEY, LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
 
 __all__ = [
     "CommittedFile",
@@ -44,6 +48,7 @@ __all__ = [
     "file_key",
     "file_schema",
     "key_of",
+    "landing_id_of",
     "read_manifests",
     "select_tables",
     "table_dirs",
@@ -117,6 +122,7 @@ class Manifest:
     records: tuple[Record, ...] = ()
     replay: bool = False  # re-lands transactions after `checkpoint set` moved the stream back
     start_moved: bool = False  # the first batch after `checkpoint set`
+    landing_id: str | None = None  # the landing zone's id; None: written before ids
 
     @property
     def rereads(self) -> bool:
@@ -239,6 +245,7 @@ def _manifest(path: Path, root: Path) -> Manifest:
             records=tuple(sorted(records, key=lambda r: r.seq)),
             replay=data.get("replay") is True,
             start_moved=data.get("start_moved") is True,
+            landing_id=None if data.get(LANDING_ID_KEY) is None else str(data[LANDING_ID_KEY]),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise IntegrityError(
@@ -252,6 +259,26 @@ def _manifest(path: Path, root: Path) -> Manifest:
             hint="manifest files are named after their batch: restore the original file",
         )
     return manifest
+
+
+def landing_id_of(manifests: Sequence[Manifest]) -> str | None:
+    """The id of the landing zone ``manifests`` (in batch order) belong to; None when none
+    carries one (written before landing zones had ids). Manifests naming two landing zones,
+    or one without an id after one with an id, are an IntegrityError: the directory mixes
+    two landing zones."""
+    found: Manifest | None = None
+    for manifest in manifests:
+        if found is not None and manifest.landing_id != found.landing_id:
+            raise IntegrityError(
+                f"manifest {manifest.path} belongs to landing zone "
+                f"{manifest.landing_id or '(none: written before ids)'}, but batch "
+                f"{found.batch} to landing zone {found.landing_id}",
+                hint="the directory mixes the commit records of two landing zones: restore "
+                "the landing zone from one backup",
+            )
+        if manifest.landing_id is not None:
+            found = manifest
+    return None if found is None else found.landing_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 __all__ = [
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
+    "LANDING_ID_KEY",
     "LIFECYCLE_OPS",
     "MANIFESTS",
     "PRIMARY_KEY_KEY",
@@ -22,6 +23,7 @@ __all__ = [
 ]
 
 MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit records
+LANDING_ID_KEY = "landing_id"  # in each manifest: the landing zone's id (sink.identity)
 PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id
 FIELD_FILL_KEY = b"replicator.fill"  # field metadata: what rows older than the column hold

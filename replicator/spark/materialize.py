@@ -12,6 +12,9 @@ atomically (``state``); ``table_job`` decides per table what to do:
   metadata columns of each row's latest change (``_op``, ``_seq``, ``_gtid``, ``_ts``,
   ``_server_id``, ``_binlog_file``, ``_binlog_pos``); with ``allow_unknown`` an ``_absent``
   list of the columns no row image carried (null in the row).
+* One landing zone per output: each state records the landing zone's id (``identity``); an
+  output built from another landing zone (one made again at the same path) stops the run
+  with exit 4 before anything is written.
 * Incremental: the state records the last landing batch it holds. A re-run merges the row
   changes of later batches into it; a table a later lifecycle record names, or a later replay
   batch touches, is rebuilt from scratch instead. Either way the result equals a run from
@@ -36,6 +39,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from ..errors import ConfigError
+from . import identity
 from . import state as st
 from .changes import (
     FileVersion,
@@ -194,5 +198,7 @@ def materialize(
         )
     with st.lock(target):
         found = _landing(root)
+        # every table of the output first: none is changed when one comes from elsewhere
+        identity.check_output(st.outputs(target), target, root, found.landing_id, found.end)
         chosen = select_tables(landing_tables(found), tables)
         return [run_table(spark, found, target, table, options) for table in chosen]

@@ -46,6 +46,7 @@ __all__ = [
     "load",
     "load_gone",
     "lock",
+    "outputs",
     "publish",
     "remove",
     "update",
@@ -79,6 +80,9 @@ class TableState:
     # written by a materialize that applies lifecycle records and replays (older states may
     # hold rows a TRUNCATE, DROP or RENAME in the batches they hold since removed)
     lineage: bool = False
+    # the id of the landing zone it was built from (None: before landing zones had ids, or
+    # built from a landing zone written before them); see ``spark.identity``
+    landing_id: str | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
@@ -137,6 +141,27 @@ def load(link: Path) -> tuple[TableState, Path] | None:
     target = link.parent / os.readlink(link)
     state = _read(target / STATE_FILE, "the state is damaged: rebuild it with --full-refresh")
     return state, target
+
+
+def outputs(out: Path) -> Iterator[tuple[Path, TableState]]:
+    """Every table the output directory ``out`` holds: (link, state) for each link, and for
+    each tombstone without a link."""
+    if not out.is_dir():
+        return
+    for database in sorted(out.iterdir()):
+        if database.name.startswith((".", "_")) or database.is_symlink() or not database.is_dir():
+            continue
+        for entry in sorted(database.iterdir()):
+            name = entry.name
+            if not name.startswith(".") and entry.is_symlink():
+                found = load(entry)
+                if found is not None:
+                    yield entry, found[0]
+            elif name.startswith(".") and name.endswith(".gone.json"):
+                link = database / name[1 : -len(".gone.json")]
+                gone = load_gone(link)
+                if gone is not None:
+                    yield link, gone
 
 
 @contextlib.contextmanager

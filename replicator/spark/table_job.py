@@ -10,6 +10,9 @@ The state records the last landing batch it holds (``state``). What came since d
   every manifest (``lineage`` says which rows make it up; ``changes`` reads them, replayed
   copies left out). Simple and exact, and such batches are rare.
 
+Before anything, the state must come from this landing zone (``identity``: the landing zone
+ids of the state and of the manifests agree); a state from before ids adopts the id.
+
 A table the lineage says does not exist at the end (dropped, renamed away) has its output
 removed (``state.remove``); one that exists without any file yet (created, no rows) has no
 columns to show: no output either (``empty``).
@@ -26,9 +29,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from ..errors import ConfigError
+from . import identity
 from . import state as st
 from .changes import read_files, read_lineage
-from .committed import CommittedFile, Manifest, TableDir
+from .committed import CommittedFile, Manifest, TableDir, landing_id_of
 from .lineage import Ended, Lineage, Plan, orphans, plan
 from .merge import Merged, current_state
 from .options import MaterializeOptions, TableResult
@@ -52,6 +56,11 @@ class Landing:
     @property
     def end(self) -> int:
         return self.manifests[-1].batch if self.manifests else 0
+
+    @cached_property
+    def landing_id(self) -> str | None:
+        """The landing zone's id, as its manifests carry it (None: written before ids)."""
+        return landing_id_of(self.manifests)
 
     @cached_property
     def plan(self) -> Plan:
@@ -89,6 +98,7 @@ class _Run:
             schema="",
             rows=0,
             lineage=True,
+            landing_id=self.landing.landing_id,
         )
         return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -151,8 +161,29 @@ def run_table(
     """Bring ``<out>/<db>/<table>`` up to ``landing.end`` (see the module doc)."""
     run = _Run(landing, table, out / table.rel, options, mode, stream_batch)
     st.clean(run.link)
-    found = None if options.full_refresh else st.load(run.link)
-    gone = None if found is not None or options.full_refresh else st.load_gone(run.link)
+    existing = st.load(run.link)
+    tombstone = st.load_gone(run.link) if existing is None else None
+    before = existing[0] if existing is not None else tombstone
+    # an output of another landing zone stops even a full refresh: it may hold tables the
+    # new landing zone never had, which a refresh of the others would leave behind
+    note = None
+    if before is not None:
+        note = identity.check(before, out, landing.root, landing.landing_id, landing.end)
+    if options.full_refresh:
+        existing = tombstone = None
+    result = _run_table(spark, run, existing, tombstone)
+    if note is None:
+        return result
+    return replace(result, detail=f"{result.detail}; {note}" if result.detail else note)
+
+
+def _run_table(
+    spark: SparkSession,
+    run: _Run,
+    found: tuple[st.TableState, Path] | None,
+    gone: st.TableState | None,
+) -> TableResult:
+    landing, table, mode, stream_batch = run.landing, run.table, run.mode, run.stream_batch
     if found is not None:
         _check(found[0], run)
     if gone is not None and (gone.mode != mode or gone.landing != str(landing.root)):
@@ -168,16 +199,29 @@ def run_table(
     if previous is None or why is not None or (gone is not None and new_files):
         return _rebuild(spark, run, found, why or ("built" if previous is None else None))
     if gone is not None:
-        if landing.end > done or stream_batch != gone.stream_batch:
+        if (
+            landing.end > done
+            or stream_batch != gone.stream_batch
+            or gone.landing_id != landing.landing_id
+        ):
             st.update_gone(
                 run.link,
-                replace(gone, last_batch=max(landing.end, done), stream_batch=stream_batch),
+                replace(
+                    gone,
+                    last_batch=max(landing.end, done),
+                    stream_batch=stream_batch,
+                    landing_id=landing.landing_id,
+                ),
             )
         return run.result(gone.gone or "removed", detail=gone.detail)
     assert found is not None
     if not new_files:
         state = replace(
-            found[0], last_batch=max(landing.end, done), stream_batch=stream_batch, lineage=True
+            found[0],
+            last_batch=max(landing.end, done),
+            stream_batch=stream_batch,
+            lineage=True,
+            landing_id=landing.landing_id,
         )
         if state != found[0]:
             st.update(run.link, state)

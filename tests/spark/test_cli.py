@@ -4,6 +4,8 @@ the test session's SparkSession (it only stops a session it started)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -85,6 +87,91 @@ def test_data_that_cannot_be_applied_exits_4(spark: SparkSession, tmp_path: Path
     assert (code, stdout) == (4, "")
     assert "table shop.log: a partial row image of a table without primary key" in stderr
     assert "binlog_row_image=FULL" in stderr
+
+
+def _state_files(out: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("_replicator_state.json"))
+    }
+
+
+def test_an_output_of_another_landing_zone_stops_with_exit_4(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The demo started over: a new landing zone at the same path, the old output kept."""
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    old = Zone(landing)
+    for n in range(1, 6):
+        old.commit([(ITEMS, "c", (n, "old")), (LOG, "c", (n, "old"))])
+    assert run("--landing", str(landing), "--out", str(out))[0] == 0
+    before = _state_files(out)
+    old_id = old.zone.landing_id
+    shutil.rmtree(landing)
+    new = Zone(landing)
+    new.commit([(ITEMS, "c", (100, "new"))])
+    new_id = new.zone.landing_id
+    assert old_id is not None and new_id is not None and old_id != new_id
+
+    code, stdout, stderr = run("--landing", str(landing), "--out", str(out))
+
+    assert (code, stdout) == (4, "")
+    assert f"built from landing zone {old_id}" in stderr
+    assert f"{landing} is landing zone {new_id}" in stderr
+    assert f"remove the output directory {out}" in stderr
+    assert _state_files(out) == before  # nothing was changed
+    # the fix the message names
+    shutil.rmtree(out)
+    assert run("--landing", str(landing), "--out", str(out))[0] == 0
+    rows = spark.read.parquet(str(out / "shop" / "items")).collect()
+    assert [(r["id"], r["name"]) for r in rows] == [(100, "new")]
+
+
+def test_an_output_from_before_ids_adopts_the_id_once(spark: SparkSession, tmp_path: Path) -> None:
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    zone = Zone(landing)
+    zone.commit([(ITEMS, "c", (1, "a"))])
+    assert run("--landing", str(landing), "--out", str(out), "--tables", "shop.items")[0] == 0
+    (path,) = out.rglob("_replicator_state.json")
+    data = json.loads(path.read_text())
+    assert data.pop("landing_id") == zone.zone.landing_id
+    path.write_text(json.dumps(data))  # as a materialize from before landing zone ids left it
+    zone.commit([(ITEMS, "c", (2, "b"))])
+
+    code, stdout, _ = run("--landing", str(landing), "--out", str(out), "--tables", "shop.items")
+    assert code == 0
+    assert stdout == (
+        "shop.items: merged, 1 batches, 1 changes -> 2 rows (up to batch 2); the state now "
+        f"records landing zone {zone.zone.landing_id} (it was built before landing zones had "
+        "ids)\n"
+    )
+    (path,) = out.rglob("_replicator_state.json")  # the merge wrote a new version
+    assert json.loads(path.read_text())["landing_id"] == zone.zone.landing_id
+    code, stdout, _ = run("--landing", str(landing), "--out", str(out), "--tables", "shop.items")
+    assert (code, stdout) == (
+        0,
+        "shop.items: unchanged, 0 batches, 0 changes -> 2 rows (up to batch 2)\n",
+    )
+
+
+def test_an_output_from_before_ids_ahead_of_the_landing_zone_stops(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    zone = Zone(landing)
+    for n in range(1, 4):
+        zone.commit([(ITEMS, "c", (n, "a"))])
+    assert run("--landing", str(landing), "--out", str(out))[0] == 0
+    (path,) = out.rglob("_replicator_state.json")
+    data = json.loads(path.read_text())
+    del data["landing_id"]
+    path.write_text(json.dumps(data))
+    shutil.rmtree(landing)
+    Zone(landing).commit([(ITEMS, "c", (7, "new"))])
+
+    code, _, stderr = run("--landing", str(landing), "--out", str(out))
+
+    assert code == 4
+    assert "holds batches up to 3" in stderr and "has 1 committed batches" in stderr
 
 
 def test_without_pyspark_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

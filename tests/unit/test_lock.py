@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from replicator.errors import SinkError
-from replicator.sink.lock import LandingLock, LandingZoneBusyError
+from replicator.sink.lock import LandingLock, LandingZoneBusyError, read_record
 
 
 def test_a_second_writer_is_refused_with_the_holder_named(tmp_path: Path) -> None:
@@ -73,3 +73,37 @@ def test_a_removed_or_replaced_landing_zone_is_noticed(tmp_path: Path) -> None:
     LandingLock(root).acquire("other").release()
     assert not lock.still_ours()
     lock.release()
+
+
+def test_the_record_says_what_the_holder_is_and_whether_it_runs(tmp_path: Path) -> None:
+    assert read_record(tmp_path) is None
+    lock = LandingLock(tmp_path).acquire("replicator run", server_id=4242, replica_host="r-1")
+    lock.note(http_host="127.0.0.1", http_port=9108)
+    record = read_record(tmp_path)
+    assert record is not None
+    assert (record.pid, record.purpose, record.running) == (os.getpid(), "replicator run", True)
+    assert record.facts == {
+        "server_id": 4242,
+        "replica_host": "r-1",
+        "http_host": "127.0.0.1",
+        "http_port": 9108,
+    }
+    lock.release()
+    released = read_record(tmp_path)
+    assert released is not None and released.ended is not None
+    assert released.running is False  # let go, though this process runs on
+    # a process that held it and was gone without letting go: its pid says it
+    code = (
+        "from pathlib import Path; from replicator.sink.lock import LandingLock; "
+        f"LandingLock(Path({str(tmp_path)!r})).acquire('checkpoint set')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert done.returncode == 0
+    gone = read_record(tmp_path)
+    assert gone is not None
+    assert (gone.purpose, gone.running, gone.facts, gone.ended) == (
+        "checkpoint set",
+        False,
+        {},
+        None,
+    )

@@ -95,6 +95,7 @@ def facts(
     oldest: ProbeResult | None = None,
     ours: int = 65000,
     checkpoint_age: float | None = None,
+    own_replica_host: str | None = None,
 ) -> PreflightFacts:
     return PreflightFacts(
         server=server,
@@ -107,6 +108,7 @@ def facts(
         server_now=NOW,
         our_server_id=ours,
         checkpoint_age_seconds=checkpoint_age,
+        own_replica_host=own_replica_host,
     )
 
 
@@ -214,6 +216,22 @@ def test_replica_clash_suggests_a_free_id() -> None:
     assert clash.action.startswith("--server-id 65002 ")
     denied = finding(evaluate(facts(replicas=None, replicas_denied=True)), "replica_server_id")
     assert denied.severity == "warning"
+
+
+def test_our_own_daemon_is_no_clash_but_another_replica_still_is() -> None:
+    own = "replicator-0123456789ab"
+    ours = (ReplicaHost(65000, own, 0), ReplicaHost(65001, "10.0.0.8", 3306))
+    fine = finding(evaluate(facts(replicas=ours, own_replica_host=own)), "replica_server_id")
+    assert fine.severity == "ok"
+    assert f"own running replicator (registered as {own})" in fine.found
+    # the registration of our id is someone else's: a clash, whatever our daemon is called
+    other = (ReplicaHost(65000, "replicator", 0),)
+    clash = finding(evaluate(facts(replicas=other, own_replica_host=own)), "replica_server_id")
+    assert clash.severity == "error" and "replicator:0" in clash.found
+    assert "this replicator's own running daemon" not in clash.found  # ours is known: not it
+    # without a landing zone to ask, our daemon cannot be told from another replica
+    unknown = finding(evaluate(facts(replicas=ours)), "replica_server_id")
+    assert unknown.severity == "error" and "check --config" in unknown.found
 
 
 def test_retention_rules() -> None:

@@ -1,0 +1,74 @@
+"""Which landing zone an output was built from: an output never goes on from another one.
+
+A landing zone removed and made again at the same path (the demo started over) counts its
+batches from 1 again. An output that knew the old one by its path alone would take the new
+batch 18 for the old batch 18, keep the old rows and report "unchanged". So each state
+(``state.TableState``) records the id of the landing zone it was built from (``landing_id``:
+a random id the landing zone got when it was made, carried by its manifests;
+``committed.landing_id_of``), and ``check`` stops with an IntegrityError (exit 4) naming both
+ids when they differ.
+
+A state written before landing zones had ids (or by an older materialize) has none: it adopts
+the landing zone's id once, and says so, unless it holds batches the landing zone does not
+have, which only another landing zone can explain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import IntegrityError
+from .state import TableState
+
+__all__ = ["check", "check_output"]
+
+
+def _another(problem: str, out: Path) -> IntegrityError:
+    return IntegrityError(
+        f"{problem}: the output holds rows of another landing zone (was the landing zone "
+        "removed and made again at the same path?); nothing was changed",
+        hint=f"remove the output directory {out} to build it from this landing zone, or pass "
+        "--out another directory",
+    )
+
+
+def check(state: TableState, out: Path, root: Path, landing_id: str | None, end: int) -> str | None:
+    """Is ``state`` (a table of the output ``out``) built from the landing zone at ``root``,
+    whose manifests carry ``landing_id`` and end at batch ``end``? None: yes, nothing to say;
+    a note: it adopts ``landing_id`` now (it was written before ids); IntegrityError: no."""
+    if state.landing_id is not None:
+        if state.landing_id == landing_id:
+            return None
+        theirs = landing_id or "(none: its manifests were written before landing zone ids)"
+        raise _another(
+            f"{state.table} in {out} was built from landing zone {state.landing_id}, but "
+            f"{root} is landing zone {theirs}",
+            out,
+        )
+    if state.landing != str(root):
+        return None  # built from another path: the options check names it (table_job)
+    if state.last_batch > end:
+        raise _another(
+            f"{state.table} in {out} holds batches up to {state.last_batch} of {root}, but "
+            f"that landing zone has {end} committed batches",
+            out,
+        )
+    if landing_id is None:
+        return None
+    return (
+        f"the state now records landing zone {landing_id} (it was built before landing zones "
+        "had ids)"
+    )
+
+
+def check_output(
+    states: Iterable[tuple[Path, TableState]],
+    out: Path,
+    root: Path,
+    landing_id: str | None,
+    end: int,
+) -> None:
+    """``check`` every table of the output before a run changes any of them."""
+    for _, state in states:
+        check(state, out, root, landing_id, end)

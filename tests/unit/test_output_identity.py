@@ -1,0 +1,94 @@
+"""``spark.identity``: an output goes on only from the landing zone it was built from, and
+``spark.committed.landing_id_of``: the id the manifests carry (no Spark needed)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from replicator.errors import IntegrityError
+from replicator.spark import identity
+from replicator.spark.committed import Manifest, landing_id_of
+from replicator.spark.state import TableState
+
+ROOT = Path("/data/landing")
+OUT = Path("/data/current")
+OURS, THEIRS = "a" * 32, "b" * 32
+
+STATE = TableState(
+    table="shop.orders",
+    landing=str(ROOT),
+    mode="batch",
+    last_batch=182,
+    stream_batch=-1,
+    last_seq=5000,
+    key=["id"],
+    keep_metadata=False,
+    allow_unknown=False,
+    schema="",
+    rows=10,
+    lineage=True,
+    landing_id=OURS,
+)
+
+
+def test_a_state_of_this_landing_zone_goes_on() -> None:
+    assert identity.check(STATE, OUT, ROOT, OURS, 200) is None
+
+
+def test_a_state_of_another_landing_zone_stops_naming_both_ids_and_the_fix() -> None:
+    with pytest.raises(IntegrityError) as caught:
+        identity.check(STATE, OUT, ROOT, THEIRS, 18)
+    text = str(caught.value)
+    assert caught.value.exit_code == 4
+    assert OURS in text and THEIRS in text
+    assert f"remove the output directory {OUT}" in text and "--out another directory" in text
+
+
+def test_a_state_with_an_id_and_a_landing_zone_without_one_stops() -> None:
+    with pytest.raises(IntegrityError, match="written before landing zone ids"):
+        identity.check(STATE, OUT, ROOT, None, 200)
+
+
+def test_a_state_from_before_ids_adopts_the_id_once() -> None:
+    old = replace(STATE, landing_id=None)
+    note = identity.check(old, OUT, ROOT, OURS, 182)
+    assert note is not None and OURS in note
+    assert identity.check(old, OUT, ROOT, None, 182) is None  # nothing to adopt yet
+
+
+def test_a_state_from_before_ids_with_batches_the_landing_zone_lacks_stops() -> None:
+    old = replace(STATE, landing_id=None)
+    with pytest.raises(IntegrityError, match=r"holds batches up to 182 .* has 18 committed"):
+        identity.check(old, OUT, ROOT, OURS, 18)
+    with pytest.raises(IntegrityError):
+        identity.check(old, OUT, ROOT, None, 18)
+
+
+def test_a_state_of_another_path_is_left_to_the_options_check() -> None:
+    moved = replace(STATE, landing_id=None, landing="/elsewhere")
+    assert identity.check(moved, OUT, ROOT, OURS, 18) is None
+
+
+def test_check_output_stops_at_any_table_of_another_landing_zone() -> None:
+    states = [(OUT / "shop" / "a", replace(STATE, table="shop.a")), (OUT / "shop" / "b", STATE)]
+    identity.check_output(states, OUT, ROOT, OURS, 200)
+    states.append((OUT / "shop" / "c", replace(STATE, table="shop.c", landing_id=THEIRS)))
+    with pytest.raises(IntegrityError, match=r"shop\.c"):
+        identity.check_output(states, OUT, ROOT, OURS, 200)
+
+
+def _manifest(batch: int, landing_id: str | None) -> Manifest:
+    return Manifest(batch, Path(f"{batch:020d}.json"), batch, (), landing_id=landing_id)
+
+
+def test_landing_id_of_the_manifests() -> None:
+    assert landing_id_of([]) is None
+    assert landing_id_of([_manifest(1, None), _manifest(2, None)]) is None
+    assert landing_id_of([_manifest(1, None), _manifest(2, OURS), _manifest(3, OURS)]) == OURS
+    with pytest.raises(IntegrityError, match=f"{THEIRS}.*{OURS}"):
+        landing_id_of([_manifest(1, OURS), _manifest(2, THEIRS)])
+    with pytest.raises(IntegrityError, match="written before ids"):
+        landing_id_of([_manifest(1, OURS), _manifest(2, None)])
