@@ -86,20 +86,26 @@ def pymysqlrepl(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _touch(events: Any) -> tuple[int, int]:
-    """Row images and non-NULL values of the rows events in ``events``."""
+    """Row images and non-NULL values of the rows events in ``events``, read from their
+    blocks as the daemon reads them: native buffers by their set bytes, other columns value
+    by value."""
     from replicator.binlog.events import RowsEvent  # noqa: PLC0415 - see module doc
 
     images = values = 0
     for event in events:
         if type(event) is not RowsEvent:
             continue
-        for image in event.rows:
-            for value in image:
-                values += value is not None
-        for image in event.after:
-            for value in image:
-                values += value is not None
-        images += len(event.rows) + len(event.after)
+        block = event.block
+        for vectors in (block.columns, block.after or ()):
+            for vector in vectors:
+                if vector is None:
+                    continue
+                if type(vector) is list:
+                    for value in vector:
+                        values += value is not None
+                else:
+                    values += vector[0].count(1)
+        images += block.count * (1 if block.after is None else 2)
     return images, values
 
 

@@ -101,7 +101,9 @@ def dump(
                 hint="drop --binlog-file or --config",
             )
         if binlog_files:
-            events = read_binlog_files(list(binlog_files), verify_checksum=not no_verify_checksum)
+            events = read_binlog_files(
+                list(binlog_files), verify_checksum=not no_verify_checksum, objects=True
+            )
             for lines in json_lines(events, formatter):
                 out.write(lines)
             out.flush()

@@ -43,7 +43,6 @@ from .progress import CatchUpTracker, bytes_behind
 from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, resync_change
 from .schema.tracker import SchemaTracker
 from .sink.landing import FaultInjector, LandingZone
-from .sink.lane import column_spec
 from .sink.lock import LandingLock
 from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner
@@ -311,7 +310,6 @@ class Service:
             stop_at_end=stop_at_end,
             schema_lookup=tracker,
             part_rows=self.config.sink.large_transaction_rows,
-            lane=column_spec,
             tracker=tracker,
             report_host=self.replica_host,
         )

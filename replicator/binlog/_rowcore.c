@@ -1,19 +1,20 @@
 /*
- * Native row decoders: the optional compiled core of replicator.binlog.rows.
+ * The native core of replicator.binlog: rows events decoded into blocks, and the Arrow buffers
+ * the Parquet writer and the snapshot reader build from them.
  *
- * A RowSpec holds, for one row layout (a table map's columns and the set of columns present
- * in an image), one small instruction per present column, built in Python from the column's
- * ColumnPlan (replicator/binlog/native.py). Calling it decodes every row image of a rows
- * event into tuples, exactly as the generated Python decoders of rowcode.py do; PairSpec
- * does the same for update images (before, after).
+ * A BlockSpec holds, for one row layout (a table map's columns and the set of columns present
+ * in an image), two small instructions per present column, built in Python from the column's
+ * ColumnPlan (replicator/binlog/native.py): how to make its value an object (Instr,
+ * decode_value) and, for the common types, how to append it to buffers (LaneInstr,
+ * lane_value). Calling its decode() turns every row image of a rows event into one vector
+ * per column: buffers, or a list of objects (replicator/binlog/block.py).
  *
- * Like rowcode.py this is a fast path, not a second definition of the formats: it raises
- * nothing about the data. Any row it cannot decode (a value past the end of the event, text
- * that is not valid, an ENUM index out of range, a converter that raises) makes it return
- * (start of that row, False), and the caller decodes from there with the reference decoders,
- * which raise the exact error. Unusual values of the native types (zero dates, a DECIMAL
- * digit group out of range) are handed to the column's Python converter, which is the
- * reference for them.
+ * This is a fast path, not a second definition of the formats: it raises nothing about the
+ * data. Any row it cannot decode (a value past the end of the event, text that is not valid,
+ * an ENUM index out of range, a converter that raises) makes it return None, and the caller
+ * decodes the event with the reference decoders, which raise the exact error. Unusual values
+ * of the native types (zero dates, a DECIMAL digit group out of range) are handed to the
+ * column's Python converter, which is the reference for them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -44,27 +45,8 @@ typedef struct {
     int width;
     long long arg0;
     long long arg1;
-    PyObject *obj; /* borrowed from RowSpec.objects */
+    PyObject *obj; /* borrowed from BlockSpec.objects */
 } Instr;
-
-typedef struct {
-    PyObject_HEAD
-    Py_ssize_t ncols;
-    Py_ssize_t npresent;
-    Py_ssize_t null_bytes;
-    Py_ssize_t *present; /* column index of each present column */
-    Instr *instr;        /* one per present column */
-    PyObject *objects;   /* tuple keeping every Instr.obj alive */
-    PyObject *absent;    /* the ABSENT marker */
-    vectorcallfunc vectorcall;
-} RowSpec;
-
-typedef struct {
-    PyObject_HEAD
-    RowSpec *before;
-    RowSpec *after;
-    vectorcallfunc vectorcall;
-} PairSpec;
 
 static PyObject *Decimal = NULL;
 
@@ -531,194 +513,12 @@ decode_value(const Instr *in, PyObject *bufobj, const unsigned char *buf, Py_ssi
     }
 }
 
-/* One row image at *pos; a new tuple, or NULL (any exception cleared) when it does not
- * decode. */
-static PyObject *
-decode_image(const RowSpec *spec, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos,
-             Py_ssize_t end)
-{
-    Py_ssize_t nb = spec->null_bytes;
-    if (end - *pos < nb) {
-        return NULL;
-    }
-    const unsigned char *nulls = buf + *pos;
-    *pos += nb;
-    PyObject *row = PyTuple_New(spec->ncols);
-    if (row == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_ssize_t next = 0;
-    for (Py_ssize_t k = 0; k < spec->npresent; k++) {
-        Py_ssize_t index = spec->present[k];
-        for (; next < index; next++) {
-            Py_INCREF(spec->absent);
-            PyTuple_SET_ITEM(row, next, spec->absent);
-        }
-        PyObject *value;
-        if (nulls[k >> 3] >> (k & 7) & 1) {
-            value = Py_None;
-            Py_INCREF(value);
-        }
-        else {
-            value = decode_value(&spec->instr[k], bufobj, buf, pos, end);
-            if (value == NULL || *pos > end || *pos < 0) {
-                Py_XDECREF(value);
-                Py_DECREF(row); /* unset items are NULL: tuple dealloc skips them */
-                PyErr_Clear();
-                return NULL;
-            }
-        }
-        PyTuple_SET_ITEM(row, index, value);
-        next = index + 1;
-    }
-    for (; next < spec->ncols; next++) {
-        Py_INCREF(spec->absent);
-        PyTuple_SET_ITEM(row, next, spec->absent);
-    }
-    return row;
-}
-
-static int
-parse_range(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, Py_buffer *view,
-            Py_ssize_t *pos, Py_ssize_t *end)
-{
-    if (nargs != want) {
-        PyErr_Format(PyExc_TypeError, "expected %zd arguments, got %zd", want, nargs);
-        return -1;
-    }
-    if (PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) {
-        return -1;
-    }
-    *pos = PyLong_AsSsize_t(args[1]);
-    *end = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) {
-        PyBuffer_Release(view);
-        return -1;
-    }
-    if (*end > view->len) {
-        *end = view->len;
-    }
-    if (*pos < 0) {
-        *pos = 0;
-    }
-    return 0;
-}
-
-static PyObject *
-outcome(Py_ssize_t pos, int ok)
-{
-    return Py_BuildValue("(nO)", pos, ok ? Py_True : Py_False);
-}
-
 static int
 append_new(PyObject *list, PyObject *item)
 {
     int failed = PyList_Append(list, item);
     Py_DECREF(item);
     return failed;
-}
-
-/* RowSpec(buf, pos, end, out) -> (pos, ok): appends every image from pos to end to out. */
-static PyObject *
-RowSpec_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    RowSpec *spec = (RowSpec *)self;
-    Py_buffer view;
-    Py_ssize_t pos, end;
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
-        PyErr_SetString(PyExc_TypeError, "RowSpec takes no keyword arguments");
-        return NULL;
-    }
-    if (parse_range(args, PyVectorcall_NARGS(nargsf), 4, &view, &pos, &end) < 0) {
-        return NULL;
-    }
-    PyObject *out = args[3];
-    if (!PyList_Check(out)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "out must be a list");
-        return NULL;
-    }
-    const unsigned char *buf = view.buf;
-    while (pos < end) {
-        Py_ssize_t start = pos;
-        PyObject *row = decode_image(spec, args[0], buf, &pos, end);
-        if (row == NULL) {
-            PyBuffer_Release(&view);
-            return outcome(start, 0);
-        }
-        if (append_new(out, row) < 0) {
-            PyBuffer_Release(&view);
-            return NULL;
-        }
-    }
-    PyBuffer_Release(&view);
-    return outcome(pos, 1);
-}
-
-/* PairSpec(buf, pos, end, out, out_after) -> (pos, ok): update images, before then after. */
-static PyObject *
-PairSpec_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    PairSpec *pair = (PairSpec *)self;
-    Py_buffer view;
-    Py_ssize_t pos, end;
-    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames)) {
-        PyErr_SetString(PyExc_TypeError, "PairSpec takes no keyword arguments");
-        return NULL;
-    }
-    if (parse_range(args, PyVectorcall_NARGS(nargsf), 5, &view, &pos, &end) < 0) {
-        return NULL;
-    }
-    PyObject *out = args[3], *out_after = args[4];
-    if (!PyList_Check(out) || !PyList_Check(out_after)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_TypeError, "out and out_after must be lists");
-        return NULL;
-    }
-    const unsigned char *buf = view.buf;
-    while (pos < end) {
-        Py_ssize_t start = pos;
-        PyObject *before = decode_image(pair->before, args[0], buf, &pos, end);
-        PyObject *after = before == NULL ? NULL : decode_image(pair->after, args[0], buf, &pos, end);
-        if (after == NULL) {
-            Py_XDECREF(before);
-            PyBuffer_Release(&view);
-            return outcome(start, 0);
-        }
-        if (append_new(out, before) < 0) {
-            Py_DECREF(after);
-            PyBuffer_Release(&view);
-            return NULL;
-        }
-        if (append_new(out_after, after) < 0) {
-            PyBuffer_Release(&view);
-            return NULL;
-        }
-    }
-    PyBuffer_Release(&view);
-    return outcome(pos, 1);
-}
-
-/* ------------------------------------------------------------------------- RowSpec type */
-
-static void
-RowSpec_dealloc(RowSpec *self)
-{
-    PyObject_GC_UnTrack(self);
-    PyMem_Free(self->present);
-    PyMem_Free(self->instr);
-    Py_CLEAR(self->objects);
-    Py_CLEAR(self->absent);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int
-RowSpec_traverse(RowSpec *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->objects);
-    Py_VISIT(self->absent);
-    return 0;
 }
 
 static int
@@ -758,151 +558,6 @@ check_instr(const Instr *in)
         return 0;
     }
 }
-
-/* RowSpec(ncols, present, instructions, absent): present is a tuple of column indexes in
- * increasing order; instructions one (op, width, arg0, arg1, obj) tuple per present column. */
-static PyObject *
-RowSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    Py_ssize_t ncols;
-    PyObject *present, *instructions, *absent;
-    static char *kwlist[] = {"ncols", "present", "instructions", "absent", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nO!O!O", kwlist, &ncols, &PyTuple_Type,
-                                     &present, &PyTuple_Type, &instructions, &absent)) {
-        return NULL;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(present);
-    if (PyTuple_GET_SIZE(instructions) != n || ncols < n) {
-        PyErr_SetString(PyExc_ValueError, "one instruction per present column");
-        return NULL;
-    }
-    RowSpec *self = (RowSpec *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        return NULL;
-    }
-    self->ncols = ncols;
-    self->npresent = n;
-    self->null_bytes = (n + 7) / 8;
-    self->present = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
-    self->instr = PyMem_Calloc(n ? n : 1, sizeof(Instr));
-    self->objects = PyTuple_New(n);
-    Py_INCREF(absent);
-    self->absent = absent;
-    if (self->present == NULL || self->instr == NULL || self->objects == NULL) {
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
-    Py_ssize_t previous = -1;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(present, k));
-        if (index == -1 && PyErr_Occurred()) {
-            Py_DECREF(self);
-            return NULL;
-        }
-        if (index <= previous || index >= ncols) {
-            Py_DECREF(self);
-            PyErr_SetString(PyExc_ValueError, "present columns must increase within ncols");
-            return NULL;
-        }
-        previous = index;
-        self->present[k] = index;
-        Instr *in = &self->instr[k];
-        PyObject *obj;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(instructions, k), "iiLLO", &in->op, &in->width,
-                              &in->arg0, &in->arg1, &obj)) {
-            Py_DECREF(self);
-            return NULL;
-        }
-        Py_INCREF(obj);
-        PyTuple_SET_ITEM(self->objects, k, obj);
-        in->obj = obj;
-        if (!check_instr(in)) {
-            Py_DECREF(self);
-            PyErr_Format(PyExc_ValueError, "invalid instruction for column %zd", index);
-            return NULL;
-        }
-    }
-    self->vectorcall = RowSpec_vectorcall;
-    return (PyObject *)self;
-}
-
-static PyObject *
-RowSpec_get_null_bytes(RowSpec *self, void *closure)
-{
-    return PyLong_FromSsize_t(self->null_bytes);
-}
-
-static PyGetSetDef RowSpec_getset[] = {
-    {"null_bytes", (getter)RowSpec_get_null_bytes, NULL, "bytes of the NULL bitmap", NULL},
-    {NULL},
-};
-
-/* ------------------------------------------------------------------------ PairSpec type */
-
-static void
-PairSpec_dealloc(PairSpec *self)
-{
-    PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->before);
-    Py_CLEAR(self->after);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int
-PairSpec_traverse(PairSpec *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->before);
-    Py_VISIT(self->after);
-    return 0;
-}
-
-static PyTypeObject RowSpecType;
-
-static PyObject *
-PairSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    PyObject *before, *after;
-    static char *kwlist[] = {"before", "after", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &RowSpecType, &before,
-                                     &RowSpecType, &after)) {
-        return NULL;
-    }
-    PairSpec *self = (PairSpec *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        return NULL;
-    }
-    Py_INCREF(before);
-    Py_INCREF(after);
-    self->before = (RowSpec *)before;
-    self->after = (RowSpec *)after;
-    self->vectorcall = PairSpec_vectorcall;
-    return (PyObject *)self;
-}
-
-static PyTypeObject RowSpecType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.RowSpec",
-    .tp_basicsize = sizeof(RowSpec),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Decodes the row images of one row layout (see the module doc).",
-    .tp_new = RowSpec_new,
-    .tp_dealloc = (destructor)RowSpec_dealloc,
-    .tp_traverse = (traverseproc)RowSpec_traverse,
-    .tp_vectorcall_offset = offsetof(RowSpec, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_getset = RowSpec_getset,
-};
-
-static PyTypeObject PairSpecType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.PairSpec",
-    .tp_basicsize = sizeof(PairSpec),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Decodes update images, before and after (see the module doc).",
-    .tp_new = PairSpec_new,
-    .tp_dealloc = (destructor)PairSpec_dealloc,
-    .tp_traverse = (traverseproc)PairSpec_traverse,
-    .tp_vectorcall_offset = offsetof(PairSpec, vectorcall),
-    .tp_call = PyVectorcall_Call,
-};
 
 /* ------------------------------------------------------------------- Arrow columns */
 
@@ -1175,7 +830,8 @@ column_clear(Column *c)
  *                                         | None, ...]
  *
  * The buffers of Arrow columns, for pa.Array.from_buffers, each made of one item of every
- * row (a list of tuples of ``width`` items), in one pass over the rows. ``specs``: one
+ * row (a list of tuples of ``width`` items), in one pass over the rows; with width 0, rows
+ * is one column's list of values (each spec's item index is then 0). ``specs``: one
  * (index, kind, byte width) per column. A column is None when any of its values is not
  * plainly of the kind (a marker, a value out of range, another type, text past 2 GiB): the
  * caller converts that one with pyarrow and its own checks instead. Every column is None
@@ -1200,8 +856,8 @@ arrow_columns(PyObject *module, PyObject *args)
                               &c->width)) {
             goto done;
         }
-        if (c->index < 0 || c->index >= width || c->width < 1 || c->width > 8 || c->kind < 1 ||
-            c->kind > ARROW_DURATION) {
+        if (c->index < 0 || c->index >= (width ? width : 1) || c->width < 1 || c->width > 8 ||
+            c->kind < 1 || c->kind > ARROW_DURATION) {
             PyErr_SetString(PyExc_ValueError, "bad column spec");
             goto done;
         }
@@ -1211,7 +867,7 @@ arrow_columns(PyObject *module, PyObject *args)
     }
     for (Py_ssize_t r = 0; r < n && alive; r++) {
         PyObject *row = PyList_GET_ITEM(rows, r);
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width) {
+        if (width && (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width)) {
             for (Py_ssize_t j = 0; j < ncols; j++) {
                 cols[j].failed = 1;
             }
@@ -1222,7 +878,7 @@ arrow_columns(PyObject *module, PyObject *args)
             if (c->failed) {
                 continue;
             }
-            int taken = column_add(c, r, PyTuple_GET_ITEM(row, c->index));
+            int taken = column_add(c, r, width ? PyTuple_GET_ITEM(row, c->index) : row);
             if (taken < 0) {
                 goto done;
             }
@@ -1252,114 +908,13 @@ done:
     return result;
 }
 
-#if PY_VERSION_HEX >= 0x030E0000
-/* A fresh 9-item instance of the tuple subclass cls, made by its own constructor; items are
- * replaced by the caller (each None here). */
-static PyObject *
-make_change_slow(PyTypeObject *cls)
-{
-    PyObject *items = PyTuple_New(9);
-    if (items == NULL) {
-        return NULL;
-    }
-    for (int k = 0; k < 9; k++) {
-        Py_INCREF(Py_None);
-        PyTuple_SET_ITEM(items, k, Py_None);
-    }
-    PyObject *args = PyTuple_Pack(1, items);
-    Py_DECREF(items);
-    if (args == NULL) {
-        return NULL;
-    }
-    PyObject *change = PyTuple_Type.tp_new(cls, args, NULL);
-    Py_DECREF(args);
-    if (change != NULL) {
-        for (int k = 0; k < 9; k++) { /* the caller sets every item */
-            Py_SETREF(((PyTupleObject *)change)->ob_item[k], NULL);
-        }
-    }
-    return change;
-}
-#endif
-
-/* make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores) -> list
- *
- * One ``cls`` (a tuple subclass of 9 fields: RowChange) per row: (op, seq + i, gtid, ts,
- * server_id, file, pos, rows[i], befores[i] or None). ``rows`` and ``befores`` are lists of
- * the same length, or ``befores`` is None. */
-static PyObject *
-make_changes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "make_changes takes 10 arguments");
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *rows = args[8], *befores = args[9];
-    if (!PyType_Check(args[0]) || !PyType_IsSubtype(cls, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
-        return NULL;
-    }
-    Py_ssize_t seq = PyLong_AsSsize_t(args[2]);
-    if (seq == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (!PyList_Check(rows) && !PyTuple_Check(rows)) {
-        PyErr_SetString(PyExc_TypeError, "rows must be a list or tuple");
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
-    if (befores != Py_None &&
-        (!(PyList_Check(befores) || PyTuple_Check(befores)) ||
-         PySequence_Fast_GET_SIZE(befores) != n)) {
-        PyErr_SetString(PyExc_ValueError, "befores must match rows");
-        return NULL;
-    }
-    PyObject *out = PyList_New(n);
-    if (out == NULL) {
-        return NULL;
-    }
-    PyObject *fixed[7] = {args[1], NULL, args[3], args[4], args[5], args[6], args[7]};
-    for (Py_ssize_t i = 0; i < n; i++) {
-        /* what tuple.__new__ does for a subclass (tuple_subtype_new); from 3.14 on tuples
-         * cache their hash, which only the tuple constructor initializes */
-#if PY_VERSION_HEX < 0x030E0000
-        PyObject *change = cls->tp_alloc(cls, 9);
-#else
-        PyObject *change = make_change_slow(cls);
-#endif
-        PyObject *number = PyLong_FromSsize_t(seq + i);
-        if (change == NULL || number == NULL) {
-            Py_XDECREF(change);
-            Py_XDECREF(number);
-            Py_DECREF(out);
-            return NULL;
-        }
-        for (int k = 0; k < 7; k++) {
-            PyObject *v = k == 1 ? number : fixed[k];
-            if (k != 1) {
-                Py_INCREF(v);
-            }
-            PyTuple_SET_ITEM(change, k, v);
-        }
-        PyObject *row = PySequence_Fast_GET_ITEM(rows, i);
-        PyObject *before = befores == Py_None ? Py_None : PySequence_Fast_GET_ITEM(befores, i);
-        Py_INCREF(row);
-        Py_INCREF(before);
-        PyTuple_SET_ITEM(change, 7, row);
-        PyTuple_SET_ITEM(change, 8, before);
-        PyList_SET_ITEM(out, i, change);
-    }
-    return out;
-}
-
 /* ------------------------------------------------------------------- columnar lane */
 
-/* A rows event's images decoded straight into column buffers (no Python object per value),
- * for the Parquet writer. Each column: one byte per row saying whether it is set, the values
- * (out_width bytes each, or the bytes of variable-length values) and, for those, a 4-byte
- * length per row. A ColumnSpec gives up (None) on anything unusual: the caller decodes the
- * event the usual way, which handles or reports it. */
+/* A column's values decoded straight into buffers (no Python object per value), for the
+ * Parquet writer: one byte per row saying whether it is set, the values (out_width bytes
+ * each, or the bytes of variable-length values) and, for those, a 4-byte length per row.
+ * lane_value gives up (-1) on a value the buffers cannot hold exactly: the block decoder then
+ * takes that column as objects (see BlockSpec). */
 
 enum {
     LANE_INT = 1,     /* in width 1/2/3/4/8, arg0 signed -> out width 1/2/4/8 */
@@ -1381,13 +936,6 @@ typedef struct {
     long long arg0, arg1;
     PyObject *obj;
 } LaneInstr;
-
-typedef struct {
-    PyObject_HEAD
-    Py_ssize_t n;
-    LaneInstr *instr;
-    PyObject *objects;
-} ColumnSpec;
 
 /* Strict UTF-8 as Python decodes it (no surrogates, no overlong forms, <= U+10FFFF). */
 static int
@@ -1628,121 +1176,6 @@ lane_null(const LaneInstr *in, LaneColumn *c)
     return 0;
 }
 
-/* ColumnSpec(buf, pos, end) -> (rows, ((set, values, lengths | None), ...)) | None */
-static PyObject *
-ColumnSpec_call(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    ColumnSpec *spec = (ColumnSpec *)self;
-    PyObject *bufobj;
-    Py_ssize_t pos, end;
-    if (!PyArg_ParseTuple(args, "Onn", &bufobj, &pos, &end)) {
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    if (end > view.len) {
-        end = view.len;
-    }
-    Py_ssize_t ncols = spec->n, nb = (ncols + 7) / 8, rows = 0;
-    const unsigned char *buf = view.buf;
-    LaneColumn *cols = PyMem_Calloc(ncols ? ncols : 1, sizeof(LaneColumn));
-    PyObject *result = NULL;
-    if (cols == NULL) {
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
-    int failed = ncols == 0 || pos < 0;
-    while (!failed && pos < end) {
-        if (end - pos < nb) {
-            failed = 1;
-            break;
-        }
-        const unsigned char *nulls = buf + pos;
-        pos += nb;
-        for (Py_ssize_t k = 0; k < ncols && !failed; k++) {
-            LaneColumn *c = &cols[k];
-            const LaneInstr *in = &spec->instr[k];
-            if (grow(&c->valid, 1) < 0) {
-                failed = 2;
-                break;
-            }
-            int isnull = nulls[k >> 3] >> (k & 7) & 1;
-            c->valid.data[c->valid.len++] = (char)!isnull;
-            if (isnull) {
-                if (lane_null(in, c) < 0) {
-                    failed = 2;
-                }
-                continue;
-            }
-            Py_ssize_t used = lane_value(in, buf + pos, end - pos, c);
-            if (used < 0) {
-                failed = used == -2 ? 2 : 1;
-                break;
-            }
-            pos += used;
-        }
-        rows++;
-    }
-    if (!failed) {
-        PyObject *columns = PyTuple_New(ncols);
-        if (columns != NULL) {
-            for (Py_ssize_t k = 0; k < ncols; k++) {
-                LaneColumn *c = &cols[k];
-                const char *set = c->valid.data ? c->valid.data : "";
-                const char *values = c->data.data ? c->data.data : "";
-                PyObject *item;
-                if (spec->instr[k].op >= LANE_UTF8) {
-                    item = Py_BuildValue("(y#y#y#)", set, c->valid.len, values, c->data.len,
-                                         c->lengths.data ? c->lengths.data : "",
-                                         c->lengths.len);
-                }
-                else {
-                    item = Py_BuildValue("(y#y#O)", set, c->valid.len, values, c->data.len,
-                                         Py_None);
-                }
-                if (item == NULL) {
-                    Py_CLEAR(columns);
-                    break;
-                }
-                PyTuple_SET_ITEM(columns, k, item);
-            }
-            if (columns != NULL) {
-                result = Py_BuildValue("(nN)", rows, columns);
-            }
-        }
-    }
-    else if (failed == 1) {
-        result = Py_None;
-        Py_INCREF(result);
-    }
-    for (Py_ssize_t k = 0; cols != NULL && k < ncols; k++) {
-        PyMem_Free(cols[k].valid.data);
-        PyMem_Free(cols[k].data.data);
-        PyMem_Free(cols[k].lengths.data);
-    }
-    PyMem_Free(cols);
-    PyBuffer_Release(&view);
-    return result;
-}
-
-static void
-ColumnSpec_dealloc(ColumnSpec *self)
-{
-    PyObject_GC_UnTrack(self);
-    PyMem_Free(self->instr);
-    Py_CLEAR(self->objects);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int
-ColumnSpec_traverse(ColumnSpec *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->objects);
-    return 0;
-}
-
 static int
 check_lane(const LaneInstr *in)
 {
@@ -1783,57 +1216,377 @@ check_lane(const LaneInstr *in)
     }
 }
 
-/* ColumnSpec(instructions): one (op, in width, out width, arg0, arg1, obj) per column of a
- * full row image, in column order. */
-static PyObject *
-ColumnSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+/* ------------------------------------------------------------------------ row blocks */
+
+/* BlockSpec: the images of one row layout (a table map's columns and the columns present in
+ * an image) decoded column by column into a block, the one form every rows event takes.
+ * Each present column becomes either buffers (its lane instruction: no Python object per
+ * value; see the columnar lane above) or a list of objects (its RowSpec instruction, with
+ * the column's Python converter behind it for unusual values). A value a column's buffers
+ * cannot hold (a zero date, text that is not UTF-8, an ENUM index past the labels...) turns
+ * that column into objects for the event and decoding starts again, so every value lands in
+ * the form that holds it exactly. A row that does not decode at all (a value past the end of
+ * the event, a converter that raises) makes the call return None: the caller decodes the
+ * event with the reference decoders, which raise the exact error. */
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t npresent;
+    Py_ssize_t null_bytes;
+    Instr *instr;      /* one per present column: the value as an object */
+    LaneInstr *lanes;  /* one per present column: op 0 when it has no buffer form */
+    PyObject *objects; /* keeps every instruction's object alive */
+} BlockSpec;
+
+/* One image kind of a block being decoded (before or after images). */
+typedef struct {
+    BlockSpec *spec;
+    char *as_objects; /* per present column */
+    LaneColumn *cols;
+    PyObject **lists;
+} Side;
+
+static void
+side_clear(Side *s)
 {
-    PyObject *instructions;
-    static char *kwlist[] = {"instructions", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &PyTuple_Type, &instructions)) {
+    for (Py_ssize_t k = 0; s->cols != NULL && k < s->spec->npresent; k++) {
+        PyMem_Free(s->cols[k].valid.data);
+        PyMem_Free(s->cols[k].data.data);
+        PyMem_Free(s->cols[k].lengths.data);
+        memset(&s->cols[k], 0, sizeof(LaneColumn));
+        Py_CLEAR(s->lists[k]);
+    }
+}
+
+static int
+side_start(Side *s)
+{
+    for (Py_ssize_t k = 0; k < s->spec->npresent; k++) {
+        if (s->as_objects[k]) {
+            s->lists[k] = PyList_New(0);
+            if (s->lists[k] == NULL) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+side_alloc(Side *s, BlockSpec *spec, int objects)
+{
+    Py_ssize_t n = spec->npresent ? spec->npresent : 1;
+    s->spec = spec;
+    s->as_objects = PyMem_Calloc(n, 1);
+    s->cols = PyMem_Calloc(n, sizeof(LaneColumn));
+    s->lists = PyMem_Calloc(n, sizeof(PyObject *));
+    if (s->as_objects == NULL || s->cols == NULL || s->lists == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < spec->npresent; k++) {
+        s->as_objects[k] = (char)(objects || spec->lanes[k].op == 0);
+    }
+    return 0;
+}
+
+static void
+side_free(Side *s)
+{
+    if (s->spec == NULL) {
+        return;
+    }
+    side_clear(s);
+    PyMem_Free(s->as_objects);
+    PyMem_Free(s->cols);
+    PyMem_Free(s->lists);
+}
+
+/* One image at *pos into the side's columns: 0 decoded; 1 it does not decode (*bad: the
+ * present column whose buffers could not hold its value, else -1); 2 an error is raised. */
+static int
+side_image(Side *s, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end,
+           Py_ssize_t *bad)
+{
+    const BlockSpec *spec = s->spec;
+    *bad = -1;
+    if (end - *pos < spec->null_bytes) {
+        return 1;
+    }
+    const unsigned char *nulls = buf + *pos;
+    *pos += spec->null_bytes;
+    for (Py_ssize_t k = 0; k < spec->npresent; k++) {
+        int isnull = nulls[k >> 3] >> (k & 7) & 1;
+        if (s->as_objects[k]) {
+            PyObject *value;
+            if (isnull) {
+                value = Py_None;
+                Py_INCREF(value);
+            }
+            else {
+                value = decode_value(&spec->instr[k], bufobj, buf, pos, end);
+                if (value == NULL || *pos > end || *pos < 0) {
+                    Py_XDECREF(value);
+                    PyErr_Clear();
+                    return 1;
+                }
+            }
+            if (append_new(s->lists[k], value) < 0) {
+                return 2;
+            }
+            continue;
+        }
+        LaneColumn *c = &s->cols[k];
+        const LaneInstr *in = &spec->lanes[k];
+        if (grow(&c->valid, 1) < 0) {
+            return 2;
+        }
+        c->valid.data[c->valid.len++] = (char)!isnull;
+        if (isnull) {
+            if (lane_null(in, c) < 0) {
+                return 2;
+            }
+            continue;
+        }
+        Py_ssize_t used = lane_value(in, buf + *pos, end - *pos, c);
+        if (used == -2) {
+            return 2;
+        }
+        if (used < 0) {
+            *bad = k;
+            return 1;
+        }
+        *pos += used;
+    }
+    return 0;
+}
+
+/* The side's columns: a list of objects, or (set, values, lengths | None) buffers. */
+static PyObject *
+side_result(Side *s)
+{
+    const BlockSpec *spec = s->spec;
+    PyObject *columns = PyTuple_New(spec->npresent);
+    if (columns == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < spec->npresent; k++) {
+        PyObject *item;
+        if (s->as_objects[k]) {
+            item = s->lists[k];
+            s->lists[k] = NULL;
+        }
+        else {
+            LaneColumn *c = &s->cols[k];
+            const char *set = c->valid.data ? c->valid.data : "";
+            const char *values = c->data.data ? c->data.data : "";
+            if (spec->lanes[k].op >= LANE_UTF8) {
+                item = Py_BuildValue("(y#y#y#)", set, c->valid.len, values, c->data.len,
+                                     c->lengths.data ? c->lengths.data : "", c->lengths.len);
+            }
+            else {
+                item = Py_BuildValue("(y#y#O)", set, c->valid.len, values, c->data.len, Py_None);
+            }
+        }
+        if (item == NULL) {
+            Py_DECREF(columns);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(columns, k, item);
+    }
+    return columns;
+}
+
+static PyTypeObject BlockSpecType;
+
+/* spec.decode(buf, pos, end, after=None, objects=False) -> (rows, columns, after columns |
+ * None) | None. ``after``: the BlockSpec of update after images (images alternate before,
+ * after); ``objects``: every column as objects (for callers that want row tuples). */
+static PyObject *
+BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    PyObject *bufobj, *after = Py_None;
+    Py_ssize_t start, end;
+    int objects = 0;
+    static char *kwlist[] = {"buf", "pos", "end", "after", "objects", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Onn|Op", kwlist, &bufobj, &start, &end, &after,
+                                     &objects)) {
+        return NULL;
+    }
+    if (after != Py_None && !PyObject_TypeCheck(after, &BlockSpecType)) {
+        PyErr_SetString(PyExc_TypeError, "after must be a BlockSpec or None");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (end > view.len) {
+        end = view.len;
+    }
+    if (start < 0) {
+        start = 0;
+    }
+    const unsigned char *buf = view.buf;
+    Side sides[2];
+    memset(sides, 0, sizeof(sides));
+    int nsides = after == Py_None ? 1 : 2;
+    PyObject *result = NULL;
+    if (side_alloc(&sides[0], (BlockSpec *)self, objects) < 0 ||
+        (nsides == 2 && side_alloc(&sides[1], (BlockSpec *)after, objects) < 0)) {
+        goto done;
+    }
+    for (;;) {
+        Py_ssize_t rows = 0, pos = start, bad = -1;
+        int outcome = 0, side = 0;
+        for (int i = 0; i < nsides && outcome == 0; i++) {
+            if (side_start(&sides[i]) < 0) {
+                outcome = 2;
+            }
+        }
+        while (outcome == 0 && pos < end) {
+            for (side = 0; side < nsides && outcome == 0; side++) {
+                outcome = side_image(&sides[side], bufobj, buf, &pos, end, &bad);
+            }
+            side--;
+            rows++;
+        }
+        if (outcome == 0) {
+            PyObject *first = side_result(&sides[0]);
+            PyObject *second = nsides == 2 && first != NULL ? side_result(&sides[1]) : NULL;
+            if (first != NULL && nsides == 1) {
+                result = Py_BuildValue("(nNO)", rows, first, Py_None);
+            }
+            else if (first != NULL && second != NULL) {
+                result = Py_BuildValue("(nNN)", rows, first, second);
+            }
+            else {
+                Py_XDECREF(first);
+                Py_XDECREF(second);
+            }
+            break;
+        }
+        for (int i = 0; i < nsides; i++) {
+            side_clear(&sides[i]);
+        }
+        if (outcome == 2) {
+            break;
+        }
+        if (bad < 0 || sides[side].as_objects[bad]) {
+            result = Py_None; /* not decodable here: the reference decoders take the event */
+            Py_INCREF(result);
+            break;
+        }
+        sides[side].as_objects[bad] = 1; /* this column as objects, from the first row */
+    }
+done:
+    for (int i = 0; i < nsides; i++) {
+        side_free(&sides[i]);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static void
+BlockSpec_dealloc(BlockSpec *self)
+{
+    PyObject_GC_UnTrack(self);
+    PyMem_Free(self->instr);
+    PyMem_Free(self->lanes);
+    Py_CLEAR(self->objects);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+BlockSpec_traverse(BlockSpec *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->objects);
+    return 0;
+}
+
+/* BlockSpec(instructions, lanes): per present column, in column order, its RowSpec
+ * instruction (op, width, arg0, arg1, obj) and its lane instruction (op, in width, out width,
+ * arg0, arg1, obj) or None. */
+static PyObject *
+BlockSpec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *instructions, *lanes;
+    static char *kwlist[] = {"instructions", "lanes", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!", kwlist, &PyTuple_Type, &instructions,
+                                     &PyTuple_Type, &lanes)) {
         return NULL;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(instructions);
-    ColumnSpec *self = (ColumnSpec *)type->tp_alloc(type, 0);
+    if (PyTuple_GET_SIZE(lanes) != n) {
+        PyErr_SetString(PyExc_ValueError, "one lane instruction (or None) per column");
+        return NULL;
+    }
+    BlockSpec *self = (BlockSpec *)type->tp_alloc(type, 0);
     if (self == NULL) {
         return NULL;
     }
-    self->n = n;
-    self->instr = PyMem_Calloc(n ? n : 1, sizeof(LaneInstr));
-    self->objects = PyTuple_New(n);
-    if (self->instr == NULL || self->objects == NULL) {
+    self->npresent = n;
+    self->null_bytes = (n + 7) / 8;
+    self->instr = PyMem_Calloc(n ? n : 1, sizeof(Instr));
+    self->lanes = PyMem_Calloc(n ? n : 1, sizeof(LaneInstr));
+    self->objects = PyTuple_New(2 * n);
+    if (self->instr == NULL || self->lanes == NULL || self->objects == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        LaneInstr *in = &self->instr[k];
+        Instr *in = &self->instr[k];
         PyObject *obj;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(instructions, k), "iiiLLO", &in->op,
-                              &in->in_width, &in->out_width, &in->arg0, &in->arg1, &obj)) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(instructions, k), "iiLLO", &in->op, &in->width,
+                              &in->arg0, &in->arg1, &obj)) {
             Py_DECREF(self);
             return NULL;
         }
         Py_INCREF(obj);
-        PyTuple_SET_ITEM(self->objects, k, obj);
+        PyTuple_SET_ITEM(self->objects, 2 * k, obj);
         in->obj = obj;
-        if (!check_lane(in)) {
+        if (!check_instr(in)) {
             Py_DECREF(self);
-            PyErr_Format(PyExc_ValueError, "invalid lane instruction for column %zd", k);
+            PyErr_Format(PyExc_ValueError, "invalid instruction for column %zd", k);
             return NULL;
         }
+        PyObject *lane = PyTuple_GET_ITEM(lanes, k);
+        LaneInstr *li = &self->lanes[k];
+        PyObject *lane_obj = Py_None;
+        if (lane != Py_None) {
+            if (!PyArg_ParseTuple(lane, "iiiLLO", &li->op, &li->in_width, &li->out_width,
+                                  &li->arg0, &li->arg1, &lane_obj)) {
+                Py_DECREF(self);
+                return NULL;
+            }
+            li->obj = lane_obj;
+            if (!check_lane(li)) {
+                Py_DECREF(self);
+                PyErr_Format(PyExc_ValueError, "invalid lane instruction for column %zd", k);
+                return NULL;
+            }
+        }
+        Py_INCREF(lane_obj);
+        PyTuple_SET_ITEM(self->objects, 2 * k + 1, lane_obj);
     }
     return (PyObject *)self;
 }
 
-static PyTypeObject ColumnSpecType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.ColumnSpec",
-    .tp_basicsize = sizeof(ColumnSpec),
+static PyMethodDef BlockSpec_methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))BlockSpec_decode, METH_VARARGS | METH_KEYWORDS,
+     "decode(buf, pos, end, after=None, objects=False) -> (rows, columns, after) | None"},
+    {NULL},
+};
+
+static PyTypeObject BlockSpecType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "replicator.binlog._rowcore.BlockSpec",
+    .tp_basicsize = sizeof(BlockSpec),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Decodes full row images into column buffers (see the columnar lane).",
-    .tp_new = ColumnSpec_new,
-    .tp_dealloc = (destructor)ColumnSpec_dealloc,
-    .tp_traverse = (traverseproc)ColumnSpec_traverse,
-    .tp_call = ColumnSpec_call,
+    .tp_doc = "Decodes the row images of one layout into a block (see the module doc).",
+    .tp_new = BlockSpec_new,
+    .tp_dealloc = (destructor)BlockSpec_dealloc,
+    .tp_traverse = (traverseproc)BlockSpec_traverse,
+    .tp_methods = BlockSpec_methods,
 };
 
 /* concat_columns(parts, out_width, varlen) -> (validity | None, data, offsets | None, nulls)
@@ -2276,11 +2029,8 @@ text_row_payload(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef rowcore_methods[] = {
-    {"make_changes", (PyCFunction)(void (*)(void))make_changes, METH_FASTCALL,
-     "make_changes(cls, op, seq, gtid, ts, server_id, file, pos, rows, befores): one "
-     "RowChange per row."},
     {"concat_columns", concat_columns, METH_VARARGS,
-     "concat_columns(parts, width, varlen): one column of consecutive ColumnSpec results as "
+     "concat_columns(parts, width, varlen): one column of consecutive blocks' buffers as "
      "Arrow buffers."},
     {"text_rows", text_rows, METH_VARARGS,
      "text_rows(buf, offset, kinds, fallbacks, deprecate_eof): rows of a text result set."},
@@ -2329,27 +2079,16 @@ PyInit__rowcore(void)
     if (Decimal == NULL) {
         return NULL;
     }
-    if (PyType_Ready(&RowSpecType) < 0 || PyType_Ready(&PairSpecType) < 0 ||
-        PyType_Ready(&ColumnSpecType) < 0) {
+    if (PyType_Ready(&BlockSpecType) < 0) {
         return NULL;
     }
     m = PyModule_Create(&rowcore_module);
     if (m == NULL) {
         return NULL;
     }
-    Py_INCREF(&RowSpecType);
-    if (PyModule_AddObject(m, "RowSpec", (PyObject *)&RowSpecType) < 0) {
-        Py_DECREF(&RowSpecType);
-        goto fail;
-    }
-    Py_INCREF(&PairSpecType);
-    if (PyModule_AddObject(m, "PairSpec", (PyObject *)&PairSpecType) < 0) {
-        Py_DECREF(&PairSpecType);
-        goto fail;
-    }
-    Py_INCREF(&ColumnSpecType);
-    if (PyModule_AddObject(m, "ColumnSpec", (PyObject *)&ColumnSpecType) < 0) {
-        Py_DECREF(&ColumnSpecType);
+    Py_INCREF(&BlockSpecType);
+    if (PyModule_AddObject(m, "BlockSpec", (PyObject *)&BlockSpecType) < 0) {
+        Py_DECREF(&BlockSpecType);
         goto fail;
     }
     OP_CONSTANT(m, OP_INT);

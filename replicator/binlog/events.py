@@ -11,9 +11,10 @@ TRANSACTION_PAYLOAD, artificial events).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .block import Block, rows_of
 from .constants import LOG_EVENT_ARTIFICIAL_F
 from .schema import ColumnDef
 
@@ -269,16 +270,18 @@ class RowsKind(enum.Enum):
 class RowsEvent(Event):
     """WRITE/UPDATE/DELETE_ROWS v1/v2, MariaDB compressed rows, PARTIAL_UPDATE_ROWS.
 
-    ``rows`` holds one ``RowImage`` per row for inserts and deletes; for updates ``before``
-    and ``after`` pair up index by index. A column missing from a partial image
-    (binlog_row_image=MINIMAL/NOBLOB) holds ``values.ABSENT``."""
+    ``block`` holds the row images column by column (``block.py``): inserts their new rows,
+    deletes their old rows, updates their before images and, in ``block.after``, their after
+    images. ``rows`` and ``after`` give the same images as tuples (a column missing from a
+    partial image, binlog_row_image=MINIMAL/NOBLOB, holds ``values.ABSENT``), decoding the
+    event again with every column as values when the block holds buffers (``redecode``)."""
 
     table_id: int
     flags: int
     table: TableMapEvent
     kind: RowsKind
-    rows: tuple[RowImage, ...]
-    after: tuple[RowImage, ...]  # updates only; empty otherwise
+    block: Block
+    redecode: Callable[[], Block] | None = field(default=None, compare=False, repr=False)
 
     @property
     def end_of_statement(self) -> bool:
@@ -287,64 +290,26 @@ class RowsEvent(Event):
     @property
     def row_count(self) -> int:
         """Rows changed (update pairs count once)."""
-        return len(self.rows)
+        return self.block.count
 
-
-class ColumnarRowsEvent(RowsEvent):
-    """A rows event of full insert or delete images that the native core decoded into
-    column buffers (``chunk``: rows, then one (set, values, lengths) per column; see
-    ``sink.lane``). ``rows`` is decoded from the event's bytes with the usual decoders on
-    first use only; ``after`` is empty."""
-
-    __slots__ = ("_decoded", "_source", "chunk")
-    chunk: tuple[int, tuple[tuple[bytes, bytes, bytes | None], ...]]
-    _source: Callable[[], tuple[RowImage, ...]]
-    _decoded: tuple[RowImage, ...] | None
-
-    def __init__(
-        self,
-        header: EventHeader,
-        file: str,
-        position: int,
-        next_position: int,
-        table_id: int,
-        flags: int,
-        table: TableMapEvent,
-        kind: RowsKind,
-        chunk: tuple[int, tuple[tuple[bytes, bytes, bytes | None], ...]],
-        source: Callable[[], tuple[RowImage, ...]],
-    ) -> None:
-        fields = {
-            "header": header,
-            "file": file,
-            "position": position,
-            "next_position": next_position,
-            "table_id": table_id,
-            "flags": flags,
-            "table": table,
-            "kind": kind,
-            "chunk": chunk,
-            "_source": source,
-            "_decoded": None,
-        }
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
+    def _values(self) -> Block:
+        block = self.block
+        if self.redecode is not None and block.has_buffers():
+            return self.redecode()
+        return block
 
     @property
     def rows(self) -> tuple[RowImage, ...]:
-        decoded = self._decoded
-        if decoded is None:
-            decoded = self._source()
-            object.__setattr__(self, "_decoded", decoded)
-        return decoded
+        block = self._values()
+        return tuple(rows_of(block.columns, block.count))
 
     @property
     def after(self) -> tuple[RowImage, ...]:
-        return ()
-
-    @property
-    def row_count(self) -> int:
-        return self.chunk[0]
+        """Updates only; empty otherwise."""
+        block = self._values()
+        if block.after is None:
+            return ()
+        return tuple(rows_of(block.after, block.count))
 
 
 @dataclass(frozen=True, slots=True)

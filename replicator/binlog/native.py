@@ -1,26 +1,23 @@
-"""The native core: row layouts decoded by the C extension ``_rowcore`` when it is built.
+"""The native core: the C extension ``_rowcore`` that decodes rows events into blocks.
 
-``_rowcore`` is optional (``setup.py`` builds it when a C compiler is there). It decodes the
-row images of a rows event into the same tuples the generated Python decoders of
-``rowcode.py`` produce, with the same contract: it raises nothing about the data, and returns
-the start of the first row it cannot decode so that the reference decoders take over from
-there and raise the exact error. Each column becomes one instruction, derived here from its
+``_rowcore`` is optional (``setup.py`` builds it when a C compiler is there). Its
+``BlockSpec`` decodes the row images of one row layout (``rows.RowLayout``) into a block
+(``block.py``) with the same contract as every fast path here: it raises nothing about the
+data, and returns None for an event it cannot decode, which the reference decoders then decode
+(and raise the exact error). Each column gets two instructions, derived here from its
 ``ColumnPlan``:
 
-* integers (1, 2, 3, 4, 8 bytes), FLOAT, DOUBLE and YEAR are read directly;
-* DECIMAL, DATE, DATETIME2, TIMESTAMP2 and TIME2 are built in C; a value they cannot hold
-  (a zero or invalid date, a DECIMAL digit group out of range, the zero TIMESTAMP) goes to
-  the column's Python converter, which returns the marker or raises the error;
-* length-prefixed text is decoded in C when it is UTF-8 (strict), or ASCII in a MySQL
-  ``latin1`` column; other text goes to the column's text function; bytes are sliced (and
-  padded for BINARY(n));
-* ENUM labels are looked up;
-* every other type calls its reference decoder.
+* its value as an object (``instruction``): integers (1, 2, 3, 4, 8 bytes), FLOAT, DOUBLE and
+  YEAR read directly; DECIMAL, DATE, DATETIME2, TIMESTAMP2 and TIME2 built in C, a value they
+  cannot hold (a zero or invalid date, a DECIMAL digit group out of range, the zero
+  TIMESTAMP) handed to the column's Python converter, which returns the marker or raises the
+  error; length-prefixed text decoded in C when it is UTF-8 (strict), or ASCII in a MySQL
+  ``latin1`` column, other text by the column's text function; bytes sliced (and padded for
+  BINARY(n)); ENUM labels looked up; every other type through its reference decoder;
+* for the common types, its buffers (``lane``): the values with no Python object each, in a
+  layout (``NativeKind``) the sink turns into Arrow arrays without looking at them.
 
-The core also builds the pipeline's ``RowChange`` tuples of a rows event
-(``make_changes``), and Arrow buffers for the Parquet writer (``sink.native_arrow``).
-
-Set ``REPLICATOR_NATIVE=0`` in the environment to use the Python decoders only.
+Set ``REPLICATOR_NATIVE=0`` in the environment to use the reference decoders only.
 """
 
 from __future__ import annotations
@@ -30,9 +27,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from .block import NativeKind
 from .charsets import decode_mysql_latin1
 from .columns import ColumnPlan
-from .values import ABSENT
+from .constants import ColumnType
+from .schema import ColumnDef
 
 __all__ = [
     "IMPORT_ERROR",
@@ -41,9 +40,8 @@ __all__ = [
     "Instruction",
     "core",
     "instruction",
-    "make_changes",
-    "pair_spec",
-    "row_spec",
+    "block_spec",
+    "lane",
 ]
 
 Instruction = tuple[int, int, int, int, object]
@@ -111,32 +109,67 @@ def core() -> Any:
     return _core
 
 
-def row_spec(plans: Sequence[ColumnPlan], present: Sequence[int]) -> Any:
-    """The native decoder of images with the columns ``present`` (a ``RowsDecoder``)."""
+# integer columns whose values fit buffers, by type code, with the byte width they land in
+# (MEDIUMINT's 3 bytes widen to 4); other integer-like types (BIT, SET, ENUM without labels,
+# unusual widths) stay objects
+_INTEGER_WIDTHS = {
+    ColumnType.TINY: 1,
+    ColumnType.SHORT: 2,
+    ColumnType.INT24: 4,
+    ColumnType.LONG: 4,
+    ColumnType.LONGLONG: 8,
+}
+_TEMPORAL = {
+    "datetime2": ("timestamp", ColumnType.DATETIME2),
+    "timestamp2": ("timestamp_utc", ColumnType.TIMESTAMP2),
+    "time2": ("duration", ColumnType.TIME2),
+}
+MAX_DECIMAL_DIGITS = 38  # what decimal128 holds
+
+
+def lane(col: ColumnDef, plan: ColumnPlan) -> tuple[tuple[Any, ...], NativeKind] | None:
+    """How the core decodes one column into buffers: its lane instruction (op, in width, out
+    width, arg0, arg1, obj) and the kind of the buffers; None when the column's values stay
+    objects. Only types whose every usual value the buffers hold exactly qualify."""
+    core = _core
+    op, width, arg0, arg1, obj = instruction(plan)
+    real = col.real_type
+    if op == core.OP_INT and real in _INTEGER_WIDTHS:
+        out = _INTEGER_WIDTHS[ColumnType(real)]
+        return (core.LANE_INT, width, out, arg0, 0, None), ("int", out, int(bool(arg0)))
+    if op == core.OP_YEAR and real == ColumnType.YEAR:
+        return (core.LANE_YEAR, 1, 2, 0, 0, None), ("int", 2, 1)
+    if op == core.OP_FLOAT and real == ColumnType.FLOAT:
+        return (core.LANE_COPY, 4, 4, 0, 0, None), ("float", 4, 0)
+    if op == core.OP_DOUBLE and real == ColumnType.DOUBLE:
+        return (core.LANE_COPY, 8, 8, 0, 0, None), ("float", 8, 0)
+    if op == core.OP_DECIMAL and arg0 + arg1 <= MAX_DECIMAL_DIGITS:
+        return (core.LANE_DECIMAL, width, 16, arg0, arg1, None), ("decimal128", arg0 + arg1, arg1)
+    if op == core.OP_DATE and real == ColumnType.DATE:
+        return (core.LANE_DATE, 3, 4, 0, 0, None), ("date32", 0, 0)
+    for name, (kind, type_code) in _TEMPORAL.items():
+        if op == getattr(core, "OP_" + name.upper()) and real == type_code:
+            lane_op = getattr(core, "LANE_" + name.upper())
+            return (lane_op, width, 8, arg0, arg1, None), (kind, 0, 0)
+    if op == core.OP_UTF8:
+        return (core.LANE_UTF8, width, 0, 0, 0, None), ("utf8", 0, 0)
+    if op == core.OP_LATIN1:
+        return (core.LANE_ASCII, width, 0, 0, 0, None), ("utf8", 0, 0)
+    if op == core.OP_BYTES:
+        return (core.LANE_BYTES, width, 0, arg0, 0, None), ("binary", 0, 0)
+    if op == core.OP_ENUM:
+        assert isinstance(obj, tuple)
+        try:
+            labels = tuple(label.encode("utf-8") for label in obj)
+        except UnicodeEncodeError:
+            return None
+        return (core.LANE_ENUM, width, 0, 0, 0, labels), ("utf8", 0, 0)
+    return None
+
+
+def block_spec(
+    plans: Sequence[ColumnPlan], lanes: Sequence[tuple[Any, ...] | None], present: Sequence[int]
+) -> Any:
+    """The native decoder of images with the columns ``present`` into blocks."""
     instructions = tuple(instruction(plans[i]) for i in present)
-    return _core.RowSpec(len(plans), tuple(present), instructions, ABSENT)
-
-
-def pair_spec(before: Any, after: Any) -> Any:
-    """The native decoder of update images (a ``PairsDecoder``)."""
-    return _core.PairSpec(before, after)
-
-
-def make_changes(
-    cls: type[Any],
-    op: str,
-    seq: int,
-    gtid: str | None,
-    ts: object,
-    server_id: int,
-    file: str,
-    position: int,
-    rows: Sequence[tuple[object, ...]],
-    befores: Sequence[tuple[object, ...]] | None,
-) -> list[Any]:
-    """One ``cls`` (``RowChange``) per row, built by the core: (op, seq + i, gtid, ts,
-    server_id, file, position, rows[i], befores[i] or None)."""
-    made: list[Any] = _core.make_changes(
-        cls, op, seq, gtid, ts, server_id, file, position, rows, befores
-    )
-    return made
+    return _core.BlockSpec(instructions, tuple(lanes[i] for i in present))

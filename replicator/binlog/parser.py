@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from . import events as ev
+from .block import Block
 from .charsets import codec_for_collation
 from .compression import mariadb_uncompress, zstd_uncompress
 from .constants import (
@@ -49,7 +50,7 @@ from .mysql_bodies import (
     decode_payload_header,
 )
 from .reader import read_lenenc, take, uint
-from .rows import LaneFactory, RowImage, TableDecoder, decode_images
+from .rows import RowImage, TableDecoder
 from .schema import ColumnDef, TableSchema
 from .tablemap import SchemaLookup, TableMapBody, decode_table_map
 from .versions import version_tuple
@@ -239,9 +240,9 @@ class EventParser:
         self._table_decoders: dict[tuple[ColumnDef, ...], TableDecoder] = {}
         self.ignored_events = 0
         self.events_decoded = 0
-        # set by the daemon's stream: full insert/delete images go into column buffers
-        # (sink.lane); None decodes every rows event into tuples
-        self.lane: LaneFactory | None = None
+        # rows events into blocks of values only, no buffers (for callers that want rows as
+        # tuples, like `replicator dump`)
+        self.objects = False
         self._format_alg = CHECKSUM_OFF
 
     # -- entry point -------------------------------------------------------------------------
@@ -821,28 +822,22 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         # (sql/log_event_server.cc Rows_log_event::write_compressed).
         buf = mariadb_uncompress(buf[pos:])
         pos = 0
-    if p.lane is not None and after_layout is None and len(layout.present) == column_count:
-        spec = decoder.lane(p.lane)
-        chunk = None if spec is None else spec(buf, pos, len(buf))  # type: ignore[operator]
-        if chunk is not None and chunk[0]:
-            start = pos
+    block = decoder.decode(buf, pos, layout, after_layout, after_hook, objects=p.objects)
+    redecode = None
+    if block.has_buffers():
+        start = pos
 
-            def source() -> tuple[RowImage, ...]:
-                return decode_images(buf, start, layout, None)[0]
+        def redecode() -> Block:
+            return decoder.decode(buf, start, layout, after_layout, after_hook, objects=True)
 
-            return ev.ColumnarRowsEvent(
-                w.header, w.file, w.position, w.next_position, table_id, flags, table, kind,
-                chunk, source,
-            )  # fmt: skip
-    rows, afters = decode_images(buf, pos, layout, after_layout, after_hook)
     return ev.RowsEvent(
         **w.kw(),
         table_id=table_id,
         flags=flags,
         table=table,
         kind=kind,
-        rows=rows,
-        after=afters,
+        block=block,
+        redecode=redecode,
     )
 
 

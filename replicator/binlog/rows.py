@@ -1,4 +1,4 @@
-"""Row images of WRITE/UPDATE/DELETE_ROWS events, decoded by per-table compiled decoders.
+"""Row images of WRITE/UPDATE/DELETE_ROWS events, decoded into blocks (``block.py``).
 
 Body layout (mysql-server ``libbinlogevents/src/rows_event.cpp`` ``Rows_event::Rows_event``,
 ``sql/log_event.cc`` ``Rows_log_event::write_data_body``): post-header table_id and flags,
@@ -8,11 +8,11 @@ the after image; then rows until the end of the event. Each row image is a NULL 
 the *present* columns followed by the values of the present, non-NULL columns in column order
 (``pack_row`` in sql/rpl_record.cc).
 
-Decoders are chosen once per TABLE_MAP and per presence bitmap (``RowLayout``). Each layout
-also gets a fast decoder that decodes a whole event's images in one loop: the native core
-(``native.py``, C) when it is built, else a generated Python function (``rowcode.py``). The
-reference loop here (``RowLayout.decode``, one decoder call per value) takes over from the
-first row the fast decoder cannot decode, and raises the error.
+Decoders are chosen once per TABLE_MAP and per presence bitmap (``RowLayout``). A rows event
+is decoded by one fast decoder, the native core's ``BlockSpec`` (``native.py``, C), straight
+into a block; the reference decoders (``columns.py``, one call per value, ``RowLayout.decode``)
+decode the events it gives up on, and raise the exact error, and every event when the core is
+not built (``REPLICATOR_NATIVE=0``, or no C compiler where the package was installed).
 """
 
 from __future__ import annotations
@@ -20,30 +20,29 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from . import native
+from .block import Block, NativeKind, Vector, Vectors
 from .columns import ColumnDecoder, ColumnPlan, build_plan
 from .errors import DecodeError, TruncatedError
-from .rowcode import PairsDecoder, RowsDecoder, compile_pairs, compile_rows
 from .schema import ColumnDef
 from .values import ABSENT
 
 RowImage = tuple[object, ...]
+AfterHook = Callable[[bytes, int, RowImage], tuple[RowImage, int]]
 
-RowDecoders = Literal["native", "python", "reference"]
-# (columns, plans) -> a ColumnSpec, or None when the table cannot take the columnar lane
-LaneFactory = Callable[[tuple[ColumnDef, ...], tuple[ColumnPlan, ...]], object | None]
+RowDecoders = Literal["native", "reference"]
 ROW_DECODERS: RowDecoders | None = None
-"""The fast decoders new ``TableDecoder``s use: the native core, generated Python, or none
-(the reference loop only); None: the native core when it is available (``default_decoders``).
-Tests set it to compare every path with the reference."""
+"""The decoders new ``TableDecoder``s use: the native core, or the reference decoders only;
+None: the native core when it is available (``default_decoders``). Tests set it to compare
+the two."""
 
 
 def default_decoders() -> RowDecoders:
     if ROW_DECODERS is not None:
         return ROW_DECODERS
-    return "native" if native.available() else "python"
+    return "native" if native.available() else "reference"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,42 +54,10 @@ class RowLayout:
     decoders: tuple[ColumnDecoder, ...]
     null_bytes: int
     template: tuple[object, ...]  # ABSENT everywhere, copied per row
-    plans: tuple[ColumnPlan, ...] | None = None  # every column's; None: no fast decoders
-    fast: RowDecoders = "python"  # which fast decoders, when plans are given
-    _rows: list[RowsDecoder] = field(default_factory=list, compare=False, repr=False)
-    _pairs: dict[tuple[int, ...], PairsDecoder] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-
-    def rows_decoder(self) -> RowsDecoder | None:
-        """The fast decoder of insert/delete images (built on first use)."""
-        if self.plans is None:
-            return None
-        if not self._rows:
-            if self.fast == "native":
-                decoder: RowsDecoder = native.row_spec(self.plans, self.present)
-            else:
-                decoder = compile_rows(self.plans, self.present, self.null_bytes)
-            self._rows.append(decoder)
-        return self._rows[0]
-
-    def pairs_decoder(self, after: RowLayout) -> PairsDecoder | None:
-        """The fast decoder of update images, this layout before and ``after`` after."""
-        if self.plans is None:
-            return None
-        found = self._pairs.get(after.present)
-        if found is None:
-            if self.fast == "native":
-                found = native.pair_spec(self.rows_decoder(), after.rows_decoder())
-            else:
-                found = compile_pairs(
-                    self.plans, (self.present, self.null_bytes), (after.present, after.null_bytes)
-                )
-            self._pairs[after.present] = found
-        return found
+    spec: Any = None  # the native BlockSpec; None: reference decoders only
 
     def decode(self, buf: bytes, pos: int) -> tuple[RowImage, int]:
-        """Decode one row image starting at ``pos``."""
+        """Decode one row image starting at ``pos`` (the reference loop)."""
         nb = self.null_bytes
         nulls = int.from_bytes(buf[pos : pos + nb], "little")
         pos += nb
@@ -112,79 +79,116 @@ class TableDecoder:
 
     columns: tuple[ColumnDef, ...]
     decoders: tuple[ColumnDecoder, ...]
-    plans: tuple[ColumnPlan, ...] | None = None  # None: reference decoders only
-    fast: RowDecoders = "python"
+    plans: tuple[ColumnPlan, ...]
+    lanes: tuple[tuple[Any, ...] | None, ...] | None  # None: reference decoders only
+    natives: tuple[NativeKind | None, ...]
     _layouts: dict[int, RowLayout] = field(default_factory=dict)
-    _lane: list[object] = field(default_factory=list)  # [the ColumnSpec or None], once known
-
-    def lane(self, factory: LaneFactory) -> object | None:
-        """The columnar lane's decoder of full images (``sink.lane``), built once."""
-        if not self._lane:
-            plans = self.plans or tuple(build_plan(c) for c in self.columns)
-            self._lane.append(factory(self.columns, plans))
-        return self._lane[0]
 
     @classmethod
     def build(
         cls, columns: tuple[ColumnDef, ...], *, decoders: RowDecoders | None = None
     ) -> TableDecoder:
         plans = tuple(build_plan(c) for c in columns)
-        fast = default_decoders() if decoders is None else decoders
-        if fast == "native" and not native.available():
+        which = default_decoders() if decoders is None else decoders
+        if which == "native" and not native.available():
             raise RuntimeError(f"the native row decoders are not available: {native.unavailable()}")
-        kept = None if fast == "reference" else plans
-        return cls(columns, tuple(p.decode for p in plans), kept, fast)
+        lanes: tuple[tuple[Any, ...] | None, ...] | None = None
+        natives: tuple[NativeKind | None, ...] = (None,) * len(columns)
+        if which == "native":
+            found = [native.lane(c, p) for c, p in zip(columns, plans, strict=True)]
+            lanes = tuple(None if f is None else f[0] for f in found)
+            natives = tuple(None if f is None else f[1] for f in found)
+        return cls(columns, tuple(p.decode for p in plans), plans, lanes, natives)
 
     def layout(self, present_bits: int) -> RowLayout:
         found = self._layouts.get(present_bits)
         if found is None:
             n = len(self.columns)
             present = tuple(i for i in range(n) if present_bits >> i & 1)
+            spec = None
+            if self.lanes is not None:
+                spec = native.block_spec(self.plans, self.lanes, present)
             found = RowLayout(
                 column_count=n,
                 present=present,
                 decoders=tuple(self.decoders[i] for i in present),
                 null_bytes=(len(present) + 7) // 8,
                 template=(ABSENT,) * n,
-                plans=self.plans,
-                fast=self.fast,
+                spec=spec,
             )
             self._layouts[present_bits] = found
         return found
 
+    def decode(
+        self,
+        buf: bytes,
+        pos: int,
+        layout: RowLayout,
+        after_layout: RowLayout | None,
+        after_hook: AfterHook | None = None,
+        *,
+        objects: bool = False,
+    ) -> Block:
+        """Every row image from ``pos`` to the end of ``buf`` as a block. For updates, images
+        alternate before/after; ``after_hook``, when given, decodes the after image itself
+        (PARTIAL_UPDATE_ROWS needs the before image to apply JSON diffs). ``objects``: every
+        column as a list of values, none as buffers."""
+        end = len(buf)
+        if pos < end and not layout.present and (after_layout is None or not after_layout.present):
+            # an image of no columns takes no bytes: the bytes left over cannot be row images
+            raise DecodeError(f"{end - pos} bytes of row images for a row image of no columns")
+        if after_hook is None and layout.spec is not None:
+            after_spec = None if after_layout is None else after_layout.spec
+            decoded = layout.spec.decode(buf, pos, end, after_spec, objects)
+            if decoded is not None:
+                count, first, second = decoded
+                columns = _spread(first, layout.present, layout.column_count)
+                after = None
+                if after_layout is not None:
+                    after = _spread(second, after_layout.present, after_layout.column_count)
+                return Block(count, columns, after, self.natives)
+        rows, afters = _reference(buf, pos, layout, after_layout, after_hook)
+        columns = _vectors(rows, layout.present, layout.column_count)
+        after = None
+        if after_layout is not None:
+            after = _vectors(afters, after_layout.present, after_layout.column_count)
+        return Block(len(rows), columns, after, self.natives)
 
-def decode_images(
+
+def _spread(found: tuple[Vector, ...], present: tuple[int, ...], width: int) -> Vectors:
+    """The present columns' vectors at their column indexes (None for the others)."""
+    if len(present) == width:
+        return found
+    out: list[Vector | None] = [None] * width
+    for index, vector in zip(present, found, strict=True):
+        out[index] = vector
+    return tuple(out)
+
+
+def _vectors(rows: list[RowImage], present: tuple[int, ...], width: int) -> Vectors:
+    """Row tuples of the reference decoders as one list per present column."""
+    out: list[Vector | None] = [None] * width
+    if rows:
+        transposed = list(zip(*rows, strict=True))
+        for index in present:
+            out[index] = list(transposed[index])
+    else:
+        for index in present:
+            out[index] = []
+    return tuple(out)
+
+
+def _reference(
     buf: bytes,
     pos: int,
     layout: RowLayout,
     after_layout: RowLayout | None,
-    after_hook: Callable[[bytes, int, RowImage], tuple[RowImage, int]] | None = None,
-) -> tuple[tuple[RowImage, ...], tuple[RowImage, ...]]:
-    """Decode every row image from ``pos`` to the end of ``buf``.
-
-    For updates, images alternate before/after. ``after_hook``, when given, decodes the after
-    image itself (PARTIAL_UPDATE_ROWS needs the before image to apply JSON diffs).
-    """
+    after_hook: AfterHook | None,
+) -> tuple[list[RowImage], list[RowImage]]:
+    """The reference loop: one decoder call per value; raises the exact error."""
     end = len(buf)
     rows: list[RowImage] = []
     afters: list[RowImage] = []
-    if pos < end and not layout.present and (after_layout is None or not after_layout.present):
-        # an image of no columns takes no bytes: the bytes left over cannot be row images
-        raise DecodeError(f"{end - pos} bytes of row images for a row image of no columns")
-    if after_hook is None:
-        done = False
-        if after_layout is None:
-            fast = layout.rows_decoder()
-            if fast is not None:
-                pos, done = fast(buf, pos, end, rows)
-        else:
-            pairs = layout.pairs_decoder(after_layout)
-            if pairs is not None:
-                pos, done = pairs(buf, pos, end, rows, afters)
-        if done:
-            return tuple(rows), tuple(afters)
-    # The reference loop: everything without a fast decoder, and from the first row the fast
-    # one could not decode (it raises the error the fast decoder does not).
     try:
         if after_layout is None:
             decode = layout.decode
@@ -204,4 +208,4 @@ def decode_images(
         raise TruncatedError(f"row image runs past the end of the event: {exc}") from exc
     if pos != end:
         raise DecodeError(f"row images overrun the event by {pos - end} bytes")
-    return tuple(rows), tuple(afters)
+    return rows, afters

@@ -1,7 +1,8 @@
 """From the replica stream to committed batches.
 
-Each transaction's row events become ``RowChange``s with the metadata columns, filtered by
-database/table globs (and columns dropped), and are appended to the open batch. A batch
+Each rows event of a transaction becomes one ``Run``: its block of row images
+(``binlog.block``), numbered as one ``_seq`` range, with the metadata once, filtered by
+database/table globs (and columns dropped); runs are appended to the open batch. A batch
 commits, whole transactions only, when it reaches ``batch_max_rows`` row changes,
 ``batch_max_bytes`` binlog bytes, or ``batch_max_seconds`` of age. A transaction too large
 for memory arrives in parts; its rows stream into the batch's staging files as they come and
@@ -33,16 +34,15 @@ import datetime as dt
 import fnmatch
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Any, cast
+from typing import Any
 
 import structlog
 
 from ..binlog import events as ev
-from ..binlog import native
+from ..binlog.block import Block
 from ..binlog.position import StreamPosition
 from ..binlog.schema import ColumnDef
 from ..binlog.transaction import Ending, Transaction, TransactionPart
@@ -52,7 +52,7 @@ from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
 from ..schema.history import SchemaChange, SchemaHistory
 from ..schema.tracker import SchemaChangeEvent
-from ..sink.changes import Change, ChunkRun, HeldXa, RowChange, TableVersion, rows_in
+from ..sink.changes import HeldXa, Run, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
 from ..snapshot_progress import SnapshotState
 from ..source.stream import GtidStateLearned, TransactionAborted
@@ -60,7 +60,7 @@ from .lifecycle import schema_records
 from .statements import StatementLoggedError, check_statement
 
 log = structlog.get_logger("replicator")
-Groups = list[tuple[TableVersion, list[Change]]]
+Groups = list[tuple[TableVersion, list[Run]]]
 STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
 INFLIGHT_ROWS = 2 * STAGE_ROWS
@@ -163,71 +163,6 @@ class TableFilter:
                 keep = kept
                 columns = tuple(columns[i] for i in kept)
         return TableVersion(schema, table, columns, primary), keep
-
-
-def _project(values: tuple[object, ...], keep: tuple[int, ...] | None) -> tuple[object, ...]:
-    return values if keep is None else tuple(values[i] for i in keep)
-
-
-def _changes(
-    op: str,
-    seq: int,
-    gtid: str | None,
-    ts: dt.datetime,
-    server_id: int,
-    event: ev.RowsEvent,
-    rows: Sequence[tuple[object, ...]],
-    befores: Sequence[tuple[object, ...]] | None,
-) -> list[RowChange]:
-    """One ``RowChange`` per row, numbered from ``seq``: by the native core, else by C
-    iterators alone (``tuple.__new__`` over zipped fields); either is several times faster
-    per row than calling the NamedTuple constructor, which is Python code."""
-    if native.available():
-        return native.make_changes(
-            RowChange, op, seq, gtid, ts, server_id, event.file, event.position, rows, befores
-        )
-    n = len(rows)
-    fields = zip(
-        repeat(op, n),
-        range(seq, seq + n),
-        repeat(gtid, n),
-        repeat(ts, n),
-        repeat(server_id, n),
-        repeat(event.file, n),
-        repeat(event.position, n),
-        rows,
-        repeat(None, n) if befores is None else befores,
-        strict=True,
-    )
-    return list(map(tuple.__new__, repeat(RowChange, n), fields))
-
-
-def _snapshot_changes(
-    seq: int,
-    ts: dt.datetime,
-    server_id: int,
-    file: str,
-    position: int,
-    rows: Sequence[tuple[object, ...]],
-) -> list[RowChange]:
-    """One snapshot ``RowChange`` per row, numbered from ``seq`` (see ``_changes``)."""
-    if native.available():
-        return native.make_changes(RowChange, "r", seq, None, ts, server_id, file, position,
-                                   rows, None)  # fmt: skip
-    n = len(rows)
-    fields = zip(
-        repeat("r", n),
-        range(seq, seq + n),
-        repeat(None, n),
-        repeat(ts, n),
-        repeat(server_id, n),
-        repeat(file, n),
-        repeat(position, n),
-        rows,
-        repeat(None, n),
-        strict=True,
-    )
-    return list(map(tuple.__new__, repeat(RowChange, n), fields))
 
 
 def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> dt.datetime:
@@ -442,11 +377,9 @@ class Pipeline:
         gtid: str | None,
         ts: dt.datetime,
         seq: int,
-        *,
-        lane: bool = True,
     ) -> tuple[Groups, int]:
-        """Row changes of ``events`` grouped by table version, numbered from ``seq``; with
-        ``lane``, a columnar event whose columns all land is one ``ChunkRun``."""
+        """One run per rows event of ``events``, grouped by table version, numbered from
+        ``seq``."""
         out: Groups = []
         for event in events:
             if not isinstance(event, ev.RowsEvent):
@@ -472,37 +405,24 @@ class Pipeline:
                     hint="set binlog_row_metadata=FULL on the source, or start a new landing "
                     "zone from after the statement that created or changed the table",
                 )
-            header = event.header
-            changes: list[Change]
-            if lane and keep is None and type(event) is ev.ColumnarRowsEvent:
-                op = "c" if event.kind is ev.RowsKind.INSERT else "d"
-                changes = [ChunkRun(op, seq, gtid, ts, header.server_id, event)]
-                seq += event.row_count
-            elif event.kind is ev.RowsKind.UPDATE:
-                afters: Sequence[tuple[object, ...]] = event.after
-                befores: Sequence[tuple[object, ...]] = event.rows
-                if len(afters) != len(befores):
-                    raise IntegrityError(
-                        f"update at {event.file}:{event.position} has {len(befores)} before "
-                        f"images and {len(afters)} after images"
-                    )
-                if keep is not None:
-                    afters = [_project(row, keep) for row in afters]
-                    befores = [_project(row, keep) for row in befores]  # `_before` if kept
-                made = _changes("u", seq, gtid, ts, header.server_id, event, afters, befores)
-                changes = cast(list[Change], made)
-                seq += len(changes)
-            else:
-                op = "c" if event.kind is ev.RowsKind.INSERT else "d"
-                # no column left out (the usual case): the decoded tuples as they are
-                rows = event.rows if keep is None else [_project(row, keep) for row in event.rows]
-                made = _changes(op, seq, gtid, ts, header.server_id, event, rows, None)
-                changes = cast(list[Change], made)
-                seq += len(changes)
+            block = event.block
+            if keep is not None:
+                block = block.project(keep)
+            run = Run(
+                event.kind.value,
+                seq,
+                gtid,
+                ts,
+                event.header.server_id,
+                event.file,
+                event.position,
+                block,
+            )
+            seq += block.count
             if out and (out[-1][0] is version or out[-1][0] == version):
-                out[-1][1].extend(changes)
+                out[-1][1].append(run)
             else:
-                out.append((version, changes))
+                out.append((version, [run]))
         return out, seq
 
     def _schema_change(self, change: SchemaChange, ts: dt.datetime, seq: int) -> int:
@@ -518,8 +438,8 @@ class Pipeline:
         counts = self.stats.rows_by_table_op
         for version, changes in groups:
             tally: Counter[str] = Counter()
-            for change in changes:
-                tally[change.op] += change.count if type(change) is ChunkRun else 1
+            for run in changes:
+                tally[run.op] += run.block.count
             for op, n in tally.items():
                 key = (version.name, op)
                 counts[key] = counts.get(key, 0) + n
@@ -544,10 +464,9 @@ class Pipeline:
                     "sink.large_transaction_rows: its rows cannot be held until XA COMMIT",
                     hint="raise sink.large_transaction_rows above the XA transaction's size",
                 )
-            groups, _ = self._collect(transaction.events, None, ts, 0, lane=False)
-            held_groups = cast(list[tuple[TableVersion, list[RowChange]]], groups)  # no lane
+            groups, _ = self._collect(transaction.events, None, ts, 0)
             self._held[xa.key] = HeldXa(
-                xa.key, str(xa), held_groups, transaction.file, transaction.position
+                xa.key, str(xa), groups, transaction.file, transaction.position
             )
             self.stats.xa_prepared += 1
             return []
@@ -567,15 +486,12 @@ class Pipeline:
             return []
         out: Groups = []
         seq, gtid = self._next_seq, transaction.gtid
-        for version, changes in held.groups:
-            # held rows are RowChanges (collected without the lane)
-            fresh: list[Change] = [
-                c._replace(seq=n, gtid=gtid, ts=ts)
-                for n, c in enumerate(changes, seq)
-                if isinstance(c, RowChange)
-            ]
+        for version, runs in held.groups:
+            fresh: list[Run] = []
+            for run in runs:
+                fresh.append(run._replace(seq=seq, gtid=gtid, ts=ts))
+                seq += run.block.count
             out.append((version, fresh))
-            seq += len(changes)
         self._next_seq = seq
         self._count(out)
         self.stats.xa_committed += 1
@@ -684,14 +600,15 @@ class Pipeline:
         self,
         version: TableVersion,
         keep: tuple[int, ...] | None,
-        rows: Sequence[tuple[object, ...]],
+        block: Block,
         at: StreamPosition,
         ts: dt.datetime,
         server_id: int,
         *,
         reset: bool = False,
     ) -> None:
-        """Rows a snapshot read at ``at`` (the stream stands exactly there): they land as
+        """A block of rows a snapshot read at ``at`` (the stream stands exactly there): they
+        land as
         ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
         chunk by a commit (``snapshot_chunk_done`` ends the chunk). ``reset``: the rows are
         the whole table (one read of a table without a usable key), so a ``truncate``
@@ -702,7 +619,7 @@ class Pipeline:
         self._in_chunk = True
         batch = self._open()
         if keep is not None:
-            rows = [_project(row, keep) for row in rows]
+            block = block.project(keep)
         seq = self._next_seq
         if reset:
             self._records.append(
@@ -718,10 +635,9 @@ class Pipeline:
                 }
             )
             seq += 1
-        file, position = at.file, at.position
-        made = _snapshot_changes(seq, ts, server_id, file, position, rows)
-        self._next_seq = seq + len(made)
-        groups: Groups = [(version, cast(list[Change], made))]
+        run = Run("r", seq, None, ts, server_id, at.file, at.position, block)
+        self._next_seq = seq + block.count
+        groups: Groups = [(version, [run])]
         self._count(groups)
         await self._stage(batch, groups)
 

@@ -1,6 +1,7 @@
-"""One row change as it lands: the table's values plus the metadata columns of DESIGN.md.
+"""Row changes as they land: the table's values plus the metadata columns of the landing
+zone contract, one ``Run`` per rows event or snapshot chunk.
 
-``_op`` (c/u/d), ``_seq`` (strictly increasing over the whole stream), ``_gtid``, ``_ts`` (the
+``_op`` (c/u/d/r), ``_seq`` (strictly increasing over the whole stream), ``_gtid``, ``_ts`` (the
 transaction's commit time, UTC), ``_server_id``, ``_binlog_file``, ``_binlog_pos`` (the
 position of the rows event that carried the change).
 """
@@ -10,15 +11,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from ..binlog.block import Block
 from ..binlog.schema import ColumnDef
 
 
-class RowChange(NamedTuple):
-    """A tuple, not a dataclass: a million are built per million row images, and a tuple is
-    built at C speed and transposed into columns with one ``zip(*changes)``. The field order
-    is part of the held-XA file format (``sink.landing.HELD_XA_FORMAT``)."""
+class Run(NamedTuple):
+    """The row changes of one rows event (or snapshot chunk) as they land: all of one op,
+    numbered ``seq`` to ``seq + count - 1``, with the metadata once and the rows column by
+    column (``binlog.block``). The field order is part of the held-XA file format
+    (``sink.landing.HELD_XA_FORMAT``)."""
 
     op: str  # "c" insert, "u" update, "d" delete, "r" snapshot read
     seq: int
@@ -26,57 +29,21 @@ class RowChange(NamedTuple):
     ts: dt.datetime  # commit time, tz-aware UTC
     server_id: int
     binlog_file: str
-    binlog_pos: int
-    values: tuple[object, ...]  # after image; the before image for deletes
-    before: tuple[object, ...] | None = None  # updates: the before image (its key always lands)
+    binlog_pos: int  # the rows event (a snapshot chunk: the binlog point it was read at)
+    block: Block
 
-
-class ChunkRun:
-    """The row changes of one ``ColumnarRowsEvent`` (the columnar lane, ``sink.lane``): all
-    of one op, numbered ``seq`` to ``seq + count - 1``, with the event's metadata once. It
-    stands where ``count`` RowChanges would, and ``changes()`` makes them when needed."""
-
-    __slots__ = ("count", "event", "gtid", "op", "seq", "server_id", "ts")
-
-    def __init__(
-        self, op: str, seq: int, gtid: str | None, ts: dt.datetime, server_id: int, event: Any
-    ) -> None:
-        self.op = op
-        self.seq = seq
-        self.gtid = gtid
-        self.ts = ts
-        self.server_id = server_id
-        self.event = event  # a ColumnarRowsEvent
-        self.count: int = event.row_count
+    @property
+    def rows(self) -> int:
+        return self.block.count
 
     @property
     def last_seq(self) -> int:
-        return self.seq + self.count - 1
-
-    def changes(self) -> list[RowChange]:
-        """The same changes as RowChanges (from the event's row tuples)."""
-        event = self.event
-        return [
-            RowChange(self.op, n, self.gtid, self.ts, self.server_id, event.file,
-                      event.position, row)
-            for n, row in enumerate(event.rows, self.seq)
-        ]  # fmt: skip
+        return self.seq + self.block.count - 1
 
 
-Change = RowChange | ChunkRun
-
-
-def rows_in(changes: Sequence[Change]) -> int:
-    """Row changes in a list of RowChanges and ChunkRuns."""
-    n = len(changes)
-    for change in changes:
-        if type(change) is ChunkRun:
-            n += change.count - 1
-    return n
-
-
-def last_seq(change: Change) -> int:
-    return change.last_seq if type(change) is ChunkRun else change.seq
+def rows_in(runs: Sequence[Run]) -> int:
+    """Row changes in a list of runs."""
+    return sum(run.block.count for run in runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +71,7 @@ class HeldXa:
 
     key: str  # XaId.key: what the XA COMMIT / ROLLBACK names
     xid: str  # as the server prints it, for messages
-    groups: list[tuple[TableVersion, list[RowChange]]]
+    groups: list[tuple[TableVersion, list[Run]]]
     file: str  # where the prepared part starts
     position: int
     stored: bool = False  # already written under _state/xa/

@@ -65,14 +65,14 @@ from ..durable import fsync_dir
 from ..errors import IntegrityError, SinkError
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
-from .changes import Change, HeldXa, TableVersion, rows_in
+from .changes import HeldXa, Run, TableVersion, rows_in
 from .identity import LANDING_ID_KEY, establish
 from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
 
 log = structlog.get_logger("replicator")
 HELD_XA = Path("_state") / "xa"
-HELD_XA_FORMAT = 1  # bump when HeldXa or RowChange change shape
+HELD_XA_FORMAT = 2  # bump when HeldXa, Run or Block change shape
 HISTORY_DIR = "_schema"
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
@@ -142,7 +142,7 @@ class Batch:
     transactions: int = 0
     _files: dict[tuple[object, ...], _TableFile] = field(default_factory=dict)
 
-    def add(self, version: TableVersion, changes: Sequence[Change]) -> None:
+    def add(self, version: TableVersion, changes: Sequence[Run]) -> None:
         """Append row changes of one table version (called from the writer thread)."""
         if not changes:
             return

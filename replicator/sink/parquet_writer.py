@@ -53,12 +53,12 @@ import contextlib
 import errno
 import json
 import os
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from itertools import chain, pairwise, repeat
-from operator import itemgetter
+from itertools import accumulate, chain, repeat
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NoReturn, cast
@@ -67,6 +67,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..binlog import native
+from ..binlog.block import VARIABLE, NativeBuffers, NativeKind, Vector, value_width
 from ..binlog.constants import ColumnType
 from ..binlog.json_diff import UnappliedJsonDiffs
 from ..binlog.schema import ColumnDef
@@ -81,7 +83,7 @@ from .arrow_types import (
     arrow_field,
     arrow_schema,
 )
-from .changes import Change, ChunkRun, RowChange, TableVersion, last_seq
+from .changes import Run, TableVersion
 
 __all__ = ["BEFORE_KEY_FIELD", "PRIMARY_KEY_KEY", "ParquetTableWriter", "WrittenFile", "identity"]
 
@@ -158,26 +160,13 @@ def _geometry_srid(values: Sequence[object]) -> list[object]:
     return [{"wkb": bytes(v), "srid": v.srid} if isinstance(v, Geometry) else v for v in values]
 
 
-def _native_arrays(
-    rows: list[Any], width: int, wanted: Sequence[tuple[int, pa.DataType, tuple[int, int] | None]]
-) -> list[pa.Array | None]:
-    """Items of every row as Arrow arrays built by the native core in one pass: one array per
-    (item index, type, native kind) wanted; None where the core is not there, has no kind
-    for the type, or leaves the column to pyarrow."""
-    out: list[pa.Array | None] = [None] * len(wanted)
-    specs = tuple((index, *kind) for index, _, kind in wanted if kind is not None)
-    if not specs:
-        return out
-    built = iter(native_arrow.arrow_columns(rows, width, specs))
-    n = len(rows)
-    for j, (_, type_, kind) in enumerate(wanted):
-        if kind is None:
-            continue
-        found = next(built)
-        if found is None:
-            continue
-        out[j] = _from_buffers(type_, n, found)
-    return out
+def _native_list(values: list[object], plan: _ColumnPlan) -> pa.Array | None:
+    """A list of values as an Arrow array built by the native core in one pass; None when
+    the core is not there, has no kind for the type, or leaves the column to pyarrow."""
+    if plan.native is None or not native.available():
+        return None
+    found = native_arrow.arrow_columns(values, 0, ((0, *plan.native),))[0]
+    return None if found is None else _from_buffers(plan.type, len(values), found)
 
 
 def _from_buffers(type_: pa.DataType, n: int, found: native_arrow.ArrowBuffers) -> pa.Array:
@@ -189,15 +178,53 @@ def _from_buffers(type_: pa.DataType, n: int, found: native_arrow.ArrowBuffers) 
     return pa.Array.from_buffers(type_, n, buffers, null_count=nulls)
 
 
-def _segments(changes: Sequence[Change]) -> list[Sequence[Change]]:
-    """``changes`` cut into runs of ChunkRuns and runs of RowChanges, in order."""
-    cuts = [
-        i
-        for i in range(1, len(changes))
-        if (type(changes[i]) is ChunkRun) != (type(changes[i - 1]) is ChunkRun)
-    ]
-    bounds = [0, *cuts, len(changes)]
-    return [changes[a:b] for a, b in pairwise(bounds)]
+_SIGNED = {1: pa.int8(), 2: pa.int16(), 4: pa.int32(), 8: pa.int64()}
+_UNSIGNED = {1: pa.uint8(), 2: pa.uint16(), 4: pa.uint32(), 8: pa.uint64()}
+_NATIVE_TYPES = {
+    "date32": pa.date32(),
+    "timestamp": pa.timestamp("us"),
+    "timestamp_utc": pa.timestamp("us", tz="UTC"),
+    "duration": pa.duration("us"),
+    "utf8": pa.string(),
+    "binary": pa.binary(),
+}
+
+
+def native_type(kind: NativeKind) -> pa.DataType:
+    """The Arrow type whose buffers a ``NativeKind``'s buffers are."""
+    name, first, second = kind
+    if name == "int":
+        return (_SIGNED if second else _UNSIGNED)[first]
+    if name == "float":
+        return pa.float32() if first == 4 else pa.float64()
+    if name == "decimal128":
+        return pa.decimal128(first, second)
+    return _NATIVE_TYPES[name]
+
+
+class _Rows:
+    """The rows of a list of runs: where each run starts, and where a row came from."""
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        self.runs = runs
+        self.starts = list(accumulate((run.block.count for run in runs), initial=0))
+        self.count = self.starts[-1]
+
+    def where(self, row: int) -> str:
+        k = bisect_right(self.starts, row) - 1
+        run = self.runs[k]
+        return f"{run.binlog_file}:{run.binlog_pos} (_seq {run.seq + row - self.starts[k]})"
+
+    def each(self, flags: Sequence[bool]) -> pa.Array:
+        """One bool per row: each run's flag."""
+        return pa.array(
+            list(
+                chain.from_iterable(
+                    repeat(f, run.block.count) for f, run in zip(flags, self.runs, strict=True)
+                )
+            ),
+            pa.bool_(),
+        )
 
 
 class ParquetTableWriter:
@@ -280,26 +307,15 @@ class ParquetTableWriter:
         """Zero/invalid dates written as null so far."""
         return self._invalid_temporals
 
-    def write(self, changes: Sequence[Change]) -> None:
-        """Convert ``changes`` (in ``_seq`` order, continuing the previous call) and append
+    def write(self, runs: Sequence[Run]) -> None:
+        """Convert ``runs`` (in ``_seq`` order, continuing the previous call) and append
         them. Raises IntegrityError for a value that cannot be written exactly, SinkError
-        for a disk error (the file is then removed). ``ChunkRun``s (the columnar lane) are
-        converted from their column buffers, RowChanges value by value."""
+        for a disk error (the file is then removed)."""
         self._check_open()
-        if not changes:
+        runs = [run for run in runs if run.block.count]
+        if not runs:
             return
-        converted: list[tuple[pa.RecordBatch, int]] = []
-        before = self._last_seq
-        try:
-            for segment in _segments(changes):
-                if type(segment[0]) is ChunkRun:
-                    converted.extend(self._convert_runs(cast(list[ChunkRun], segment)))
-                else:
-                    converted.extend(self._convert_fitting(cast(list[RowChange], segment)))
-                # the next segment's order is checked against this one's end
-                self._last_seq = last_seq(segment[-1])
-        finally:
-            self._last_seq = before  # set below once everything converted
+        converted = self._convert_fitting(runs)
         for batch, invalid in converted:
             self._invalid_temporals += invalid
             self._pending.append(batch)
@@ -307,8 +323,8 @@ class ParquetTableWriter:
             self._pending_bytes += batch.nbytes
             self._rows += batch.num_rows
         if self._first_seq is None:
-            self._first_seq = changes[0].seq
-        self._last_seq = last_seq(changes[-1])
+            self._first_seq = runs[0].seq
+        self._last_seq = runs[-1].last_seq
         if self._pending_bytes >= self.row_group_bytes:
             self._flush(final=True)  # large values: a smaller row group rather than GiBs held
         elif self._pending_rows >= self.row_group_rows:
@@ -413,136 +429,145 @@ class ParquetTableWriter:
 
     # ------------------------------------------------------------------ conversion
 
-    def _convert_fitting(self, changes: Sequence[RowChange]) -> list[tuple[pa.RecordBatch, int]]:
-        """Convert ``changes`` into as many record batches as it takes to keep every binary
-        or string column under Arrow's 2 GiB per array (a few LONGBLOBs can pass it)."""
+    def _convert_fitting(self, runs: list[Run]) -> list[tuple[pa.RecordBatch, int]]:
+        """Convert ``runs`` into as many record batches as it takes to keep every binary or
+        string column under Arrow's 2 GiB per array (a few LONGBLOBs can pass it): the runs
+        are halved, and a single run's rows."""
         try:
-            return [self._convert(changes)]
+            return [self._convert(runs)]
         except _TooLarge:
-            if len(changes) == 1:
+            if len(runs) == 1 and runs[0].block.count == 1:
                 raise SinkError(
-                    f"table {self.version.name}: a row over 2 GiB at {_where(changes[0])}",
+                    f"table {self.version.name}: a row over 2 GiB at {_Rows(runs).where(0)}",
                     hint="a single row's values exceed what one Parquet row group column "
                     "can hold; leave the column or table out of replication",
                 ) from None
-        middle = len(changes) // 2
-        return self._convert_fitting(changes[:middle]) + self._convert_fitting(changes[middle:])
-
-    def _convert_runs(self, runs: list[ChunkRun]) -> list[tuple[pa.RecordBatch, int]]:
-        """The columnar lane: consecutive events' column buffers joined into arrays."""
-        n = sum(run.count for run in runs)
-        arrays: list[pa.Array] = []
-        for index, plan in enumerate(self._plans):
-            varlen = pa.types.is_string(plan.type) or pa.types.is_binary(plan.type)
-            width = 0 if varlen else plan.type.bit_width // 8
-            found = native_arrow.concat_columns(
-                [run.event.chunk[1][index] for run in runs], width, varlen
+        if len(runs) == 1:
+            run, middle = runs[0], runs[0].block.count // 2
+            first = run._replace(block=run.block.slice(0, middle))
+            second = run._replace(
+                seq=run.seq + middle, block=run.block.slice(middle, run.block.count)
             )
-            if found is None:  # past 2 GiB of text: split, from the row tuples
-                return self._convert_fitting([c for run in runs for c in run.changes()])
-            arrays.append(_from_buffers(plan.type, n, found))
-        which = pa.array(
-            list(chain.from_iterable(repeat(i, run.count) for i, run in enumerate(runs))),
-            pa.int32(),
-        )
-        per_run = (
-            [run.op for run in runs],
-            None,
-            [run.gtid for run in runs],
-            [run.ts for run in runs],
-            [run.server_id for run in runs],
-            [run.event.file for run in runs],
-            [run.event.position for run in runs],
-        )
-        metadata: list[pa.Array] = []
-        for field, values in zip(METADATA_FIELDS, per_run, strict=True):
-            if values is None:  # _seq
-                numbers = chain.from_iterable(range(r.seq, r.seq + r.count) for r in runs)
-                metadata.append(pa.array(list(numbers), field.type))
-            else:
-                metadata.append(pa.array(values, field.type).take(which))
-        self._check_metadata(metadata)
-        arrays.extend(metadata)
-        if self._before_type is not None:
-            arrays.append(pa.nulls(n, self._before_type))
-        if self.with_absent:
-            arrays.append(self._absent(n, {}))
-        if self._before_key_type is not None:
-            arrays.append(pa.nulls(n, self._before_key_type))
-        return [(pa.RecordBatch.from_arrays(arrays, schema=self.schema), 0)]
+            halves = ([first], [second])
+        else:
+            middle = len(runs) // 2
+            halves = (runs[:middle], runs[middle:])
+        return self._convert_fitting(halves[0]) + self._convert_fitting(halves[1])
 
-    def _convert(self, changes: Sequence[RowChange]) -> tuple[pa.RecordBatch, int]:
-        n = len(changes)
+    def _convert(self, runs: list[Run]) -> tuple[pa.RecordBatch, int]:
+        rows = _Rows(runs)
+        width = len(self._plans)
+        for start, run in zip(rows.starts, runs, strict=False):
+            found = len(run.block.values)
+            if found != width:
+                raise InternalError(
+                    f"table {self.version.name}: row image of {found} values for {width} "
+                    f"columns at {rows.where(start)}"
+                )
         invalid = 0
         absent_rows: dict[int, list[int]] = {}
         mode = _Absent.TRACK if self.with_absent else _Absent.REFUSE
         arrays: list[pa.Array] = []
-        for index, (array, bad, rows) in enumerate(
-            self._columns([c.values for c in changes], changes, mode)
-        ):
+        for index, plan in enumerate(self._plans):
+            absent: list[int] = []
+            vectors = [run.block.values[index] for run in runs]
+            array, bad = self._vectors(index, plan, vectors, rows, mode, absent)
             invalid += bad
-            if rows:
-                absent_rows[index] = rows
+            if absent:
+                absent_rows[index] = absent
             arrays.append(array)
-        metadata = self._metadata(changes)
+        metadata = self._metadata(rows)
         arrays.extend(metadata)
         if self._before_type is not None:
-            before, bad = self._before(changes)
+            before, bad = self._before(rows)
             invalid += bad
             arrays.append(before)
         if self.with_absent:
-            arrays.append(self._absent(n, absent_rows))
+            arrays.append(self._absent(rows.count, absent_rows))
         if self._before_key_type is not None:
-            arrays.append(self._before_key(changes, metadata[0]))
+            arrays.append(self._before_key(rows))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema), invalid
 
-    def _columns(
-        self, rows: list[tuple[object, ...]], changes: Sequence[RowChange], mode: _Absent
-    ) -> list[tuple[pa.Array, int, list[int]]]:
-        """Every table column of ``rows``: (array, invalid dates made null, rows absent).
-        Natively where it can; the other columns are taken out of the rows one by one."""
-        width = len(self._plans)
-        out: list[tuple[pa.Array, int, list[int]]] = []
-        built = _native_arrays(
-            rows, width, [(i, p.type, p.native) for i, p in enumerate(self._plans)]
-        )
-        checked = False  # every row has ``width`` values (the core checks it too)
-        for index, plan in enumerate(self._plans):
-            array = built[index]
-            if array is not None:
-                checked = True
-                out.append((array, 0, []))
-                continue
-            if not checked:
-                self._check_widths(rows, changes)
-                checked = True
-            absent: list[int] = []
-            values = list(map(itemgetter(index), rows))
-            array, bad = self._column(plan, values, changes, mode, absent)
-            out.append((array, bad, absent))
-        return out
+    def _vectors(
+        self,
+        index: int,
+        plan: _ColumnPlan,
+        vectors: Sequence[Vector | None],
+        rows: _Rows,
+        mode: _Absent,
+        absent_rows: list[int],
+    ) -> tuple[pa.Array, int]:
+        """One column of ``rows`` (the vectors of each run) as one array: runs of native
+        buffers joined by the core, runs of values converted, absent runs null."""
+        pieces: list[pa.Array] = []
+        invalid = 0
+        k, total = 0, len(vectors)
+        while k < total:
+            form = type(vectors[k])
+            end = k + 1
+            while end < total and type(vectors[end]) is form:
+                end += 1
+            start, count = rows.starts[k], rows.starts[end] - rows.starts[k]
+            if form is tuple:
+                kind = rows.runs[k].block.natives[index]
+                parts = [cast(NativeBuffers, v) for v in vectors[k:end]]
+                pieces.append(self._native(plan, kind, parts, count))
+            elif form is list:
+                values: list[object] = []
+                for vector in vectors[k:end]:
+                    values.extend(cast(list[object], vector))
+                array, bad = self._column(plan, values, rows, start, mode, absent_rows)
+                invalid += bad
+                pieces.append(array)
+            else:  # the column is not in these images
+                if mode is _Absent.REFUSE:
+                    self._refuse_absent(plan, rows, start)
+                if mode is _Absent.TRACK:
+                    absent_rows.extend(range(start, start + count))
+                pieces.append(pa.nulls(count, plan.type))
+            k = end
+        return (pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)), invalid
 
-    def _check_widths(self, rows: list[tuple[object, ...]], changes: Sequence[RowChange]) -> None:
-        """Raises InternalError for a row of the wrong width."""
-        width = len(self._plans)
-        for i, row in enumerate(rows):
-            if len(row) != width:
-                raise InternalError(
-                    f"table {self.version.name}: row image of {len(row)} values for "
-                    f"{width} columns at {_where(changes[i])}"
-                )
+    def _native(
+        self, plan: _ColumnPlan, kind: NativeKind | None, parts: list[NativeBuffers], count: int
+    ) -> pa.Array:
+        """Native buffers of consecutive runs joined into one array of the column's type."""
+        if kind is None or native_type(kind) != plan.type:
+            raise InternalError(
+                f"table {self.version.name}: column `{plan.name}` was decoded into {kind} "
+                f"buffers, which do not make {plan.type}"
+            )
+        found = native_arrow.concat_columns(parts, value_width(kind), kind[0] in VARIABLE)
+        if found is None:  # past 2 GiB of text
+            raise _TooLarge
+        return _from_buffers(plan.type, count, found)
+
+    def _refuse_absent(self, plan: _ColumnPlan, rows: _Rows, row: int) -> NoReturn:
+        raise IntegrityError(
+            f"table {self.version.name}: column `{plan.name}` is missing from "
+            f"the row image at {rows.where(row)}",
+            hint="the source logs partial row images (binlog_row_image=MINIMAL "
+            "or NOBLOB): set binlog_row_image=FULL on the source, or enable "
+            "absent-column tracking (_absent) for this table",
+        )
 
     def _column(
         self,
         plan: _ColumnPlan,
-        values: Sequence[object],
-        changes: Sequence[RowChange],
+        values: list[object],
+        rows: _Rows,
+        offset: int,
         mode: _Absent,
         absent_rows: list[int],
     ) -> tuple[pa.Array, int]:
-        """One column to Arrow: fast when no marker is in it, else scan and retry."""
+        """Values of one column (rows ``offset`` on) to Arrow: natively or at once when no
+        marker is in them, else scanned and converted again."""
         if plan.prepare is not None:
-            values = plan.prepare(values)
+            values = list(plan.prepare(values))
+        else:
+            built = _native_list(values, plan)
+            if built is not None:
+                return built, 0
         try:
             return _fitting(pa.array(values, type=plan.type)), 0
         except _CONVERSION_ERRORS:
@@ -554,15 +579,9 @@ class ParquetTableWriter:
         for i, value in enumerate(cleaned):
             if value is ABSENT:
                 if mode is _Absent.REFUSE:
-                    raise IntegrityError(
-                        f"table {self.version.name}: column `{plan.name}` is missing from "
-                        f"the row image at {_where(changes[i])}",
-                        hint="the source logs partial row images (binlog_row_image=MINIMAL "
-                        "or NOBLOB): set binlog_row_image=FULL on the source, or enable "
-                        "absent-column tracking (_absent) for this table",
-                    )
+                    self._refuse_absent(plan, rows, offset + i)
                 if mode is _Absent.TRACK:
-                    absent_rows.append(i)
+                    absent_rows.append(offset + i)
                 cleaned[i] = None
             elif type(value) is InvalidTemporal:
                 if value.epoch is not None and epoch_type is not None:
@@ -573,13 +592,13 @@ class ParquetTableWriter:
             elif type(value) is UnappliedJsonDiffs:
                 raise IntegrityError(
                     f"table {self.version.name}: column `{plan.name}` holds JSON diffs that "
-                    f"cannot be applied at {_where(changes[i])}",
+                    f"cannot be applied at {rows.where(offset + i)}",
                     hint=_JSON_DIFF_HINT,
                 )
         try:
             array = _fitting(pa.array(cleaned, type=plan.type))
         except _CONVERSION_ERRORS as exc:
-            self._misfit(plan, cleaned, changes, exc)
+            self._misfit(plan, cleaned, rows, offset, exc)
         if exact:
             assert epoch_type is not None
             array = _with_epochs(array, epoch_type, exact)
@@ -589,7 +608,8 @@ class ParquetTableWriter:
         self,
         plan: _ColumnPlan,
         values: list[object],
-        changes: Sequence[RowChange],
+        rows: _Rows,
+        offset: int,
         exc: BaseException,
     ) -> NoReturn:
         """Name the first value that does not fit the column's Arrow type."""
@@ -601,7 +621,7 @@ class ParquetTableWriter:
                 shown = shown if len(shown) <= 80 else shown[:77] + "..."
                 raise IntegrityError(
                     f"table {self.version.name}: column `{plan.name}` value {shown} does not "
-                    f"fit {plan.type} at {_where(changes[i])}: {err}",
+                    f"fit {plan.type} at {rows.where(offset + i)}: {err}",
                     hint="the decoded value disagrees with the column definition "
                     "(signedness, precision, type); report it with the binlog position",
                 ) from err
@@ -609,25 +629,33 @@ class ParquetTableWriter:
             f"table {self.version.name}: column `{plan.name}` cannot be converted: {exc}"
         ) from exc
 
-    def _metadata(self, changes: Sequence[RowChange]) -> list[pa.Array]:
-        # RowChange is a tuple whose first seven fields are the metadata columns, in order
-        rows = changes if isinstance(changes, list) else list(changes)
-        width = len(RowChange._fields)
-        fields = METADATA_FIELDS
-        arrays: list[pa.Array] = []
-        fields_of: list[tuple[object, ...]] | None = None
-        built = _native_arrays(
-            rows,
-            width,
-            [(i, f.type, native_arrow.arrow_kind(f.type)) for i, f in enumerate(fields)],
+    def _metadata(self, rows: _Rows) -> list[pa.Array]:
+        """The metadata columns: each run's values once, spread over its rows."""
+        runs = rows.runs
+        which = None
+        if len(runs) > 1:
+            which = pa.array(
+                list(chain.from_iterable(repeat(i, run.block.count) for i, run in enumerate(runs))),
+                pa.int32(),
+            )
+        per_run = (
+            [run.op for run in runs],
+            None,
+            [run.gtid for run in runs],
+            [run.ts for run in runs],
+            [run.server_id for run in runs],
+            [run.binlog_file for run in runs],
+            [run.binlog_pos for run in runs],
         )
-        for index, field in enumerate(fields):
-            array = built[index]
-            if array is None:
-                if fields_of is None:
-                    fields_of = list(zip(*changes, strict=True))
-                array = pa.array(fields_of[index], field.type)
-            arrays.append(array)
+        arrays: list[pa.Array] = []
+        for field, values in zip(METADATA_FIELDS, per_run, strict=True):
+            if values is None:  # _seq
+                numbers = chain.from_iterable(range(r.seq, r.seq + r.block.count) for r in runs)
+                arrays.append(pa.array(list(numbers), field.type))
+            elif which is None:
+                arrays.append(pa.array(values * rows.count, field.type))
+            else:
+                arrays.append(pa.array(values, field.type).take(which))
         self._check_metadata(arrays)
         return arrays
 
@@ -648,60 +676,52 @@ class ParquetTableWriter:
                 f"table {self.version.name}: _seq is not strictly increasing in {self.path}"
             )
 
-    def _before(self, changes: Sequence[RowChange]) -> tuple[pa.Array, int]:
+    def _before(self, rows: _Rows) -> tuple[pa.Array, int]:
+        """``_before``: each update's before image (null for the other rows)."""
         assert self._before_type is not None
-        n = len(changes)
-        missing = [c.before is None for c in changes]
-        if all(missing):
-            return pa.nulls(n, self._before_type), 0
-        empty = (None,) * len(self._plans)
-        rows = [empty if c.before is None else c.before for c in changes]
+        updates = [run.block.before is not None for run in rows.runs]
+        if not any(updates):
+            return pa.nulls(rows.count, self._before_type), 0
         children: list[pa.Array] = []
         invalid = 0
-        for array, bad, _ in self._columns(rows, changes, _Absent.NULL):
+        for index, plan in enumerate(self._plans):
+            vectors = [
+                None if before is None else before[index]
+                for before in (run.block.before for run in rows.runs)
+            ]
+            array, bad = self._vectors(index, plan, vectors, rows, _Absent.NULL, [])
             children.append(array)
             invalid += bad
         struct = pa.StructArray.from_arrays(
             children,
             fields=list(self._before_type),
-            mask=pa.array(missing, pa.bool_()),
+            mask=rows.each([not u for u in updates]),
         )
         return struct, invalid
 
-    def _before_key(self, changes: Sequence[RowChange], ops: pa.Array) -> pa.Array:
-        """``_before_key``: the identity columns of each update's before image (``ops``: the
-        ``_op`` column, which finds the updates without a pass over every row)."""
+    def _before_key(self, rows: _Rows) -> pa.Array:
+        """``_before_key``: the identity columns of each update's before image; null for the
+        other rows, and for an update whose before image lacks a key column."""
         assert self._before_key_type is not None
         key = self._key
-        n = len(changes)
-        updates = pc.indices_nonzero(pc.equal(ops, "u")).to_pylist()
-        nothing = (None,) * len(key)
-        rows = [nothing] * n
-        missing = [True] * n
-        for i in updates:
-            before = changes[i].before
-            if before is None:
-                continue
-            image = tuple(before[p] for p in key)
-            if any(v is ABSENT for v in image):
-                continue
-            rows[i] = image
-            missing[i] = False
-        if not updates or all(missing):
-            return pa.nulls(n, self._before_key_type)
-        plans = [self._plans[pos] for pos in key]
-        built = _native_arrays(rows, len(key), [(j, p.type, p.native) for j, p in enumerate(plans)])
+        keyed = [
+            run.block.before is not None and all(run.block.before[p] is not None for p in key)
+            for run in rows.runs
+        ]
+        if not any(keyed):
+            return pa.nulls(rows.count, self._before_key_type)
         children: list[pa.Array] = []
-        for j, plan in enumerate(plans):
-            array = built[j]
-            if array is None:
-                values = [row[j] for row in rows]
-                array, _ = self._column(plan, values, changes, _Absent.NULL, [])
+        for p in key:
+            vectors = [
+                run.block.before[p] if k and run.block.before is not None else None
+                for run, k in zip(rows.runs, keyed, strict=True)
+            ]
+            array, _ = self._vectors(p, self._plans[p], vectors, rows, _Absent.NULL, [])
             children.append(array)
         return pa.StructArray.from_arrays(
             children,
             fields=list(self._before_key_type),
-            mask=pa.array(missing, pa.bool_()),
+            mask=rows.each([not k for k in keyed]),
         )
 
     def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:
@@ -772,7 +792,3 @@ def _check_compression(name: str) -> None:
             f"unknown Parquet compression {name!r}",
             hint="use zstd, snappy, gzip, lz4, brotli or none",
         )
-
-
-def _where(change: RowChange) -> str:
-    return f"{change.binlog_file}:{change.binlog_pos} (_seq {change.seq})"

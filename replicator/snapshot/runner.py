@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 
 from ..binlog import events as ev
+from ..binlog.block import Block
 from ..binlog.constants import ColumnType as T
 from ..binlog.gtid import MysqlGtid
 from ..binlog.position import StreamPosition, is_past, position_reached
@@ -257,8 +258,9 @@ class SnapshotRunner:
                 ) from exc
             if rows is None:
                 break
+            block = Block.from_rows(rows, len(defs))
             await self.pipeline.snapshot_rows(
-                version, keep, rows, at, ts, self.server_id, reset=reset
+                version, keep, block, at, ts, self.server_id, reset=reset
             )
             reset = False
             total += len(rows)

@@ -22,8 +22,10 @@ def read_binlog_file(
     *,
     schema_lookup: SchemaLookup | None = None,
     verify_checksum: bool = True,
+    objects: bool = False,
 ) -> Iterator[Event]:
-    """Yield every event of one binlog file in order; raise at the first bad one."""
+    """Yield every event of one binlog file in order; raise at the first bad one.
+    ``objects``: rows events decoded into values only, no buffers (``binlog.block``)."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -31,6 +33,7 @@ def read_binlog_file(
     decoder = BinlogFileDecoder(
         path.name, schema_lookup=schema_lookup, verify_checksum=verify_checksum
     )
+    decoder.parser.objects = objects
     with handle:
         while True:
             chunk = handle.read(CHUNK)
@@ -51,9 +54,10 @@ def read_binlog_files(
     *,
     schema_lookup: SchemaLookup | None = None,
     verify_checksum: bool = True,
+    objects: bool = False,
 ) -> Iterator[Event]:
     """Events of several files, in the order given."""
     for path in paths:
         yield from read_binlog_file(
-            path, schema_lookup=schema_lookup, verify_checksum=verify_checksum
+            path, schema_lookup=schema_lookup, verify_checksum=verify_checksum, objects=objects
         )

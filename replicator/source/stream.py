@@ -44,7 +44,6 @@ from ..binlog.errors import ChecksumError, DecodeError, ServerError
 from ..binlog.framing import EndOfStream, _NeedData
 from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from ..binlog.position import StreamPosition, position_reached
-from ..binlog.rows import LaneFactory
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Ending, Transaction, TransactionAssembler, TransactionPart
@@ -187,7 +186,7 @@ class ReplicaStream:
         queue_size: int | None = None,
         part_rows: int | None = None,
         name: str = "replica-reader",
-        lane: LaneFactory | None = None,
+        objects: bool = False,
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
         report_host: str = "replicator",
@@ -200,7 +199,7 @@ class ReplicaStream:
         self.facts: ServerFacts | None = None
         self._stop_at_end = stop_at_end
         self._schema_lookup = schema_lookup
-        self._lane = lane  # the columnar lane (sink.lane) for the daemon's rows events
+        self._objects = objects  # rows events as values only, no buffers (block.py)
         self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
         self._queue: asyncio.Queue[Item | BaseException | _End] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -568,7 +567,7 @@ class ReplicaStream:
             schema_lookup=self._schema_lookup,
             verify_checksum=True,
         )
-        decoder.parser.lane = self._lane
+        decoder.parser.objects = self._objects
         assembler = TransactionAssembler(part_rows=self._part_rows)
         try:
             return self._read_events(sock, decoder, assembler, end)

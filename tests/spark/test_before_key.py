@@ -13,8 +13,9 @@ import pytest
 
 from replicator.binlog.values import ABSENT
 from replicator.errors import SinkError
-from replicator.sink.changes import RowChange, TableVersion
+from replicator.sink.changes import Run, TableVersion
 from replicator.sink.parquet_writer import ParquetTableWriter
+from tests.blocks import row_change
 from tests.spark.zone import TS, int_col, table, text_col
 
 pytestmark = pytest.mark.spark
@@ -22,11 +23,11 @@ pytestmark = pytest.mark.spark
 
 def change(
     seq: int, op: str, values: tuple[object, ...], before: tuple[object, ...] | None = None
-) -> RowChange:
-    return RowChange(op, seq, None, TS, 1, "mysql-bin.000001", 4, values, before)
+) -> Run:
+    return row_change(op, seq, None, TS, 1, "mysql-bin.000001", 4, values, before)
 
 
-def written(path: Path, version: TableVersion, changes: list[RowChange]) -> pa.Table:
+def written(path: Path, version: TableVersion, changes: list[Run]) -> pa.Table:
     writer = ParquetTableWriter(
         path, version, with_before=False, with_absent=True, with_before_key=True
     )

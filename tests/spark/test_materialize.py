@@ -288,9 +288,9 @@ def test_uncommitted_and_in_flight_files_are_never_read(
 
 
 def _change(seq: int, item: tuple[Any, ...]) -> Any:
-    from replicator.sink.changes import RowChange
+    from tests.blocks import row_change
 
-    return RowChange(item[1], seq, None, TS, 1, "f", 4, tuple(item[2]))
+    return row_change(item[1], seq, None, TS, 1, "f", 4, tuple(item[2]))
 
 
 def test_update_without_before_key_needs_stable_keys(spark: SparkSession, tmp_path: Path) -> None:

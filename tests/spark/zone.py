@@ -22,15 +22,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.position import StreamPosition
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT
 from replicator.config import SinkConfig
-from replicator.sink.changes import RowChange, TableVersion
+from replicator.sink.changes import Run, TableVersion
 from replicator.sink.landing import LandingZone
+from tests.blocks import row_change
 
 TS = dt.datetime(2026, 11, 22, 10, 0, 0, tzinfo=dt.UTC)
 
@@ -71,6 +72,15 @@ Landed = tuple[Item, str | None, int]
 REPLAY_UNTIL = StreamPosition("mysql-bin.000001", 10**12)
 
 
+class Change(NamedTuple):
+    """One row change as the model of ``expected_*`` applies it."""
+
+    op: str
+    seq: int
+    values: tuple[object, ...]
+    before: tuple[object, ...] | None
+
+
 class Zone:
     """A landing zone under ``root`` and the batches committed to it."""
 
@@ -79,7 +89,7 @@ class Zone:
         self.zone = LandingZone(SinkConfig(root=str(root), keep_before_image=keep_before_image))
         self.checkpoint = self.zone.recover()
         self.gtids = gtids
-        self.history: list[tuple[TableVersion, RowChange]] = []
+        self.history: list[tuple[TableVersion, Change]] = []
         self.records: list[tuple[int, Ddl]] = []  # (_seq, record), replays left out
         self.batches: dict[int, list[Landed]] = {}  # batch -> items with their identities
         self._transactions = 0
@@ -108,7 +118,7 @@ class Zone:
     def _land(self, items: Sequence[Landed], *, replay: bool) -> dict[str, Any]:
         batch = self.zone.begin(self.checkpoint)
         seq = self.checkpoint.next_seq
-        groups: list[tuple[TableVersion, list[RowChange]]] = []
+        groups: list[tuple[TableVersion, list[Run]]] = []
         records: list[dict[str, Any]] = []
         landed: list[Landed] = []
         position = 0
@@ -136,14 +146,14 @@ class Zone:
                 continue
             version, op, values = item[0], item[1], tuple(item[2])
             before = tuple(item[3]) if len(item) > 3 and item[3] is not None else None
-            change = RowChange(op, seq, gtid, TS, 1, "mysql-bin.000001", position, values, before)
+            run = row_change(op, seq, gtid, TS, 1, "mysql-bin.000001", position, values, before)
             seq += 1
             if not replay:
-                self.history.append((version, change))
+                self.history.append((version, Change(op, seq - 1, values, before)))
             if groups and groups[-1][0] == version:
-                groups[-1][1].append(change)
+                groups[-1][1].append(run)
             else:
-                groups.append((version, [change]))
+                groups.append((version, [run]))
         for version, rows in groups:
             batch.add(version, rows)
         batch.transactions += max(1, len({g for _, g, _ in landed}))
@@ -167,7 +177,7 @@ def _merge_partial(
 
 
 def expected_keyed(
-    history: Iterable[tuple[TableVersion, RowChange]], name: str
+    history: Iterable[tuple[TableVersion, Change]], name: str
 ) -> dict[tuple[object, ...], dict[str, object]]:
     """Key -> row (column name -> value) after applying ``history`` of table ``name``, one
     change at a time, as the server did; absent columns keep their value."""
@@ -192,7 +202,7 @@ def expected_keyed(
 
 
 def expected_multiset(
-    history: Iterable[tuple[TableVersion, RowChange]], name: str
+    history: Iterable[tuple[TableVersion, Change]], name: str
 ) -> Counter[tuple[object, ...]]:
     """Whole rows (tuples) and their copies after ``history`` of a keyless table."""
     rows: Counter[tuple[object, ...]] = Counter()
@@ -212,7 +222,7 @@ def expected_multiset(
 Rows = list[dict[str, object]]
 
 
-def _apply(state: Any, version: TableVersion, change: RowChange) -> Any:
+def _apply(state: Any, version: TableVersion, change: Change) -> Any:
     """One change on a table's state: key -> row (with a key) or Counter of rows."""
     names = [c.name or "" for c in version.columns]
     if version.primary_key:

@@ -34,7 +34,6 @@ from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import ReplicatorError
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
-from replicator.sink.lane import column_spec
 from replicator.sink.manifests import read_manifests
 from tests.conftest import CORPUS_DIR
 
@@ -107,7 +106,6 @@ def damage(data: bytes, rng: random.Random) -> bytes:
 
 def _decode(data: bytes) -> Iterator[object]:
     decoder = BinlogFileDecoder("fuzz-bin.000001", verify_checksum=True)
-    decoder.parser.lane = column_spec  # the daemon decodes with the columnar lane
     decoder.feed(data)
     while True:
         event = decoder.next_event()

@@ -49,28 +49,4 @@ def test_replicator_native_0_turns_it_off() -> None:
     require_native()
     env = {k: v for k, v in os.environ.items() if k != "REPLICATOR_NATIVE"}
     assert _defaults(env) == "True native"
-    assert _defaults({**env, "REPLICATOR_NATIVE": "0"}) == "False python"
-
-
-def test_make_changes_equals_the_namedtuple() -> None:
-    require_native()
-    import datetime as dt
-
-    from replicator.sink.changes import RowChange
-
-    ts = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
-    rows = [(1, "a"), (2, None)]
-    befores = [(1, "z"), (2, "y")]
-    made = native.make_changes(RowChange, "u", 41, "0-1-9", ts, 7, "b.1", 120, rows, befores)
-    expected = [
-        RowChange("u", 41, "0-1-9", ts, 7, "b.1", 120, (1, "a"), (1, "z")),
-        RowChange("u", 42, "0-1-9", ts, 7, "b.1", 120, (2, None), (2, "y")),
-    ]
-    assert made == expected
-    assert [type(c) for c in made] == [RowChange, RowChange]
-    assert [(c.seq, c.before) for c in made] == [(41, (1, "z")), (42, (2, "y"))]
-    inserts = native.make_changes(RowChange, "c", 1, None, ts, 7, "b.1", 4, tuple(rows), None)
-    assert [c.before for c in inserts] == [None, None]
-    assert inserts[1] == RowChange("c", 2, None, ts, 7, "b.1", 4, (2, None))
-    with pytest.raises(ValueError, match="befores must match rows"):
-        native.make_changes(RowChange, "u", 1, None, ts, 7, "b.1", 4, rows, befores[:1])
+    assert _defaults({**env, "REPLICATOR_NATIVE": "0"}) == "False reference"

@@ -34,8 +34,9 @@ from replicator.sink.arrow_types import (
     arrow_schema,
     schema_version,
 )
-from replicator.sink.changes import RowChange, TableVersion
+from replicator.sink.changes import Run, TableVersion
 from replicator.sink.parquet_writer import ParquetTableWriter, WrittenFile
+from tests.blocks import row_change
 
 TS = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
 TIME_MIN = -timedelta(hours=838, minutes=59, seconds=59)
@@ -63,8 +64,8 @@ def change(
     op: str = "c",
     before: Sequence[object] | None = None,
     gtid: str | None = "0-1-7",
-) -> RowChange:
-    return RowChange(
+) -> Run:
+    return row_change(
         op=op,
         seq=seq,
         gtid=gtid,
@@ -84,7 +85,7 @@ def version_of(*columns: ColumnDef) -> TableVersion:
 def write(
     path: Path,
     version: TableVersion,
-    changes: Sequence[RowChange],
+    changes: Sequence[Run],
     **kw: Any,
 ) -> WrittenFile:
     kw.setdefault("with_before", False)
@@ -234,7 +235,7 @@ CASES: list[tuple[ColumnDef, pa.DataType, tuple[object, ...], tuple[object, ...]
 ALL_TYPES = version_of(*(case[0] for case in CASES))
 
 
-def all_types_changes() -> list[RowChange]:
+def all_types_changes() -> list[Run]:
     rows = list(zip(*(case[2] for case in CASES), strict=True))
     ops = ["c", "u", "d", "r"]
     return [change(seq, row, op=ops[seq]) for seq, row in enumerate(rows)]

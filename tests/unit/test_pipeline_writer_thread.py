@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from replicator.binlog import events as ev
+from replicator.binlog.block import Block
 from replicator.binlog.constants import ColumnType
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.transaction import TransactionAssembler
@@ -47,8 +48,9 @@ class _Feed:
                                  COLUMNS, (0,), True)  # fmt: skip
         e.position += 50
         header = ev.EventHeader(1_700_000_000, 30, 1, 50, e.position + 50, 1)
+        block = Block.from_rows(rows, len(COLUMNS))
         rows_event = ev.RowsEvent(header, "b.1", e.position, e.position + 50, 7, 1, table,
-                                  ev.RowsKind.INSERT, tuple(rows), ())  # fmt: skip
+                                  ev.RowsKind.INSERT, block)  # fmt: skip
         e.position += 50
         return [table, rows_event]
 

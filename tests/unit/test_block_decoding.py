@@ -1,8 +1,9 @@
-"""Fast row decoders against the reference loop (``RowLayout.decode``): the native core
-(``native.py``, C) and the generated Python decoders (``rowcode.py``).
+"""The native core's blocks against the reference loop (``RowLayout.decode``).
 
-Both are fast paths: for any bytes, decoding a rows event's images with either must give
-exactly what the reference decoders give, values and errors alike. Hypothesis builds tables
+The core (``native.py``, C) is a fast path: for any bytes, decoding a rows event's images
+into a block must give exactly what the reference decoders give, values and errors alike,
+whether the block's columns are native buffers (read back through Arrow, as the sink reads
+them) or values (``objects=True``, as ``replicator dump`` asks). Hypothesis builds tables
 of mixed column types, row images with NULLs, partial images and update pairs; then the same
 images are cut at every length, and replaced by random bytes. The ``*_raw`` kinds put any
 bytes in fixed-width columns (zero dates, invalid DECIMAL digit groups, fractions out of
@@ -24,7 +25,7 @@ from replicator.binlog import native
 from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.decimal import encode_decimal
 from replicator.binlog.errors import DecodeError
-from replicator.binlog.rows import RowDecoders, RowImage, TableDecoder, decode_images
+from replicator.binlog.rows import RowImage, TableDecoder
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.temporal import (
     encode_date,
@@ -33,6 +34,7 @@ from replicator.binlog.temporal import (
     encode_timestamp2,
 )
 from replicator.binlog.values import ABSENT, InvalidTemporal
+from tests.blocks import block_rows
 
 # --------------------------------------------------------------------------- column kinds
 # name -> (ColumnDef fields, strategy of values, encoder of one value)
@@ -269,38 +271,38 @@ def images(draw: st.DrawFn, kinds: list[str], present: tuple[int, ...]) -> bytes
     return nulls.to_bytes((len(present) + 7) // 8, "little") + values
 
 
+FORMS = ("buffers", "objects") if native.available() else ()
+ALL = (*FORMS, "reference")
+
+
 def _decode(
     columns: tuple[ColumnDef, ...],
     data: bytes,
     before_bits: int,
     after_bits: int | None,
     *,
-    decoders: RowDecoders,
+    form: str,
 ) -> tuple[tuple[RowImage, ...], tuple[RowImage, ...]] | tuple[str, str]:
-    decoder = TableDecoder.build(columns, decoders=decoders)
+    decoder = TableDecoder.build(columns, decoders="reference" if form == "reference" else "native")
     layout = decoder.layout(before_bits)
     after = None if after_bits is None else decoder.layout(after_bits)
     try:
-        return decode_images(data, 0, layout, after)
+        block = decoder.decode(data, 0, layout, after, objects=form == "objects")
     except DecodeError as exc:
         return type(exc).__name__, str(exc)
+    return block_rows(block)
 
 
 def _same(
     columns: tuple[ColumnDef, ...], data: bytes, before_bits: int, after_bits: int | None
 ) -> tuple[tuple[RowImage, ...], tuple[RowImage, ...]] | tuple[str, str]:
-    reference = _decode(columns, data, before_bits, after_bits, decoders="reference")
-    for fast in FAST:
-        decoded = _decode(columns, data, before_bits, after_bits, decoders=fast)
-        assert decoded == reference, fast
+    reference = _decode(columns, data, before_bits, after_bits, form="reference")
+    for form in FORMS:
+        decoded = _decode(columns, data, before_bits, after_bits, form=form)
+        assert decoded == reference, form
         # the same type too: 1 == 1.0 == True would hide a wrong conversion
-        assert repr(decoded) == repr(reference), fast
+        assert repr(decoded) == repr(reference), form
     return reference
-
-
-# Without the native core (no C compiler), its absence fails test_native.py in CI.
-FAST: tuple[RowDecoders, ...] = ("native", "python") if native.available() else ("python",)
-ALL: tuple[RowDecoders, ...] = (*FAST, "reference")
 
 
 def _bits(present: tuple[int, ...]) -> int:
@@ -416,15 +418,15 @@ def test_memo_columns_convert_past_their_cache_size() -> None:
 
 def test_images_of_no_columns_with_bytes_left_are_refused() -> None:
     columns = _columns(["long"])
-    for decoders in ALL:
-        name, message = _decode(columns, b"\x00", 0, None, decoders=decoders)
+    for form in ALL:
+        name, message = _decode(columns, b"\x00", 0, None, form=form)
         assert name == "DecodeError"
         assert isinstance(message, str)
         assert message.startswith("1 bytes of row images for a row image of no columns")
 
 
-@pytest.mark.parametrize("decoders", ALL)
-def test_absent_columns_are_marked(decoders: RowDecoders) -> None:
+@pytest.mark.parametrize("form", ALL)
+def test_absent_columns_are_marked(form: str) -> None:
     columns = _columns(["long", "varchar_utf8", "long"])
-    decoded = _decode(columns, b"\x00" + struct.pack("<i", 5), 0b001, None, decoders=decoders)
+    decoded = _decode(columns, b"\x00" + struct.pack("<i", 5), 0b001, None, form=form)
     assert decoded == (((5, ABSENT, ABSENT),), ())
