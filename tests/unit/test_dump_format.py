@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replicator.binlog import events as ev
+from replicator.binlog.block import Block
 from replicator.binlog.constants import ColumnType
 from replicator.binlog.errors import DecodeError
 from replicator.binlog.framing import _NeedData
@@ -119,9 +120,20 @@ def _rows(
     rows: list[tuple[object, ...]],
     after: list[tuple[object, ...]] | None = None,
 ) -> ev.RowsEvent:
-    return ev.RowsEvent(
-        HEADER, "bin.000001", 200, 300, 1, 0, table, kind, tuple(rows), tuple(after or ())
-    )
+    width = len(table.columns)
+
+    def vectors(images: list[tuple[object, ...]]) -> tuple[list[object] | None, ...]:
+        """One list per column; a column absent from every image is not in the block."""
+        if not images:
+            return tuple([] for _ in range(width))
+        return tuple(
+            None if all(v is ABSENT for v in values) else list(values)
+            for values in zip(*images, strict=True)
+        )
+
+    block = Block(len(rows), vectors(rows), None if after is None else vectors(after),
+                  (None,) * width)  # fmt: skip
+    return ev.RowsEvent(HEADER, "bin.000001", 200, 300, 1, 0, table, kind, block)
 
 
 T = ColumnType
