@@ -1,7 +1,7 @@
 """``replicator dump``: row changes as JSON lines, one change per line.
 
 Values are written losslessly, each JSON type chosen so a consumer cannot silently lose
-precision (README "dump output"):
+precision (docs/type-mapping.md, Decoded values and ``dump`` JSON):
 
 * integers as JSON numbers (exact at any width, BIGINT UNSIGNED included);
 * FLOAT/DOUBLE as JSON numbers (shortest repr that round-trips);

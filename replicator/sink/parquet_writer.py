@@ -8,7 +8,7 @@ whose text or binary column would pass Arrow's 2 GiB per-array limit is split. `
 writes the rest, closes the file and fsyncs it. Making the file visible (rename) and durable
 in its directory is the commit protocol's job.
 
-Values land as the decoder produced them (README "Type mapping"), with these conversions:
+Values land as the decoder produced them (docs/type-mapping.md), with these conversions:
 
 * ``InvalidTemporal`` (zero or invalid dates) -> null, counted in ``invalid_temporals``; a
   real date of year 0 (``epoch`` set) lands exactly in DATE and DATETIME columns.
