@@ -1,7 +1,7 @@
 """Command line: ``replicator dump|run|check|status|checkpoint|materialize``.
 
-Exit codes (DESIGN.md): 0 done, 2 bad config or arguments, 3 server refused, 4 data integrity
-stop, 1 anything else. Every error message says what to do next.
+Exit codes (docs/operations.md, Exit codes): 0 done, 2 bad config or arguments, 3 server
+refused, 4 data integrity stop, 1 anything else. Every error message says what to do next.
 
 ``check`` exits 0 when the source is fit (warnings allowed), 3 when the stream cannot work (an
 error finding, or the server refused the login, a privilege or the TLS certificate), 2 for bad

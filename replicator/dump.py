@@ -1,7 +1,7 @@
 """``replicator dump``: row changes as JSON lines, one change per line.
 
 Values are written losslessly, each JSON type chosen so a consumer cannot silently lose
-precision (README "dump output"):
+precision (docs/type-mapping.md, Decoded values and ``dump`` JSON):
 
 * integers as JSON numbers (exact at any width, BIGINT UNSIGNED included);
 * FLOAT/DOUBLE as JSON numbers (shortest repr that round-trips);
@@ -18,18 +18,17 @@ precision (README "dump output"):
 * VECTOR as a list of floats;
 * SQL NULL as null; columns absent from a partial row image are left out.
 
-The lines are UTF-8. How they are made quickly: orjson writes each row image, from a dict
-built by code generated once per table shape and set of columns present (as ``binlog.rowcode``
-does for decoding), so that most values need no Python call. orjson writes integers, strings
-and null itself; in that code a DECIMAL becomes its digits by one C call
-(``Decimal.__format__``), and DATE, DATETIME and TIMESTAMP values take orjson's own text of them
-(for a DATETIME, its 'T' made a space), far faster than ``isoformat``. The fields the rows of an
-event share are encoded once for all of them. What orjson does not write itself (TIME, binary
-data, geometry, zero dates, JSON diffs, anything a column's type did not predict) goes through
-``RowChangeFormatter.default``, the per-value formatter. Doubles are written as Python's
-``repr`` prints them, as they always were: orjson prints the same text except below 1e-4 in
-magnitude ("0.00001" for 1e-05) and for NaN and the infinities (null), so those few are
-written as ``json.dumps`` writes them.
+The lines are UTF-8. How they are made quickly: orjson writes each row image, from a dict built
+by code generated once per table shape and set of columns present, so that most values need no
+Python call. orjson writes integers, strings and null itself; in that code a DECIMAL becomes its
+digits by one C call (``Decimal.__format__``), and DATE, DATETIME and TIMESTAMP values take
+orjson's own text of them (for a DATETIME, its 'T' made a space), far faster than ``isoformat``.
+The fields the rows of an event share are encoded once for all of them. What orjson does not
+write itself (TIME, binary data, geometry, zero dates, JSON diffs, anything a column's type did
+not predict) goes through ``RowChangeFormatter.default``, the per-value formatter. Doubles are
+written as Python's ``repr`` prints them, as they always were: orjson prints the same text
+except below 1e-4 in magnitude ("0.00001" for 1e-05) and for NaN and the infinities (null), so
+those few are written as ``json.dumps`` writes them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """One error tree for the whole program, split by whose fault an error is.
 
-Every error carries the process exit code the CLI uses for it (DESIGN.md: 2 bad config,
-3 server refused, 4 data integrity stop, 1 anything else) and a sentence saying what to do next.
+Every error carries the process exit code the CLI uses for it (docs/operations.md, Exit codes:
+2 bad config, 3 server refused, 4 data integrity stop, 1 anything else) and a sentence saying
+what to do next.
 This module is pure: the sans-I/O ``binlog`` package builds its errors on it.
 """
 

@@ -17,8 +17,8 @@ next total counts from zero even if it has already outgrown the old one. Feed on
 by ``inc`` or by ``sync`` from one source; ``inc`` calls do not move the sync baseline.
 
 Replication lag (``replicator_replication_lag_seconds``) is "now minus the binlog timestamp of the
-last event seen", set when an event is observed. Two protocol facts shape it (DESIGN.md):
-heartbeats and artificial events (the fake ROTATE that opens a dump) carry timestamp 0, so
+last event seen", set when an event is observed. Two protocol facts shape it (docs/operations.md,
+Metrics): heartbeats and artificial events (the fake ROTATE that opens a dump) carry timestamp 0, so
 ``observe_event_time`` ignores any timestamp <= 0; and the server sends a heartbeat only when it
 has had nothing to send for a heartbeat period, i.e. we have read everything, so
 ``observe_heartbeat`` sets the lag to 0. Without the heartbeat an idle source would look ever

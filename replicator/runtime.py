@@ -1,13 +1,14 @@
 """Process-wide settings for the long-running commands (``run``, ``dump``).
 
-Decoding allocates a few small tuples per row image (the row, its ``RowChange``), millions
-per minute, and none of them can form a reference cycle. CPython's cycle collector counts
-them all: with its default thresholds a young collection runs every 700 allocations, and the
-older generations, which hold the rows of the batch being built, are scanned again and again.
-Measured on the standard benchmark workload, building row changes while a batch is alive was
-four times slower with the defaults than without collection. ``tune_gc`` freezes what
-start-up allocated (imports, configuration) out of collection and makes collections rarer;
-cycles are still collected.
+Decoding allocates small objects by the million per minute (the values of columns decoded
+as objects, the row tuples ``dump`` makes), and none of them can form a reference cycle.
+CPython's cycle collector counts them all: with its default thresholds a young collection runs
+every 700 allocations, and the older generations, which hold the rows of the batch being
+built, are scanned again and again. Measured on the standard benchmark workload (before rows
+events were decoded into blocks), building row changes while a batch is alive was four times
+slower with the defaults than without collection. ``tune_gc`` freezes what start-up allocated
+(imports, configuration) out of collection and makes collections rarer; cycles are still
+collected.
 """
 
 from __future__ import annotations

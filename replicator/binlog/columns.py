@@ -41,9 +41,9 @@ such values repeat across rows and the returned objects are immutable.
 
 ``build_plan(col)`` returns the same decoder inside a ``ColumnPlan`` that also says how the
 value is laid out (a struct format, a cached fixed-width conversion, length-prefixed data, an
-ENUM index...), so ``rowcode.py`` can inline the column into a table's compiled row decoder.
+ENUM index...), so ``native.py`` can make it the native core's instructions for the column.
 The plan and the decoder come from the same builder and the same parameters; the decoder is
-the reference the compiled code falls back to.
+the reference the native core falls back to.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Arrow schemas for landing-zone files: one column type in, one Arrow field out.
 
 Every mapping is chosen so that ``spark.read.parquet`` (Spark 3.5) and ``pyarrow.dataset``
-read the file with no options and get the decoded value back exactly (DESIGN.md, "Types"):
+read the file with no options and get the decoded value back exactly (docs/type-mapping.md):
 
 | MySQL/MariaDB column | Arrow | Spark 3.5 reads it as |
 |---|---|---|

@@ -63,11 +63,11 @@ class TableVersion:
 
 @dataclass(slots=True)
 class HeldXa:
-    """The row changes of an XA transaction prepared but not yet decided (DESIGN.md: XA is
-    held until XA COMMIT, dropped at XA ROLLBACK). Its changes get their ``_seq``, ``_gtid``
-    and ``_ts`` when the commit lands them; until then ``seq`` is 0. Once a batch commits
-    while it is held, the landing zone keeps it on disk (``_state/xa/``) so a restart past
-    the PREPARE still has its rows."""
+    """The row changes of an XA transaction prepared but not yet decided (docs/landing-zone.md,
+    XA transactions: held until XA COMMIT, dropped at XA ROLLBACK). Its changes get their
+    ``_seq``, ``_gtid`` and ``_ts`` when the commit lands them; until then ``seq`` is 0. Once a
+    batch commits while it is held, the landing zone keeps it on disk (``_state/xa/``) so a
+    restart past the PREPARE still has its rows."""
 
     key: str  # XaId.key: what the XA COMMIT / ROLLBACK names
     xid: str  # as the server prints it, for messages

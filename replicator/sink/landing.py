@@ -1,6 +1,6 @@
 """The landing zone's commit protocol: every committed transaction lands exactly once.
 
-Layout (README, "the landing zone"): ``<root>/<database>/<table>/part-<first _seq>.parquet``
+Layout (docs/landing-zone.md, Layout): ``<root>/<database>/<table>/part-<first _seq>.parquet``
 data files, ``<root>/_manifests/<batch>.json`` commit records, ``<root>/_state/checkpoint.json``,
 ``<root>/_schema/history-<batch>.json`` the schema history. Names starting with ``_`` or ``.``
 are invisible to Spark.

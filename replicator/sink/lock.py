@@ -11,8 +11,8 @@ cannot be split between two inodes).
 The kernel drops the lock when the holder's process ends, however it ends (SIGKILL
 included), so a crashed daemon never leaves a stale lock behind. ``flock`` works on local
 filesystems; on NFS, Linux maps it to a POSIX byte-range lock held by the server (NFSv4),
-which serves as well. Object stores have no locks: there the same rule needs a lease object
-written with a conditional put (see the object-storage design in the README).
+which serves as well. Object stores (S3 and the like) have no such lock, and they are not a
+supported ``sink.root`` yet: the landing zone is a directory of a mounted filesystem.
 
 The record also says what the holder is, for the commands that only read a landing zone:
 ``replicator run`` adds its ``server_id``, the name it registers with the source as a replica

@@ -1,6 +1,7 @@
-"""Arrow columns built by the native core for the Parquet writer: from row tuples in one pass
-(``arrow_columns``: integers, floats, text, bytes, dates, timestamps and durations, with None
-as null), and from the column buffers of consecutive columnar events (``concat_columns``).
+"""Arrow columns built by the native core for the Parquet writer: from a column's list of
+values (or row tuples) in one pass (``arrow_columns``: integers, floats, text, bytes, dates,
+timestamps and durations, with None as null), and from the native buffers of one column of
+consecutive blocks (``concat_columns``).
 The core gives up (None) on any value that is not plainly of the column's type, and the
 writer converts that column with pyarrow and its own checks, as without the core."""
 

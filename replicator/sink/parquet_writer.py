@@ -1,14 +1,17 @@
 """Write the row changes of one table version into one Parquet file, column by column.
 
-``ParquetTableWriter`` turns batches of ``RowChange`` into Arrow record batches: the rows are
-transposed once (``zip(*rows)``) and every column becomes one ``pa.array(values, type)`` call,
-so the per-row cost stays in C. Converted batches are buffered and written as row groups of
-``row_group_rows`` rows, or sooner once they hold ``row_group_bytes`` (large BLOBs); a batch
-whose text or binary column would pass Arrow's 2 GiB per-array limit is split. ``close()``
-writes the rest, closes the file and fsyncs it. Making the file visible (rename) and durable
-in its directory is the commit protocol's job.
+``ParquetTableWriter`` turns runs (``changes.Run``: one block of row images each,
+``binlog.block``) into Arrow record batches, column by column: the native buffers of consecutive
+runs are joined by the core into one array (``pa.Array.from_buffers``), the lists of values of
+consecutive runs become one array (built by the core for plain types, else one
+``pa.array(values, type)`` call), a column missing from the images becomes nulls; the metadata
+columns are made once per run and spread over its rows. Converted batches are buffered and
+written as row groups of ``row_group_rows`` rows, or sooner once they hold ``row_group_bytes``
+(large BLOBs); a batch whose text or binary column would pass Arrow's 2 GiB per-array limit is
+split. ``close()`` writes the rest, closes the file and fsyncs it. Making the file visible
+(rename) and durable in its directory is the commit protocol's job.
 
-Values land as the decoder produced them (README "Type mapping"), with these conversions:
+Values land as the decoder produced them (docs/type-mapping.md), with these conversions:
 
 * ``InvalidTemporal`` (zero or invalid dates) -> null, counted in ``invalid_temporals``; a
   real date of year 0 (``epoch`` set) lands exactly in DATE and DATETIME columns.
@@ -39,7 +42,7 @@ Row identity, for whoever turns the changes back into a table (``replicator.spar
 
 The conversion is optimistic. A column of a plain type (integers, floats, text, bytes, dates,
 timestamps, durations) is first built by the native core (``binlog/_rowcore.c``, when it is
-built) straight from the row tuples into Arrow buffers; it gives up on anything that is not
+built) straight from its list of values into Arrow buffers; it gives up on anything that is not
 plainly a value of the column's type (None aside), and the column is then converted by
 pyarrow, as every other column is. pyarrow rejects every marker object, so a column is
 converted as it is and only scanned value by value when that fails. A failed ``write()``

@@ -154,12 +154,13 @@ def check_row_image(facts: PreflightFacts) -> Finding:
     lost = {
         "MINIMAL": "updates log only the changed columns and deletes only the primary key, "
         "so in the landing zone unchanged columns of updates and the non-key columns of "
-        "deletes are null (indistinguishable from real nulls) and _before holds only the key; "
-        "Spark must merge with earlier versions to rebuild rows",
+        "deletes are null and named in the row's _absent list, and _before holds only the "
+        "key; Spark must merge with earlier changes to rebuild rows (a column no change "
+        "carried stays unknown), and cannot apply changes of tables without a primary key",
         "NOBLOB": "unchanged BLOB/TEXT/JSON columns are left out of updates and deletes, so "
-        "Spark sees them as null in those rows",
+        "Spark sees them as null in those rows (named in the row's _absent list)",
         "FULL_NODUP": "after images hold only the changed columns, so update rows in the "
-        "landing zone carry null for every unchanged column",
+        "landing zone carry null for every unchanged column (named in the row's _absent list)",
     }.get(value or "", "the row images may be incomplete")
     return Finding(
         "warning",

@@ -3,7 +3,7 @@
 When ``binlog_row_metadata`` is below FULL, TABLE_MAP events lack column names and ENUM/SET
 labels (and with NO_LOG, signedness and charsets too). ``InformationSchemaLookup`` supplies
 them from ``information_schema.COLUMNS`` the first time a table is seen, and again after
-``forget()`` (DDL that may change columns). Limits, documented in the README:
+``forget()`` (DDL that may change columns). Limits (docs/operations.md, The replica stream):
 information_schema shows the table as it is *now*, and MariaDB prints ENUM/SET labels in
 utf8mb3 there (characters outside the BMP come back as '?'); FULL metadata avoids both.
 """

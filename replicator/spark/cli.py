@@ -2,7 +2,7 @@
 
 ``materialize`` is a ``click.Command`` for ``replicator.cli`` to register. It imports pyspark
 only when it runs, so the rest of replicator works without it; without pyspark it exits 2
-saying ``pip install 'replicator[spark]'``. Exit codes (DESIGN.md): 0 done, 2 bad arguments
+saying ``pip install 'replicator[spark]'``. Exit codes (docs/spark.md): 0 done, 2 bad arguments
 (landing zone missing, a malformed ``--key``, options that do not match the existing output,
 pyspark or Java missing), 4 the changes cannot be applied exactly (the error names the row
 and the fix) or the output was built from another landing zone (one made again at the same

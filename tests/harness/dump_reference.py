@@ -2,7 +2,7 @@
 value, then ``json.dumps`` per line.
 
 This is how ``replicator.dump`` formatted row changes before it wrote them with orjson and
-compiled per-table encoders. Its output is the contract (README "dump output"), so the tests
+compiled per-table encoders. Its output is the contract (docs/type-mapping.md), so the tests
 hold the fast formatter to it byte for byte. Kept on its own, not importing the product's
 helpers, so that a change there cannot change the reference with it.
 """

@@ -2,9 +2,9 @@
 
 Real binlog files (the repository's own captures, and the shared corpus when it is there) are
 damaged the ways disks and fuzzers damage them: bytes flipped inside event bodies with the
-CRC32 recomputed (so the damage gets past the checksum into the decoders, the columnar lane,
-the pipeline and the Parquet writer), sizes broken, events cut short or repeated. Each damaged
-file goes through the same path ``replicator run`` takes (decoder with the lane, transaction
+CRC32 recomputed (so the damage gets past the checksum into the decoders, their blocks, the
+pipeline and the Parquet writer), sizes broken, events cut short or repeated. Each damaged
+file goes through the same path ``replicator run`` takes (decoder into blocks, transaction
 assembler, pipeline, landing zone on a real filesystem, commit protocol). The only outcomes
 allowed: it lands, or it stops with a ``ReplicatorError`` (the daemon's typed errors, which
 exit with their own code). Afterwards recovery must accept the landing zone and every

@@ -1,5 +1,6 @@
 """The container files: docker-compose.yml validates, the image runs as non-root with a
-healthcheck and the daemon as its entrypoint, and the compose stack has what the README says."""
+healthcheck and the daemon as its entrypoint, and the compose stack has what docs/kubernetes.md
+says."""
 
 from __future__ import annotations
 

@@ -160,6 +160,8 @@ def test_row_image_minimal_says_what_spark_loses() -> None:
     image = finding(evaluate(facts(server)), "binlog_row_image")
     assert image.severity == "warning"
     assert "null" in image.found and "Spark" in image.found
+    assert "_absent" in image.found  # absent columns are named, not mistaken for NULLs
+    assert "indistinguishable" not in image.found
     assert image.sql == "SET GLOBAL binlog_row_image = 'FULL';"
     assert image.config == "binlog_row_image = FULL"
 
