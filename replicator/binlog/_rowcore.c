@@ -90,8 +90,8 @@ static const unsigned int POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000,
                                        100000000, 1000000000};
 
 /* ---------------------------------------------------------------- the stored formats
- * One reading of each fixed-width format, shared by the tuple decoders (Python objects) and
- * the columnar lane (Arrow values). */
+ * One reading of each fixed-width format, shared by the values as objects (decode_value) and
+ * the column buffers (lane_value). */
 
 /* The digits of a DECIMAL(intg + scale, scale) stored in w bytes: intg + scale characters
  * '0'-'9' into digits (leading zeros kept), the sign into *negative. 0 for a digit group out
@@ -908,7 +908,7 @@ done:
     return result;
 }
 
-/* ------------------------------------------------------------------- columnar lane */
+/* ----------------------------------------------------------------- column buffers */
 
 /* A column's values decoded straight into buffers (no Python object per value), for the
  * Parquet writer: one byte per row saying whether it is set, the values (out_width bytes
@@ -1221,7 +1221,7 @@ check_lane(const LaneInstr *in)
 /* BlockSpec: the images of one row layout (a table map's columns and the columns present in
  * an image) decoded column by column into a block, the one form every rows event takes.
  * Each present column becomes either buffers (its lane instruction: no Python object per
- * value; see the columnar lane above) or a list of objects (its RowSpec instruction, with
+ * value; see the column buffers above) or a list of objects (its object instruction, with
  * the column's Python converter behind it for unusual values). A value a column's buffers
  * cannot hold (a zero date, text that is not UTF-8, an ENUM index past the labels...) turns
  * that column into objects for the event and decoding starts again, so every value lands in
@@ -1504,7 +1504,7 @@ BlockSpec_traverse(BlockSpec *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* BlockSpec(instructions, lanes): per present column, in column order, its RowSpec
+/* BlockSpec(instructions, lanes): per present column, in column order, its object
  * instruction (op, width, arg0, arg1, obj) and its lane instruction (op, in width, out width,
  * arg0, arg1, obj) or None. */
 static PyObject *
