@@ -589,9 +589,12 @@ grow(Growable *g, Py_ssize_t extra)
     while (cap < g->len + extra) {
         cap *= 2;
     }
-    char *data = PyMem_Realloc(g->data, (size_t)cap);
+    /* the raw allocator: the block decoder grows buffers without holding the GIL */
+    char *data = PyMem_RawRealloc(g->data, (size_t)cap);
     if (data == NULL) {
-        PyErr_NoMemory();
+        if (PyGILState_Check()) {
+            PyErr_NoMemory();
+        }
         return -1;
     }
     g->data = data;
@@ -822,7 +825,7 @@ column_clear(Column *c)
     Py_CLEAR(c->validity);
     Py_CLEAR(c->data);
     Py_CLEAR(c->offsets);
-    PyMem_Free(c->heap.data);
+    PyMem_RawFree(c->heap.data);
     c->heap.data = NULL;
 }
 
@@ -1250,9 +1253,9 @@ static void
 side_clear(Side *s)
 {
     for (Py_ssize_t k = 0; s->cols != NULL && k < s->spec->npresent; k++) {
-        PyMem_Free(s->cols[k].valid.data);
-        PyMem_Free(s->cols[k].data.data);
-        PyMem_Free(s->cols[k].lengths.data);
+        PyMem_RawFree(s->cols[k].valid.data);
+        PyMem_RawFree(s->cols[k].data.data);
+        PyMem_RawFree(s->cols[k].lengths.data);
         memset(&s->cols[k], 0, sizeof(LaneColumn));
         Py_CLEAR(s->lists[k]);
     }
@@ -1300,6 +1303,17 @@ side_free(Side *s)
     PyMem_Free(s->as_objects);
     PyMem_Free(s->cols);
     PyMem_Free(s->lists);
+}
+
+static int
+side_has_objects(const Side *s)
+{
+    for (Py_ssize_t k = 0; k < s->spec->npresent; k++) {
+        if (s->as_objects[k]) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* One image at *pos into the side's columns: 0 decoded; 1 it does not decode (*bad: the
@@ -1444,12 +1458,23 @@ BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
                 outcome = 2;
             }
         }
+        /* buffers only: no Python object is touched, so other threads (the event loop, the
+         * Parquet writer) run meanwhile */
+        int free_threads = outcome == 0 && !side_has_objects(&sides[0]) &&
+                           (nsides == 1 || !side_has_objects(&sides[1]));
+        PyThreadState *saved = free_threads ? PyEval_SaveThread() : NULL;
         while (outcome == 0 && pos < end) {
             for (side = 0; side < nsides && outcome == 0; side++) {
                 outcome = side_image(&sides[side], bufobj, buf, &pos, end, &bad);
             }
             side--;
             rows++;
+        }
+        if (saved != NULL) {
+            PyEval_RestoreThread(saved);
+            if (outcome == 2) {
+                PyErr_NoMemory(); /* the only error of buffers */
+            }
         }
         if (outcome == 0) {
             PyObject *first = side_result(&sides[0]);

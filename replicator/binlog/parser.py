@@ -824,7 +824,7 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         pos = 0
     block = decoder.decode(buf, pos, layout, after_layout, after_hook, objects=p.objects)
     redecode = None
-    if block.has_buffers():
+    if not p.objects:  # rows as tuples, when asked for, from the event's bytes again
         start = pos
 
         def redecode() -> Block:
