@@ -187,12 +187,18 @@ class Service:
                 try:
                     return await self._stream(checkpoint, start, history, rewound, resync)
                 except PositionGoneError as exc:
-                    if gone is not None or self._snapshot_mode() != "when_needed":
+                    if not self._resyncs(exc, resynced=gone is not None):
                         raise
                     gone = exc
         finally:
             if self.http is not None:
                 await self.http.close()
+
+    def _resyncs(self, exc: BaseException, *, resynced: bool) -> bool:
+        """Whether the run goes on after ``exc`` with a resync (``snapshot.mode: when_needed``
+        and the checkpoint's binlog gone): once per run at most."""
+        gone = isinstance(exc, PositionGoneError)
+        return gone and not resynced and self._snapshot_mode() == "when_needed"
 
     def _snapshot_mode(self) -> str:
         mode = self.config.snapshot.mode
@@ -322,8 +328,7 @@ class Service:
                 try:
                     await group.create_task(self._replicate(stream, pipeline), name="replicate")
                 except BaseException as exc:
-                    resyncs = isinstance(exc, PositionGoneError) and resync is None
-                    if not (resyncs and self._snapshot_mode() == "when_needed"):
+                    if not self._resyncs(exc, resynced=resync is not None):
                         reason = str(exc) if isinstance(exc, ReplicatorError) else "stopped"
                         self.metrics.fatal(reason)
                     raise

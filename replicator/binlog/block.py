@@ -1,6 +1,6 @@
 """A block: the row images of one rows event, column by column (the one decoded form).
 
-Every rows event is decoded into a ``Block`` (``rows.decode_block``), and a snapshot chunk
+Every rows event is decoded into a ``Block`` (``rows.TableDecoder.decode``), and a snapshot chunk
 becomes one too (``Block.from_rows``), so everything downstream handles rows one way: the
 pipeline numbers a block's rows as one ``_seq`` range and projects its columns, the sink
 turns its vectors into Arrow arrays.
@@ -106,8 +106,10 @@ class Block:
 
 
 def _slice(vector: Vector | None, kind: NativeKind | None, start: int, stop: int) -> Vector | None:
-    if vector is None or type(vector) is list:
-        return None if vector is None else vector[start:stop]
+    if vector is None:
+        return None
+    if type(vector) is list:
+        return vector[start:stop]
     assert kind is not None
     found, values, lengths = cast(NativeBuffers, vector)
     if lengths is None:

@@ -587,7 +587,6 @@ class Pipeline:
             raise self._error
         batch = self._open()
         self._next_seq = self._schema_change(change, dt.datetime.now(dt.UTC), self._next_seq)
-        self._history_written = -1
         self._held = {}
         self._position = start
         self.snapshot = SnapshotState(filters=self.snapshot.filters)
@@ -608,8 +607,7 @@ class Pipeline:
         reset: bool = False,
     ) -> None:
         """A block of rows a snapshot read at ``at`` (the stream stands exactly there): they
-        land as
-        ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
+        land as ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
         chunk by a commit (``snapshot_chunk_done`` ends the chunk). ``reset``: the rows are
         the whole table (one read of a table without a usable key), so a ``truncate``
         lifecycle record comes first: the changes landed before them are in them already,

@@ -212,22 +212,22 @@ class _Rows:
         self.runs = runs
         self.starts = list(accumulate((run.block.count for run in runs), initial=0))
         self.count = self.starts[-1]
+        self._which: pa.Array | None = None
 
     def where(self, row: int) -> str:
         k = bisect_right(self.starts, row) - 1
         run = self.runs[k]
         return f"{run.binlog_file}:{run.binlog_pos} (_seq {run.seq + row - self.starts[k]})"
 
-    def each(self, flags: Sequence[bool]) -> pa.Array:
-        """One bool per row: each run's flag."""
-        return pa.array(
-            list(
-                chain.from_iterable(
-                    repeat(f, run.block.count) for f, run in zip(flags, self.runs, strict=True)
-                )
-            ),
-            pa.bool_(),
-        )
+    def spread(self, values: Sequence[object], type_: pa.DataType) -> pa.Array:
+        """One value per run, repeated over the run's rows."""
+        if len(self.runs) == 1:
+            return pa.array(list(values) * self.count, type_)
+        if self._which is None:  # the run of each row, made once per conversion
+            counts = (run.block.count for run in self.runs)
+            which = chain.from_iterable(repeat(i, n) for i, n in enumerate(counts))
+            self._which = pa.array(list(which), pa.int32())
+        return pa.array(values, type_).take(self._which)
 
 
 class ParquetTableWriter:
@@ -635,12 +635,6 @@ class ParquetTableWriter:
     def _metadata(self, rows: _Rows) -> list[pa.Array]:
         """The metadata columns: each run's values once, spread over its rows."""
         runs = rows.runs
-        which = None
-        if len(runs) > 1:
-            which = pa.array(
-                list(chain.from_iterable(repeat(i, run.block.count) for i, run in enumerate(runs))),
-                pa.int32(),
-            )
         per_run = (
             [run.op for run in runs],
             None,
@@ -655,10 +649,8 @@ class ParquetTableWriter:
             if values is None:  # _seq
                 numbers = chain.from_iterable(range(r.seq, r.seq + r.block.count) for r in runs)
                 arrays.append(pa.array(list(numbers), field.type))
-            elif which is None:
-                arrays.append(pa.array(values * rows.count, field.type))
             else:
-                arrays.append(pa.array(values, field.type).take(which))
+                arrays.append(rows.spread(values, field.type))
         self._check_metadata(arrays)
         return arrays
 
@@ -698,7 +690,7 @@ class ParquetTableWriter:
         struct = pa.StructArray.from_arrays(
             children,
             fields=list(self._before_type),
-            mask=rows.each([not u for u in updates]),
+            mask=rows.spread([not u for u in updates], pa.bool_()),
         )
         return struct, invalid
 
@@ -724,7 +716,7 @@ class ParquetTableWriter:
         return pa.StructArray.from_arrays(
             children,
             fields=list(self._before_key_type),
-            mask=rows.each([not k for k in keyed]),
+            mask=rows.spread([not k for k in keyed], pa.bool_()),
         )
 
     def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:
