@@ -29,6 +29,25 @@ def _read_all(fd: int) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
+def _run_on_a_terminal(config: Path) -> tuple[int, str]:
+    """``replicator run --stop-at-end`` with its stderr on a pseudo-terminal: its exit code
+    and everything it said there."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replicator.cli", "run", "--config", str(config), "--stop-at-end"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    )
+    os.close(follower)
+    try:
+        said = _read_all(leader)
+        return proc.wait(timeout=120), said
+    finally:
+        proc.kill()
+        os.close(leader)
+
+
 def test_catch_up_progress_line_on_a_terminal(tmp_path: Path) -> None:
     with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
         server.execute("CREATE DATABASE shop")
@@ -50,28 +69,7 @@ def test_catch_up_progress_line_on_a_terminal(tmp_path: Path) -> None:
             f"sink:\n  root: {tmp_path / 'landing'}\n  batch_max_rows: 20000\n"
             "service:\n  http_port: 0\n  progress_seconds: 0.1\n"
         )
-        leader, follower = pty.openpty()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "replicator.cli",
-                "run",
-                "--config",
-                str(config),
-                "--stop-at-end",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=follower,
-        )
-        os.close(follower)
-        try:
-            said = _read_all(leader)
-            code = proc.wait(timeout=120)
-        finally:
-            proc.kill()
-            os.close(leader)
+        code, said = _run_on_a_terminal(config)
     lines = [line for line in said.splitlines() if "catching up" in line]
     assert code == 0, said[-3000:]
     assert lines, said[-3000:]
@@ -99,19 +97,7 @@ def test_snapshot_progress_line_on_a_terminal(tmp_path: Path) -> None:
             "filters:\n  include: ['shop.*']\n"
             "service:\n  http_port: 0\n  progress_seconds: 0.1\n"
         )
-        leader, follower = pty.openpty()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "replicator.cli", "run", "--config", str(config),
-             "--stop-at-end"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=follower,
-        )  # fmt: skip
-        os.close(follower)
-        try:
-            said = _read_all(leader)
-            code = proc.wait(timeout=120)
-        finally:
-            proc.kill()
-            os.close(leader)
+        code, said = _run_on_a_terminal(config)
     assert code == 0, said[-3000:]
     lines = [line for line in said.splitlines() if "snapshot progress" in line]
     assert lines, said[-3000:]
