@@ -1,0 +1,444 @@
+"""Where a landing zone lives: a local directory, or a bucket of an object store.
+
+Everything the landing zone writes or reads goes through a ``Store`` by *key*: a relative,
+``/``-separated name such as ``_manifests/00000000000000000001.json`` or
+``shop/orders/part-00000000000000000001.parquet``. Two kinds exist:
+
+``LocalStore`` (``sink.root`` a path)
+    POSIX files. ``write`` replaces a file atomically and durably (hidden temp name, fsync,
+    ``rename(2)``, fsync of the directory); data files are written under a hidden staged name
+    and ``publish``-ed by a rename once their batch's manifest is durable.
+
+``ObjectStore`` (``sink.root`` an URL: ``s3://bucket/prefix``, ``gs://``, ``abfs://``,
+``hdfs://``)
+    pyarrow's filesystems. An object appears whole when its upload completes or not at all, so
+    ``write`` is one PUT and a data file is written straight under its final name
+    (``renames`` is False: nothing is staged, ``publish`` has nothing to do). What makes a
+    file committed is only that a manifest names it; readers go by the manifests.
+
+Errors are ``OSError`` as the filesystem raised them (the callers turn them into
+``SinkError``/``IntegrityError`` naming what they were doing). ``location`` is the root as the
+user wrote it, without credentials, for messages: a store never prints a secret.
+
+This module imports nothing of ours but ``errors`` and ``durable``: the daemon's sink and the
+Spark side (``spark/``) both use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .durable import fsync_dir
+from .errors import ConfigError
+
+__all__ = [
+    "LocalStore",
+    "ObjectStore",
+    "ObjectStoreOptions",
+    "Output",
+    "Store",
+    "is_url",
+    "open_store",
+    "redact_url",
+]
+
+_FILE_BUFFER = 1 << 20
+
+
+def is_url(root: str) -> bool:
+    """``sink.root`` names an object store (``scheme://...``; ``file://`` is a local path)."""
+    scheme = urlsplit(root).scheme
+    return len(scheme) > 1 and "://" in root and scheme != "file"
+
+
+def redact_url(root: str) -> str:
+    """``root`` without user, password or query (where credentials could hide)."""
+    if not is_url(root):
+        return root
+    parts = urlsplit(root)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def _check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/") or "\\" in key:
+        raise ValueError(f"not a landing zone key: {key!r}")
+    return key
+
+
+class Output(ABC):
+    """A file being written: ``write`` bytes, then ``close`` (durable and visible under its
+    key) or ``abort`` (nothing left behind that a reader could take for data)."""
+
+    @abstractmethod
+    def write(self, data: bytes | memoryview) -> int: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def abort(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def stream(self) -> Any:
+        """What ``pyarrow.parquet.ParquetWriter`` writes to."""
+
+
+class Store(ABC):
+    """A landing zone's files by key (module docstring)."""
+
+    location: str
+    renames: bool  # True: stage under a hidden name, then rename into place (POSIX)
+
+    @abstractmethod
+    def read(self, key: str) -> bytes:
+        """The whole file (``FileNotFoundError`` when there is none)."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def size(self, key: str) -> int:
+        """Bytes in the file (``FileNotFoundError`` when there is none)."""
+
+    @abstractmethod
+    def write(self, key: str, data: bytes) -> None:
+        """Replace the file atomically and durably: a reader sees the old or the new content."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[str]:
+        """Keys of every file under the folder ``prefix`` (recursive, sorted; none when it
+        does not exist)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the file; one that is not there is fine."""
+
+    @abstractmethod
+    def open_output(self, key: str) -> Output:
+        """Write a new file at ``key`` (replacing one that is there when it closes)."""
+
+    @abstractmethod
+    def staged(self, key: str) -> str:
+        """Where a data file whose final key is ``key`` is written before its commit."""
+
+    @abstractmethod
+    def publish(self, staged: str, key: str) -> None:
+        """Make a staged file visible under its final key, durably."""
+
+    @abstractmethod
+    def sync(self, folders: set[str]) -> None:
+        """Make new, renamed and removed entries of these folders durable."""
+
+    @abstractmethod
+    def filesystem(self) -> tuple[Any, str]:
+        """(``pyarrow.fs.FileSystem``, the root's path in it), for readers of the files."""
+
+    @abstractmethod
+    def uri(self, key: str) -> str:
+        """The file's address for other readers (a path, or the store's URL)."""
+
+    def ensure(self) -> None:
+        """Make the root exist (a local directory; object stores need nothing)."""
+
+
+class _LocalOutput(Output):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = open(path, "wb", buffering=_FILE_BUFFER)  # noqa: SIM115
+
+    @property
+    def stream(self) -> Any:
+        return self._file
+
+    def write(self, data: bytes | memoryview) -> int:
+        assert self._file is not None
+        return self._file.write(data)
+
+    def close(self) -> None:
+        handle, self._file = self._file, None
+        if handle is None:
+            return
+        try:
+            handle.flush()
+            os.fsync(handle.fileno())
+        finally:
+            handle.close()
+
+    def abort(self) -> None:
+        handle, self._file = self._file, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
+
+
+class LocalStore(Store):
+    """A landing zone in a local (or mounted) directory."""
+
+    renames = True
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.location = str(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / _check_key(key)
+
+    def ensure(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def read(self, key: str) -> bytes:
+        return self.path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self.path(key).exists()
+
+    def size(self, key: str) -> int:
+        return self.path(key).stat().st_size
+
+    def write(self, key: str, data: bytes) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        fsync_dir(path.parent)
+
+    def list(self, prefix: str = "") -> list[str]:
+        base = self.path(prefix) if prefix else self.root
+        if not base.is_dir():
+            return []
+        keys = []
+        for folder, _, names in os.walk(base):
+            rel = Path(folder).relative_to(self.root).as_posix()
+            keys.extend(name if rel == "." else f"{rel}/{name}" for name in names)
+        return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        self.path(key).unlink(missing_ok=True)
+
+    def open_output(self, key: str) -> Output:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _LocalOutput(path)
+
+    def staged(self, key: str) -> str:
+        folder, name = posixpath.split(key)
+        return posixpath.join(folder, f".{name}.tmp")
+
+    def publish(self, staged: str, key: str) -> None:
+        os.replace(self.path(staged), self.path(key))
+
+    def sync(self, folders: set[str]) -> None:
+        for folder in sorted(folders):
+            fsync_dir(self.path(folder) if folder else self.root)
+
+    def filesystem(self) -> tuple[Any, str]:
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), str(self.root.absolute())
+
+    def uri(self, key: str) -> str:
+        return str(self.path(key))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStoreOptions:
+    """How to reach an object store beyond its URL. Credentials come from the usual chains
+    (environment, profile, instance role) unless given here; none of these is ever shown."""
+
+    endpoint: str | None = None  # S3-compatible stores: http(s)://host:port
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+
+    def s3_arguments(self) -> dict[str, Any]:
+        args: dict[str, Any] = {}
+        if self.endpoint:
+            parts = urlsplit(self.endpoint)
+            if parts.scheme in ("http", "https"):
+                args["scheme"] = parts.scheme
+                args["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
+            else:
+                args["endpoint_override"] = self.endpoint
+            # S3-compatible servers rarely serve virtual-host-style bucket names
+            args["force_virtual_addressing"] = False
+        if self.region:
+            args["region"] = self.region
+        if self.access_key:
+            args["access_key"] = self.access_key
+            args["secret_key"] = self.secret_key or ""
+            if self.session_token:
+                args["session_token"] = self.session_token
+        return args
+
+
+class _ObjectOutput(Output):
+    def __init__(self, stream: Any, delete: Any) -> None:
+        self._stream = stream
+        self._delete = delete
+
+    @property
+    def stream(self) -> Any:
+        return self._stream
+
+    def write(self, data: bytes | memoryview) -> int:
+        return int(self._stream.write(data))
+
+    def close(self) -> None:
+        if not self._stream.closed:
+            self._stream.close()  # the upload completes: the object appears whole
+
+    def abort(self) -> None:
+        aborted = getattr(self._stream, "abort", None)
+        with contextlib.suppress(Exception):
+            if aborted is not None:
+                aborted()  # a multipart upload is abandoned: no object appears
+            elif not self._stream.closed:
+                self._stream.close()
+        with contextlib.suppress(Exception):
+            self._delete()
+
+
+class ObjectStore(Store):
+    """A landing zone under ``scheme://bucket/prefix`` (module docstring)."""
+
+    renames = False
+
+    def __init__(self, url: str, options: ObjectStoreOptions | None = None) -> None:
+        import pyarrow.fs as pafs
+
+        self.location = redact_url(url)
+        options = options or ObjectStoreOptions()
+        parts = urlsplit(url)
+        if parts.username or parts.password or parts.query:
+            raise ConfigError(
+                f"sink.root {self.location}: credentials or options in the URL are not read",
+                hint="give credentials through the environment, a profile or the instance "
+                "role, and the endpoint as sink.object_store.endpoint",
+            )
+        try:
+            if parts.scheme == "s3":
+                bucket_path = f"{parts.netloc}{parts.path}"
+                self.fs = pafs.S3FileSystem(**options.s3_arguments())
+                base = bucket_path
+            else:
+                self.fs, base = pafs.FileSystem.from_uri(url)
+        except (OSError, ValueError, TypeError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+            raise ConfigError(
+                f"sink.root {self.location} cannot be opened: {_quiet(exc, options)}",
+                hint="sink.root takes a local path or s3://bucket/prefix (gs://, abfs://, "
+                "hdfs:// as pyarrow reaches them)",
+            ) from None
+        self.base = base.strip("/")
+        if not self.base:
+            raise ConfigError(
+                f"sink.root {self.location} names no bucket",
+                hint="write s3://bucket/prefix",
+            )
+
+    def _at(self, key: str) -> str:
+        return f"{self.base}/{_check_key(key)}"
+
+    def read(self, key: str) -> bytes:
+        with self.fs.open_input_stream(self._at(key)) as handle:
+            return bytes(handle.read())
+
+    def exists(self, key: str) -> bool:
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(self._at(key))
+        return bool(info.type == pafs.FileType.File)
+
+    def size(self, key: str) -> int:
+        import pyarrow.fs as pafs
+
+        info = self.fs.get_file_info(self._at(key))
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(2, "No such object", self.uri(key))
+        return int(info.size)
+
+    def write(self, key: str, data: bytes) -> None:
+        with self.fs.open_output_stream(self._at(key)) as handle:
+            handle.write(data)
+
+    def list(self, prefix: str = "") -> list[str]:
+        import pyarrow.fs as pafs
+
+        base = self._at(prefix) if prefix else self.base
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        cut = len(self.base) + 1
+        return sorted(
+            info.path[cut:]
+            for info in self.fs.get_file_info(selector)
+            if info.type == pafs.FileType.File
+        )
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self._at(key))
+
+    def open_output(self, key: str) -> Output:
+        path = self._at(key)
+        stream = self.fs.open_output_stream(path)
+        return _ObjectOutput(stream, lambda: self.delete(key))
+
+    def staged(self, key: str) -> str:
+        return key
+
+    def publish(self, staged: str, key: str) -> None:
+        if staged != key:
+            raise ValueError(f"an object store stages nothing: {staged!r} is not {key!r}")
+
+    def sync(self, folders: set[str]) -> None:
+        return None  # a completed upload is durable
+
+    def filesystem(self) -> tuple[Any, str]:
+        return self.fs, self.base
+
+    def uri(self, key: str) -> str:
+        scheme = urlsplit(self.location).scheme
+        return f"{scheme}://{self._at(key)}"
+
+
+def _quiet(exc: BaseException, options: ObjectStoreOptions) -> str:
+    """An error's text with any configured secret blotted out."""
+    text = str(exc)
+    for secret in (options.secret_key, options.session_token, options.access_key):
+        if secret:
+            text = text.replace(secret, "********")
+    return text
+
+
+def open_store(root: str | Path, options: ObjectStoreOptions | Mapping[str, Any] | None = None) -> Store:
+    """The store ``sink.root`` names: an object store for a URL, else a local directory."""
+    text = str(root)
+    if is_url(text):
+        if isinstance(options, Mapping):
+            options = ObjectStoreOptions(**options)
+        return ObjectStore(text, options)
+    if text.startswith("file://"):
+        text = urlsplit(text).path
+    return LocalStore(Path(text))
