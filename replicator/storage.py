@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
 
+import pyarrow.fs as pafs
+
 from .durable import fsync_dir
 from .errors import ConfigError
 
@@ -151,6 +153,7 @@ class Store(ABC):
 
     def ensure(self) -> None:
         """Make the root exist (a local directory; object stores need nothing)."""
+        return None
 
 
 class _LocalOutput(Output):
@@ -229,7 +232,7 @@ class LocalStore(Store):
         base = self.path(prefix) if prefix else self.root
         if not base.is_dir():
             return []
-        keys = []
+        keys: list[str] = []
         for folder, _, names in os.walk(base):
             rel = Path(folder).relative_to(self.root).as_posix()
             keys.extend(name if rel == "." else f"{rel}/{name}" for name in names)
@@ -255,8 +258,6 @@ class LocalStore(Store):
             fsync_dir(self.path(folder) if folder else self.root)
 
     def filesystem(self) -> tuple[Any, str]:
-        import pyarrow.fs as pafs
-
         return pafs.LocalFileSystem(), str(self.root.absolute())
 
     def uri(self, key: str) -> str:
@@ -328,8 +329,6 @@ class ObjectStore(Store):
     renames = False
 
     def __init__(self, url: str, options: ObjectStoreOptions | None = None) -> None:
-        import pyarrow.fs as pafs
-
         self.location = redact_url(url)
         options = options or ObjectStoreOptions()
         parts = urlsplit(url)
@@ -367,14 +366,10 @@ class ObjectStore(Store):
             return bytes(handle.read())
 
     def exists(self, key: str) -> bool:
-        import pyarrow.fs as pafs
-
         info = self.fs.get_file_info(self._at(key))
         return bool(info.type == pafs.FileType.File)
 
     def size(self, key: str) -> int:
-        import pyarrow.fs as pafs
-
         info = self.fs.get_file_info(self._at(key))
         if info.type != pafs.FileType.File:
             raise FileNotFoundError(2, "No such object", self.uri(key))
@@ -385,8 +380,6 @@ class ObjectStore(Store):
             handle.write(data)
 
     def list(self, prefix: str = "") -> list[str]:
-        import pyarrow.fs as pafs
-
         base = self._at(prefix) if prefix else self.base
         selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
         cut = len(self.base) + 1
@@ -432,7 +425,9 @@ def _quiet(exc: BaseException, options: ObjectStoreOptions) -> str:
     return text
 
 
-def open_store(root: str | Path, options: ObjectStoreOptions | Mapping[str, Any] | None = None) -> Store:
+def open_store(
+    root: str | Path, options: ObjectStoreOptions | Mapping[str, Any] | None = None
+) -> Store:
     """The store ``sink.root`` names: an object store for a URL, else a local directory."""
     text = str(root)
     if is_url(text):
