@@ -2053,12 +2053,493 @@ text_row_payload(PyObject *self, PyObject *args)
     return row;
 }
 
+/* text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows)
+ *   -> (columns, count, offset, state, last):
+ * the rows of the whole packets in buf from offset, column by column: a column whose spec op
+ * is TB_OBJECTS becomes a list of values (text_value with its kind and fallback), every other
+ * one buffers (set, values, lengths | None) of the block layout (block.py). count rows were
+ * read; last is the offset of the last row's packet (-1: none). state as text_rows', and 4: the
+ * row at offset has a value its column's buffers cannot hold (a zero date, text that is not
+ * UTF-8 or not ASCII, a number out of range...): the rows before it are in the result, and
+ * the caller reads the rest as objects. At most max_rows rows are read (state 0 then). */
+
+enum {
+    TB_OBJECTS = 0,
+    TB_INT = 1,       /* arg0: bytes out (1, 2, 4, 8); arg1: 1 signed */
+    TB_FLOAT = 2,     /* arg0: 4 or 8 */
+    TB_DECIMAL = 3,   /* arg0: precision (<= 38); arg1: scale */
+    TB_DATE = 4,      /* days since 1970-01-01 (int32) */
+    TB_DATETIME = 5,  /* microseconds (int64) */
+    TB_TIMESTAMP = 6, /* microseconds (int64), UTC as the session prints it */
+    TB_UTF8 = 7,      /* strict UTF-8 */
+    TB_ASCII = 8,     /* ASCII only (MySQL latin1 text) */
+    TB_BYTES = 9      /* bytes as sent */
+};
+
+typedef struct {
+    int op, arg0, arg1;
+} TextSpec;
+
+static int
+tb_int(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char out[8])
+{
+    Py_ssize_t i = 0;
+    int negative = n > 0 && p[0] == '-';
+    i = negative;
+    if (i >= n || n - i > 20) {
+        return 0;
+    }
+    unsigned long long v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return 0;
+        }
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (~0ULL - d) / 10) {
+            return 0;
+        }
+        v = v * 10 + d;
+    }
+    int bits = 8 * t->arg0;
+    if (t->arg1) {
+        unsigned long long limit = 1ULL << (bits - 1); /* |min|; max is limit - 1 */
+        if (negative ? v > limit : v >= limit) {
+            return 0;
+        }
+        long long s = negative ? (long long)(0 - v) : (long long)v;
+        memcpy(out, &s, 8);
+    }
+    else {
+        if (negative && v != 0) {
+            return 0;
+        }
+        if (bits < 64 && v >> bits) {
+            return 0;
+        }
+        memcpy(out, &v, 8);
+    }
+    return 1;
+}
+
+static int
+tb_decimal(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char out[16])
+{
+    Py_ssize_t i = 0;
+    int negative = n > 0 && p[0] == '-';
+    i = negative;
+    unsigned __int128 v = 0;
+    int whole = 0, fraction = 0, seen_point = 0; /* whole: digits before the point past zeros */
+    int any_whole = 0;
+    for (; i < n; i++) {
+        unsigned char c = p[i];
+        if (c == '.' && !seen_point) {
+            seen_point = 1;
+            continue;
+        }
+        if (c < '0' || c > '9') {
+            return 0;
+        }
+        if (seen_point) {
+            fraction++;
+        }
+        else {
+            any_whole = 1;
+            whole += whole > 0 || c != '0';
+        }
+        v = v * 10 + (unsigned)(c - '0');
+        if (whole + fraction > 38) {
+            return 0;
+        }
+    }
+    /* SELECT prints exactly the scale's digits after the point; anything else is unusual */
+    if (!any_whole || fraction != t->arg1 || (t->arg1 > 0) != seen_point
+        || whole > t->arg0 - t->arg1) {
+        return 0;
+    }
+    __int128 s = negative ? -(__int128)v : (__int128)v;
+    memcpy(out, &s, 16);
+    return 1;
+}
+
+/* one non-NULL value into its column; 1 done, 0 the buffers cannot hold it, -1 error */
+static int
+tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
+{
+    unsigned char out[16];
+    int width = 0, f[7];
+    long long i;
+    switch (t->op) {
+    case TB_INT:
+        if (!tb_int(t, p, n, out)) {
+            return 0;
+        }
+        width = t->arg0;
+        break;
+    case TB_FLOAT: {
+        char buf[64];
+        if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
+            return 0;
+        }
+        char *end = NULL;
+        memcpy(buf, p, (size_t)n);
+        buf[n] = 0;
+        double d = PyOS_string_to_double(buf, &end, NULL);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (end != buf + n) {
+            return 0;
+        }
+        if (t->arg0 == 4) {
+            float fl = (float)d;
+            memcpy(out, &fl, 4);
+        }
+        else {
+            memcpy(out, &d, 8);
+        }
+        width = t->arg0;
+        break;
+    }
+    case TB_DECIMAL:
+        if (!tb_decimal(t, p, n, out)) {
+            return 0;
+        }
+        width = 16;
+        break;
+    case TB_DATE: {
+        if (text_fields(p, n, 0, f) != 0 || !valid_date(f[0], f[1], f[2])) {
+            return 0;
+        }
+        int days = (int)days_from_civil(f[0], f[1], f[2]);
+        memcpy(out, &days, 4);
+        width = 4;
+        break;
+    }
+    case TB_DATETIME:
+    case TB_TIMESTAMP: {
+        if (text_fields(p, n, 1, f) != 0) {
+            return 0;
+        }
+        Fields fields = {f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
+        if (!valid_fields(&fields)) {
+            return 0; /* the zero date or TIMESTAMP, an invalid date: the converter's marker */
+        }
+        i = fields_micros(&fields);
+        memcpy(out, &i, 8);
+        width = 8;
+        break;
+    }
+    case TB_UTF8:
+    case TB_ASCII:
+    case TB_BYTES: {
+        if (t->op == TB_UTF8 && !valid_utf8(p, n)) {
+            return 0;
+        }
+        if (t->op == TB_ASCII) {
+            for (Py_ssize_t k = 0; k < n; k++) {
+                if (p[k] >= 0x80) {
+                    return 0;
+                }
+            }
+        }
+        if (n > 0x7FFFFFFF || grow(&c->data, n) < 0 || grow(&c->lengths, 4) < 0) {
+            return n > 0x7FFFFFFF ? 0 : -1;
+        }
+        int len = (int)n;
+        memcpy(c->data.data + c->data.len, p, (size_t)n);
+        c->data.len += n;
+        memcpy(c->lengths.data + c->lengths.len, &len, 4);
+        c->lengths.len += 4;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+    if (grow(&c->data, width) < 0) {
+        return -1;
+    }
+    memcpy(c->data.data + c->data.len, out, (size_t)width);
+    c->data.len += width;
+    return 1;
+}
+
+static int
+tb_null(const TextSpec *t, LaneColumn *c)
+{
+    int varlen = t->op >= TB_UTF8;
+    Py_ssize_t size = varlen ? 4
+                      : t->op == TB_DECIMAL ? 16
+                      : t->op == TB_DATE ? 4
+                      : (t->op == TB_DATETIME || t->op == TB_TIMESTAMP) ? 8
+                                                                          : t->arg0;
+    Growable *g = varlen ? &c->lengths : &c->data;
+    if (grow(g, size) < 0) {
+        return -1;
+    }
+    memset(g->data + g->len, 0, (size_t)size);
+    g->len += size;
+    return 0;
+}
+
+static int
+tb_check(const TextSpec *t)
+{
+    switch (t->op) {
+    case TB_OBJECTS:
+        return 1;
+    case TB_INT:
+        return (t->arg0 == 1 || t->arg0 == 2 || t->arg0 == 4 || t->arg0 == 8) &&
+               (t->arg1 == 0 || t->arg1 == 1);
+    case TB_FLOAT:
+        return t->arg0 == 4 || t->arg0 == 8;
+    case TB_DECIMAL:
+        return t->arg0 >= 1 && t->arg0 <= 38 && t->arg1 >= 0 && t->arg1 <= t->arg0;
+    case TB_DATE:
+    case TB_DATETIME:
+    case TB_TIMESTAMP:
+    case TB_UTF8:
+    case TB_ASCII:
+    case TB_BYTES:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* One row into the columns; 1 done, 0 a value the buffers cannot hold (nothing of the row
+ * kept), -1 an exception, -2 not a row of these columns. */
+static int
+tb_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const TextSpec *specs,
+       const int *kinds, PyObject *fallbacks, LaneColumn *cols, PyObject **lists)
+{
+    Py_ssize_t at = 0, k;
+    int result = 1;
+    for (k = 0; k < ncols; k++) {
+        LaneColumn *c = &cols[k];
+        if (at >= n) {
+            result = -2;
+            break;
+        }
+        int null = p[at] == 0xFB;
+        unsigned long long len = 0;
+        if (null) {
+            at++;
+        }
+        else {
+            Py_ssize_t used;
+            if (read_lenenc(p + at, n - at, &len, &used) < 0
+                || len > (unsigned long long)(n - at - used)) {
+                result = -2;
+                break;
+            }
+            at += used;
+        }
+        if (specs[k].op == TB_OBJECTS) {
+            PyObject *value;
+            if (null) {
+                value = Py_NewRef(Py_None);
+            }
+            else {
+                value = text_value(kinds[k], PyTuple_GET_ITEM(fallbacks, k), p + at,
+                                   (Py_ssize_t)len);
+            }
+            if (value == NULL) {
+                result = -1;
+                break;
+            }
+            int failed = PyList_Append(lists[k], value);
+            Py_DECREF(value);
+            if (failed) {
+                result = -1;
+                break;
+            }
+        }
+        else {
+            int done = null ? (tb_null(&specs[k], c) == 0 ? 1 : -1)
+                            : tb_value(&specs[k], p + at, (Py_ssize_t)len, c);
+            if (done != 1) {
+                result = done;
+                break;
+            }
+            if (grow(&c->valid, 1) < 0) {
+                result = -1;
+                break;
+            }
+            c->valid.data[c->valid.len++] = null ? 0 : 1;
+        }
+        at += (Py_ssize_t)len;
+    }
+    if (result == 1 && at != n) {
+        result = -2;
+    }
+    return result;
+}
+
+static PyObject *
+text_block(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset, max_rows;
+    PyObject *specs_obj, *kinds_obj, *fallbacks;
+    int deprecate_eof;
+    if (!PyArg_ParseTuple(args, "y*nO!O!O!pn", &view, &offset, &PyTuple_Type, &specs_obj,
+                          &PyTuple_Type, &kinds_obj, &PyTuple_Type, &fallbacks, &deprecate_eof,
+                          &max_rows)) {
+        return NULL;
+    }
+    Py_ssize_t ncols;
+    int *kinds = NULL;
+    TextSpec *specs = NULL;
+    LaneColumn *cols = NULL;
+    PyObject **lists = NULL;
+    PyObject *columns = NULL, *result = NULL;
+    Py_ssize_t count = 0, last = -1;
+    int state = 0;
+    if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(specs_obj) != ncols) {
+        PyErr_SetString(PyExc_TypeError, "specs: one per column");
+        goto done;
+    }
+    specs = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(TextSpec));
+    cols = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(LaneColumn));
+    lists = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(PyObject *));
+    if (specs == NULL || cols == NULL || lists == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        TextSpec *t = &specs[k];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs_obj, k), "iii", &t->op, &t->arg0,
+                              &t->arg1)) {
+            goto done;
+        }
+        if (!tb_check(t)) {
+            PyErr_Format(PyExc_ValueError, "column %zd: bad text block spec", k);
+            goto done;
+        }
+        if (t->op == TB_OBJECTS && (lists[k] = PyList_New(0)) == NULL) {
+            goto done;
+        }
+    }
+    Py_ssize_t *marks = PyMem_Malloc(sizeof(Py_ssize_t) * 4 * (size_t)(ncols > 0 ? ncols : 1));
+    if (marks == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t size = view.len;
+    while (offset + 4 <= size && count < max_rows) {
+        Py_ssize_t len = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16;
+        const unsigned char *p = buf + offset + 4;
+        if (len == MAX_PAYLOAD) {
+            state = 3;
+            break;
+        }
+        if (offset + 4 + len > size) {
+            break;
+        }
+        if (len > 0 && p[0] == 0xFF) {
+            state = 2;
+            break;
+        }
+        if (len > 0 && p[0] == 0xFE && (len < 9 || deprecate_eof)) {
+            offset += 4 + len;
+            state = 1;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < ncols; k++) {
+            marks[4 * k] = cols[k].valid.len;
+            marks[4 * k + 1] = cols[k].data.len;
+            marks[4 * k + 2] = cols[k].lengths.len;
+            marks[4 * k + 3] = lists[k] ? PyList_GET_SIZE(lists[k]) : 0;
+        }
+        int done = tb_row(p, len, ncols, specs, kinds, fallbacks, cols, lists);
+        if (done != 1) {
+            for (Py_ssize_t k = 0; k < ncols; k++) { /* nothing of the row stays */
+                cols[k].valid.len = marks[4 * k];
+                cols[k].data.len = marks[4 * k + 1];
+                cols[k].lengths.len = marks[4 * k + 2];
+                if (lists[k] && PyList_GET_SIZE(lists[k]) > marks[4 * k + 3]) {
+                    PyObject *err_type, *err_value, *err_tb;
+                    PyErr_Fetch(&err_type, &err_value, &err_tb);
+                    PyList_SetSlice(lists[k], marks[4 * k + 3], PyList_GET_SIZE(lists[k]), NULL);
+                    PyErr_Restore(err_type, err_value, err_tb);
+                }
+            }
+        }
+        if (done == 0) {
+            state = 4;
+            break;
+        }
+        if (done < 0) {
+            if (done == -2 && !PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError,
+                             "a row packet of %zd bytes is not a row of %zd columns", len, ncols);
+            }
+            PyMem_Free(marks);
+            goto done;
+        }
+        last = offset;
+        count++;
+        offset += 4 + len;
+    }
+    PyMem_Free(marks);
+    columns = PyTuple_New(ncols);
+    if (columns == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        PyObject *item;
+        LaneColumn *c = &cols[k];
+        if (specs[k].op == TB_OBJECTS) {
+            item = Py_NewRef(lists[k]);
+        }
+        else if (specs[k].op >= TB_UTF8) {
+            item = Py_BuildValue("(y#y#y#)", c->valid.data ? c->valid.data : "", c->valid.len,
+                                 c->data.data ? c->data.data : "", c->data.len,
+                                 c->lengths.data ? c->lengths.data : "", c->lengths.len);
+        }
+        else {
+            item = Py_BuildValue("(y#y#O)", c->valid.data ? c->valid.data : "", c->valid.len,
+                                 c->data.data ? c->data.data : "", c->data.len, Py_None);
+        }
+        if (item == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(columns, k, item);
+    }
+    result = Py_BuildValue("(Onnin)", columns, count, offset, state, last);
+done:
+    Py_XDECREF(columns);
+    for (Py_ssize_t k = 0; cols != NULL && k < ncols; k++) {
+        PyMem_RawFree(cols[k].valid.data);
+        PyMem_RawFree(cols[k].data.data);
+        PyMem_RawFree(cols[k].lengths.data);
+    }
+    for (Py_ssize_t k = 0; lists != NULL && k < ncols; k++) {
+        Py_XDECREF(lists[k]);
+    }
+    PyMem_Free(cols);
+    PyMem_Free(lists);
+    PyMem_Free(specs);
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef rowcore_methods[] = {
     {"concat_columns", concat_columns, METH_VARARGS,
      "concat_columns(parts, width, varlen): one column of consecutive blocks' buffers as "
      "Arrow buffers."},
     {"text_rows", text_rows, METH_VARARGS,
      "text_rows(buf, offset, kinds, fallbacks, deprecate_eof): rows of a text result set."},
+    {"text_block", text_block, METH_VARARGS,
+     "text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows): rows of a "
+     "text result set as block columns."},
     {"text_row", text_row_payload, METH_VARARGS,
      "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
     {"arrow_columns", arrow_columns, METH_VARARGS,
@@ -2153,6 +2634,16 @@ PyInit__rowcore(void)
     OP_CONSTANT(m, LANE_ASCII);
     OP_CONSTANT(m, LANE_BYTES);
     OP_CONSTANT(m, LANE_ENUM);
+    OP_CONSTANT(m, TB_OBJECTS);
+    OP_CONSTANT(m, TB_INT);
+    OP_CONSTANT(m, TB_FLOAT);
+    OP_CONSTANT(m, TB_DECIMAL);
+    OP_CONSTANT(m, TB_DATE);
+    OP_CONSTANT(m, TB_DATETIME);
+    OP_CONSTANT(m, TB_TIMESTAMP);
+    OP_CONSTANT(m, TB_UTF8);
+    OP_CONSTANT(m, TB_ASCII);
+    OP_CONSTANT(m, TB_BYTES);
     return m;
 fail:
     Py_XDECREF(m);

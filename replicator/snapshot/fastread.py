@@ -1,10 +1,13 @@
-"""A text result set read straight from the socket into row tuples by the native core.
+"""A text result set read straight from the socket into blocks by the native core.
 
 pymysql sends the query and reads the column definitions; the row packets that follow are
-read here in large blocks and parsed by ``_rowcore.text_rows``: no per-value Python objects
-besides the values themselves, and each value built as the binlog decoders build it (the
-column's ``columns.converter`` handles whatever the C fast path does not take, and raises
-the exact error). A row the server split over several packets (16 MiB and more) is joined
+read here in large blocks and parsed by ``_rowcore.text_block`` into a block's column buffers
+(``binlog.block``: the layout the binlog decoder gives the same column, so the sink cannot tell
+a snapshot chunk from a rows event): no Python object per value. Columns of other types, and
+every column from the first row holding a value buffers cannot (a zero date, latin1 text that
+is not ASCII, a number out of range), are read by ``_rowcore.text_rows`` as the binlog decoders
+build values (the column's ``columns.converter`` handles whatever the C fast path does not take,
+and raises the exact error). A row the server split over several packets (16 MiB and more) is joined
 here and parsed by ``_rowcore.text_row``. Without the native core, pymysql reads the rows and
 the converters decode each value (the same values, several times slower).
 """
@@ -17,6 +20,8 @@ import pymysql
 import pymysql.cursors
 
 from ..binlog import native
+from ..binlog.block import Block, NativeKind
+from ..binlog.charsets import decode_mysql_latin1, text_decoder
 from ..binlog.constants import ColumnType as T
 from ..binlog.schema import ColumnDef
 from ..errors import IntegrityError
@@ -51,15 +56,65 @@ def kind(col: ColumnDef) -> int:
     return PYTHON
 
 
+_INT_WIDTHS = {T.TINY: 1, T.SHORT: 2, T.INT24: 4, T.LONG: 4, T.LONGLONG: 8}
+_TEXT_TYPES = frozenset(
+    {T.VARCHAR, T.VAR_STRING, T.STRING, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.BLOB}
+)
+MAX_DECIMAL_DIGITS = 38  # what decimal128 holds
+
+
+def buffer_spec(col: ColumnDef) -> tuple[tuple[int, int, int], NativeKind] | None:
+    """How the native core reads a column's text straight into buffers (``text_block``
+    spec, and the block kind of the buffers, the same as the binlog decoder's for the
+    column); None when its values stay objects."""
+    core = native.core()
+    code = col.real_type
+    if col.text_form is not None:
+        return None
+    if code in _INT_WIDTHS:
+        width, signed = _INT_WIDTHS[T(code)], int(not col.unsigned)
+        return (core.TB_INT, width, signed), ("int", width, signed)
+    if code in (T.FLOAT, T.DOUBLE):
+        width = 4 if code == T.FLOAT else 8
+        return (core.TB_FLOAT, width, 0), ("float", width, 0)
+    if code == T.NEWDECIMAL:
+        precision, scale = col.meta >> 8, col.meta & 0xFF
+        if precision > MAX_DECIMAL_DIGITS or scale > precision:
+            return None
+        return (core.TB_DECIMAL, precision, scale), ("decimal128", precision, scale)
+    if code in (T.DATE, T.NEWDATE):
+        return (core.TB_DATE, 0, 0), ("date32", 0, 0)
+    if code in (T.DATETIME, T.DATETIME2):
+        return (core.TB_DATETIME, 0, 0), ("timestamp", 0, 0)
+    if code in (T.TIMESTAMP, T.TIMESTAMP2):
+        return (core.TB_TIMESTAMP, 0, 0), ("timestamp_utc", 0, 0)
+    if code not in _TEXT_TYPES or col.charset is None:
+        return None
+    if col.charset == "binary":
+        return None if code == T.STRING else ((core.TB_BYTES, 0, 0), ("binary", 0, 0))
+    decode = text_decoder(col.charset)
+    if decode is bytes.decode:
+        return (core.TB_UTF8, 0, 0), ("utf8", 0, 0)
+    if decode is decode_mysql_latin1:
+        return (core.TB_ASCII, 0, 0), ("utf8", 0, 0)
+    return None
+
+
 def read_rows(
     conn: pymysql.connections.Connection, sql: str, columns: Sequence[ColumnDef], batch: int
-) -> Iterator[list[tuple[object, ...]]]:
-    """The rows of ``sql`` (a SELECT of ``columns``), in lists of about ``batch``."""
+) -> Iterator[tuple[Block, tuple[object, ...]]]:
+    """The rows of ``sql`` (a SELECT of ``columns``) as blocks of about ``batch`` rows, each
+    with its last row as a tuple (where the next chunk starts)."""
     converters = tuple(converter(c) for c in columns)
+    width = len(columns)
     if not native.available():
-        yield from _slow(conn, sql, converters, batch)
+        for fetched in _slow(conn, sql, converters, batch):
+            yield Block.from_rows(fetched, width), fetched[-1]
         return
     kinds = tuple(kind(c) for c in columns)
+    found = [buffer_spec(c) for c in columns]
+    specs = tuple((0, 0, 0) if f is None else f[0] for f in found)
+    natives = tuple(None if f is None else f[1] for f in found)
     core = native.core()
     conn.query(sql, unbuffered=True)
     result = conn._result
@@ -71,7 +126,11 @@ def read_rows(
     rfile = conn._rfile
     assert rfile is not None
     buf = b""
-    pending: list[tuple[object, ...]] = []
+    pieces: list[tuple[object, ...]] = []
+    rows: list[tuple[object, ...]] = []  # once a value needs objects: the rest as tuples
+    count = 0
+    last: tuple[object, ...] = ()
+    objects = False
     try:
         while True:
             block = rfile.read1(READ_BYTES)
@@ -80,27 +139,73 @@ def read_rows(
             buf = buf + block if buf else block
             offset = 0
             while True:
-                rows, offset, state = core.text_rows(buf, offset, kinds, converters, False)
-                pending.extend(rows)
+                if objects:
+                    got, offset, state = core.text_rows(buf, offset, kinds, converters, False)
+                    rows.extend(got)
+                else:
+                    vectors, n, offset, state, at = core.text_block(
+                        buf, offset, specs, kinds, converters, False, batch - count
+                    )
+                    if n:
+                        pieces.append(vectors)
+                        count += n
+                        size = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16
+                        last = core.text_row(buf[at + 4 : at + 4 + size], kinds, converters)
+                    full = count >= batch
+                    if full:
+                        yield _block(pieces, count, natives), last
+                        pieces, count = [], 0
+                    if state == 4:  # a value the buffers cannot hold: objects from here on
+                        objects = True
+                        continue
+                    if full and state == 0:  # whole packets may follow in buf
+                        continue
                 if state == 3:  # a row over several packets
                     joined, offset = _joined(rfile, buf, offset)
                     buf, offset = joined[1], 0
-                    pending.append(core.text_row(joined[0], kinds, converters))
+                    row = core.text_row(joined[0], kinds, converters)
+                    if not objects:
+                        if pieces:
+                            yield _block(pieces, count, natives), last
+                            pieces, count = [], 0
+                        objects = True
+                    rows.append(row)
                     continue
                 break
-            if len(pending) >= batch:
-                yield pending
-                pending = []
+            if len(rows) >= batch:
+                yield Block.from_rows(rows, width), rows[-1]
+                rows = []
             if state == 1:
                 break
             if state == 2:
                 _raise_error(rfile, buf[offset:])
             buf = buf[offset:]
-        if pending:
-            yield pending
+        if pieces:
+            yield _block(pieces, count, natives), last
+        if rows:
+            yield Block.from_rows(rows, width), rows[-1]
     finally:
         result.unbuffered_active = False
         conn._result = None
+
+
+def _block(
+    pieces: list[tuple[object, ...]], count: int, natives: tuple[NativeKind | None, ...]
+) -> Block:
+    """One block of consecutive ``text_block`` results (buffers joined, lists chained)."""
+    if len(pieces) == 1:
+        return Block(count, pieces[0], None, natives)  # type: ignore[arg-type]
+    columns: list[object] = []
+    for k, kind_ in enumerate(natives):
+        parts = [piece[k] for piece in pieces]
+        if kind_ is None:
+            columns.append([value for part in parts for value in part])  # type: ignore[attr-defined]
+        else:
+            found = b"".join(p[0] for p in parts)  # type: ignore[index]
+            values = b"".join(p[1] for p in parts)  # type: ignore[index]
+            lengths = None if parts[0][2] is None else b"".join(p[2] for p in parts)  # type: ignore[index]
+            columns.append((found, values, lengths))
+    return Block(count, tuple(columns), None, natives)  # type: ignore[arg-type]
 
 
 def _joined(rfile: object, buf: bytes, offset: int) -> tuple[tuple[bytes, bytes], int]:

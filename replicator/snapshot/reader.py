@@ -29,6 +29,7 @@ from typing import Any
 import pymysql
 import structlog
 
+from ..binlog.block import Block
 from ..binlog.gtid import MysqlGtidSet
 from ..binlog.position import StreamPosition
 from ..binlog.schema import ColumnDef
@@ -147,9 +148,9 @@ class SnapshotReader:
         key: Sequence[int],
         after: tuple[object, ...] | None,
         limit: int | None,
-    ) -> Iterator[list[tuple[object, ...]]]:
+    ) -> Iterator[tuple[Block, tuple[object, ...]]]:
         """The rows after ``after`` (by ``key``, column indexes) in key order, at most
-        ``limit``; with no key, the whole table. Yields lists of decoded row tuples."""
+        ``limit``; with no key, the whole table. Yields blocks, each with its last row."""
         sql = f"SELECT {', '.join(select_expression(c) for c in columns)} FROM "
         sql += f"{quote(schema)}.{quote(table)}"
         names = [quote(columns[i].name or "") for i in key]

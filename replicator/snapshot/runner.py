@@ -32,7 +32,6 @@ from typing import Any
 import structlog
 
 from ..binlog import events as ev
-from ..binlog.block import Block
 from ..binlog.constants import ColumnType as T
 from ..binlog.gtid import MysqlGtid
 from ..binlog.position import StreamPosition, is_past, position_reached
@@ -258,13 +257,12 @@ class SnapshotRunner:
                 ) from exc
             if rows is None:
                 break
-            block = Block.from_rows(rows, len(defs))
+            block, last = rows
             await self.pipeline.snapshot_rows(
                 version, keep, block, at, ts, self.server_id, reset=reset
             )
             reset = False
-            total += len(rows)
-            last = rows[-1]
+            total += block.count
         self.rows_read += total
         self._table_rows += total
         if walkable and limit is not None and total == limit and last is not None:

@@ -347,3 +347,129 @@ def test_a_row_split_over_packets_is_joined() -> None:
     assert after.startswith(EOF_PACKET[:4])
     row = core.text_row(joined, kinds, fallbacks)  # type: ignore[attr-defined]
     assert row[6] == big and row[:6] == EXPECTED[:6]
+
+
+# ------------------------------------------------------------- text rows into block buffers
+
+
+def _buffer_columns() -> list[object]:
+    from replicator.binlog.constants import ColumnType as T
+    from replicator.binlog.schema import ColumnDef
+
+    return [
+        ColumnDef(0, T.TINY, 0, name="t"),
+        ColumnDef(1, T.TINY, 0, name="tu", unsigned=True),
+        ColumnDef(2, T.SHORT, 0, name="s"),
+        ColumnDef(3, T.INT24, 0, name="m"),
+        ColumnDef(4, T.LONG, 0, name="lu", unsigned=True),
+        ColumnDef(5, T.LONGLONG, 0, name="q"),
+        ColumnDef(6, T.LONGLONG, 0, name="qu", unsigned=True),
+        ColumnDef(7, T.FLOAT, 4, name="f"),
+        ColumnDef(8, T.DOUBLE, 8, name="d"),
+        ColumnDef(9, T.NEWDECIMAL, 12 << 8 | 2, name="dec"),
+        ColumnDef(10, T.NEWDECIMAL, 38 << 8 | 38, name="frac"),
+        ColumnDef(11, T.DATE, 0, name="day"),
+        ColumnDef(12, T.DATETIME2, 6, name="at"),
+        ColumnDef(13, T.TIMESTAMP2, 3, name="ts"),
+        ColumnDef(14, T.VARCHAR, 400, name="u", charset="utf-8"),
+        ColumnDef(15, T.VARCHAR, 400, name="l", charset="cp1252"),
+        ColumnDef(16, T.BLOB, 4, name="b", charset="binary"),
+        ColumnDef(17, T.TIME2, 0, name="objects"),  # no buffer form: stays values
+    ]
+
+
+def _text_of(value: object) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, float):
+        return repr(value).encode()
+    return str(value).encode()
+
+
+@st.composite
+def _text_row(draw: st.DrawFn) -> list[bytes | None]:
+    """One row as SELECT prints it, NULLs included, values the buffers hold or not."""
+
+    def maybe(strategy: st.SearchStrategy[object]) -> object:
+        return draw(st.one_of(st.none(), strategy))
+
+    moment = st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59))
+    values = [
+        maybe(st.integers(-128, 127)),
+        maybe(st.integers(0, 255)),
+        maybe(st.integers(-(2**15), 2**15 - 1)),
+        maybe(st.integers(-(2**23), 2**23 - 1)),
+        maybe(st.integers(0, 2**32 - 1)),
+        maybe(st.integers(-(2**63), 2**63 - 1)),
+        maybe(st.integers(0, 2**64 - 1)),
+        maybe(st.floats(width=32, allow_nan=False, allow_infinity=False)),
+        maybe(st.floats(allow_nan=False, allow_infinity=False)),
+        maybe(st.decimals(-(10**10) + 1, 10**10 - 1, places=2).map(lambda d: f"{d:.2f}")),
+        maybe(st.decimals(-1, 1, places=38).map(lambda d: f"{d:.38f}")),
+        maybe(
+            st.one_of(
+                st.dates().map(lambda d: d.isoformat()),
+                st.sampled_from(["0000-00-00", "2023-02-31", "0000-01-21"]),
+            )
+        ),
+        maybe(
+            st.one_of(
+                moment.map(lambda m: m.isoformat(sep=" ", timespec="microseconds")),
+                st.just("0000-00-00 00:00:00.000000"),
+            )
+        ),
+        maybe(
+            st.one_of(
+                moment.map(lambda m: m.isoformat(sep=" ", timespec="milliseconds")),
+                st.just("0000-00-00 00:00:00.000"),
+            )
+        ),
+        maybe(st.text(max_size=20)),
+        maybe(st.text(st.characters(max_codepoint=0xFF, exclude_characters="\x81\x8d\x8f\x90\x9d"),
+                      max_size=20).map(lambda s: s.encode("cp1252", "replace"))),  # fmt: skip
+        maybe(st.binary(max_size=20)),
+        maybe(st.sampled_from(["-838:59:59", "00:00:00", "12:34:56"])),
+    ]
+    return [_text_of(v) for v in values]
+
+
+@given(st.lists(_text_row(), max_size=12), st.integers(1, 20))
+def test_text_blocks_hold_the_values_text_rows_give(
+    rows: list[list[bytes | None]], max_rows: int
+) -> None:
+    """Blocks read straight into buffers (``text_block``, as ``fastread`` does) hold the same
+    values as the rows the object path (``text_rows``) reads from the same packets: the
+    rows up to a value buffers cannot hold, which ``text_block`` leaves to the object path
+    with nothing of that row kept."""
+    from replicator.snapshot.columns import converter
+    from replicator.snapshot.fastread import buffer_spec, kind
+    from tests.blocks import vector_values
+
+    core, defs = _core(), _buffer_columns()
+    kinds = tuple(kind(c) for c in defs)  # type: ignore[arg-type]
+    fallbacks = tuple(converter(c) for c in defs)  # type: ignore[arg-type]
+    found = [buffer_spec(c) for c in defs]  # type: ignore[arg-type]
+    assert found[-1] is None and all(f is not None for f in found[:-1])
+    specs = tuple((0, 0, 0) if f is None else f[0] for f in found)
+    natives = tuple(None if f is None else f[1] for f in found)
+    data = b"".join(_packet(b"".join(_lenenc(v) for v in row)) for row in rows) + EOF_PACKET
+    expected, _, _ = core.text_rows(data, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+    got: list[tuple[object, ...]] = []
+    offset, state = 0, 0
+    while state == 0:
+        vectors, n, offset, state, last = core.text_block(  # type: ignore[attr-defined]
+            data, offset, specs, kinds, fallbacks, False, max_rows
+        )
+        assert n <= max_rows
+        assert (last == -1) == (n == 0)
+        columns = [vector_values(v, k, n) for v, k in zip(vectors, natives, strict=True)]
+        got.extend(zip(*columns, strict=True))
+        if state == 4:  # the rest as objects, from the row that stopped the block
+            rest, offset, state = core.text_rows(data, offset, kinds, fallbacks, False)  # type: ignore[attr-defined]
+            got.extend(rest)
+    assert state == 1 and offset == len(data)
+    assert got == expected
