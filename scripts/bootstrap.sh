@@ -57,3 +57,7 @@ if ! command -v promtool >/dev/null 2>&1 && [ ! -x .venv/bin/promtool ]; then
     install -m 0755 "$tmp/unpacked/usr/bin/promtool" .venv/bin/promtool
     rm -rf "$tmp"
 fi
+
+# bytecode for the package, as an installed package has it: every daemon a test or benchmark
+# starts would otherwise compile the sources again where PYTHONDONTWRITEBYTECODE is set
+.venv/bin/python -m compileall -q replicator >/dev/null
