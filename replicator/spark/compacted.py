@@ -15,8 +15,11 @@ is never read twice, and an incremental run that applied some of the output's ba
 reads only the rows of the batches after them.
 
 Records are read before the manifests: a record only names files of batches committed before
-it. Superseded files stay for the retention period (``sink.compaction.retention``, a day by
-default), so a job that resolved the old files a moment before a compaction still finds them.
+it. An output that is committed but not yet renamed into place (a compactor died between its
+record and the rename; the next run or the daemon's start finishes it) is not read yet: the
+files it replaces are read meanwhile, as they are still there. Superseded files stay for the
+retention period (``sink.compaction.retention``, a day by default), so a job that resolved the
+old files a moment before a compaction still finds them.
 This module needs pyarrow only, not Spark.
 """
 
@@ -83,7 +86,9 @@ def holders(root: Path) -> dict[str, Holding]:
     if not directory.is_dir():
         return {}
     names = sorted(p for p in directory.iterdir() if _RECORD.fullmatch(p.name))
-    held: dict[str, list[_Entry]] = {}  # live output -> the manifest entries it holds
+    replaces: dict[str, list[_Entry]] = {}  # output -> the files it replaces (direct)
+    entries: dict[str, list[_Entry]] = {}  # output -> the manifest entries it holds
+    live: set[str] = set()
     for number, path in enumerate(names, start=1):
         if path.name != f"{number:020d}.json":
             raise _bad(path, f"follows compaction {number - 1}: a record is missing")
@@ -94,24 +99,37 @@ def holders(root: Path) -> dict[str, Holding]:
             raise _bad(path, f"cannot be read: {exc}") from exc
         for item in outputs:
             output = _entry(item, path)
-            entries: list[_Entry] = []
-            for old in item.get("replaces") or ():
-                replaced = _entry(old, path)
-                entries.extend(held.pop(replaced.path, [replaced]))
+            direct = [_entry(old, path) for old in item.get("replaces") or ()]
+            held = [e for old in direct for e in entries.get(old.path, [old])]
             if (
-                sum(e.rows for e in entries) != output.rows
-                or not entries
-                or entries[0].first_seq != output.first_seq
-                or entries[-1].last_seq != output.last_seq
+                sum(e.rows for e in held) != output.rows
+                or not held
+                or held[0].first_seq != output.first_seq
+                or held[-1].last_seq != output.last_seq
             ):
                 raise _bad(path, f"says {output.path} holds other rows than the files it replaces")
-            held[output.path] = entries
+            live.difference_update(old.path for old in direct)
+            live.add(output.path)
+            replaces[output.path] = direct
+            entries[output.path] = held
     out: dict[str, Holding] = {}
-    for holder, entries in held.items():
-        low = entries[0].first_seq
-        for entry in entries:
+
+    def place(holder: str) -> None:
+        if not (root / holder).is_file():
+            # committed, not yet renamed into place (a compactor died between its record and
+            # the rename; local disks): what it replaces is still there (retention runs
+            # after the rename), so those are read meanwhile
+            for old in replaces[holder]:
+                if old.path in replaces:
+                    place(old.path)
+            return
+        low = entries[holder][0].first_seq
+        for entry in entries[holder]:
             out[entry.path] = Holding(holder, (low, entry.last_seq))
             low = entry.last_seq + 1
+
+    for holder in sorted(live):
+        place(holder)
     return out
 
 
