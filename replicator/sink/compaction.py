@@ -546,10 +546,19 @@ def _committed_at(manifest: Manifest) -> float:
 
 
 def _footer(store: Store, path: str) -> tuple[pa.Schema, int]:
+    """A file's schema and the bytes its data takes (compressed column chunks): the size it
+    adds to a merged file, without the footer and page overhead a small file repeats."""
     fs, base = store.filesystem()
     try:
         with fs.open_input_file(f"{base}/{path}") as handle:
-            return pq.ParquetFile(handle).schema_arrow, int(handle.size())
+            source = pq.ParquetFile(handle)
+            meta = source.metadata
+            size = sum(
+                meta.row_group(g).column(c).total_compressed_size
+                for g in range(meta.num_row_groups)
+                for c in range(meta.num_columns)
+            )
+            return source.schema_arrow, int(size)
     except (OSError, pa.ArrowException) as exc:
         raise IntegrityError(
             f"cannot read the footer of committed file {store.uri(path)}: {exc}",

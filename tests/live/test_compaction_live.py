@@ -112,7 +112,7 @@ def _workload(server: MariaDBServer, done: threading.Event, counted: list[int]) 
                     cur.execute("DELETE FROM orders WHERE id = %s", (rng.randrange(200),))
                 cur.execute("COMMIT")
                 counted.append(n)
-                time.sleep(0.004)
+                time.sleep(0.01)
     finally:
         conn.close()
         done.set()
@@ -202,7 +202,7 @@ def _files(root: Path) -> dict[str, int]:
 
 
 def _live(root: Path) -> dict[str, int]:
-    return {t: len({f.path for f in fs}) for t, fs in committed_files(root).items()}
+    return {t.split(".")[1]: len({f.path for f in fs}) for t, fs in committed_files(root).items()}
 
 
 def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None:
@@ -225,10 +225,11 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         writer.start()
         rng = random.Random(5)
         fired: Counter = Counter()
-        runs = random_kills = daemon_kills = 0
+        runs = random_kills = daemon_kills = concurrent = 0
         midway: tuple[int, dict[str, list[dict[str, object]]]] | None = None
         try:
-            while not done.is_set() or runs < 12:
+            while not done.is_set() or set(fired) != set(STEPS):
+                assert runs < 40, f"faults never fired: {fired}"
                 kind = runs % 6
                 if kind < len(STEPS):  # killed by itself inside a step
                     fault = f"{STEPS[kind]}:1"
@@ -253,7 +254,8 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
                     proc = _compact(config, compact_log)
                     assert proc.wait(timeout=60) == 0, compact_log.read_text()[-2000:]
                 runs += 1
-                if runs in (4, 9) and not done.is_set():  # the daemon dies too
+                concurrent += not done.is_set()
+                if runs in (2, 6) and not done.is_set():  # the daemon dies too
                     daemon.send_signal(signal.SIGKILL)
                     daemon.wait()
                     daemon_kills += 1
@@ -268,7 +270,9 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         assert final.wait(timeout=300) == 0, log.read_text(errors="replace")[-3000:]
         expected = _expected(server, (status.file, status.position))
         source = {name: set(server.query(f"SELECT * FROM shop.{name}")) for name in TABLES}
-    batches = read_manifests(root).last_batch or 0
+    manifests = read_manifests(root).manifests
+    batches = manifests[-1].batch
+    written = Counter(f.table.split(".")[1] for m in manifests for f in m.files)
     before_files, before_live = _files(root), _live(root)
     before = _committed(root)
     result = subprocess.run(
@@ -285,6 +289,8 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
     figures = {
         "batches": batches,
         "compaction_runs": runs,
+        "compaction_runs_while_landing": concurrent,
+        "files_the_daemon_wrote": dict(written),
         "compactor_kills_in_steps": dict(fired),
         "compactor_kills_at_random": random_kills,
         "daemon_kills": daemon_kills,
@@ -298,6 +304,7 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
     print("compaction figures:", json.dumps(figures, sort_keys=True))
     (tmp_path / "figures.json").write_text(json.dumps(figures))
     assert batches >= 900
+    assert daemon_kills == 2 and concurrent >= 5
     assert set(fired) == set(STEPS), fired
     assert after == before
     for table in ("orders", "items", "notes"):
