@@ -474,7 +474,8 @@ def plan(
     ``_seq`` order; ``boundaries``: the ``_seq`` of each lifecycle record naming it). A
     group never spans an ineligible file, a schema or footer change or a lifecycle record,
     and closes once it reaches ``target_bytes``; a file that size or larger stays alone, and
-    so does a group of one."""
+    so does a group of one, and a file with a record inside its ``_seq`` range (a batch's
+    file holds rows from before and after a TRUNCATE of its table)."""
     groups: list[Group] = []
     for table, files in sorted(tables.items()):
         marks = sorted(boundaries.get(table, ()))
@@ -482,7 +483,8 @@ def plan(
         size = 0
         for item in files:
             current = runs[-1]
-            if not item.eligible or item.bytes >= target_bytes:
+            inside = any(item.piece.first_seq < m < item.piece.last_seq for m in marks)
+            if not item.eligible or item.bytes >= target_bytes or inside:
                 runs.append([])
                 size = 0
                 continue
