@@ -327,3 +327,50 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         new = rest.get(table, [])
         assert old + new == after[table], table
     assert not list(root.glob("shop/*/.*"))
+
+
+def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
+    """``sink.compaction.every``: the daemon compacts beside the stream it lands."""
+    with MariaDBServer() as server:
+        server.execute("CREATE DATABASE shop")
+        for name, columns in (*TABLES.items(), ("notes", NOTES)):
+            server.execute(f"CREATE TABLE shop.{name} ({columns})")
+        status = server.binlog_status()
+        root = tmp_path / "landing"
+        config = _config(tmp_path / "replicator.yaml", server, root, status.gtid_binlog_pos)
+        config.write_text(
+            config.read_text().replace(
+                "  batch_max_seconds: 0.05\n",
+                "  batch_max_seconds: 0.05\n  compaction:\n    every: 1\n    older_than: 0\n"
+                "    retention: 0\n",
+            )
+        )
+        log = tmp_path / "run.log"
+        daemon = _daemon(config, log)
+        try:
+            conn = server.connect("shop")
+            with conn.cursor() as cur:
+                for n in range(200):
+                    cur.execute("INSERT INTO orders VALUES (%s, 1, '1.00', 'x')", (n,))
+                    cur.execute("COMMIT")
+                    time.sleep(0.01)
+            conn.close()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                found = committed_files(root) if (root / "_manifests").is_dir() else {}
+                rows = sum(f.rows for f in found.get("shop.orders", []))
+                if rows == 200 and len({f.path for f in found["shop.orders"]}) <= 2:
+                    break
+                time.sleep(0.5)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(timeout=60) == 0, log.read_text(errors="replace")[-3000:]
+    manifests = read_manifests(root).manifests
+    written = sum(len(m.files) for m in manifests)
+    files = committed_files(root)["shop.orders"]
+    assert written >= 60  # batches of a few rows each
+    assert len({f.path for f in files}) <= 2
+    assert cp.read_records(cp.LocalStore(root))
+    ids = read_arrow(files, ["id"]).column("id").to_pylist()
+    assert sorted(ids) == list(range(200))
+    assert '"compacted"' in log.read_text()
