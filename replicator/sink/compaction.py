@@ -575,6 +575,9 @@ def candidates(
     checkpoint_batch: int,
     older_than: float,
 ) -> tuple[dict[str, list[Candidate]], dict[str, list[int]]]:
+    """Each table's live files in ``_seq`` order, with whether they may merge (every manifest
+    entry they hold is of a batch up to the checkpoint, not a replay, old enough), and the
+    ``_seq`` of the lifecycle records naming each table (as ``table`` or rename ``to``)."""
     now = time.time()
     ok_batches = {
         m.batch
