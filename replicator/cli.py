@@ -1,4 +1,4 @@
-"""Command line: ``replicator dump|run|check|status|checkpoint|materialize``.
+"""Command line: ``replicator dump|run|check|status|checkpoint|compact|materialize``.
 
 Exit codes (docs/operations.md, Exit codes): 0 done, 2 bad config or arguments, 3 server
 refused, 4 data integrity stop, 1 anything else. Every error message says what to do next.
@@ -509,6 +509,83 @@ def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_js
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(json.dumps(data, indent=2) if as_json else format_schema(data), nl=not as_json)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_SIZES = {"": 1, "b": 1, "kb": 1024, "mb": 1024**2, "gb": 1024**3}
+
+
+def _seconds(text: str, option: str) -> float:
+    """``90s``, ``15m``, ``12h``, ``1d``, ``2w`` or plain seconds."""
+    raw = text.strip().lower()
+    unit = raw[-1:] if raw[-1:] in _UNITS else "s"
+    number = raw[:-1] if raw[-1:] in _UNITS else raw
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(
+            f"{option} {text!r} is not a duration", hint="write e.g. 1d, 12h, 30m, 0s"
+        )
+    return value
+
+
+def _bytes(text: str, option: str) -> int:
+    """``128MB``, ``1GB``, ``512kb`` or plain bytes."""
+    raw = text.strip().lower()
+    number = raw.rstrip("bkmg")
+    unit = raw[len(number) :]
+    try:
+        value = int(float(number) * _SIZES[unit])
+    except (ValueError, KeyError):
+        value = 0
+    if value < 1024:
+        raise ConfigError(
+            f"{option} {text!r} is not a size of 1kb or more", hint="write e.g. 128MB, 1GB"
+        )
+    return value
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--older-than", help="Only batches committed this long ago (default: config, 1d).")
+@click.option("--target-size", help="Merged files grow to about this size (default: 128MB).")
+@click.option("--retention", help="Delete superseded files this long after (default: 1d).")
+def compact(
+    config_file: Path, older_than: str | None, target_size: str | None, retention: str | None
+) -> None:
+    """Merge small committed files of each table into few large ones (docs/operations.md)."""
+    from .sink.compaction import Settings, run_compaction  # noqa: PLC0415 - see the imports
+    from .sink.landing import FaultInjector  # noqa: PLC0415
+    from .storage import open_store  # noqa: PLC0415
+
+    try:
+        config = load_config(config_file)
+        chosen = config.sink.compaction
+        settings = Settings(
+            older_than=chosen.older_than
+            if older_than is None
+            else _seconds(older_than, "--older-than"),
+            target_bytes=chosen.target_bytes
+            if target_size is None
+            else _bytes(target_size, "--target-size"),
+            retention=chosen.retention if retention is None else _seconds(retention, "--retention"),
+            compression=config.sink.compression,
+            row_group_rows=config.sink.row_group_rows,
+        )
+        store = open_store(config.sink.root)
+        result = run_compaction(store, settings, FaultInjector.from_env())
+    except ReplicatorError as exc:
+        _fail(exc)
+    except OSError as exc:
+        _fail(
+            SinkError(
+                f"compaction of {config.sink.root} failed: {exc}",
+                hint="nothing half-done is committed; run it again",
+            )
+        )
+    click.echo(result.describe())
 
 
 main.add_command(materialize)

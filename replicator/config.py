@@ -391,6 +391,23 @@ class StartConfig:
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
 @dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """Compaction and retention of the landing zone (``sink.compaction``; docs/operations.md)."""
+
+    # the daemon compacts this often (seconds; 0: never, run `replicator compact` instead)
+    every: Annotated[
+        float, Limit(1, 30 * DAY, "seconds between compactions, e.g. 3600", zero_turns_off=True)
+    ] = 0.0
+    # only files of batches committed at least this long ago are merged
+    older_than: Annotated[float, Limit(0, 365 * DAY, "seconds, e.g. 86400")] = float(DAY)
+    # a merged file grows to about this size
+    target_bytes: Annotated[int, Limit(1024, MAX_BYTES, "bytes, e.g. 134217728")] = 128 * 1024**2
+    # superseded files are deleted this long after the compaction that merged them
+    retention: Annotated[float, Limit(0, 365 * DAY, "seconds, e.g. 86400")] = float(DAY)
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
 class SinkConfig:
     """The landing zone and how changes are batched into it."""
 
@@ -413,6 +430,7 @@ class SinkConfig:
     # a transaction with more row changes than this streams to staging files instead of
     # being held in memory, and commits as one batch at its end
     large_transaction_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 50000")] = 50_000
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)

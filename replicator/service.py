@@ -42,6 +42,7 @@ from .pipeline.pipeline import Pipeline, PipelineStats, TableFilter
 from .progress import CatchUpTracker, bytes_behind
 from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, resync_change
 from .schema.tracker import SchemaTracker
+from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lock import LandingLock
 from .snapshot.requests import read_requests
@@ -51,6 +52,7 @@ from .source.errors import SourceUnavailableError
 from .source.seeding import apply_skipped_ddl, seed_history
 from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
+from .storage import LocalStore
 
 log = structlog.get_logger("replicator")
 GUARD_SECONDS = 2.0
@@ -325,6 +327,7 @@ class Service:
                 notifier = group.create_task(self.notifier.run(), name="notify")
                 progress = group.create_task(self._progress(pipeline), name="progress")
                 guard = group.create_task(self._guard(), name="guard")
+                compactor = group.create_task(self._compact_every(), name="compact")
                 try:
                     await group.create_task(self._replicate(stream, pipeline), name="replicate")
                 except BaseException as exc:
@@ -335,6 +338,7 @@ class Service:
                 finally:
                     progress.cancel()
                     guard.cancel()
+                    compactor.cancel()
                     await self.notifier.close(timeout=5.0)
                     with contextlib.suppress(asyncio.CancelledError):
                         await notifier
@@ -420,6 +424,48 @@ class Service:
             await asyncio.sleep(GUARD_SECONDS)
             self.lock.check()
             self._take_requests()
+
+    async def _compact_every(self) -> None:
+        """``sink.compaction.every``: compact the landing zone on a timer, beside the stream
+        (``sink.compaction``: it only touches batches the checkpoint passed). A round is
+        skipped while a ``replicator compact`` holds the compaction lock; a failed round is
+        logged and the stream goes on (nothing half-done is committed)."""
+        settings = self.config.sink.compaction
+        if settings.every <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(settings.every)
+            try:
+                result = await loop.run_in_executor(None, self._compact_once)
+            except ReplicatorError as exc:
+                log.error("compaction failed", error=str(exc), hint=exc.hint)
+                continue
+            except OSError as exc:
+                log.warning("compaction failed", error=str(exc), hint="retried next round")
+                continue
+            if result is not None and result.record is not None:
+                log.info("compacted", detail=result.describe())
+
+    def _compact_once(self) -> compaction.Result | None:
+        chosen = self.config.sink.compaction
+        store = LocalStore(self.zone.root)
+        lock = compaction.CompactionLock(store)
+        if not lock.take(wait=False):
+            return None  # `replicator compact` is running
+        try:
+            return compaction.compact(
+                store,
+                compaction.Settings(
+                    older_than=chosen.older_than,
+                    target_bytes=chosen.target_bytes,
+                    retention=chosen.retention,
+                    compression=self.config.sink.compression,
+                    row_group_rows=self.config.sink.row_group_rows,
+                ),
+            )
+        finally:
+            lock.release()
 
     async def _start_http(self) -> None:
         service = self.config.service

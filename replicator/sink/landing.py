@@ -65,6 +65,8 @@ from ..durable import fsync_dir
 from ..errors import IntegrityError, SinkError
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
+from ..storage import LocalStore
+from . import compaction
 from .changes import HeldXa, Run, TableVersion, rows_in
 from .identity import LANDING_ID_KEY, establish
 from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
@@ -484,6 +486,7 @@ class LandingZone:
             )
             self.checkpoints.save(checkpoint)
         self._remove_uncommitted()
+        compaction.recover_if_idle(LocalStore(self.root))
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None
@@ -551,6 +554,7 @@ class LandingZone:
         """Every file a manifest names must be there (or, for a batch the checkpoint has not
         reached, still under its hidden temp name). Returns the committed paths."""
         referenced: set[Path] = set()
+        missing: list[tuple[int, str]] = []
         for manifest in manifests:
             for item in manifest.files:
                 final = self.root / item["path"]
@@ -560,8 +564,14 @@ class LandingZone:
                 temp = final.with_name(f".{final.name}.tmp")
                 if manifest.batch > checkpoint.batch and temp.exists():
                     continue
+                missing.append((manifest.batch, str(item["path"])))
+        # compaction may have superseded them (read after the check: a file is deleted only
+        # after the record superseding it is committed)
+        gone = compaction.superseded(LocalStore(self.root)) if missing else set()
+        for batch, path in missing:
+            if path not in gone:
                 raise IntegrityError(
-                    f"batch {manifest.batch} is committed but its file {item['path']} is gone",
+                    f"batch {batch} is committed but its file {path} is gone",
                     hint="restore the file from a backup; nothing was changed in the landing zone",
                 )
         return referenced

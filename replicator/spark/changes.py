@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 from ..errors import ConfigError, IntegrityError
 from .columns import Source, match, table_columns, version_key
 from .committed import CommittedFile, file_key, file_schema, key_of
+from .compacted import reads
 from .fills import fill_literal
 from .lineage import Lineage, Segment
 from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel
@@ -48,6 +49,7 @@ __all__ = [
     "align",
     "file_versions",
     "normalize",
+    "read_committed",
     "read_files",
     "read_lineage",
     "replayed",
@@ -57,12 +59,14 @@ __all__ = [
 
 AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
 # working columns of the replay dedup
-_FILE, _ID, _TABLE, _BATCH, _FIRST = (
+_FILE, _ID, _TABLE, _BATCH, _FIRST, _LOW, _HIGH = (
     "__replicator_file",
     "__replicator_id",
     "__replicator_table",
     "__replicator_batch",
     "__replicator_first",
+    "__replicator_low",
+    "__replicator_high",
 )
 _ID_SCHEMA = T.StructType(
     [
@@ -321,7 +325,7 @@ def read_files(
 ) -> Read:
     """Every row change of ``files`` (of one table), in one schema."""
     versions = file_versions(files)
-    frames = [spark.read.parquet(*v.paths) for v in versions]
+    frames = [read_committed(spark, v.files) for v in versions]
     return _assemble(
         table,
         versions,
@@ -349,33 +353,42 @@ def _identity() -> Column:
 def replayed(
     spark: SparkSession, files: Sequence[CommittedFile], rereading: Collection[int]
 ) -> DataFrame | None:
-    """(file name, source identity) of the row changes in ``files`` to leave out: those a
-    replay batch (``rereading``) landed again, i.e. whose identity a lower batch of the same
-    landed table holds too. None when no file is of a replay batch. ``files``: every
-    committed file of the landed tables concerned (the first copies may be in any of them)."""
+    """The ``_seq`` of the row changes in ``files`` to leave out: those a replay batch
+    (``rereading``) landed again, i.e. whose identity a lower batch of the same landed table
+    holds too. None when no file is of a replay batch. ``files``: every committed file of the
+    landed tables concerned (the first copies may be in any of them). A row's batch is its
+    file's, or for a slice of a compaction output (``compacted``) the slice's whose ``_seq``
+    range holds it."""
     again = [f for f in files if f.batch in rereading]
     if not again:
         return None
-    names: dict[str, CommittedFile] = {}
+    names: dict[str, Path] = {}
     for item in files:
-        other = names.setdefault(item.path.name, item)
-        if other is not item:
+        other = names.setdefault(item.path.name, item.path)
+        if other != item.path:
             raise IntegrityError(
-                f"committed files {other.path} and {item.path} have the same name",
+                f"committed files {other} and {item.path} have the same name",
                 hint="the landing zone names data files after their first _seq, which is "
                 "unique: restore the manifests and files from one backup",
             )
+    every_seq = (0, 2**63 - 1)
     batches = spark.createDataFrame(
-        [(f.path.name, f.table, f.batch) for f in files],
-        f"{_FILE} string, {_TABLE} string, {_BATCH} long",
+        [(f.path.name, f.table, f.batch, *(f.within or every_seq)) for f in files],
+        f"{_FILE} string, {_TABLE} string, {_BATCH} long, {_LOW} long, {_HIGH} long",
     )
 
     def ids(chosen: Sequence[CommittedFile]) -> DataFrame:
-        frame = spark.read.schema(_ID_SCHEMA).parquet(*[str(f.path) for f in chosen])
-        return (
-            frame.select(_file_name().alias(_FILE), _identity().alias(_ID))
-            .where(F.col(_ID).isNotNull())
-            .join(F.broadcast(batches), _FILE)
+        frame = read_committed(spark, chosen, _ID_SCHEMA)
+        tagged = frame.select(
+            _file_name().alias(_FILE), F.col("_seq"), _identity().alias(_ID)
+        ).where(F.col(_ID).isNotNull())
+        within = (
+            (tagged[_FILE] == batches[_FILE])
+            & (tagged["_seq"] >= batches[_LOW])
+            & (tagged["_seq"] <= batches[_HIGH])
+        )
+        return tagged.join(F.broadcast(batches), within).select(
+            tagged["_seq"], tagged[_ID], batches[_TABLE], batches[_BATCH]
         )
 
     wanted = ids(again).select(_TABLE, _ID).distinct()
@@ -384,9 +397,34 @@ def replayed(
     return (
         every.join(first, [_TABLE, _ID])
         .where(F.col(_BATCH) > F.col(_FIRST))
-        .select(_FILE, _ID)
+        .select("_seq")
         .distinct()
     )
+
+
+def read_committed(
+    spark: SparkSession, files: Sequence[CommittedFile], schema: T.StructType | None = None
+) -> DataFrame:
+    """The rows of ``files`` (of one schema), each once: whole files read together, slices of
+    a compaction output read from it by their ``_seq`` ranges (``compacted.reads``).
+    ``schema``: read only these columns (``_seq`` is added)."""
+    if schema is not None and "_seq" not in schema.names:
+        schema = T.StructType([*schema.fields, T.StructField("_seq", T.LongType())])
+    reader = spark.read if schema is None else spark.read.schema(schema)
+    planned = reads(files)
+    frames: list[DataFrame] = []
+    whole = [str(r.path) for r in planned if r.ranges is None]
+    if whole:
+        frames.append(reader.parquet(*whole))
+    for read in planned:
+        if read.ranges is not None:
+            test: Column | None = None
+            for low, high in read.ranges:
+                inside = F.col("_seq").between(F.lit(low), F.lit(high))
+                test = inside if test is None else test | inside
+            assert test is not None
+            frames.append(reader.parquet(str(read.path)).where(test))
+    return union_all(frames)
 
 
 def _within(segments: Sequence[Segment]) -> Column:
@@ -428,16 +466,10 @@ def read_lineage(
         if not rows:  # only for the schema (rows before a truncate)
             frames.append(spark.read.parquet(version.paths[-1]).where(F.lit(False)))
             continue
-        frame = spark.read.parquet(*[str(f.path) for f in rows])
-        original = frame.columns
+        frame = read_committed(spark, rows)
         frame = frame.where(_within([s for s in data if s.table == version.table]))
         if drop is not None:
-            frame = (
-                frame.withColumn(_FILE, _file_name())
-                .withColumn(_ID, _identity())
-                .join(drop, [_FILE, _ID], "left_anti")
-                .select(*[_col(c) for c in original])
-            )
+            frame = frame.join(drop, "_seq", "left_anti").select(*[_col(c) for c in frame.columns])
         frames.append(frame)
     keyed = [
         FileVersion(v.table, v.schema, tuple(f for f in v.files if f.path in wanted), v.newest)

@@ -13,6 +13,10 @@ statement did to a replicated table, numbered in the ``_seq`` order of the row c
 ``Record``) and says whether the batch re-lands transactions after ``checkpoint set`` moved the
 stream back (``replay``, ``start_moved``); ``lineage`` turns those into tables.
 
+Files ``replicator compact`` merged are read from the compaction output that holds them now
+(``compacted``): a manifest entry then names a slice of that file (``CommittedFile.within``), and
+``compacted.reads`` turns a list of entries into reads that return each row once.
+
 Each manifest names the landing zone it belongs to (``landing_id``, a random id the landing
 zone got when it was made; manifests written before ids have none): ``landing_id_of`` checks
 that they agree, and ``state`` records the id with each table built from them.
@@ -35,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
+from .compacted import Holding, holders
 from .contract import LANDING_ID_KEY, LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
 
 __all__ = [
@@ -66,6 +71,9 @@ class CommittedFile:
     rows: int
     first_seq: int | None
     last_seq: int | None
+    # a slice of a compaction output (``compacted``): only its rows with ``_seq`` in this
+    # range are this entry's; None: the whole file is
+    within: tuple[int, int] | None = None
 
     @property
     def table_dir(self) -> Path:
@@ -220,22 +228,25 @@ def _record(item: dict[str, Any], batch: int) -> Record:
     )
 
 
-def _manifest(path: Path, root: Path) -> Manifest:
+def _file(item: dict[str, Any], batch: int, root: Path, moved: dict[str, Holding]) -> CommittedFile:
+    held = moved.get(str(item["path"]))
+    return CommittedFile(
+        table=str(item["table"]),
+        path=root / (str(item["path"]) if held is None else held.path),
+        batch=batch,
+        rows=int(item["rows"]),
+        first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
+        last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
+        within=None if held is None else held.within,
+    )
+
+
+def _manifest(path: Path, root: Path, moved: dict[str, Holding] | None = None) -> Manifest:
     try:
         data = json.loads(path.read_text())
         batch = int(data["batch"])
         records = tuple(_record(item, batch) for item in data.get("schema_changes") or ())
-        files = tuple(
-            CommittedFile(
-                table=str(item["table"]),
-                path=root / str(item["path"]),
-                batch=batch,
-                rows=int(item["rows"]),
-                first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
-                last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
-            )
-            for item in data["files"]
-        )
+        files = tuple(_file(item, batch, root, moved or {}) for item in data["files"])
         manifest = Manifest(
             batch,
             path,
@@ -302,6 +313,7 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
     later changes without it.
     """
     check_landing(root)
+    moved = holders(root)  # before the manifests: records name committed batches only
     directory = root / MANIFESTS
     if not directory.is_dir():
         return Manifests((), None)
@@ -318,7 +330,7 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
                 hint="restore the manifest and its files, or rebuild the output with "
                 "--full-refresh from what the landing zone holds",
             )
-        manifest = _manifest(path, root)
+        manifest = _manifest(path, root, moved)
         if waiting is None and not all(f.path.is_file() for f in manifest.files):
             waiting = number
             if not unpublished:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "COMPACTIONS",
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
     "LANDING_ID_KEY",
@@ -23,6 +24,7 @@ __all__ = [
 ]
 
 MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit records
+COMPACTIONS = "_compactions"  # <root>/_compactions/<20-digit id>.json: compaction records
 LANDING_ID_KEY = "landing_id"  # in each manifest: the landing zone's id (sink.identity)
 PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from replicator.sink import arrow_types, identity, landing, manifests, parquet_writer
+from replicator.sink import arrow_types, compaction, identity, landing, manifests, parquet_writer
 from replicator.spark import contract
 
 pytestmark = pytest.mark.spark
@@ -23,6 +23,7 @@ def test_the_copies_match_the_daemon() -> None:
     assert contract.FIELD_FILL_KEY == arrow_types.FIELD_FILL_KEY
     assert contract.PRIMARY_KEY_KEY == parquet_writer.PRIMARY_KEY_KEY
     assert contract.MANIFESTS == manifests.MANIFESTS
+    assert contract.COMPACTIONS == compaction.COMPACTIONS
     assert contract.LANDING_ID_KEY == identity.LANDING_ID_KEY
     for name in ("shop", ".hidden", "a/b", "nul\0", "%2E"):
         assert contract.safe_part(name) == landing._safe(name)

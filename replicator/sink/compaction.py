@@ -1,0 +1,740 @@
+"""Compaction and retention: many small committed files of a table rewritten as few large ones.
+
+A landing zone gains one file per table per batch; Spark's listing and planning slow down with
+every one. ``compact`` merges runs of committed files into ``<db>/<table>/compact-<first
+_seq>-<last _seq>.parquet`` (the ``_seq`` range of the manifest entries it holds, 20 digits
+each) and commits them with one **compaction record**, ``_compactions/<id, 20 digits>.json``
+(docs/landing-zone.md, Compaction). Manifests are never rewritten: a record says which files
+(manifest entries, or outputs of earlier records) each output supersedes, and readers that go
+by the manifests (``spark.committed``) read the output instead.
+
+What may be merged (``plan``): consecutive files (by ``_seq``) of one landed table whose Parquet
+schemas are equal, footer and field metadata included (table version, column ids, fills, primary
+key), of batches the checkpoint has passed (published), older than ``older_than``, that are
+neither replays nor the first batch after ``checkpoint set`` (readers tell replayed copies by
+their batch, so those stay their own files), and never across a lifecycle record of the table
+(create/alter/truncate/drop/rename naming it, by ``_seq``). Rows keep every column, their
+``_seq`` order and the footer.
+
+A run (under ``_state/compact.lock``, see ``CompactionLock``; one compactor at a time):
+
+1. ``recover``: roll committed outputs forward (a staged output whose record exists is
+   published) and delete outputs no record names (a run that died before its record);
+2. ``retain``: delete the files superseded by records older than ``retention``;
+3. ``data``: write each output to its staged key (``Store.staged``: a hidden temp name on
+   local disks, the final key on object stores), checking that every row of the superseded
+   files comes over once, in ``_seq`` order;
+4. ``record``: write the compaction record atomically. **This is the commit point**: before it
+   the superseded files are the committed ones, after it the outputs;
+5. ``publish``: rename staged outputs into place (local disks), then retention again.
+
+Fault points (``REPLICATOR_FAULT_CRASH_AT``, as the daemon's): ``compact-data-mid`` (after the
+first output), ``compact-data``, ``compact-record``, ``compact-publish``, ``compact-retain-mid``
+(after the first deletion).
+
+The daemon keeps landing meanwhile: it only adds batches after the checkpoint, and the
+compactor only touches files of batches before it. The daemon's recovery accepts files that a
+committed record superseded being gone (``superseded``), leaves ``compact-*`` files alone
+unless it can take the compaction lock (``recover_if_idle``), and its stray check only looks
+at ``part-*`` names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import structlog
+
+from ..errors import ConfigError, IntegrityError, SinkError
+from ..storage import LocalStore, Store
+from .identity import LANDING_ID_KEY
+from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
+
+log = structlog.get_logger("replicator")
+
+COMPACTIONS = "_compactions"
+LOCK_KEY = "_state/compact.lock"
+CHECKPOINT_KEY = "_state/checkpoint.json"
+_RECORD = re.compile(r"(\d{20})\.json")
+_OUTPUT = re.compile(r"compact-(\d{20})-(\d{20})\.parquet")
+_STAGED = re.compile(r"\.compact-\d{20}-\d{20}\.parquet\.tmp")
+DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
+DEFAULT_RETENTION = 86400.0  # a day: longer than Spark jobs that listed the old files run
+
+
+def output_name(first_seq: int, last_seq: int) -> str:
+    return f"compact-{first_seq:020d}-{last_seq:020d}.parquet"
+
+
+def record_key(number: int) -> str:
+    return f"{COMPACTIONS}/{number:020d}.json"
+
+
+# ---------------------------------------------------------------------------- the records
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A committed file as a manifest or a record names it."""
+
+    path: str  # key relative to the root
+    table: str
+    rows: int
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One output of a record: ``piece`` replaces ``replaces`` (in ``_seq`` order)."""
+
+    piece: Piece
+    bytes: int
+    replaces: tuple[Piece, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    number: int
+    committed_at: str
+    landing_id: str | None
+    outputs: tuple[Output, ...]
+
+    def age(self, now: float) -> float:
+        at = dt.datetime.fromisoformat(self.committed_at.replace("Z", "+00:00"))
+        return now - at.timestamp()
+
+    def to_json(self) -> dict[str, Any]:
+        def piece(p: Piece) -> dict[str, Any]:
+            return {
+                "path": p.path,
+                "table": p.table,
+                "rows": p.rows,
+                "first_seq": p.first_seq,
+                "last_seq": p.last_seq,
+            }
+
+        return {
+            "compaction": self.number,
+            LANDING_ID_KEY: self.landing_id,
+            "committed_at": self.committed_at,
+            "outputs": [
+                {**piece(o.piece), "bytes": o.bytes, "replaces": [piece(r) for r in o.replaces]}
+                for o in self.outputs
+            ],
+        }
+
+
+def _bad(key: str, problem: str) -> IntegrityError:
+    return IntegrityError(
+        f"compaction record {key} {problem}",
+        hint="compaction records are commit points like the manifests: restore it from a "
+        "backup; nothing was changed in the landing zone",
+    )
+
+
+def _piece(item: object, key: str) -> Piece:
+    if not isinstance(item, dict):
+        raise _bad(key, "lists a file that is not an object")
+    path = item.get("path")
+    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+        raise _bad(key, f"lists an invalid path {path!r}")
+    numbers = []
+    for name in ("rows", "first_seq", "last_seq"):
+        value = item.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _bad(key, f"lists {path} without a valid {name!r}")
+        numbers.append(value)
+    table = item.get("table")
+    if not isinstance(table, str):
+        raise _bad(key, f"lists {path} without its table")
+    return Piece(path, table, numbers[0], numbers[1], numbers[2])
+
+
+def parse_record(key: str, raw: bytes) -> Record:
+    """One record's content checked: its number matches its name; each output lies in its
+    table's folder under an output name that matches its ``_seq`` range, and holds exactly
+    the rows of the files it replaces, which follow each other by ``_seq``."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _bad(key, f"is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
+        raise _bad(key, "has no 'outputs' list")
+    number = data.get("compaction")
+    if not isinstance(number, int) or key.rpartition("/")[2] != f"{number:020d}.json":
+        raise _bad(key, f"says it is compaction {number!r}, which does not match its name")
+    if not isinstance(data.get("committed_at"), str):
+        raise _bad(key, "has no 'committed_at' time")
+    outputs: list[Output] = []
+    for item in data["outputs"]:
+        piece = _piece(item, key)
+        replaces = tuple(_piece(r, key) for r in (item.get("replaces") or ()))
+        size = item.get("bytes")
+        if not isinstance(size, int) or len(replaces) < 2:
+            raise _bad(key, f"lists output {piece.path} without its bytes or replaced files")
+        folder, _, name = piece.path.rpartition("/")
+        if name != output_name(piece.first_seq, piece.last_seq):
+            raise _bad(key, f"names output {piece.path}, not named after its _seq range")
+        previous = -1
+        for old in replaces:
+            if old.table != piece.table or old.path.rpartition("/")[0] != folder:
+                raise _bad(key, f"has {piece.path} replace {old.path} of another table")
+            if old.first_seq <= previous:
+                raise _bad(key, f"has {piece.path} replace files out of _seq order")
+            previous = old.last_seq
+        if (
+            sum(r.rows for r in replaces) != piece.rows
+            or replaces[0].first_seq != piece.first_seq
+            or replaces[-1].last_seq != piece.last_seq
+        ):
+            raise _bad(key, f"says {piece.path} holds other rows than the files it replaces")
+        outputs.append(Output(piece, size, replaces))
+    landing = data.get(LANDING_ID_KEY)
+    return Record(
+        number, data["committed_at"], None if landing is None else str(landing), tuple(outputs)
+    )
+
+
+def read_records(store: Store) -> list[Record]:
+    """Every committed compaction record, numbered 1, 2, ... without a gap."""
+    records: list[Record] = []
+    for key in store.list(COMPACTIONS):
+        name = key.rpartition("/")[2]
+        if name.startswith("."):
+            continue  # a record being written (LocalStore.write's temp): not committed
+        if not _RECORD.fullmatch(name):
+            raise IntegrityError(
+                f"{store.location}/{COMPACTIONS} holds a file that is not a compaction record: "
+                f"{name!r}",
+                hint="move it out of _compactions/ (only <20-digit id>.json files belong there)",
+            )
+        try:
+            raw = store.read(key)
+        except FileNotFoundError:
+            continue
+        record = parse_record(key, raw)
+        if record.number != len(records) + 1:
+            raise _bad(key, f"follows compaction {len(records)}: a record is missing")
+        records.append(record)
+    return records
+
+
+@dataclass(slots=True)
+class Live:
+    """Which files hold the committed data after the records: each manifest entry's file, or
+    the output that superseded it (transitively)."""
+
+    pieces: dict[str, Piece] = field(default_factory=dict)  # live path -> piece
+    superseded: dict[str, int] = field(default_factory=dict)  # path -> record number
+    outputs: set[str] = field(default_factory=set)  # every committed output path
+    origins: dict[str, list[str]] = field(default_factory=dict)  # output -> manifest entries
+
+    def apply(self, record: Record, *, strict: bool = True) -> None:
+        for output in record.outputs:
+            held: list[str] = []
+            for old in output.replaces:
+                found = self.pieces.pop(old.path, None)
+                if strict and found != old:
+                    raise _bad(
+                        record_key(record.number),
+                        f"replaces {old.path}, which is not a committed, live file as it says",
+                    )
+                self.superseded[old.path] = record.number
+                held.extend(self.origins.pop(old.path, [old.path]))
+            self.pieces[output.piece.path] = output.piece
+            self.outputs.add(output.piece.path)
+            self.origins[output.piece.path] = held
+
+
+def live_files(manifests: Sequence[Manifest], records: Sequence[Record]) -> Live:
+    live = Live()
+    for manifest in manifests:
+        for item in manifest.files:
+            live.pieces[str(item["path"])] = Piece(
+                str(item["path"]),
+                str(item["table"]),
+                int(item["rows"]),
+                int(item["first_seq"]),
+                int(item["last_seq"]),
+            )
+    for record in records:
+        live.apply(record)
+    return live
+
+
+def superseded(store: Store) -> set[str]:
+    """Paths committed records superseded (gone after retention, or about to be)."""
+    live = Live()
+    for record in read_records(store):
+        live.apply(record, strict=False)
+    return set(live.superseded)
+
+
+# ---------------------------------------------------------------------------- the lock
+
+
+class CompactionLock:
+    """One compactor at a time: ``flock`` on ``<root>/_state/compact.lock`` (released by the
+    kernel however the holder ends). The daemon's writer lock is another file: a compactor
+    runs beside a running daemon."""
+
+    def __init__(self, store: Store) -> None:
+        if not isinstance(store, LocalStore):
+            raise ConfigError(
+                f"compaction of {store.location} needs a lock this store does not offer yet",
+                hint="compact landing zones on a local or mounted filesystem",
+            )
+        self.path = store.path(LOCK_KEY)
+        self._fd: int | None = None
+
+    def take(self, *, wait: bool) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if not self.take(wait=False):
+            raise SinkError(
+                f"another `replicator compact` is running on {self.path.parent.parent}",
+                hint="wait for it to finish; one compactor at a time",
+            )
+        try:
+            yield
+        finally:
+            self.release()
+
+
+# ---------------------------------------------------------------------------- recovery
+
+
+def _table_keys(store: Store) -> list[str]:
+    return [k for k in store.list() if k.count("/") == 2 and not k.startswith(("_", "."))]
+
+
+def recover(store: Store, records: Sequence[Record] | None = None) -> int:
+    """Under the compaction lock: publish committed outputs still staged, delete outputs and
+    record temps no committed record names. Returns how many files were deleted."""
+    records = read_records(store) if records is None else records
+    live = Live()
+    for record in records:
+        live.apply(record, strict=False)
+    committed = live.outputs
+    removed = 0
+    folders: set[str] = set()
+    for path in sorted(live.pieces):
+        if path in committed and not store.exists(path):
+            staged = store.staged(path)
+            if staged != path and store.exists(staged):
+                store.publish(staged, path)
+                folders.add(path.rpartition("/")[0])
+    for key in _table_keys(store):
+        folder, _, name = key.rpartition("/")
+        if (_OUTPUT.fullmatch(name) and key not in committed) or _STAGED.fullmatch(name):
+            store.delete(key)
+            folders.add(folder)
+            removed += 1
+    for key in store.list(COMPACTIONS):
+        if key.rpartition("/")[2].startswith("."):
+            store.delete(key)
+            removed += 1
+    store.sync(folders)
+    return removed
+
+
+def recover_if_idle(store: Store) -> None:
+    """The daemon's start: ``recover`` unless a compactor runs (it recovers for itself)."""
+    if not isinstance(store, LocalStore):
+        return
+    lock = CompactionLock(store)
+    if not lock.take(wait=False):
+        return
+    try:
+        recover(store)
+    finally:
+        lock.release()
+
+
+def retain(
+    store: Store, records: Sequence[Record], retention: float, fault: Any = None
+) -> list[str]:
+    """Delete the files superseded by records older than ``retention`` seconds; returns them.
+    Live files are never deleted (a path superseded once and committed again is kept)."""
+    now = time.time()
+    live = Live()
+    for record in records:
+        live.apply(record, strict=False)
+    deleted: list[str] = []
+    folders: set[str] = set()
+    for record in records:
+        if record.age(now) < retention:
+            continue
+        for output in record.outputs:
+            for old in output.replaces:
+                if old.path in live.pieces or not store.exists(old.path):
+                    continue
+                store.delete(old.path)
+                folders.add(old.path.rpartition("/")[0])
+                deleted.append(old.path)
+                if fault is not None and len(deleted) == 1:
+                    fault.at("compact-retain-mid")
+    store.sync(folders)
+    return deleted
+
+
+# ---------------------------------------------------------------------------- planning
+
+
+def read_landing(store: Store) -> tuple[list[Manifest], int]:
+    """The committed manifests (checked as the daemon checks them) and the checkpoint's
+    batch: files of batches up to it are published."""
+    manifests = []
+    for key in store.list(MANIFESTS):
+        name = key.rpartition("/")[2]
+        if name.startswith("."):
+            continue
+        try:
+            raw = store.read(key)
+        except FileNotFoundError:
+            continue
+        manifests.append(parse_manifest(Path(key), raw))
+    check_chain(manifests)
+    try:
+        checkpoint = json.loads(store.read(CHECKPOINT_KEY))
+        batch = int(checkpoint["batch"])
+    except FileNotFoundError:
+        batch = 0
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(
+            f"the checkpoint of {store.location} cannot be read: {exc}",
+            hint="start `replicator run` once: its recovery checks and repairs the landing zone",
+        ) from exc
+    return manifests, batch
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A live file and what planning needs to know of it."""
+
+    piece: Piece
+    bytes: int
+    eligible: bool  # old enough, of published batches that are not replays
+    schema: pa.Schema | None  # None until read (eligible files only)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    table: str
+    members: tuple[Candidate, ...]
+
+    @property
+    def output(self) -> Piece:
+        first, last = self.members[0].piece, self.members[-1].piece
+        folder = first.path.rpartition("/")[0]
+        return Piece(
+            f"{folder}/{output_name(first.first_seq, last.last_seq)}",
+            self.table,
+            sum(m.piece.rows for m in self.members),
+            first.first_seq,
+            last.last_seq,
+        )
+
+
+def plan(
+    tables: dict[str, list[Candidate]],
+    boundaries: dict[str, list[int]],
+    target_bytes: int,
+) -> list[Group]:
+    """Groups of consecutive candidates to merge (``tables``: each table's live files in
+    ``_seq`` order; ``boundaries``: the ``_seq`` of each lifecycle record naming it). A
+    group never spans an ineligible file, a schema or footer change or a lifecycle record,
+    and closes once it reaches ``target_bytes``; a file that size or larger stays alone, and
+    so does a group of one, and a file with a record inside its ``_seq`` range (a batch's
+    file holds rows from before and after a TRUNCATE of its table)."""
+    groups: list[Group] = []
+    for table, files in sorted(tables.items()):
+        marks = sorted(boundaries.get(table, ()))
+        runs: list[list[Candidate]] = [[]]
+        size = 0
+        for item in files:
+            current = runs[-1]
+            inside = any(item.piece.first_seq < m < item.piece.last_seq for m in marks)
+            if not item.eligible or item.bytes >= target_bytes or inside:
+                runs.append([])
+                size = 0
+                continue
+            if current:
+                last = current[-1]
+                split = any(last.piece.last_seq < m < item.piece.first_seq for m in marks)
+                schema = last.schema
+                if split or schema is None or not schema.equals(item.schema, check_metadata=True):
+                    current = []
+                    runs.append(current)
+                    size = 0
+            current.append(item)
+            size += item.bytes
+            if size >= target_bytes:
+                runs.append([])
+                size = 0
+        groups.extend(Group(table, tuple(run)) for run in runs if len(run) > 1)
+    return groups
+
+
+# ---------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    older_than: float = 86400.0  # seconds: only batches committed at least this long ago
+    target_bytes: int = DEFAULT_TARGET_BYTES
+    retention: float = DEFAULT_RETENTION  # seconds superseded files are kept
+    compression: str = "zstd"
+    row_group_rows: int = 128_000
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    record: int | None  # the record committed (None: nothing to merge)
+    outputs: int
+    merged: int  # files superseded by this run
+    deleted: int  # superseded files removed by retention
+    files_before: int  # live data files before the run
+    files_after: int
+
+    def describe(self) -> str:
+        what = (
+            "nothing to compact"
+            if self.record is None
+            else f"compaction {self.record}: {self.merged} files merged into {self.outputs}"
+        )
+        return (
+            f"{what}; live data files {self.files_before} -> {self.files_after}; "
+            f"{self.deleted} superseded files deleted"
+        )
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _committed_at(manifest: Manifest) -> float:
+    text = str(manifest.data["committed_at"]).replace("Z", "+00:00")
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def _footer(store: Store, path: str) -> tuple[pa.Schema, int]:
+    """A file's schema and the bytes its data takes (compressed column chunks): the size it
+    adds to a merged file, without the footer and page overhead a small file repeats."""
+    fs, base = store.filesystem()
+    try:
+        with fs.open_input_file(f"{base}/{path}") as handle:
+            source = pq.ParquetFile(handle)
+            meta = source.metadata
+            size = sum(
+                meta.row_group(g).column(c).total_compressed_size
+                for g in range(meta.num_row_groups)
+                for c in range(meta.num_columns)
+            )
+            return source.schema_arrow, int(size)
+    except (OSError, pa.ArrowException) as exc:
+        raise IntegrityError(
+            f"cannot read the footer of committed file {store.uri(path)}: {exc}",
+            hint="the file is committed, so it was complete: restore it from a backup",
+        ) from exc
+
+
+def candidates(
+    store: Store,
+    manifests: Sequence[Manifest],
+    live: Live,
+    checkpoint_batch: int,
+    older_than: float,
+) -> tuple[dict[str, list[Candidate]], dict[str, list[int]]]:
+    """Each table's live files in ``_seq`` order, with whether they may merge (every manifest
+    entry they hold is of a batch up to the checkpoint, not a replay, old enough), and the
+    ``_seq`` of the lifecycle records naming each table (as ``table`` or rename ``to``)."""
+    now = time.time()
+    ok_batches = {
+        m.batch
+        for m in manifests
+        if m.batch <= checkpoint_batch
+        and not m.data.get("replay")
+        and not m.data.get("start_moved")
+        and now - _committed_at(m) >= older_than
+    }
+    entry_batch = {str(f["path"]): m.batch for m in manifests for f in m.files}
+    boundaries: dict[str, list[int]] = {}
+    for manifest in manifests:
+        for change in manifest.data.get("schema_changes") or ():
+            for name in {change.get("table"), change.get("to")} - {None}:
+                boundaries.setdefault(str(name), []).append(int(change["seq"]))
+    tables: dict[str, list[Candidate]] = {}
+    for path, piece in sorted(live.pieces.items(), key=lambda kv: kv[1].first_seq):
+        batches = {entry_batch.get(p, -1) for p in live.origins.get(path, [path])}
+        eligible = batches <= ok_batches
+        schema, size = _footer(store, path) if eligible else (None, 0)
+        tables.setdefault(piece.table, []).append(Candidate(piece, size, eligible, schema))
+    return tables, boundaries
+
+
+def _increasing(seqs: pa.Array) -> bool:
+    return len(seqs) < 2 or bool(pc.all(pc.greater(seqs[1:], seqs[:-1])).as_py())
+
+
+def _write_output(store: Store, group: Group, settings: Settings) -> Output:
+    """Copy the group's files, in order, into the output's staged key; every row once."""
+    target = group.output
+    staged = store.staged(target.path)
+    schema = group.members[0].schema
+    assert schema is not None
+    fs, base = store.filesystem()
+    sink = store.open_output(staged)
+    try:
+        writer = pq.ParquetWriter(sink.stream, schema, compression=settings.compression)
+        previous = -1
+        rows = 0
+        for member in group.members:
+            piece = member.piece
+            with fs.open_input_file(f"{base}/{piece.path}") as handle:
+                source = pq.ParquetFile(handle)
+                if not source.schema_arrow.equals(schema, check_metadata=True):
+                    raise IntegrityError(
+                        f"{store.uri(piece.path)} changed its schema while being compacted",
+                        hint="committed files are never rewritten: restore it from a backup",
+                    )
+                count = 0
+                for batch in source.iter_batches(batch_size=settings.row_group_rows):
+                    seqs = batch.column("_seq")
+                    if len(seqs) and (
+                        seqs[0].as_py() <= previous
+                        or seqs[0].as_py() < piece.first_seq
+                        or seqs[-1].as_py() > piece.last_seq
+                        or not _increasing(seqs)
+                    ):
+                        raise IntegrityError(
+                            f"{store.uri(piece.path)} holds _seq out of order or outside "
+                            f"{piece.first_seq}..{piece.last_seq}",
+                            hint="the file is not as its manifest says: restore it from a backup",
+                        )
+                    if len(seqs):
+                        previous = seqs[-1].as_py()
+                    writer.write_table(
+                        pa.Table.from_batches([batch], schema=schema),
+                        row_group_size=settings.row_group_rows,
+                    )
+                    count += batch.num_rows
+            if count != piece.rows:
+                raise IntegrityError(
+                    f"{store.uri(piece.path)} holds {count} rows, its commit record says "
+                    f"{piece.rows}",
+                    hint="the file is not as its manifest says: restore it from a backup",
+                )
+            rows += count
+        writer.close()
+        sink.close()
+    except BaseException:
+        sink.abort()
+        raise
+    size = store.size(staged)
+    return Output(target, size, tuple(m.piece for m in group.members))
+
+
+def _landing_id(manifests: Sequence[Manifest]) -> str | None:
+    return manifests[-1].landing_id if manifests else None
+
+
+def compact(store: Store, settings: Settings, fault: Any = None) -> Result:
+    """One compaction run (module doc); the caller holds the compaction lock."""
+    records = read_records(store)
+    recover(store, records)
+    deleted = retain(store, records, settings.retention, fault)
+    manifests, checkpoint_batch = read_landing(store)
+    live = live_files(manifests, records)
+    before = len(live.pieces)
+    tables, boundaries = candidates(store, manifests, live, checkpoint_batch, settings.older_than)
+    groups = plan(tables, boundaries, settings.target_bytes)
+    if not groups:
+        return Result(None, 0, 0, len(deleted), before, before)
+    if fault is not None:
+        fault.next_batch()
+    outputs: list[Output] = []
+    try:
+        for group in groups:
+            if group.output.path in live.outputs or store.exists(group.output.path):
+                raise IntegrityError(
+                    f"compaction output {group.output.path} exists already",
+                    hint="a committed output is never written again: restore _compactions/ "
+                    "from a backup",
+                )
+            outputs.append(_write_output(store, group, settings))
+            if fault is not None and len(outputs) == 1:
+                fault.at("compact-data-mid")
+        store.sync({o.piece.path.rpartition("/")[0] for o in outputs})
+    except OSError as exc:
+        for output in outputs:
+            store.delete(store.staged(output.piece.path))
+        raise SinkError(
+            f"cannot write compaction outputs in {store.location}: {exc.strerror or exc}",
+            hint="check free space and permissions; nothing was committed, the next run "
+            "starts over",
+        ) from exc
+    if fault is not None:
+        fault.at("compact-data")
+    record = Record(len(records) + 1, _now_iso(), _landing_id(manifests), tuple(outputs))
+    store.write(
+        record_key(record.number), json.dumps(record.to_json(), indent=1).encode() + b"\n"
+    )  # the commit point
+    if fault is not None:
+        fault.at("compact-record")
+    folders: set[str] = set()
+    for output in outputs:
+        staged = store.staged(output.piece.path)
+        if staged != output.piece.path:
+            store.publish(staged, output.piece.path)
+            folders.add(output.piece.path.rpartition("/")[0])
+    store.sync(folders)
+    if fault is not None:
+        fault.at("compact-publish")
+    records.append(record)
+    live.apply(record)
+    deleted += retain(store, records, settings.retention, fault)
+    merged = sum(len(o.replaces) for o in outputs)
+    log.info(
+        "compaction committed",
+        compaction=record.number,
+        outputs=len(outputs),
+        merged=merged,
+        deleted=len(deleted),
+    )
+    return Result(record.number, len(outputs), merged, len(deleted), before, len(live.pieces))
+
+
+def run_compaction(store: Store, settings: Settings, fault: Any = None) -> Result:
+    """``replicator compact``: take the compaction lock, then ``compact``."""
+    with CompactionLock(store).held():
+        return compact(store, settings, fault)

@@ -1,0 +1,441 @@
+"""Compaction and retention (``sink.compaction``) and reading through it (``spark.compacted``).
+
+Planning: only consecutive files of one table with equal schemas and footers merge, never
+across a lifecycle record, an unpublished, young or replay batch; groups close at the target
+size. The record is the commit point: a failure at every step leaves the rows the committed
+readers return unchanged (old files or new, never both), and the next run (or the daemon's
+start) cleans up or rolls forward. Readers see each row once, incremental reads after any
+batch included, across compactions of compactions; retention deletes only superseded files,
+and the daemon's recovery accepts them gone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from replicator.checkpoint import Checkpoint, CheckpointStore
+from replicator.config import SinkConfig
+from replicator.errors import IntegrityError, SinkError
+from replicator.sink import compaction as cp
+from replicator.sink.landing import LandingZone
+from replicator.spark.committed import committed_files, read_manifests
+from replicator.spark.compacted import read_arrow
+from replicator.storage import LocalStore
+
+OLD = "2026-01-01T00:00:00Z"
+
+
+def _schema(version: str = "v1", key: str = '["id"]') -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
+            pa.field("v", pa.string(), metadata={b"PARQUET:field_id": b"2"}),
+            pa.field("_op", pa.string(), nullable=False),
+            pa.field("_seq", pa.int64(), nullable=False),
+        ],
+        metadata={
+            b"replicator.table": b"db.t",
+            b"replicator.version": version.encode(),
+            b"replicator.primary_key": key.encode(),
+        },
+    )
+
+
+class Zone:
+    """A landing zone as the daemon leaves it: batches of one file per table, committed,
+    published and checkpointed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.batch = 0
+        self.seq = 1
+        self.versions: dict[str, str] = {}
+
+    def add(
+        self,
+        rows: dict[str, int],
+        *,
+        records: list[dict[str, Any]] | None = None,
+        replay: bool = False,
+        committed_at: str = OLD,
+        version: dict[str, str] | None = None,
+        checkpoint: bool = True,
+    ) -> int:
+        self.batch += 1
+        first = self.seq
+        files = []
+        for table, count in rows.items():
+            if version and table in version:
+                self.versions[table] = version[table]
+            seqs = list(range(self.seq, self.seq + count))
+            self.seq += count
+            db, name = table.split(".")
+            rel = f"{db}/{name}/part-{seqs[0]:020d}.parquet"
+            (self.root / db / name).mkdir(parents=True, exist_ok=True)
+            data = pa.table(
+                {
+                    "id": [s % 7 for s in seqs],
+                    "v": [f"{table}-{s}" for s in seqs],
+                    "_op": ["c"] * count,
+                    "_seq": seqs,
+                },
+                schema=_schema(self.versions.get(table, "v1")),
+            )
+            pq.write_table(data, self.root / rel)
+            files.append(
+                {
+                    "table": table,
+                    "path": rel,
+                    "rows": count,
+                    "bytes": 1,
+                    "first_seq": seqs[0],
+                    "last_seq": seqs[-1],
+                }
+            )
+        for record in records or ():
+            record["seq"] = self.seq
+            self.seq += 1
+        manifest = {
+            "batch": self.batch,
+            "committed_at": committed_at,
+            "first_seq": first,
+            "last_seq": self.seq - 1,
+            "rows": sum(rows.values()),
+            "transactions": 1,
+            "start": None if self.batch == 1 else _end(self.batch - 1),
+            "end": _end(self.batch),
+            "files": files,
+            "schema_changes": records or [],
+            "replay": replay,
+        }
+        path = self.root / "_manifests" / f"{self.batch:020d}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(manifest))
+        if checkpoint:
+            CheckpointStore(self.root).save(
+                Checkpoint(batch=self.batch, next_seq=self.seq, position=None)
+            )
+        return self.batch
+
+
+def _end(batch: int) -> dict[str, object]:
+    return {"file": "mysql-bin.000001", "position": 1000 + batch, "mariadb_gtid": f"0-1-{batch}"}
+
+
+def _rows(root: Path, after: int = 0) -> dict[str, list[tuple[object, ...]]]:
+    """What the committed readers return per table: (_seq, id, v) in order."""
+    out = {}
+    for table, files in committed_files(root, after=after).items():
+        data = read_arrow(files, ["_seq", "id", "v"]).to_pylist()
+        out[table] = sorted((r["_seq"], r["id"], r["v"]) for r in data)
+    return out
+
+
+def _settings(**kw: Any) -> cp.Settings:
+    base: dict[str, Any] = {"older_than": 0.0, "target_bytes": 1 << 30, "retention": 86400.0}
+    base.update(kw)
+    return cp.Settings(**base)
+
+
+def _data_files(root: Path, table: str = "db/t") -> list[str]:
+    return sorted(p.name for p in (root / table).iterdir())
+
+
+def _live(root: Path) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for table, files in committed_files(root).items():
+        out[table] = sorted({f.path.name for f in files})
+    return out
+
+
+# ------------------------------------------------------------------------------ planning
+
+
+def test_consecutive_files_merge_into_one_and_readers_see_the_same_rows(tmp_path: Path) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(20):
+        zone.add({"db.t": 3, "db.u": 2})
+    before = _rows(tmp_path)
+    result = cp.run_compaction(LocalStore(tmp_path), _settings())
+    assert (result.record, result.outputs, result.merged) == (1, 2, 40)
+    assert (result.files_before, result.files_after) == (40, 2)
+    assert _rows(tmp_path) == before
+    assert _live(tmp_path) == {
+        "db.t": [cp.output_name(1, 98)],
+        "db.u": [cp.output_name(4, 100)],
+    }
+    output = pq.read_table(tmp_path / "db" / "t" / cp.output_name(1, 98))
+    assert output.schema.equals(_schema(), check_metadata=True)
+    assert output.column("_seq").to_pylist() == sorted(output.column("_seq").to_pylist())
+    # superseded files stay for the retention period
+    assert len(_data_files(tmp_path)) == 21
+    # every incremental start reads each later row once
+    for after in range(21):
+        assert _rows(tmp_path, after) == _rows_before(before, zone, after)
+
+
+def _rows_before(
+    rows: dict[str, list[tuple[object, ...]]], zone: Zone, after: int
+) -> dict[str, list[tuple[object, ...]]]:
+    """``rows`` (of every batch) without those of batches up to ``after``."""
+    manifests = read_manifests(zone.root).manifests
+    cut = manifests[after - 1].last_seq if after else 0
+    out = {t: [r for r in v if int(str(r[0])) > cut] for t, v in rows.items()}
+    return {t: v for t, v in out.items() if v}
+
+
+def test_schema_changes_lifecycle_records_and_replays_bound_groups(tmp_path: Path) -> None:
+    zone = Zone(tmp_path)
+    zone.add({"db.t": 2})  # 1
+    zone.add({"db.t": 2})  # 2
+    zone.add({"db.t": 2}, records=[{"op": "truncate", "table": "db.t"}])  # 3: record after rows
+    zone.add({"db.t": 2})  # 4
+    zone.add({"db.t": 2}, version={"db.t": "v2"})  # 5: another schema version
+    zone.add({"db.t": 2})  # 6
+    zone.add({"db.t": 2}, replay=True)  # 7: a replay stays its own file
+    zone.add({"db.t": 2})  # 8
+    zone.add({"db.t": 2})  # 9
+    zone.add({"db.u": 1}, records=[{"op": "rename", "table": "db.u", "to": "db.t"}])  # 10
+    zone.add({"db.t": 2})  # 11
+    zone.add({"db.t": 2}, committed_at="2999-01-01T00:00:00Z")  # 12: too young
+    zone.add({"db.t": 2}, checkpoint=False)  # 13: not checkpointed (maybe unpublished)
+    before = _rows(tmp_path)
+    store = LocalStore(tmp_path)
+    records = cp.read_records(store)
+    manifests, batch = cp.read_landing(store)
+    live = cp.live_files(manifests, records)
+    tables, marks = cp.candidates(store, manifests, live, batch, 60.0)
+    groups = cp.plan(tables, marks, 1 << 30)
+    batches = {m.files[0]["path"]: m.batch for m in manifests}
+    assert [[batches[m.piece.path] for m in g.members] for g in groups] == [
+        [1, 2, 3],  # the truncate is after batch 3's rows: it ends the group
+        [5, 6],  # batch 4 alone before the schema changes
+        [8, 9],  # the rename to db.t (batch 10) ends this one; 11 alone; 12, 13 not yet
+    ]
+    cp.run_compaction(store, _settings(older_than=60.0))
+    assert _rows(tmp_path) == before
+    assert len(_live(tmp_path)["db.t"]) == 13 - 1 - 4  # 12 files of db.t, 3 groups into 3
+
+
+def test_target_size_closes_groups_and_large_files_stay(tmp_path: Path) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(10):
+        zone.add({"db.t": 5})
+    store = LocalStore(tmp_path)
+    manifests, batch = cp.read_landing(store)
+    live = cp.live_files(manifests, [])
+    tables, marks = cp.candidates(store, manifests, live, batch, 0.0)
+    size = min(c.bytes for c in tables["db.t"])
+    assert [len(g.members) for g in cp.plan(tables, marks, 3 * size)] == [3, 3, 3]
+    assert cp.plan(tables, marks, size) == []  # each file is at the target already
+    before = _rows(tmp_path)
+    cp.run_compaction(store, _settings(target_bytes=3 * size))
+    assert len(_live(tmp_path)["db.t"]) == 4
+    assert _rows(tmp_path) == before
+
+
+def test_compaction_of_compacted_files_with_new_batches(tmp_path: Path) -> None:
+    zone = Zone(tmp_path)
+    store = LocalStore(tmp_path)
+    for _ in range(5):
+        zone.add({"db.t": 2})
+    cp.run_compaction(store, _settings())
+    for _ in range(5):
+        zone.add({"db.t": 2})
+    before = _rows(tmp_path)
+    result = cp.run_compaction(store, _settings(retention=0.0))
+    assert (result.record, result.merged, result.files_after) == (2, 6, 1)
+    assert _live(tmp_path) == {"db.t": [cp.output_name(1, 20)]}
+    assert _data_files(tmp_path) == [cp.output_name(1, 20)]  # retention 0: all else gone
+    assert _rows(tmp_path) == before
+    for after in range(11):
+        assert _rows(tmp_path, after) == _rows_before(before, zone, after)
+    assert cp.run_compaction(store, _settings()).record is None  # nothing left to merge
+    # the daemon starts on it: superseded files gone is fine, outputs are no strays
+    checkpoint = LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert checkpoint.batch == 10
+
+
+# ------------------------------------------------------------------------------ failures
+
+
+class Boom(Exception):
+    pass
+
+
+class FailAt:
+    """A fault injector that raises at one step (the crash tests kill instead)."""
+
+    def __init__(self, step: str) -> None:
+        self.step = step
+
+    def next_batch(self) -> None:
+        pass
+
+    def at(self, step: str) -> None:
+        if step == self.step:
+            raise Boom(step)
+
+
+STEPS = (
+    "compact-data-mid",
+    "compact-data",
+    "compact-record",
+    "compact-publish",
+    "compact-retain-mid",
+)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_failure_at_every_step_leaves_old_or_new_committed(tmp_path: Path, step: str) -> None:
+    zone = Zone(tmp_path / "z")
+    root = zone.root
+    for _ in range(6):
+        zone.add({"db.t": 2, "db.u": 1})
+    before = _rows(root)
+    store = LocalStore(root)
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(retention=0.0), FailAt(step))
+    committed = step in ("compact-record", "compact-publish", "compact-retain-mid")
+    if step == "compact-record":  # committed, not yet published: readers read the old files
+        assert read_manifests(root).waiting is None
+        assert _live(root)["db.t"] == _original(root, "t")
+        assert _rows(root) == before
+        cp.recover(store)
+    assert _rows(root) == before
+    assert len(cp.read_records(store)) == (1 if committed else 0)
+    live = _live(root)
+    assert live["db.t"] == ([cp.output_name(1, 17)] if committed else _original(root, "t"))
+    # the daemon's start cleans up (or rolls forward) too, and the next run finishes
+    LandingZone(SinkConfig(root=str(root))).recover()
+    assert _rows(root) == before
+    assert not [p for p in root.rglob(".compact-*")]
+    result = cp.run_compaction(store, _settings(retention=0.0))
+    assert result.record == (None if committed else 1)
+    assert _live(root) == {"db.t": [cp.output_name(1, 17)], "db.u": [cp.output_name(3, 18)]}
+    assert _data_files(root) == [cp.output_name(1, 17)]
+    assert _rows(root) == before
+
+
+def _original(root: Path, table: str) -> list[str]:
+    return sorted(p.name for p in (root / "db" / table).glob("part-*.parquet"))
+
+
+def test_uncommitted_outputs_are_removed_and_a_running_compactor_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(3):
+        zone.add({"db.t": 2})
+    stray = tmp_path / "db" / "t" / cp.output_name(1, 6)  # an object store's uncommitted one
+    staged = tmp_path / "db" / "t" / f".{cp.output_name(1, 6)}.tmp"
+    stray.write_bytes(b"x")
+    staged.write_bytes(b"x")
+    store = LocalStore(tmp_path)
+    lock = cp.CompactionLock(store)
+    assert lock.take(wait=False)
+    try:
+        with pytest.raises(SinkError, match="another `replicator compact` is running"):
+            cp.run_compaction(store, _settings())
+        LandingZone(SinkConfig(root=str(tmp_path))).recover()
+        assert stray.exists() and staged.exists()  # a compactor may be writing them
+    finally:
+        lock.release()
+    LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert not stray.exists() and not staged.exists()
+
+
+def test_daemon_recovery_accepts_only_superseded_files_gone(tmp_path: Path) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(4):
+        zone.add({"db.t": 2})
+    zone.add({"db.u": 2})
+    cp.run_compaction(LocalStore(tmp_path), _settings(retention=0.0))
+    LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    (tmp_path / "db" / "u" / "part-00000000000000000009.parquet").unlink()  # never compacted
+    with pytest.raises(IntegrityError, match=r"its file db/u/part-00000000000000000009\.parquet"):
+        LandingZone(SinkConfig(root=str(tmp_path))).recover()
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def _record(root: Path, number: int = 1) -> Path:
+    return root / "_compactions" / f"{number:020d}.json"
+
+
+def _compacted(tmp_path: Path) -> Path:
+    zone = Zone(tmp_path)
+    for _ in range(4):
+        zone.add({"db.t": 2})
+    cp.run_compaction(LocalStore(tmp_path), _settings())
+    return _record(tmp_path)
+
+
+def test_a_record_that_does_not_add_up_stops_writers_and_readers(tmp_path: Path) -> None:
+    path = _compacted(tmp_path)
+    data = json.loads(path.read_text())
+    data["outputs"][0]["rows"] += 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(IntegrityError, match="holds other rows than the files it replaces"):
+        cp.run_compaction(LocalStore(tmp_path), _settings())
+    with pytest.raises(IntegrityError, match="holds other rows than the files it replaces"):
+        committed_files(tmp_path)
+
+
+def test_a_missing_record_or_a_foreign_file_stops(tmp_path: Path) -> None:
+    path = _compacted(tmp_path)
+    data = json.loads(path.read_text())
+    data["compaction"] = 2
+    _record(tmp_path, 2).write_text(json.dumps(data))
+    original = path.read_bytes()
+    path.unlink()
+    with pytest.raises(IntegrityError, match="a record is missing"):
+        cp.read_records(LocalStore(tmp_path))
+    with pytest.raises(IntegrityError, match="a record is missing"):
+        committed_files(tmp_path)
+    _record(tmp_path, 2).unlink()
+    path.write_bytes(original)
+    (path.parent / "notes.txt").write_text("mine")
+    with pytest.raises(IntegrityError, match="not a compaction record"):
+        cp.run_compaction(LocalStore(tmp_path), _settings())
+
+
+def test_a_record_naming_a_file_that_is_not_live_stops(tmp_path: Path) -> None:
+    path = _compacted(tmp_path)
+    second = json.loads(path.read_text())
+    second["compaction"] = 2
+    _record(tmp_path, 2).write_text(json.dumps(second))  # supersedes the same files again
+    with pytest.raises(IntegrityError, match="which is not a committed, live file"):
+        cp.run_compaction(LocalStore(tmp_path), _settings())
+
+
+def test_retention_keeps_superseded_files_until_the_grace_period_ends(tmp_path: Path) -> None:
+    _compacted(tmp_path)
+    store = LocalStore(tmp_path)
+    assert cp.retain(store, cp.read_records(store), 3600.0) == []
+    assert len(_original(tmp_path, "t")) == 4
+    gone = cp.retain(store, cp.read_records(store), 0.0)
+    assert len(gone) == 4 and _original(tmp_path, "t") == []
+    assert len(_rows(tmp_path)["db.t"]) == 8
+
+
+def test_durations_and_sizes_of_the_command(tmp_path: Path) -> None:
+    from replicator.cli import _bytes, _seconds
+    from replicator.errors import ConfigError
+
+    assert _seconds("1d", "x") == 86400 and _seconds("0s", "x") == 0 and _seconds("90", "x") == 90
+    assert _bytes("128MB", "x") == 128 * 1024**2 and _bytes("2kb", "x") == 2048
+    for bad in ("soon", "-1h"):
+        with pytest.raises(ConfigError):
+            _seconds(bad, "--older-than")
+    with pytest.raises(ConfigError):
+        _bytes("12", "--target-size")
+    shutil.rmtree(tmp_path, ignore_errors=True)
