@@ -48,6 +48,7 @@ __all__ = [
     "Output",
     "Store",
     "is_url",
+    "local_output",
     "open_store",
     "redact_url",
 ]
@@ -80,13 +81,16 @@ def _check_key(key: str) -> str:
 
 class Output(ABC):
     """A file being written: ``write`` bytes, then ``close`` (durable and visible under its
-    key) or ``abort`` (nothing left behind that a reader could take for data)."""
+    key; returns its size) or ``abort`` (nothing left behind that a reader could take for
+    data)."""
+
+    name: str  # where it goes, for messages
 
     @abstractmethod
     def write(self, data: bytes | memoryview) -> int: ...
 
     @abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> int: ...
 
     @abstractmethod
     def abort(self) -> None: ...
@@ -159,6 +163,7 @@ class Store(ABC):
 class _LocalOutput(Output):
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.name = str(path)
         self._file: IO[bytes] | None = open(path, "wb", buffering=_FILE_BUFFER)  # noqa: SIM115
 
     @property
@@ -169,13 +174,14 @@ class _LocalOutput(Output):
         assert self._file is not None
         return self._file.write(data)
 
-    def close(self) -> None:
+    def close(self) -> int:
         handle, self._file = self._file, None
         if handle is None:
-            return
+            raise ValueError(f"{self.path} is closed already")
         try:
             handle.flush()
             os.fsync(handle.fileno())
+            return os.fstat(handle.fileno()).st_size
         finally:
             handle.close()
 
@@ -297,9 +303,10 @@ class ObjectStoreOptions:
 
 
 class _ObjectOutput(Output):
-    def __init__(self, stream: Any, delete: Any) -> None:
+    def __init__(self, stream: Any, delete: Any, name: str) -> None:
         self._stream = stream
         self._delete = delete
+        self.name = name
 
     @property
     def stream(self) -> Any:
@@ -308,16 +315,17 @@ class _ObjectOutput(Output):
     def write(self, data: bytes | memoryview) -> int:
         return int(self._stream.write(data))
 
-    def close(self) -> None:
-        if not self._stream.closed:
-            self._stream.close()  # the upload completes: the object appears whole
+    def close(self) -> int:
+        size = int(self._stream.tell())
+        self._stream.close()  # the upload completes: the object appears whole
+        return size
 
     def abort(self) -> None:
-        aborted = getattr(self._stream, "abort", None)
+        # pyarrow's streams cannot abandon an upload: closing completes it, and the partial
+        # object is deleted at once (or, if that fails too, by the next recovery: no
+        # manifest names it)
         with contextlib.suppress(Exception):
-            if aborted is not None:
-                aborted()  # a multipart upload is abandoned: no object appears
-            elif not self._stream.closed:
+            if not self._stream.closed:
                 self._stream.close()
         with contextlib.suppress(Exception):
             self._delete()
@@ -396,7 +404,7 @@ class ObjectStore(Store):
     def open_output(self, key: str) -> Output:
         path = self._at(key)
         stream = self.fs.open_output_stream(path)
-        return _ObjectOutput(stream, lambda: self.delete(key))
+        return _ObjectOutput(stream, lambda: self.delete(key), self.uri(key))
 
     def staged(self, key: str) -> str:
         return key
@@ -414,6 +422,12 @@ class ObjectStore(Store):
     def uri(self, key: str) -> str:
         scheme = urlsplit(self.location).scheme
         return f"{scheme}://{self._at(key)}"
+
+
+def local_output(path: Path) -> Output:
+    """A new local file at ``path`` written as ``LocalStore`` writes data files (buffered;
+    fsync'd by ``close``)."""
+    return _LocalOutput(path)
 
 
 def _quiet(exc: BaseException, options: ObjectStoreOptions) -> str:
