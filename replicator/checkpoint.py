@@ -105,9 +105,7 @@ class CheckpointStore:
         except FileNotFoundError:
             return Checkpoint(batch=0, next_seq=1, position=None)
         except OSError as exc:
-            raise SinkError(
-                f"cannot read checkpoint {self.path}: {exc.strerror or exc}"
-            ) from exc
+            raise SinkError(f"cannot read checkpoint {self.path}: {exc.strerror or exc}") from exc
         try:
             data = json.loads(raw)
             if not isinstance(data, dict):

@@ -913,9 +913,7 @@ def _check_url_root(root: str) -> None:
             hint=f"use a directory, or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)}",
         )
     if not parts.netloc:
-        raise ConfigError(
-            f"sink.root: {shown!r} names no bucket", hint="write s3://bucket/prefix"
-        )
+        raise ConfigError(f"sink.root: {shown!r} names no bucket", hint="write s3://bucket/prefix")
 
 
 def _check_root(root: str) -> None:
