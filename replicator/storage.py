@@ -159,6 +159,9 @@ class Store(ABC):
         """Make the root exist (a local directory; object stores need nothing)."""
         return None
 
+    def __str__(self) -> str:
+        return self.location  # never with credentials (redact_url)
+
 
 class _LocalOutput(Output):
     def __init__(self, path: Path) -> None:

@@ -42,7 +42,7 @@ def load_committed_history(root: Path | Store) -> SchemaHistory:
         raise IntegrityError(f"cannot read {store.uri(manifests[-1])}: {exc}") from exc
     if not name:
         raise ConfigError(
-            f"{where} has no schema history (written by a version of replicator before it kept one)",
+            f"{where} has no schema history (written by a replicator from before it kept one)",
             hint="the next `replicator run` seeds one",
         )
     try:

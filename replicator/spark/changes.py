@@ -84,7 +84,7 @@ class FileVersion:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        return tuple(str(f.path) for f in self.files)
+        return tuple(f.spark_path for f in self.files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
     """``files`` grouped by landed table and schema (from their footers), oldest first."""
     groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
     for item in files:
-        schema = file_schema(item.path)
+        schema = file_schema(item)
         found = groups.setdefault((item.table, version_key(schema)), (schema, []))
         found[1].append(item)
     versions = [
@@ -278,11 +278,11 @@ def _key(
     override = options.keys.get(table)
     if override is not None:
         return tuple(override)
-    keyed: list[tuple[Path, tuple[str, ...] | None]] = []
+    keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
     for version in versions:
         renames = _renames(version.schema, newest)
         for item in version.files:
-            key = file_key(file_schema(item.path))
+            key = file_key(file_schema(item))
             keyed.append(
                 (item.path, None if key is None else tuple(renames.get(k.lower(), k) for k in key))
             )
@@ -358,7 +358,7 @@ def replayed(
         return None
     names: dict[str, CommittedFile] = {}
     for item in files:
-        other = names.setdefault(item.path.name, item)
+        other = names.setdefault(item.name, item)
         if other is not item:
             raise IntegrityError(
                 f"committed files {other.path} and {item.path} have the same name",
@@ -366,12 +366,12 @@ def replayed(
                 "unique: restore the manifests and files from one backup",
             )
     batches = spark.createDataFrame(
-        [(f.path.name, f.table, f.batch) for f in files],
+        [(f.name, f.table, f.batch) for f in files],
         f"{_FILE} string, {_TABLE} string, {_BATCH} long",
     )
 
     def ids(chosen: Sequence[CommittedFile]) -> DataFrame:
-        frame = spark.read.schema(_ID_SCHEMA).parquet(*[str(f.path) for f in chosen])
+        frame = spark.read.schema(_ID_SCHEMA).parquet(*[f.spark_path for f in chosen])
         return (
             frame.select(_file_name().alias(_FILE), _identity().alias(_ID))
             .where(F.col(_ID).isNotNull())
@@ -428,7 +428,7 @@ def read_lineage(
         if not rows:  # only for the schema (rows before a truncate)
             frames.append(spark.read.parquet(version.paths[-1]).where(F.lit(False)))
             continue
-        frame = spark.read.parquet(*[str(f.path) for f in rows])
+        frame = spark.read.parquet(*[f.spark_path for f in rows])
         original = frame.columns
         frame = frame.where(_within([s for s in data if s.table == version.table]))
         if drop is not None:

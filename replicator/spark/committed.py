@@ -20,6 +20,14 @@ that they agree, and ``state`` records the id with each table built from them.
 Each file's footer names its table (``replicator.table``), its schema version and its primary
 key (``replicator.primary_key``, see ``sink.parquet_writer``): ``table_identity`` turns those
 into the columns that identify a row. This module needs pyarrow only, not Spark.
+
+The landing zone may be a directory (a ``Path``) or an object store (an ``s3://`` URL or a
+``storage.Store``; ``open_landing``). Manifests, footers and files are read through the
+store's pyarrow filesystem; Spark reads an object store's files by ``spark_path`` (``s3a://``
+for ``s3://``: Hadoop's S3 connector, docs/spark.md). On an object store a data file is
+written under its final name before its manifest, so a directory listing may show files no
+manifest names (uncommitted, until the daemon's next recovery deletes them): readers here go
+by the manifests only, and a file a manifest names is looked up by name, never by listing.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
+from ..storage import LocalStore, Store, is_url, open_store
 from .contract import LANDING_ID_KEY, LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
 
 __all__ = [
@@ -49,11 +58,30 @@ __all__ = [
     "file_schema",
     "key_of",
     "landing_id_of",
+    "open_landing",
+    "read_file",
     "read_manifests",
+    "spark_uri",
     "select_tables",
     "table_dirs",
     "table_identity",
 ]
+
+
+def open_landing(landing: Path | str | Store) -> Store:
+    """The landing zone ``landing`` names: a directory, an object store's URL (credentials
+    and endpoint from the environment: ``AWS_*``, ``AWS_ENDPOINT_URL``) or a store."""
+    if isinstance(landing, Store):
+        return landing
+    if isinstance(landing, str) and is_url(landing):
+        return open_store(landing)
+    return LocalStore(Path(landing))
+
+
+def spark_uri(uri: str) -> str:
+    """An object store's URL as Spark's Hadoop connectors name it (``s3://`` is ``s3a://``;
+    the other schemes pyarrow and Hadoop share)."""
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +89,43 @@ class CommittedFile:
     """One data file a committed manifest lists."""
 
     table: str  # "db.t" as the manifest names it
-    path: Path  # absolute
+    path: Path | str  # a local path (absolute when the root is), or an object store's URL
     batch: int
     rows: int
     first_seq: int | None
     last_seq: int | None
+    key: str = ""  # relative to the landing root, as the manifest names it
+    store: Store | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.key.rpartition("/")[2] if self.key else Path(self.path).name
 
     @property
     def table_dir(self) -> Path:
         """The table's directory relative to the landing root (``<db>/<table>``)."""
-        return Path(self.path.parent.parent.name, self.path.parent.name)
+        if self.key:
+            return Path(*self.key.split("/")[:2])
+        path = Path(self.path)
+        return Path(path.parent.parent.name, path.parent.name)
+
+    @property
+    def spark_path(self) -> str:
+        """The file's address for ``spark.read.parquet``."""
+        return str(self.path) if isinstance(self.path, Path) else spark_uri(self.path)
+
+    def exists(self) -> bool:
+        """The file is there (looked up by name: a listing of an object store may lag)."""
+        if self.store is None or isinstance(self.path, Path):
+            return Path(self.path).is_file()
+        return self.store.exists(self.key)
+
+    def source(self) -> tuple[Any, Any]:
+        """(what pyarrow reads, its filesystem or None) for this file."""
+        if self.store is None or isinstance(self.path, Path):
+            return self.path, None
+        fs, base = self.store.filesystem()
+        return f"{base}/{self.key}", fs
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +170,7 @@ class Record:
 @dataclass(frozen=True, slots=True)
 class Manifest:
     batch: int
-    path: Path
+    path: Path | str
     last_seq: int
     files: tuple[CommittedFile, ...]
     first_seq: int = 0
@@ -160,8 +215,12 @@ def _hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def check_landing(root: Path) -> None:
-    """ConfigError (exit 2) unless ``root`` is a directory."""
+def check_landing(root: Path | Store) -> None:
+    """ConfigError (exit 2) unless ``root`` is a directory (an object store: anything)."""
+    if isinstance(root, Store):
+        if isinstance(root, LocalStore):
+            check_landing(root.root)
+        return
     if not root.is_dir():
         raise ConfigError(
             f"landing zone {root} is not a directory",
@@ -169,9 +228,21 @@ def check_landing(root: Path) -> None:
         )
 
 
-def table_dirs(root: Path) -> list[TableDir]:
+def table_dirs(root: Path | Store) -> list[TableDir]:
     """Every table directory of the landing zone (committed files or not), sorted."""
     check_landing(root)
+    if isinstance(root, LocalStore):
+        root = root.root
+    if isinstance(root, Store):  # an object store's "directories" are its keys' prefixes
+        names = {
+            tuple(key.split("/")[:2])
+            for key in root.list()
+            if key.count("/") >= 2 and not any(_hidden(p) for p in key.split("/")[:2])
+        }
+        return [
+            TableDir(f"{_unsafe(db)}.{_unsafe(table)}", Path(db, table))
+            for db, table in sorted(names)
+        ]
     found: list[TableDir] = []
     for db in sorted(root.iterdir()):
         if _hidden(db.name) or not db.is_dir():
@@ -220,19 +291,27 @@ def _record(item: dict[str, Any], batch: int) -> Record:
     )
 
 
-def _manifest(path: Path, root: Path) -> Manifest:
+def _where(store: Store, key: str) -> Path | str:
+    """A file's path (a directory's) or URL (an object store's)."""
+    return store.path(key) if isinstance(store, LocalStore) else store.uri(key)
+
+
+def _manifest(key: str, store: Store) -> Manifest:
+    path = _where(store, key)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(store.read(key))
         batch = int(data["batch"])
         records = tuple(_record(item, batch) for item in data.get("schema_changes") or ())
         files = tuple(
             CommittedFile(
                 table=str(item["table"]),
-                path=root / str(item["path"]),
+                path=_where(store, str(item["path"])),
                 batch=batch,
                 rows=int(item["rows"]),
                 first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
                 last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
+                key=str(item["path"]),
+                store=store,
             )
             for item in data["files"]
         )
@@ -253,7 +332,7 @@ def _manifest(path: Path, root: Path) -> Manifest:
             hint="a manifest is written atomically, so this one was changed by hand: restore "
             "it from a backup",
         ) from exc
-    if manifest.batch != int(path.stem):
+    if manifest.batch != int(key.rpartition("/")[2].partition(".")[0]):
         raise IntegrityError(
             f"manifest {path} is for batch {manifest.batch}",
             hint="manifest files are named after their batch: restore the original file",
@@ -293,7 +372,7 @@ class Manifests:
         return self.manifests[-1].batch if self.manifests else None
 
 
-def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> Manifests:
+def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = False) -> Manifests:
     """Manifests of batches numbered above ``after``, in batch order.
 
     Stops before the first manifest whose files are not all in place (a commit being
@@ -302,10 +381,20 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
     later changes without it.
     """
     check_landing(root)
-    directory = root / MANIFESTS
-    if not directory.is_dir():
-        return Manifests((), None)
-    numbered = sorted((int(p.stem), p) for p in directory.glob("[0-9]*.json") if p.stem.isdigit())
+    store = root if isinstance(root, Store) else LocalStore(root)
+    directory = store.uri(MANIFESTS)
+    numbered: list[tuple[int, str]] = []
+    for key in store.list(MANIFESTS):
+        name = key[len(MANIFESTS) + 1 :]
+        stem, _, suffix = name.partition(".")
+        if "/" not in name and suffix == "json" and stem.isdigit():
+            numbered.append((int(stem), key))
+    numbered.sort()
+    if not store.renames:  # a listing may lag: the next batches are looked up by name too
+        last = numbered[-1][0] if numbered else after
+        while store.exists(f"{MANIFESTS}/{last + 1:020d}.json"):
+            last += 1
+            numbered.append((last, f"{MANIFESTS}/{last:020d}.json"))
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
@@ -318,8 +407,8 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
                 hint="restore the manifest and its files, or rebuild the output with "
                 "--full-refresh from what the landing zone holds",
             )
-        manifest = _manifest(path, root)
-        if waiting is None and not all(f.path.is_file() for f in manifest.files):
+        manifest = _manifest(path, store)
+        if waiting is None and not all(f.exists() for f in manifest.files):
             waiting = number
             if not unpublished:
                 break
@@ -329,7 +418,7 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
 
 
 def committed_files(
-    root: Path, *, after: int = 0, tables: Iterable[str] | None = None
+    root: Path | Store, *, after: int = 0, tables: Iterable[str] | None = None
 ) -> dict[str, list[CommittedFile]]:
     """Committed, published files per table (``db.t``), in ``_seq`` order."""
     wanted = None if tables is None else set(tables)
@@ -341,13 +430,28 @@ def committed_files(
     return out
 
 
-def file_schema(path: Path) -> pa.Schema:
+def file_schema(item: Path | CommittedFile) -> pa.Schema:
     """A file's Arrow schema with its key-value metadata, from the footer only."""
+    path, fs = (item, None) if isinstance(item, Path) else item.source()
+    shown = item if isinstance(item, Path) else item.path
     try:
-        return pq.read_schema(path)
+        return pq.read_schema(path, filesystem=fs)
     except (OSError, pa.ArrowException) as exc:
         raise IntegrityError(
-            f"cannot read the footer of committed file {path}: {exc}",
+            f"cannot read the footer of committed file {shown}: {exc}",
+            hint="the file is listed by a manifest, so it was complete when committed: "
+            "restore it from a backup",
+        ) from exc
+
+
+def read_file(item: CommittedFile, columns: Sequence[str] | None = None) -> pa.Table:
+    """A committed file's rows (``columns`` only), through the landing zone's filesystem."""
+    path, fs = item.source()
+    try:
+        return pq.read_table(path, columns=columns, filesystem=fs)
+    except (OSError, pa.ArrowException) as exc:
+        raise IntegrityError(
+            f"cannot read committed file {item.path}: {exc}",
             hint="the file is listed by a manifest, so it was complete when committed: "
             "restore it from a backup",
         ) from exc
@@ -363,7 +467,7 @@ def file_key(schema: pa.Schema) -> tuple[str, ...] | None:
 
 def table_identity(
     table: str,
-    schemas: Sequence[tuple[Path, pa.Schema]],
+    schemas: Sequence[tuple[Path | str, pa.Schema]],
     *,
     override: Sequence[str] | None = None,
     previous: tuple[str, ...] | None = None,
@@ -378,13 +482,13 @@ def table_identity(
 
 def key_of(
     table: str,
-    keyed: Sequence[tuple[Path, tuple[str, ...] | None]],
+    keyed: Sequence[tuple[Path | str, tuple[str, ...] | None]],
     *,
     previous: tuple[str, ...] | None = None,
 ) -> tuple[str, ...]:
     """The key all files record (``keyed``: each file's key, in the newest version's column
     names; None when the file records none); see ``table_identity``."""
-    keys: dict[tuple[str, ...], Path] = {}
+    keys: dict[tuple[str, ...], Path | str] = {}
     for path, key in keyed:
         if key is None:
             raise ConfigError(

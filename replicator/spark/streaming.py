@@ -78,7 +78,7 @@ def stream_schema(spark: SparkSession, landing: Path | str, table: str) -> T.Str
         f
         for m in read_manifests(root).manifests
         for f in m.files
-        if f.table == table and f.path.is_file()
+        if f.table == table and f.exists()
     ]
     if not files:
         raise ConfigError(
@@ -131,9 +131,9 @@ class CurrentStateStream:
 def _wait_published(needed: Sequence[CommittedFile]) -> None:
     """A batch's files are renamed into place right after its manifest: wait for that."""
     deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
-    while not all(f.path.is_file() for f in needed):
+    while not all(f.exists() for f in needed):
         if time.monotonic() > deadline:
-            missing = next(f.path for f in needed if not f.path.is_file())
+            missing = next(f.path for f in needed if not f.exists())
             raise SinkError(
                 f"committed file {missing} is not published",
                 hint="the daemon stopped inside a commit: start `replicator run`, which "
