@@ -17,7 +17,8 @@ Object stores (S3 and the like) have no such lock: there the writer holds a *lea
 (``LeaseLock``), the object ``_state/lease.json`` naming an owner id, pid, host and an expiry
 (``sink.object_store.lease_seconds`` ahead), renewed by the holder every few seconds while it
 runs. A process finding an unexpired lease of another owner refuses to start; a lease a
-killed holder left expires, so the next start waits at most ``lease_seconds``. Object stores
+killed holder left expires, so the next start waits at most ``lease_seconds`` (none when
+the holder ran on the same host and its process is gone). Object stores
 (without conditional writes, which pyarrow does not offer) cannot make "read the lease, then
 write ours" atomic: the lease guards against the mistake of a second writer configured on a
 landing zone in use, not against two writers started in the same instant. The holder reads
@@ -296,7 +297,14 @@ class LeaseLock:
         found = self._read()
         if found is not None and found.get("ended") is None and found.get("owner") != self.owner:
             expires = found.get("expires")
-            if isinstance(expires, int | float) and expires > time.time():
+            pid = found.get("pid")
+            # a holder on this host whose process is gone (killed) left its lease behind
+            gone = (
+                found.get("host") == socket.gethostname()
+                and isinstance(pid, int)
+                and not _process_exists(pid)
+            )
+            if not gone and isinstance(expires, int | float) and expires > time.time():
                 raise LandingZoneBusyError(
                     f"the landing zone {self.store.location} is in use by another replicator "
                     f"process (pid {found.get('pid')} on {found.get('host')}, "

@@ -47,6 +47,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ..errors import ConfigError, SinkError
+from ..storage import is_url, redact_url
 from . import state as st
 from .committed import CommittedFile, TableDir, read_manifests
 from .contract import MANIFESTS
@@ -158,6 +159,11 @@ def start_current_state_stream(
     ``checkpoint`` is the query's Spark checkpoint location (keep it next to ``out``);
     ``max_files_per_trigger`` bounds the landing batches per micro-batch.
     """
+    if is_url(str(landing)):
+        raise ConfigError(
+            f"landing zone {redact_url(str(landing))}: the streaming reader reads a directory",
+            hint="materialize an object-store landing zone with `materialize` (batch) instead",
+        )
     root = Path(landing).resolve()
     found = _table(root, table)
     merge = CurrentStateStream(
