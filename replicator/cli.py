@@ -42,7 +42,7 @@ from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .spark.cli import materialize
 from .storage import Store
-from .targets import Target, demo_target, landing_at, landing_root, resolve
+from .targets import Target, demo_target, landing_at, resolve
 
 # The daemon (service), the landing zone, status and schema show load pyarrow.parquet, sqlglot
 # and the whole pipeline: their commands import them when they run, so that the others (dump
@@ -386,7 +386,7 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
 
     try:
         target = resolve(config_file, landing, "status")
-        landing_root(target)
+        landing_at(target)
         report = gather(target.config, probe_source=target.source_known and not no_source)
     except ReplicatorError as exc:
         _fail(exc)
