@@ -28,6 +28,15 @@ replayed batch rewrites the same names (they derive from ``_seq``, which the che
 carries), never adding duplicates. A final file that would overwrite a committed one is
 refused before anything is written.
 
+Everything goes through the landing zone's ``storage.Store`` by key. On an object store
+(``sink.root: s3://...``; docs/landing-zone.md, Object stores) there is no rename and no
+directory fsync: step 1 uploads each data file under its final name, the manifest PUT (step 2)
+is the single commit point, step 3 has nothing to do (its fault points stay, so the crash
+test runs unchanged), the checkpoint is one PUT. Recovery there deletes the data files no
+manifest names (what a batch killed before its manifest uploaded) instead of refusing them,
+and a batch may overwrite such a leftover of its own name, never a file whose ``_seq`` a
+manifest covers. A file a listing does not show is looked up by name before it counts as gone.
+
 XA transactions prepared but not yet decided when a batch commits have their rows written to
 ``_state/xa/<xa id>.<file>.<position>.pickle`` in step 1 (fsync'd; a file only this program
 writes and reads; one per PREPARE), and those names go into the manifest and the checkpoint
@@ -239,7 +248,7 @@ class Batch:
             json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n",
         )
         zone.fault.at("manifest")
-        zone.committed.update(target.final for target, _ in written)
+        zone.committed_through = next_seq - 1
         for index, (target, _) in enumerate(written):
             zone._publish(target.temp, target.final)  # nothing to do on object stores
             if index == 0:
@@ -283,9 +292,10 @@ class LandingZone:
         self.landing_id: str | None = None  # set by recover() (sink.identity)
         self.fault = fault or FaultInjector()
         self.checkpoints = CheckpointStore(self.store)
-        # the data files committed manifests name (object stores: a replayed batch may
-        # overwrite a leftover of the same name, never one of these)
-        self.committed: set[str] = set()
+        # the last _seq committed manifests cover: a data file named after a _seq up to it is
+        # a committed one (names derive from _seq; object stores: a replayed batch may
+        # overwrite a leftover of an uncommitted batch, never one of these)
+        self.committed_through = 0
         self.last_manifest: dict[str, Any] | None = None
         # the schema history file the last committed manifest names (relative to root)
         self.history: str | None = None
@@ -323,12 +333,14 @@ class LandingZone:
         directory = f"{_safe(version.schema)}/{_safe(version.table)}"
         final = f"{directory}/part-{first_seq:020d}.parquet"
         where = self.store.uri(final)
-        # a final name is taken once its batch commits; on a directory it appears only then,
+        # a final name is taken once its batch commits. On a directory it appears only then;
         # on an object store an uncommitted leftover of a crashed batch may hold it (the
-        # replay overwrites it: same rows under the same name)
-        taken = final in self.committed
+        # replay overwrites it: same rows under the same name), so there the name is taken
+        # when its _seq is one a manifest covers (committed, whether or not still there)
         if self.store.renames:
-            taken = taken or self.store.exists(final)
+            taken = self.store.exists(final)
+        else:
+            taken = first_seq <= self.committed_through
         if taken:
             raise IntegrityError(
                 f"{where} already exists: _seq {first_seq} was committed before",
@@ -514,7 +526,7 @@ class LandingZone:
             )
             self.checkpoints.save(checkpoint)
         self._remove_uncommitted(listed, leftovers)
-        self.committed = referenced
+        self.committed_through = manifests[-1].last_seq if manifests else 0
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None
