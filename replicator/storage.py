@@ -31,7 +31,7 @@ import os
 import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -276,7 +276,9 @@ class LocalStore(Store):
 @dataclass(frozen=True, slots=True)
 class ObjectStoreOptions:
     """How to reach an object store beyond its URL. Credentials come from the usual chains
-    (environment, profile, instance role) unless given here; none of these is ever shown."""
+    (environment, profile, instance role) unless given here; none of these is ever shown.
+    Without an endpoint, ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` names one, as for
+    the AWS SDKs."""
 
     endpoint: str | None = None  # S3-compatible stores: http(s)://host:port
     region: str | None = None
@@ -342,6 +344,10 @@ class ObjectStore(Store):
     def __init__(self, url: str, options: ObjectStoreOptions | None = None) -> None:
         self.location = redact_url(url)
         options = options or ObjectStoreOptions()
+        if not options.endpoint:  # the AWS SDKs' variables (pyarrow's client does not read them)
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            if endpoint:
+                options = replace(options, endpoint=endpoint)
         parts = urlsplit(url)
         if parts.username or parts.password or parts.query:
             raise ConfigError(

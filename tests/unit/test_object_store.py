@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 
 import pyarrow.parquet as pq
@@ -26,7 +30,13 @@ from replicator.errors import ConfigError, IntegrityError
 from replicator.sink.changes import TableVersion
 from replicator.sink.landing import LandingZone
 from replicator.sink.lock import LandingZoneBusyError, LeaseLock, read_record
-from replicator.spark.committed import committed_files, file_schema, read_manifests
+from replicator.spark.committed import (
+    committed_files,
+    file_schema,
+    open_landing,
+    read_file,
+    read_manifests,
+)
 from replicator.storage import ObjectStore, ObjectStoreOptions, open_store, redact_url
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.unit.test_parquet_writer import change
@@ -203,22 +213,44 @@ def test_the_lease_refuses_a_second_writer_until_it_ends(s3_server: S3Server, ur
         LeaseLock(store, lease_seconds=30).acquire("replicator run")
     record = read_record(store)
     assert record is not None and record.facts["server_id"] == 7 and record.ended is None
+    assert record.running is True  # this process holds it
     first.check()  # still ours
     first.release()
-    second = LeaseLock(store, lease_seconds=30).acquire("checkpoint set")
+    record = read_record(store)
+    assert record is not None and record.ended is not None
+    LeaseLock(store, lease_seconds=30).acquire("checkpoint set").release()
+
+
+def test_a_holder_whose_lease_was_taken_over_stops(s3_server: S3Server, url: str) -> None:
+    store = open_store(url, _options(s3_server))
+    holder = LeaseLock(store, lease_seconds=0.3).acquire("replicator run")
+    # its lease ran out (a stalled process) and another writer took the landing zone
+    other = {"owner": "f" * 32, "pid": 1, "host": "elsewhere", "expires": time.time() + 60}
+    store.write("_state/lease.json", json.dumps(other).encode())
+    time.sleep(0.2)  # a renewal is due
     with pytest.raises(LandingZoneBusyError, match="taken over"):
-        first._held = True  # a holder whose lease another owner took stops at its next check
-        first._renewed = 0.0
-        first.check()
-    second.release()
+        holder.check()
+    assert json.loads(store.read("_state/lease.json"))["owner"] == "f" * 32  # left alone
 
 
-def test_an_expired_lease_is_taken_over(s3_server: S3Server, url: str) -> None:
+def test_an_expired_lease_or_one_of_a_dead_local_process_is_taken_over(
+    s3_server: S3Server, url: str
+) -> None:
     store = open_store(url, _options(s3_server))
     store.write(
         "_state/lease.json",
         json.dumps({"owner": "x", "pid": 1, "host": "gone", "expires": 1.0}).encode(),
     )
+    LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.write(
+        "_state/lease.json",
+        json.dumps(
+            {"owner": "y", "pid": dead.pid, "host": socket.gethostname(),
+             "expires": time.time() + 60}
+        ).encode(),
+    )  # fmt: skip
     LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
 
 
@@ -260,3 +292,20 @@ def test_object_store_secrets_are_redacted(s3_server: S3Server, url: str) -> Non
             },
         )
     assert SECRET_KEY not in str(caught.value)
+
+
+def test_readers_take_a_url_with_credentials_and_endpoint_from_the_environment(
+    s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    _land(zone, itertools.count(1), 3)
+    for name, value in {**s3_server.env(), "AWS_ENDPOINT_URL": s3_server.endpoint}.items():
+        monkeypatch.setenv(name, value)
+    landing = open_landing(url)  # what `replicator materialize --landing s3://...` opens
+    files = committed_files(landing)["shop.orders"]
+    assert [f.rows for f in files] == [3]
+    assert (
+        files[0].spark_path == "s3a://" + f"{url}/shop/orders/part-00000000000000000001.parquet"[5:]
+    )
+    assert read_file(files[0], ["id"]).column("id").to_pylist() == [1, 2, 3]
