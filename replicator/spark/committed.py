@@ -395,6 +395,19 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
         while store.exists(f"{MANIFESTS}/{last + 1:020d}.json"):
             last += 1
             numbered.append((last, f"{MANIFESTS}/{last:020d}.json"))
+    listed: set[str] | None = None
+
+    def present(item: CommittedFile) -> bool:
+        """On a directory: the file is in place (published). On an object store, where a
+        committed file is in place before its manifest is, one listing answers for most and
+        a file it does not show is looked up by name (a listing may lag)."""
+        nonlocal listed
+        if store.renames:
+            return item.exists()
+        if listed is None:
+            listed = set(store.list())
+        return item.key in listed or item.exists()
+
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
@@ -408,7 +421,14 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
                 "--full-refresh from what the landing zone holds",
             )
         manifest = _manifest(path, store)
-        if waiting is None and not all(f.exists() for f in manifest.files):
+        missing = next((f for f in manifest.files if not present(f)), None)
+        if missing is not None and not store.renames:
+            raise IntegrityError(
+                f"batch {number} is committed but its file {missing.path} is gone",
+                hint="on an object store a batch's files are in place before its manifest: "
+                "restore the file from a backup",
+            )
+        if waiting is None and missing is not None:
             waiting = number
             if not unpublished:
                 break

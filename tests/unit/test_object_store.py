@@ -309,3 +309,14 @@ def test_readers_take_a_url_with_credentials_and_endpoint_from_the_environment(
         files[0].spark_path == "s3a://" + f"{url}/shop/orders/part-00000000000000000001.parquet"[5:]
     )
     assert read_file(files[0], ["id"]).column("id").to_pylist() == [1, 2, 3]
+
+
+def test_readers_refuse_a_committed_file_that_is_gone(s3_server: S3Server, url: str) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    rows = itertools.count(1)
+    _land(zone, rows, 2)
+    _land(zone, rows, 2)
+    zone.store.delete("shop/orders/part-00000000000000000003.parquet")
+    with pytest.raises(IntegrityError, match=r"batch 2 is committed but its file .* is gone"):
+        read_manifests(zone.store)
