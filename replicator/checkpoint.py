@@ -19,6 +19,7 @@ from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from .binlog.position import StreamPosition
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from .snapshot_progress import SnapshotState
+from .storage import LocalStore, Store
 
 FORMAT_VERSION = 1
 
@@ -87,17 +88,24 @@ def position_from_json(data: object, where: str) -> StreamPosition:
     )
 
 
+CHECKPOINT_KEY = "_state/checkpoint.json"
+
+
 class CheckpointStore:
-    def __init__(self, root: Path) -> None:
-        self.path = root / "_state" / "checkpoint.json"
+    """The checkpoint of the landing zone at ``root`` (a directory, or a ``storage.Store``:
+    on an object store the checkpoint is one PUT, which replaces it whole)."""
+
+    def __init__(self, root: Path | Store) -> None:
+        self.store = root if isinstance(root, Store) else LocalStore(root)
+        self.path = self.store.uri(CHECKPOINT_KEY)  # for messages
 
     def load(self) -> Checkpoint:
         try:
-            raw = self.path.read_bytes()
+            raw = self.store.read(CHECKPOINT_KEY)
         except FileNotFoundError:
             return Checkpoint(batch=0, next_seq=1, position=None)
         except OSError as exc:
-            raise SinkError(f"cannot read checkpoint {self.path}: {exc.strerror}") from exc
+            raise SinkError(f"cannot read checkpoint {self.path}: {exc.strerror or exc}") from exc
         try:
             data = json.loads(raw)
             if not isinstance(data, dict):
@@ -131,7 +139,13 @@ class CheckpointStore:
 
     def save(self, checkpoint: Checkpoint) -> None:
         data = json.dumps(checkpoint.to_json(), indent=2, sort_keys=True).encode() + b"\n"
-        write_atomic(self.path, data)
+        try:
+            self.store.write(CHECKPOINT_KEY, data)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot write {self.path}: {exc.strerror or exc}",
+                hint="check free space and permissions of the landing zone; nothing was lost",
+            ) from exc
 
 
 def _is_int(value: object) -> bool:

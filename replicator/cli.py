@@ -35,12 +35,14 @@ from .embedded.reset import reset_demo
 from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
-from .sink.lock import LandingLock, read_record
+from .sink.lock import read_record, writer_lock
+from .sink.stores import landing_store
 from .snapshot.requests import write_request
 from .source.binlog_file import read_binlog_files
 from .source.preflight import format_report, run_preflight
 from .spark.cli import materialize
-from .targets import Target, demo_target, landing_root, resolve
+from .storage import Store
+from .targets import Target, demo_target, landing_at, resolve
 
 # The daemon (service), the landing zone, status and schema show load pyarrow.parquet, sqlglot
 # and the whole pipeline: their commands import them when they run, so that the others (dump
@@ -230,7 +232,7 @@ def check(
                 )
         if target is not None:
             cfg = target.config.source
-            own = _own_replica_host(Path(target.config.sink.root), cfg.server_id)
+            own = _own_replica_host(landing_store(target.config.sink), cfg.server_id)
         else:
             cfg = SourceConfig(
                 host=host,
@@ -249,7 +251,7 @@ def check(
     sys.exit(0 if report.ok else 3)
 
 
-def _own_replica_host(root: Path, server_id: int) -> str | None:
+def _own_replica_host(root: Store, server_id: int) -> str | None:
     """The name the landing zone's daemon registered with, when its lock records one for
     ``server_id`` (``sink.lock``; ``check_replica_clash`` says why this hides no clash)."""
     record = read_record(root)
@@ -384,7 +386,7 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
 
     try:
         target = resolve(config_file, landing, "status")
-        landing_root(target)
+        landing_at(target)
         report = gather(target.config, probe_source=target.source_known and not no_source)
     except ReplicatorError as exc:
         _fail(exc)
@@ -414,12 +416,12 @@ def snapshot(config_file: Path, patterns: tuple[str, ...]) -> None:
                     f"--tables {pattern!r} must be database.table (globs allowed)",
                     hint='e.g. --tables "shop.orders" or --tables "shop.*"',
                 )
-        path = write_request(Path(config.sink.root), patterns)
+        key = write_request(landing_store(config.sink), patterns)
     except ReplicatorError as exc:
         _fail(exc)
     except OSError as exc:
         _fail(SinkError(f"cannot write the snapshot request: {exc}", hint="check sink.root"))
-    click.echo(f"snapshot requested: {', '.join(patterns)} ({path.name})")
+    click.echo(f"snapshot requested: {', '.join(patterns)} ({key.rpartition('/')[2]})")
 
 
 @main.group()
@@ -435,7 +437,7 @@ def checkpoint_show(config_file: Path | None, landing: Path | None) -> None:
     the current directory holds its landing zone."""
     try:
         target = resolve(config_file, landing, "checkpoint show")
-        current = CheckpointStore(landing_root(target)).load()
+        current = CheckpointStore(landing_at(target)).load()
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(json.dumps(current.to_json(), indent=2, sort_keys=True))
@@ -457,11 +459,12 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
         if found is None:
             raise ConfigError("checkpoint set needs --gtid or --file/--pos")
         position = found
-        root = Path(config.sink.root)
-        with LandingLock(root).acquire("checkpoint set"):  # never under a running daemon
+        zone = LandingZone(config.sink)
+        lease = config.sink.object_store.lease_seconds
+        with writer_lock(zone.store, lease).acquire("checkpoint set"):  # never under a daemon
             # finish a half-done commit first, or its roll-forward would undo this move
-            current = LandingZone(config.sink).recover()
-            CheckpointStore(root).save(
+            current = zone.recover()
+            zone.checkpoints.save(
                 Checkpoint(
                     batch=current.batch,
                     next_seq=current.next_seq,
@@ -498,7 +501,7 @@ def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_js
 
     try:
         config = load_config(config_file)
-        root = landing_root(Target(config, f"--config {config_file}", source_known=True))
+        root = landing_at(Target(config, f"--config {config_file}", source_known=True))
         history = load_committed_history(root)
         covered = None
         if at_gtid is not None:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -37,6 +38,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from .binlog.position import start_position
 from .errors import ConfigError
+from .storage import is_url, redact_url
 
 MAX_SECRET_BYTES = 65535  # the longest password MQTT can carry; plenty for MySQL too
 
@@ -408,9 +410,26 @@ class CompactionConfig:
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
 @dataclass(frozen=True, slots=True)
+class ObjectStoreConfig:
+    """How to reach the object store a ``sink.root`` URL names (``storage``). Credentials
+    come from the store's usual chain (AWS: environment, profile, instance role) unless
+    given here, each as ``<key>_env`` or ``<key>_file`` (or the key itself, quoted)."""
+
+    endpoint: OptionalText = None  # an S3-compatible store: http(s)://host:port
+    region: OptionalText = None
+    access_key: Secret = field(default_factory=lambda: Secret(""))
+    secret_key: Secret = field(default_factory=lambda: Secret(""))
+    session_token: Secret = field(default_factory=lambda: Secret(""))
+    # seconds a writer's lease on the landing zone lasts without renewal (sink.lock)
+    lease_seconds: Annotated[float, Limit(5, DAY, "seconds, e.g. 60")] = 60.0
+
+
+@with_config(_UNKNOWN_KEYS_REFUSED)
+@dataclass(frozen=True, slots=True)
 class SinkConfig:
     """The landing zone and how changes are batched into it."""
 
+    # a directory, or an object store's URL (s3://bucket/prefix; gs://, abfs://, hdfs://)
     root: Text = "./landing"
     # commit when a batch holds this many row changes...
     batch_max_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 100000")] = 100_000
@@ -431,6 +450,7 @@ class SinkConfig:
     # being held in memory, and commits as one batch at its end
     large_transaction_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 50000")] = 50_000
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    object_store: ObjectStoreConfig = field(default_factory=ObjectStoreConfig)
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -538,7 +558,6 @@ LIMITS: dict[str, Limit] = dict(_limits(Config))
 # -- loading ------------------------------------------------------------------------------------
 
 ENV_PREFIX = "REPLICATOR_"
-_PASSWORD_KEYS = ("password", "password_env", "password_file")
 _SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 _CONFIG = TypeAdapter(Config)
 _SECTION_TYPES: dict[str, type] = typing.get_type_hints(Config)  # "source": SourceConfig, ...
@@ -642,21 +661,49 @@ def _secret_text(key: str, value: object, hint: str) -> str | None:
     return str(value)
 
 
-def _resolve_secrets(data: dict[Any, Any], environ: Mapping[str, str]) -> None:
-    """Each section's password settings into the one ``Secret`` its ``password`` holds. This
-    happens before validation because pydantic's errors carry the values they refuse."""
-    for name, kind in _SECTION_TYPES.items():
+def _resolve_secrets(
+    data: dict[Any, Any],
+    environ: Mapping[str, str],
+    sections: Mapping[str, type] = _SECTION_TYPES,
+    prefix: str = "",
+) -> None:
+    """Each section's secret settings (``password``, ``password_env``, ``password_file``,
+    and so on for every ``Secret`` field) into the one ``Secret`` the field holds; nested
+    sections walked into. This happens before validation because pydantic's errors carry the
+    values they refuse."""
+    for name, kind in sections.items():
         section = data.get(name)
-        if isinstance(section, dict) and "password" in _keys_of(kind):
-            secret = _secret(f"{name}.password", section, environ)
-            data[name] = {k: v for k, v in section.items() if k not in _PASSWORD_KEYS}
-            data[name]["password"] = secret
+        if not isinstance(section, dict) or not dataclasses.is_dataclass(kind):
+            continue
+        hints = typing.get_type_hints(kind)
+        section = dict(section)
+        for secret_name in _secrets_of(kind):
+            forms = (secret_name, f"{secret_name}_env", f"{secret_name}_file")
+            if any(form in section for form in forms):
+                secret = _secret(f"{prefix}{name}.{secret_name}", section, environ)
+                section = {k: v for k, v in section.items() if k not in forms}
+                section[secret_name] = secret
+        nested = {
+            field_name: hint
+            for field_name, hint in hints.items()
+            if isinstance(hint, type) and dataclasses.is_dataclass(hint)
+        }
+        if nested:
+            _resolve_secrets(section, environ, nested, f"{prefix}{name}.")
+        data[name] = section
+
+
+def _secrets_of(cls: type) -> list[str]:
+    hints = typing.get_type_hints(cls)
+    return [f.name for f in dataclasses.fields(cls) if hints[f.name] is Secret]
 
 
 def _keys_of(cls: type) -> list[str]:
-    """The keys a section takes: its fields, and for a password its _env and _file forms."""
+    """The keys a section takes: its fields, and for a secret its _env and _file forms."""
     names = [f.name for f in dataclasses.fields(cls)]
-    return names + list(_PASSWORD_KEYS[1:]) if "password" in names else names
+    for secret in _secrets_of(cls):
+        names += [f"{secret}_env", f"{secret}_file"]
+    return names
 
 
 def _merge(base: dict[Any, Any], over: dict[Any, Any]) -> dict[Any, Any]:
@@ -844,7 +891,47 @@ def _validate_sink(sink: SinkConfig) -> None:
             f"sink.compression: {sink.compression!r} is not supported",
             hint="use zstd, snappy, gzip or none (lower case)",
         )
-    _check_root(sink.root)
+    if is_url(sink.root):
+        _check_url_root(sink.root)
+    else:
+        _check_root(sink.root)
+    store = sink.object_store
+    if store.endpoint is not None and urlsplit(store.endpoint).scheme not in ("http", "https"):
+        raise ConfigError(
+            f"sink.object_store.endpoint: {redact_url(store.endpoint)!r} is not an http(s) URL",
+            hint="e.g. http://minio:9000 or https://s3.eu-central-1.amazonaws.com",
+        )
+    if bool(store.access_key) != bool(store.secret_key):
+        raise ConfigError(
+            "sink.object_store: access_key and secret_key go together",
+            hint="give both (e.g. access_key_env and secret_key_env), or neither to use the "
+            "store's credential chain (environment, profile, instance role)",
+        )
+
+
+OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
+
+
+def _check_url_root(root: str) -> None:
+    """An object store's URL: a scheme pyarrow reaches, a bucket, no credentials in it (the
+    URL is shown in logs and messages; a credential there would be too)."""
+    parts = urlsplit(root)
+    shown = redact_url(root)
+    if parts.username or parts.password or parts.query:
+        raise ConfigError(
+            f"sink.root: {shown!r} carries credentials or options; they are not read (and "
+            "the URL is not shown whole)",
+            hint="give credentials through the environment, a profile, the instance role or "
+            "sink.object_store.access_key_env/secret_key_env, and the endpoint as "
+            "sink.object_store.endpoint",
+        )
+    if parts.scheme not in OBJECT_STORE_SCHEMES:
+        raise ConfigError(
+            f"sink.root: {shown!r}: {parts.scheme}:// is not an object store replicator writes",
+            hint=f"use a directory, or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)}",
+        )
+    if not parts.netloc:
+        raise ConfigError(f"sink.root: {shown!r} names no bucket", hint="write s3://bucket/prefix")
 
 
 def _check_root(root: str) -> None:

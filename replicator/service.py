@@ -24,7 +24,6 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -44,7 +43,7 @@ from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, res
 from .schema.tracker import SchemaTracker
 from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
-from .sink.lock import LandingLock
+from .sink.lock import writer_lock
 from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner
 from .source.connection import describe_source, open_connection
@@ -71,7 +70,7 @@ class Service:
         self.config = config
         self.options = options
         self.zone = LandingZone(config.sink, fault=FaultInjector.from_env())
-        self.lock = LandingLock(self.zone.root)
+        self.lock = writer_lock(self.zone.store, config.sink.object_store.lease_seconds)
         self._stop = asyncio.Event()
         self._signals = 0
         self.pipeline: Pipeline | None = None
@@ -84,7 +83,7 @@ class Service:
         self.metrics.on_scrape(self._sync_metrics)
         self.snapshots: SnapshotRunner | None = None
         self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
-        self._requests: list[Path] = []  # snapshot requests taken, deleted once committed
+        self._requests: list[str] = []  # snapshot requests taken (keys), deleted once committed
         # the name every stream of this process registers with as a replica: random, and in
         # the landing zone's lock, so `replicator check` tells this daemon's registration of
         # server_id from another replica's (sink.lock, source.preflight_checks)
@@ -101,9 +100,8 @@ class Service:
 
     def _committed(self, manifest: dict[str, Any], stats: PipelineStats) -> None:
         if self._requests and manifest.get("snapshot") is not None:
-            for path in self._requests:  # what they asked for is in the checkpoint now
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+            for key in self._requests:  # what they asked for is in the checkpoint now
+                self.zone.store.delete(key)
             self._requests = []
         files: list[dict[str, Any]] = manifest.get("files", [])
         tables = sorted({str(f["table"]) for f in files})
@@ -174,7 +172,7 @@ class Service:
                 )
                 log.info(
                     "starting",
-                    landing=str(self.zone.root),
+                    landing=self.zone.location,
                     resume=None if start is None else start.describe(),
                     batch=checkpoint.batch,
                     next_seq=checkpoint.next_seq,
@@ -404,17 +402,17 @@ class Service:
         self._take_requests()
         return runner
 
-    def _take_requests(self) -> None:
+    def _take_requests(self, found: list[tuple[str, list[str]]] | None = None) -> None:
         """Queue what `replicator snapshot` asked for (each request file once; it is
         deleted when a commit has its tables in the checkpoint)."""
         runner = self.snapshots
         if runner is None:
             return
-        for path, patterns in read_requests(self.zone.root):
-            if path in self._requests:
+        for key, patterns in read_requests(self.zone.store) if found is None else found:
+            if key in self._requests:
                 continue
             tables = runner.queue(patterns)
-            self._requests.append(path)
+            self._requests.append(key)
             log.info("snapshot requested", patterns=patterns, tables=tables)
 
     async def _guard(self) -> None:
@@ -422,8 +420,11 @@ class Service:
         deleted or replaced under a running daemon (idle or not) stops it (exit 1)."""
         while True:
             await asyncio.sleep(GUARD_SECONDS)
-            self.lock.check()
-            self._take_requests()
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, self.lock.check)  # an object store's lease: I/O
+            if self.snapshots is not None:  # read off the loop (a listing on object stores)
+                found = await loop.run_in_executor(None, read_requests, self.zone.store)
+                self._take_requests(found)
 
     async def _compact_every(self) -> None:
         """``sink.compaction.every``: compact the landing zone on a timer, beside the stream

@@ -19,7 +19,6 @@ import datetime as dt
 import json
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,9 +30,11 @@ from .progress import bytes_behind
 from .sink.identity import read_identity
 from .sink.lock import LockRecord, read_record
 from .sink.manifests import MANIFESTS
+from .sink.stores import landing_store
 from .snapshot.requests import read_requests
 from .source.connection import open_connection
 from .source.server_info import server_info
+from .storage import LocalStore, Store
 
 _DAEMON_METRICS = {
     "replicator_replication_lag_seconds": "lag_seconds",
@@ -47,9 +48,11 @@ _DAEMON_METRICS = {
 
 def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -> dict[str, Any]:
     """The status report as plain data (what ``--json`` prints)."""
-    root = Path(config.sink.root)
+    root = landing_store(config.sink)
     checkpoint = CheckpointStore(root).load()
-    report: dict[str, Any] = {"landing": str(root.absolute())}
+    report: dict[str, Any] = {
+        "landing": str(root.root.absolute()) if isinstance(root, LocalStore) else root.location
+    }
     try:
         report["landing_id"] = read_identity(root)
     except ReplicatorError as exc:
@@ -84,12 +87,12 @@ def _age(committed_at: str) -> float | None:
     return round((dt.datetime.now(dt.UTC) - then).total_seconds(), 1)
 
 
-def _last_batch(root: Path, batch: int) -> dict[str, Any] | None:
+def _last_batch(root: Store, batch: int) -> dict[str, Any] | None:
     if batch == 0:
         return None
-    path = root / MANIFESTS / f"{batch:020d}.json"
+    path = root.uri(f"{MANIFESTS}/{batch:020d}.json")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(root.read(f"{MANIFESTS}/{batch:020d}.json"))
     except (OSError, ValueError) as exc:
         return {"batch": batch, "error": f"cannot read {path}: {exc}"}
     tables: dict[str, int] = {}

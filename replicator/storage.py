@@ -31,7 +31,7 @@ import os
 import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -48,6 +48,7 @@ __all__ = [
     "Output",
     "Store",
     "is_url",
+    "local_output",
     "open_store",
     "redact_url",
 ]
@@ -80,13 +81,16 @@ def _check_key(key: str) -> str:
 
 class Output(ABC):
     """A file being written: ``write`` bytes, then ``close`` (durable and visible under its
-    key) or ``abort`` (nothing left behind that a reader could take for data)."""
+    key; returns its size) or ``abort`` (nothing left behind that a reader could take for
+    data)."""
+
+    name: str  # where it goes, for messages
 
     @abstractmethod
     def write(self, data: bytes | memoryview) -> int: ...
 
     @abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> int: ...
 
     @abstractmethod
     def abort(self) -> None: ...
@@ -155,10 +159,14 @@ class Store(ABC):
         """Make the root exist (a local directory; object stores need nothing)."""
         return None
 
+    def __str__(self) -> str:
+        return self.location  # never with credentials (redact_url)
+
 
 class _LocalOutput(Output):
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.name = str(path)
         self._file: IO[bytes] | None = open(path, "wb", buffering=_FILE_BUFFER)  # noqa: SIM115
 
     @property
@@ -169,13 +177,14 @@ class _LocalOutput(Output):
         assert self._file is not None
         return self._file.write(data)
 
-    def close(self) -> None:
+    def close(self) -> int:
         handle, self._file = self._file, None
         if handle is None:
-            return
+            raise ValueError(f"{self.path} is closed already")
         try:
             handle.flush()
             os.fsync(handle.fileno())
+            return os.fstat(handle.fileno()).st_size
         finally:
             handle.close()
 
@@ -267,7 +276,9 @@ class LocalStore(Store):
 @dataclass(frozen=True, slots=True)
 class ObjectStoreOptions:
     """How to reach an object store beyond its URL. Credentials come from the usual chains
-    (environment, profile, instance role) unless given here; none of these is ever shown."""
+    (environment, profile, instance role) unless given here; none of these is ever shown.
+    Without an endpoint, ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` names one, as for
+    the AWS SDKs."""
 
     endpoint: str | None = None  # S3-compatible stores: http(s)://host:port
     region: str | None = None
@@ -297,9 +308,10 @@ class ObjectStoreOptions:
 
 
 class _ObjectOutput(Output):
-    def __init__(self, stream: Any, delete: Any) -> None:
+    def __init__(self, stream: Any, delete: Any, name: str) -> None:
         self._stream = stream
         self._delete = delete
+        self.name = name
 
     @property
     def stream(self) -> Any:
@@ -308,16 +320,17 @@ class _ObjectOutput(Output):
     def write(self, data: bytes | memoryview) -> int:
         return int(self._stream.write(data))
 
-    def close(self) -> None:
-        if not self._stream.closed:
-            self._stream.close()  # the upload completes: the object appears whole
+    def close(self) -> int:
+        size = int(self._stream.tell())
+        self._stream.close()  # the upload completes: the object appears whole
+        return size
 
     def abort(self) -> None:
-        aborted = getattr(self._stream, "abort", None)
+        # pyarrow's streams cannot abandon an upload: closing completes it, and the partial
+        # object is deleted at once (or, if that fails too, by the next recovery: no
+        # manifest names it)
         with contextlib.suppress(Exception):
-            if aborted is not None:
-                aborted()  # a multipart upload is abandoned: no object appears
-            elif not self._stream.closed:
+            if not self._stream.closed:
                 self._stream.close()
         with contextlib.suppress(Exception):
             self._delete()
@@ -331,6 +344,10 @@ class ObjectStore(Store):
     def __init__(self, url: str, options: ObjectStoreOptions | None = None) -> None:
         self.location = redact_url(url)
         options = options or ObjectStoreOptions()
+        if not options.endpoint:  # the AWS SDKs' variables (pyarrow's client does not read them)
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            if endpoint:
+                options = replace(options, endpoint=endpoint)
         parts = urlsplit(url)
         if parts.username or parts.password or parts.query:
             raise ConfigError(
@@ -396,7 +413,7 @@ class ObjectStore(Store):
     def open_output(self, key: str) -> Output:
         path = self._at(key)
         stream = self.fs.open_output_stream(path)
-        return _ObjectOutput(stream, lambda: self.delete(key))
+        return _ObjectOutput(stream, lambda: self.delete(key), self.uri(key))
 
     def staged(self, key: str) -> str:
         return key
@@ -414,6 +431,12 @@ class ObjectStore(Store):
     def uri(self, key: str) -> str:
         scheme = urlsplit(self.location).scheme
         return f"{scheme}://{self._at(key)}"
+
+
+def local_output(path: Path) -> Output:
+    """A new local file at ``path`` written as ``LocalStore`` writes data files (buffered;
+    fsync'd by ``close``)."""
+    return _LocalOutput(path)
 
 
 def _quiet(exc: BaseException, options: ObjectStoreOptions) -> str:

@@ -21,8 +21,10 @@ from .config import Config, ServiceConfig, SinkConfig, load_config
 from .embedded.demo import DEMO_LANDING, DEMO_SERVER_DIR, RECORD, demo_settings
 from .errors import ConfigError
 from .sink.manifests import MANIFESTS
+from .sink.stores import landing_store
+from .storage import LocalStore, Store, is_url
 
-__all__ = ["Target", "landing_root", "resolve"]
+__all__ = ["Target", "landing_at", "landing_root", "resolve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,27 @@ def resolve(config_file: Path | None, landing: Path | None, command: str) -> Tar
             f"{DEMO_SERVER_DIR}/{RECORD})",
         )
     return demo
+
+
+def landing_at(target: Target) -> Store:
+    """The target's landing zone as a store: ``landing_root``'s directory, or the object
+    store ``sink.root`` names (ConfigError when nothing was landed there)."""
+    if not is_url(target.config.sink.root):
+        return LocalStore(landing_root(target))
+    store = landing_store(target.config.sink)
+    try:
+        found = bool(store.list("_state") or store.list(MANIFESTS))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot list the landing zone {store.location} ({target.origin}): {exc}",
+            hint="check sink.root, sink.object_store and the credentials",
+        ) from exc
+    if not found:
+        raise ConfigError(
+            f"no landing zone at {store.location} ({target.origin})",
+            hint="check the URL; `replicator run` makes the landing zone when it first starts",
+        )
+    return store
 
 
 def landing_root(target: Target) -> Path:

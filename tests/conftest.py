@@ -23,6 +23,7 @@ from tests.corpus.util import corpus_root
 from tests.harness.containers import DockerServer, docker_available, start_mariadb, start_mysql84
 from tests.harness.mariadb import MariaDBServer, mariadb_available, mariadbd_version
 from tests.harness.mosquitto import MosquittoBroker, mosquitto_available
+from tests.harness.s3 import S3Server, s3_available
 
 REQUIRE_LIVE_ENV = "REPLICATOR_REQUIRE_LIVE"
 REQUIRE_DOCKER_ENV = "REPLICATOR_REQUIRE_DOCKER"
@@ -83,6 +84,16 @@ def mosquitto() -> Iterator[MosquittoBroker]:
         yield broker
     finally:
         broker.close()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 API server on a free port (a real server, not a mock of the client)."""
+    ok, reason = s3_available()
+    if not ok:
+        _unavailable(reason, REQUIRE_LIVE_ENV)
+    with S3Server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -22,12 +22,13 @@ import re
 import uuid
 from pathlib import Path
 
-from ..durable import write_atomic
 from ..errors import IntegrityError, SinkError
+from ..storage import LocalStore, Store
 
 __all__ = ["IDENTITY_FILE", "LANDING_ID_KEY", "establish", "is_landing_id", "read_identity"]
 
 IDENTITY_FILE = Path("_state") / "identity.json"
+IDENTITY_KEY = IDENTITY_FILE.as_posix()
 LANDING_ID_KEY = "landing_id"  # in the identity file and in every manifest
 _ID = re.compile(r"[0-9a-f]{32}")
 
@@ -37,15 +38,16 @@ def is_landing_id(value: object) -> bool:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
-def read_identity(root: Path) -> str | None:
+def read_identity(root: Path | Store) -> str | None:
     """The id of the landing zone at ``root``; None when it has none (yet)."""
-    path = root / IDENTITY_FILE
+    store = root if isinstance(root, Store) else LocalStore(root)
+    path = store.uri(IDENTITY_KEY)
     try:
-        raw = path.read_bytes()
+        raw = store.read(IDENTITY_KEY)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise SinkError(f"cannot read {path}: {exc.strerror}") from exc
+        raise SinkError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
         value = json.loads(raw).get(LANDING_ID_KEY)
     except (ValueError, AttributeError):
@@ -60,16 +62,17 @@ def read_identity(root: Path) -> str | None:
     return value
 
 
-def establish(root: Path, recorded: str | None) -> tuple[str, str]:
+def establish(root: Path | Store, recorded: str | None) -> tuple[str, str]:
     """The landing zone's id, made when it has none. ``recorded``: the id its manifests
     carry (None: no manifest carries one). Returns the id and what happened: ``kept``,
     ``created`` or ``restored`` (from the manifests)."""
-    found = read_identity(root)
+    store = root if isinstance(root, Store) else LocalStore(root)
+    found = read_identity(store)
     if found is not None:
         if recorded is not None and recorded != found:
             raise IntegrityError(
-                f"the manifests of {root} belong to landing zone {recorded}, but "
-                f"{root / IDENTITY_FILE} says it is landing zone {found}",
+                f"the manifests of {store.location} belong to landing zone {recorded}, but "
+                f"{store.uri(IDENTITY_KEY)} says it is landing zone {found}",
                 hint="the commit records and the state come from two landing zones: restore "
                 "the landing zone from one backup; nothing was changed",
             )
@@ -79,9 +82,11 @@ def establish(root: Path, recorded: str | None) -> tuple[str, str]:
         LANDING_ID_KEY: landing_id,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    write_atomic(
-        root / IDENTITY_FILE,
-        json.dumps(record, indent=1, sort_keys=True).encode() + b"\n",
-        hint="check free space and permissions of the landing zone; nothing was lost",
-    )
+    try:
+        store.write(IDENTITY_KEY, json.dumps(record, indent=1, sort_keys=True).encode() + b"\n")
+    except OSError as exc:
+        raise SinkError(
+            f"cannot write {store.uri(IDENTITY_KEY)}: {exc.strerror or exc}",
+            hint="check free space and permissions of the landing zone; nothing was lost",
+        ) from exc
     return landing_id, "restored" if recorded else "created"

@@ -28,6 +28,15 @@ replayed batch rewrites the same names (they derive from ``_seq``, which the che
 carries), never adding duplicates. A final file that would overwrite a committed one is
 refused before anything is written.
 
+Everything goes through the landing zone's ``storage.Store`` by key. On an object store
+(``sink.root: s3://...``; docs/landing-zone.md, Object stores) there is no rename and no
+directory fsync: step 1 uploads each data file under its final name, the manifest PUT (step 2)
+is the single commit point, step 3 has nothing to do (its fault points stay, so the crash
+test runs unchanged), the checkpoint is one PUT. Recovery there deletes the data files no
+manifest names (what a batch killed before its manifest uploaded) instead of refusing them,
+and a batch may overwrite such a leftover of its own name, never a file whose ``_seq`` a
+manifest covers. A file a listing does not show is looked up by name before it counts as gone.
+
 XA transactions prepared but not yet decided when a batch commits have their rows written to
 ``_state/xa/<xa id>.<file>.<position>.pickle`` in step 1 (fsync'd; a file only this program
 writes and reads; one per PREPARE), and those names go into the manifest and the checkpoint
@@ -38,11 +47,12 @@ PREPARE still has that transaction's rows.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 import pickle
+import posixpath
+import re
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,22 +68,26 @@ from ..checkpoint import (
     now_iso,
     position_from_json,
     position_to_json,
-    write_atomic,
 )
 from ..config import SinkConfig
-from ..durable import fsync_dir
 from ..errors import IntegrityError, SinkError
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
-from ..storage import LocalStore
+from ..storage import LocalStore, Output, Store
 from . import compaction
 from .changes import HeldXa, Run, TableVersion, rows_in
 from .identity import LANDING_ID_KEY, establish
-from .manifests import MANIFESTS, Manifest, manifest_files, read_manifests
+from .manifests import MANIFESTS, Manifest, manifest_key, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
+from .stores import landing_store
 
 log = structlog.get_logger("replicator")
 HELD_XA = Path("_state") / "xa"
+HELD_XA_KEY = HELD_XA.as_posix()
+# a data file, its temp name (directories), a manifest's temp name: keys from the root
+_DATA = re.compile(r"[^/]+/[^/]+/part-[^/]*\.parquet")
+_TEMP = re.compile(r"[^/]+/[^/]+/\.part-[^/]*\.parquet\.tmp")
+_MANIFEST_TEMP = re.compile(r"_manifests/\.\d{20}\.json\.tmp")
 HELD_XA_FORMAT = 2  # bump when HeldXa, Run or Block change shape
 HISTORY_DIR = "_schema"
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
@@ -125,8 +139,8 @@ class FaultInjector:
 @dataclass(slots=True)
 class _TableFile:
     version: TableVersion
-    temp: Path
-    final: Path
+    temp: str  # the key written (``Store.staged``: the final key itself on object stores)
+    final: str
     writer: ParquetTableWriter
 
 
@@ -188,8 +202,7 @@ class Batch:
         try:
             for target in self._files.values():
                 written.append((target, target.writer.close()))
-            for directory in {t.temp.parent for t in self._files.values()}:
-                fsync_dir(directory)
+            zone.store.sync({posixpath.dirname(t.temp) for t in self._files.values()})
             zone.store_held([h for h in held.values() if not h.stored])
             history_path = (
                 zone.history if history is None else zone.store_history(self.number, history)
@@ -221,7 +234,7 @@ class Batch:
             "files": [
                 {
                     "table": target.version.name,
-                    "path": target.final.relative_to(zone.root).as_posix(),
+                    "path": target.final,
                     "rows": info.rows,
                     "bytes": info.bytes,
                     "first_seq": info.first_seq,
@@ -231,17 +244,17 @@ class Batch:
                 for target, info in written
             ],
         }
-        write_atomic(
-            zone.manifest_path(self.number),
+        zone.write_state(
+            manifest_key(self.number),
             json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n",
         )
         zone.fault.at("manifest")
+        zone.committed_through = next_seq - 1
         for index, (target, _) in enumerate(written):
-            zone._publish(target.temp, target.final)
+            zone._publish(target.temp, target.final)  # nothing to do on object stores
             if index == 0:
                 zone.fault.at("publish-mid")
-        for directory in {t.final.parent for t, _ in written}:
-            fsync_dir(directory)
+        zone._sync({posixpath.dirname(t.final) for t, _ in written})
         zone.fault.at("publish")
         if snapshot is not None:
             zone.snapshot = snapshot
@@ -269,12 +282,21 @@ class Batch:
 
 
 class LandingZone:
-    def __init__(self, cfg: SinkConfig, *, fault: FaultInjector | None = None) -> None:
+    def __init__(
+        self, cfg: SinkConfig, *, fault: FaultInjector | None = None, store: Store | None = None
+    ) -> None:
         self.cfg = cfg
-        self.root = Path(cfg.root)
+        # where everything goes, by key (storage): a directory, or an object store
+        self.store = store or landing_store(cfg)
+        self.root = Path(cfg.root)  # sink.root as given (a directory only for local stores)
+        self.location = self.store.location  # for messages: never with credentials
         self.landing_id: str | None = None  # set by recover() (sink.identity)
         self.fault = fault or FaultInjector()
-        self.checkpoints = CheckpointStore(self.root)
+        self.checkpoints = CheckpointStore(self.store)
+        # the last _seq committed manifests cover: a data file named after a _seq up to it is
+        # a committed one (names derive from _seq; object stores: a replayed batch may
+        # overwrite a leftover of an uncommitted batch, never one of these)
+        self.committed_through = 0
         self.last_manifest: dict[str, Any] | None = None
         # the schema history file the last committed manifest names (relative to root)
         self.history: str | None = None
@@ -284,28 +306,63 @@ class LandingZone:
         # the snapshot progress as of the last commit (carried into batches without chunks)
         self.snapshot = SnapshotState()
 
-    def manifest_path(self, batch: int) -> Path:
-        return self.root / MANIFESTS / f"{batch:020d}.json"
+    def manifest_path(self, batch: int) -> str:
+        """Where batch ``batch``'s manifest is (for messages)."""
+        return self.store.uri(manifest_key(batch))
 
-    def _open_file(self, version: TableVersion, first_seq: int) -> _TableFile:
-        directory = self.root / _safe(version.schema) / _safe(version.table)
+    def write_state(self, key: str, data: bytes) -> None:
+        """Replace a small file (manifest, checkpoint) atomically and durably: rename on a
+        directory, one PUT on an object store."""
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            self.store.write(key, data)
         except OSError as exc:
             raise SinkError(
-                f"cannot create {directory}: {exc.strerror}",
-                hint="check the landing zone's permissions and free space",
+                f"cannot write {self.store.uri(key)}: {exc.strerror or exc}",
+                hint="check free space and permissions of the landing zone; nothing was lost",
             ) from exc
-        name = f"part-{first_seq:020d}.parquet"
-        if (directory / name).exists():
+
+    def _sync(self, folders: set[str]) -> None:
+        try:
+            self.store.sync(folders)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot sync {self.location}: {exc.strerror or exc}",
+                hint="the batch is committed (its manifest exists); restart to finish it",
+            ) from exc
+
+    def _open_file(self, version: TableVersion, first_seq: int) -> _TableFile:
+        directory = f"{_safe(version.schema)}/{_safe(version.table)}"
+        final = f"{directory}/part-{first_seq:020d}.parquet"
+        where = self.store.uri(final)
+        # a final name is taken once its batch commits. On a directory it appears only then;
+        # on an object store an uncommitted leftover of a crashed batch may hold it (the
+        # replay overwrites it: same rows under the same name), so there the name is taken
+        # when its _seq is one a manifest covers (committed, whether or not still there)
+        if self.store.renames:
+            taken = self.store.exists(final)
+        else:
+            taken = first_seq <= self.committed_through
+        if taken:
             raise IntegrityError(
-                f"{directory / name} already exists: _seq {first_seq} was committed before",
+                f"{where} already exists: _seq {first_seq} was committed before",
                 hint="the checkpoint is behind the committed data (restored from an old backup?); "
                 "nothing was overwritten: restore the checkpoint that belongs to this landing zone",
             )
-        temp = directory / f".{name}.tmp"
+        temp = self.store.staged(final)
+        target: Path | Output
+        try:
+            if isinstance(self.store, LocalStore):
+                self.store.path(directory).mkdir(parents=True, exist_ok=True)
+                target = self.store.path(temp)
+            else:
+                target = self.store.open_output(temp)
+        except OSError as exc:
+            raise SinkError(
+                f"cannot create {self.store.uri(temp)}: {exc.strerror or exc}",
+                hint="check the landing zone's permissions and free space",
+            ) from exc
         writer = ParquetTableWriter(
-            temp,
+            target,
             version,
             with_before=self.cfg.keep_before_image,
             with_absent=True,
@@ -314,46 +371,35 @@ class LandingZone:
             compression=self.cfg.compression,
             geometry_srid=self.cfg.geometry_srid,
         )
-        return _TableFile(version, temp, directory / name, writer)
+        return _TableFile(version, temp, final, writer)
 
-    def _publish(self, temp: Path, final: Path) -> None:
+    def _publish(self, temp: str, final: str) -> None:
         try:
-            os.replace(temp, final)
+            self.store.publish(temp, final)
         except OSError as exc:
             raise SinkError(
-                f"cannot publish {final}: {exc.strerror}",
+                f"cannot publish {self.store.uri(final)}: {exc.strerror or exc}",
                 hint="the batch is committed (its manifest exists); restart to finish it",
             ) from exc
 
     # -- held XA transactions ----------------------------------------------------------------
 
-    def _held_path(self, name: str) -> Path:
-        return self.root / HELD_XA / f"{name}.pickle"
+    def _held_key(self, name: str) -> str:
+        return f"{HELD_XA_KEY}/{name}.pickle"
 
     def store_held(self, items: Sequence[HeldXa]) -> None:
         """Write held XA transactions durably (before the manifest that names them)."""
-        if not items:
-            return
-        directory = self.root / HELD_XA
-        directory.mkdir(parents=True, exist_ok=True)
         for item in items:
-            path = self._held_path(item.name)
-            tmp = path.with_name(f".{path.name}.tmp")
-            with open(tmp, "wb") as handle:
-                pickle.dump((HELD_XA_FORMAT, item), handle, protocol=pickle.HIGHEST_PROTOCOL)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        fsync_dir(directory)
+            data = pickle.dumps((HELD_XA_FORMAT, item), protocol=pickle.HIGHEST_PROTOCOL)
+            self.store.write(self._held_key(item.name), data)
 
     def load_held(self, names: Sequence[str]) -> list[HeldXa]:
         """The held XA transactions a checkpoint names."""
         found: list[HeldXa] = []
         for name in names:
-            path = self._held_path(name)
+            path = self.store.uri(self._held_key(name))
             try:
-                with open(path, "rb") as handle:
-                    version, item = pickle.load(handle)  # written by store_held only
+                version, item = pickle.loads(self.store.read(self._held_key(name)))  # ours only
             except Exception as exc:  # unreadable, truncated, or of another shape
                 raise IntegrityError(
                     f"the rows of prepared XA transaction {name} ({path}) cannot be read: {exc}",
@@ -372,14 +418,10 @@ class LandingZone:
 
     def drop_held_except(self, keep: Sequence[str]) -> None:
         """Delete held XA files no checkpoint names (decided, or never committed)."""
-        directory = self.root / HELD_XA
-        if not directory.is_dir():
-            return
-        wanted = {f"{name}.pickle" for name in keep}
-        for path in directory.iterdir():
-            if path.name not in wanted:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+        wanted = {self._held_key(name) for name in keep}
+        for key in self.store.list(HELD_XA_KEY):
+            if key not in wanted:
+                self.store.delete(key)
 
     # -- the schema history ------------------------------------------------------------------
 
@@ -387,28 +429,29 @@ class LandingZone:
         """Write the history as of ``batch`` durably (before the manifest that names it);
         returns its path relative to the root. Fault points: ``history-mid`` (written, not
         yet in place) and ``history`` (in place, manifest not yet written)."""
-        directory = self.root / HISTORY_DIR
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"history-{batch:020d}.json"
-        tmp = path.with_name(f".{path.name}.tmp")
+        key = f"{HISTORY_DIR}/history-{batch:020d}.json"
+        staged = self.store.staged(key)
         data = json.dumps(history.to_json(), sort_keys=True, separators=(",", ":")).encode()
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        output = self.store.open_output(staged)
+        try:
+            output.write(data)
+            output.close()  # fsync'd (or uploaded: on an object store, already in place)
+        except BaseException:
+            output.abort()
+            raise
         self.fault.at("history-mid")
-        os.replace(tmp, path)
-        fsync_dir(directory)
+        self.store.publish(staged, key)
+        self.store.sync({HISTORY_DIR})
         self.fault.at("history")
-        return path.relative_to(self.root).as_posix()
+        return key
 
     def load_history(self) -> SchemaHistory | None:
         """The schema history the last committed batch names (None: none written yet)."""
         if self.history is None:
             return None
-        path = self.root / self.history
+        path = self.store.uri(self.history)
         try:
-            return SchemaHistory.from_json(json.loads(path.read_bytes()))
+            return SchemaHistory.from_json(json.loads(self.store.read(self.history)))
         except FileNotFoundError as exc:
             raise IntegrityError(
                 f"the schema history {path} that the last manifest names is gone",
@@ -423,13 +466,9 @@ class LandingZone:
 
     def drop_histories_except(self, keep: str | None) -> None:
         """Delete history files other than ``keep`` (superseded, or of uncommitted batches)."""
-        directory = self.root / HISTORY_DIR
-        if not directory.is_dir():
-            return
-        for path in directory.iterdir():
-            if path.relative_to(self.root).as_posix() != keep:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+        for key in self.store.list(HISTORY_DIR):
+            if key != keep:
+                self.store.delete(key)
 
     def begin(self, checkpoint: Checkpoint) -> Batch:
         return Batch(
@@ -449,33 +488,35 @@ class LandingZone:
         one by one and as a chain, the checkpoint against them, every committed file. What
         does not add up stops with an ``IntegrityError`` and leaves the landing zone as it
         was; committed data is never deleted, moved or overwritten here."""
+        store = self.store
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            store.ensure()
         except OSError as exc:
             raise SinkError(
-                f"cannot create the landing zone {self.root}: {exc.strerror}",
+                f"cannot create the landing zone {self.location}: {exc.strerror or exc}",
                 hint="check sink.root and its permissions",
             ) from exc
         checkpoint = self.checkpoints.load()
-        manifests = read_manifests(self.root)
+        manifests = read_manifests(store)
         self._check_checkpoint(checkpoint, manifests)
-        referenced = self._check_files(manifests, checkpoint)
+        listed = set(store.list())
+        referenced = self._check_files(manifests, checkpoint, listed)
         history = manifests[-1].data.get("schema_history") if manifests else None
-        if history is not None and not (self.root / history).is_file():
+        if history is not None and not (history in listed or store.exists(history)):
             raise IntegrityError(
                 f"the schema history {history} that batch {manifests[-1].batch} names is gone",
                 hint="restore it from a backup; nothing was changed in the landing zone",
             )
-        self._check_no_strays(referenced)
+        leftovers = self._check_no_strays(referenced, listed)
         self._establish_identity(manifests)
         for manifest in manifests:
             if manifest.batch <= checkpoint.batch:
                 continue
             for item in manifest.files:  # committed but maybe not yet published
-                final = self.root / item["path"]
-                if not final.exists():
-                    self._publish(final.with_name(f".{final.name}.tmp"), final)
-                    fsync_dir(final.parent)
+                final = str(item["path"])
+                if store.renames and not store.exists(final):
+                    self._publish(store.staged(final), final)
+                    self._sync({posixpath.dirname(final)})
             checkpoint = Checkpoint(
                 batch=manifest.batch,
                 next_seq=manifest.last_seq + 1,
@@ -485,8 +526,9 @@ class LandingZone:
                 snapshot=SnapshotState.from_json(manifest.data.get("snapshot"), str(manifest.path)),
             )
             self.checkpoints.save(checkpoint)
-        self._remove_uncommitted()
-        compaction.recover_if_idle(LocalStore(self.root))
+        self._remove_uncommitted(listed, leftovers)
+        compaction.recover_if_idle(self.store)
+        self.committed_through = manifests[-1].last_seq if manifests else 0
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None
@@ -499,18 +541,18 @@ class LandingZone:
 
     def _establish_identity(self, manifests: list[Manifest]) -> None:
         recorded = manifests[-1].landing_id if manifests else None
-        self.landing_id, how = establish(self.root, recorded)
+        self.landing_id, how = establish(self.store, recorded)
         if how == "created" and manifests:
             log.info(
                 "landing zone id created",
-                landing=str(self.root),
+                landing=self.location,
                 landing_id=self.landing_id,
                 batches_without_id=len(manifests),
                 hint="the landing zone was written before landing zones had ids; batches from "
                 "now on carry this one",
             )
         elif how != "kept":
-            log.info(f"landing zone id {how}", landing=str(self.root), landing_id=self.landing_id)
+            log.info(f"landing zone id {how}", landing=self.location, landing_id=self.landing_id)
 
     def _check_checkpoint(self, checkpoint: Checkpoint, manifests: list[Manifest]) -> None:
         """The checkpoint must name a committed batch and the ``_seq`` that follows it."""
@@ -520,7 +562,7 @@ class LandingZone:
             if checkpoint.batch != 0:
                 raise IntegrityError(
                     f"checkpoint {where} names batch {checkpoint.batch}, but there is no "
-                    f"manifest in {self.root / MANIFESTS}",
+                    f"manifest in {self.store.uri(MANIFESTS)}",
                     hint="the commit records were removed: restore _manifests/ from a backup, or "
                     "start over with an empty landing zone",
                 )
@@ -550,24 +592,29 @@ class LandingZone:
                 "resumes after the last manifest)",
             )
 
-    def _check_files(self, manifests: list[Manifest], checkpoint: Checkpoint) -> set[Path]:
-        """Every file a manifest names must be there (or, for a batch the checkpoint has not
-        reached, still under its hidden temp name). Returns the committed paths."""
-        referenced: set[Path] = set()
+    def _check_files(
+        self, manifests: list[Manifest], checkpoint: Checkpoint, listed: set[str]
+    ) -> set[str]:
+        """Every file a manifest names must be there (or, on a directory, for a batch the
+        checkpoint has not reached, still under its hidden temp name). Returns the committed
+        keys. ``listed``: every key a listing showed; a file it misses is looked up by name
+        before it counts as gone (an object store's listing may lag)."""
+        store = self.store
+        referenced: set[str] = set()
         missing: list[tuple[int, str]] = []
         for manifest in manifests:
             for item in manifest.files:
-                final = self.root / item["path"]
+                final = str(item["path"])
                 referenced.add(final)
-                if final.exists():
+                if final in listed or store.exists(final):
                     continue
-                temp = final.with_name(f".{final.name}.tmp")
-                if manifest.batch > checkpoint.batch and temp.exists():
+                unpublished = store.renames and manifest.batch > checkpoint.batch
+                if unpublished and store.exists(store.staged(final)):
                     continue
                 missing.append((manifest.batch, str(item["path"])))
         # compaction may have superseded them (read after the check: a file is deleted only
         # after the record superseding it is committed)
-        gone = compaction.superseded(LocalStore(self.root)) if missing else set()
+        gone = compaction.superseded(self.store) if missing else set()
         for batch, path in missing:
             if path not in gone:
                 raise IntegrityError(
@@ -576,27 +623,30 @@ class LandingZone:
                 )
         return referenced
 
-    def _check_no_strays(self, referenced: set[Path]) -> None:
-        """A data file under its final name that no manifest names cannot come from this
-        protocol (files are published only after their manifest): its manifest is lost, or
-        someone put it there. Spark would read it as data; stop rather than guess."""
-        strays = sorted(
-            final for final in self.root.glob("*/*/part-*.parquet") if final not in referenced
-        )
-        if strays:
-            shown = ", ".join(str(p.relative_to(self.root)) for p in strays[:3])
+    def _check_no_strays(self, referenced: set[str], listed: set[str]) -> list[str]:
+        """Data files under their final names that no manifest names. On a directory they
+        cannot come from this protocol (files are published only after their manifest): the
+        manifest is lost, or someone put them there, and Spark would read them as data: stop
+        rather than guess. On an object store data files are written under their final
+        names before the manifest, so they are what a crash left of a batch that never
+        committed: returned, to be deleted once every check passed."""
+        strays = sorted(key for key in listed if _DATA.fullmatch(key) and key not in referenced)
+        if strays and self.store.renames:
+            shown = ", ".join(strays[:3])
             raise IntegrityError(
                 f"{len(strays)} data file(s) in the landing zone are named by no manifest: {shown}",
                 hint="their manifest is missing (restore _manifests/ from a backup) or they "
                 "were copied in by hand (move them out of the landing zone)",
             )
+        return strays
 
-    def _remove_uncommitted(self) -> None:
+    def _remove_uncommitted(self, listed: set[str], leftovers: list[str]) -> None:
         """Temp files left by batches that never reached their manifest (called after the
-        roll-forward, which published every committed one)."""
-        for temp in self.root.glob("*/*/.part-*.parquet.tmp"):
-            with contextlib.suppress(FileNotFoundError):
-                temp.unlink()
-        for temp in manifest_files(self.root)[1]:
-            with contextlib.suppress(FileNotFoundError):
-                temp.unlink()
+        roll-forward, which published every committed one); on object stores the data files
+        of such batches (``leftovers``)."""
+        for key in sorted(listed):
+            if _TEMP.fullmatch(key) or _MANIFEST_TEMP.fullmatch(key):
+                self.store.delete(key)
+        for key in leftovers:
+            self.store.delete(key)
+            log.info("uncommitted file deleted", file=self.store.uri(key))

@@ -11,8 +11,18 @@ cannot be split between two inodes).
 The kernel drops the lock when the holder's process ends, however it ends (SIGKILL
 included), so a crashed daemon never leaves a stale lock behind. ``flock`` works on local
 filesystems; on NFS, Linux maps it to a POSIX byte-range lock held by the server (NFSv4),
-which serves as well. Object stores (S3 and the like) have no such lock, and they are not a
-supported ``sink.root`` yet: the landing zone is a directory of a mounted filesystem.
+which serves as well.
+
+Object stores (S3 and the like) have no such lock: there the writer holds a *lease*
+(``LeaseLock``), the object ``_state/lease.json`` naming an owner id, pid, host and an expiry
+(``sink.object_store.lease_seconds`` ahead), renewed by the holder every few seconds while it
+runs. A process finding an unexpired lease of another owner refuses to start; a lease a
+killed holder left expires, so the next start waits at most ``lease_seconds`` (none when
+the holder ran on the same host and its process is gone). Object stores
+(without conditional writes, which pyarrow does not offer) cannot make "read the lease, then
+write ours" atomic: the lease guards against the mistake of a second writer configured on a
+landing zone in use, not against two writers started in the same instant. The holder reads
+the lease back each time it renews it and stops when another owner took it.
 
 The record also says what the holder is, for the commands that only read a landing zone:
 ``replicator run`` adds its ``server_id``, the name it registers with the source as a replica
@@ -35,17 +45,40 @@ import fcntl
 import json
 import os
 import socket
+import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ConfigError, SinkError
+from ..storage import LocalStore, Store
 
 LOCK_FILE = Path("_state") / "lock"
+LEASE_KEY = "_state/lease.json"
 
 
 class LandingZoneBusyError(ConfigError):
     """Another process holds the landing zone (two writers configured on one ``sink.root``)."""
+
+
+class WriterLock(Protocol):
+    """What ``replicator run`` and ``checkpoint set`` hold while they write (``LandingLock``
+    on a directory, ``LeaseLock`` on an object store)."""
+
+    def acquire(self, purpose: str, **facts: object) -> WriterLock: ...
+    def note(self, **facts: object) -> None: ...
+    def check(self) -> None: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> WriterLock: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def writer_lock(store: Store, lease_seconds: float = 60.0) -> WriterLock:
+    """The writer lock for the landing zone in ``store``."""
+    if isinstance(store, LocalStore):
+        return LandingLock(store.root)
+    return LeaseLock(store, lease_seconds)
 
 
 class LandingLock:
@@ -165,22 +198,28 @@ class LockRecord:
         return f"pid {self.pid} on {self.host}, {self.purpose} since {self.since}{until}"
 
 
-def read_record(root: Path) -> LockRecord | None:
+def read_record(root: Path | Store) -> LockRecord | None:
     """The record of the landing zone's last lock holder (None: none, or unreadable). Reads
     only: the lock is never taken, so a daemon starting meanwhile is not disturbed."""
+    store = root if isinstance(root, Store) else LocalStore(root)
+    key = LOCK_FILE.as_posix() if store.renames else LEASE_KEY
     try:
-        record = json.loads((root / LOCK_FILE).read_bytes() or b"{}")
+        record = json.loads(store.read(key) or b"{}")
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
         return None
     pid, host = int(record.pop("pid")), str(record.pop("host", ""))
     ended = record.pop("ended", None)
+    expires = record.pop("expires", None)
+    record.pop("owner", None)
     running: bool | None = None
     if ended is not None:
         running = False
     elif host == socket.gethostname():
         running = _process_exists(pid)
+    elif isinstance(expires, int | float) and expires < time.time():
+        running = False  # a lease not renewed: its holder is gone
     return LockRecord(
         pid=pid,
         host=host,
@@ -213,3 +252,116 @@ def _read_holder(fd: int) -> str:
         f"pid {record.get('pid')} on {record.get('host')}, {record.get('purpose', 'writing')} "
         f"since {record.get('since')}"
     )
+
+
+class LeaseLock:
+    """The writer's lease on a landing zone in an object store (module docstring)."""
+
+    def __init__(self, store: Store, lease_seconds: float = 60.0) -> None:
+        self.store = store
+        self.lease_seconds = lease_seconds
+        self.where = store.uri(LEASE_KEY)
+        self.owner = uuid.uuid4().hex
+        self._record: dict[str, object] = {}
+        self._held = False
+        self._renewed = 0.0
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            record = json.loads(self.store.read(LEASE_KEY))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return None  # torn by hand: nobody's lease
+        except OSError as exc:
+            raise SinkError(
+                f"cannot read the landing zone lease {self.where}: {exc.strerror or exc}",
+                hint="check sink.root, sink.object_store and the credentials",
+            ) from exc
+        return record if isinstance(record, dict) else None
+
+    def _write(self) -> None:
+        now = time.time()
+        self._record["expires"] = now + self.lease_seconds
+        try:
+            self.store.write(LEASE_KEY, json.dumps(self._record).encode() + b"\n")
+        except OSError as exc:
+            raise SinkError(
+                f"cannot write the landing zone lease {self.where}: {exc.strerror or exc}",
+                hint="check that the credentials may write sink.root",
+            ) from exc
+        self._renewed = now
+
+    def acquire(self, purpose: str, **facts: object) -> LeaseLock:
+        """Take the lease unless another owner holds an unexpired one (never waits)."""
+        found = self._read()
+        if found is not None and found.get("ended") is None and found.get("owner") != self.owner:
+            expires = found.get("expires")
+            pid = found.get("pid")
+            # a holder on this host whose process is gone (killed) left its lease behind
+            gone = (
+                found.get("host") == socket.gethostname()
+                and isinstance(pid, int)
+                and not _process_exists(pid)
+            )
+            if not gone and isinstance(expires, int | float) and expires > time.time():
+                raise LandingZoneBusyError(
+                    f"the landing zone {self.store.location} is in use by another replicator "
+                    f"process (pid {found.get('pid')} on {found.get('host')}, "
+                    f"{found.get('purpose', 'writing')} since {found.get('since')}; its lease "
+                    f"runs {expires - time.time():.0f} s more)",
+                    hint="run one writer per landing zone: stop the other process, or give this "
+                    "one its own sink.root; a lease a killed process left expires after "
+                    "sink.object_store.lease_seconds",
+                )
+        self._record = {
+            "owner": self.owner,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "purpose": purpose,
+            **facts,
+        }
+        self._write()
+        self._held = True
+        self._confirm()
+        return self
+
+    def _confirm(self) -> None:
+        found = self._read()
+        if found is None or found.get("owner") != self.owner:
+            self._held = False
+            holder = "nobody" if found is None else f"pid {found.get('pid')} on {found.get('host')}"
+            raise LandingZoneBusyError(
+                f"the landing zone lease {self.where} was taken over ({holder} holds it now)",
+                hint="run one writer per landing zone; this process stops writing",
+            )
+
+    def note(self, **facts: object) -> None:
+        self._record.update(facts)
+        if self._held:
+            self._write()
+
+    def check(self) -> None:
+        """Renew the lease when a third of it has passed, after reading it back: a lease
+        another owner took (ours expired, or it was removed) stops this writer."""
+        if not self._held:
+            raise SinkError(f"the landing zone lease {self.where} is not held")
+        if time.time() - self._renewed < self.lease_seconds / 3:
+            return
+        self._confirm()
+        self._write()
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        self._record["ended"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        with contextlib.suppress(SinkError):  # it expires anyway
+            self._write()
+
+    def __enter__(self) -> LeaseLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

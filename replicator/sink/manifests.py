@@ -27,10 +27,11 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import IntegrityError
+from ..storage import LocalStore, Store
 from .identity import LANDING_ID_KEY, is_landing_id
 
 MANIFESTS = "_manifests"
@@ -42,7 +43,7 @@ _TEMP = re.compile(r"\.\d{20}\.json\.tmp")
 class Manifest:
     """One checked commit record; ``data`` is the JSON document as written."""
 
-    path: Path
+    path: Path | str  # a local path, or an object store's URL
     data: dict[str, Any]
 
     @property
@@ -69,7 +70,7 @@ class Manifest:
         return files
 
 
-def _bad(path: Path, problem: str) -> IntegrityError:
+def _bad(path: Path | str, problem: str) -> IntegrityError:
     return IntegrityError(
         f"manifest {path} {problem}",
         hint="the manifests are the landing zone's commit records: restore this one from a "
@@ -77,14 +78,14 @@ def _bad(path: Path, problem: str) -> IntegrityError:
     )
 
 
-def _int(data: dict[str, Any], key: str, path: Path) -> int:
+def _int(data: dict[str, Any], key: str, path: Path | str) -> int:
     value = data.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _bad(path, f"has no integer {key!r}")
     return value
 
 
-def _position(data: dict[str, Any], key: str, path: Path, *, optional: bool) -> None:
+def _position(data: dict[str, Any], key: str, path: Path | str, *, optional: bool) -> None:
     value = data.get(key)
     if value is None and optional:
         return
@@ -95,7 +96,7 @@ def _position(data: dict[str, Any], key: str, path: Path, *, optional: bool) -> 
         raise _bad(path, f"has no valid {key!r} position")
 
 
-def parse_manifest(path: Path, raw: bytes) -> Manifest:
+def parse_manifest(path: Path | str, raw: bytes) -> Manifest:
     """Check one manifest's content (not its place in the chain)."""
     try:
         data = json.loads(raw)
@@ -104,7 +105,7 @@ def parse_manifest(path: Path, raw: bytes) -> Manifest:
     if not isinstance(data, dict):
         raise _bad(path, "is not a JSON object")
     batch = _int(data, "batch", path)
-    if path.name != f"{batch:020d}.json":
+    if PurePosixPath(str(path)).name != f"{batch:020d}.json":
         raise _bad(path, f"says it is batch {batch}, which does not match its name")
     first, last = _int(data, "first_seq", path), _int(data, "last_seq", path)
     if first < 1 or last < first - 1:
@@ -142,7 +143,7 @@ def parse_manifest(path: Path, raw: bytes) -> Manifest:
     return Manifest(path, data)
 
 
-def _check_file_entry(entry: object, first: int, last: int, path: Path) -> None:
+def _check_file_entry(entry: object, first: int, last: int, path: Path | str) -> None:
     if not isinstance(entry, dict):
         raise _bad(path, "lists a file that is not an object")
     name = entry.get("path")
@@ -157,41 +158,63 @@ def _check_file_entry(entry: object, first: int, last: int, path: Path) -> None:
         raise _bad(path, f"lists {name} with a negative row count")
 
 
-def manifest_files(root: Path) -> tuple[list[Path], list[Path]]:
-    """(manifests, temp files of manifests never committed) under ``root/_manifests``.
-    Anything else there is refused: it is not ours, and guessing what it is risks data."""
-    directory = root / MANIFESTS
-    if not directory.is_dir():
-        return [], []
-    committed: list[Path] = []
-    temps: list[Path] = []
+def manifest_key(batch: int) -> str:
+    """The key of batch ``batch``'s manifest."""
+    return f"{MANIFESTS}/{batch:020d}.json"
+
+
+def manifest_keys(store: Store) -> tuple[list[str], list[str]]:
+    """(manifests, temp files of manifests never committed) under ``_manifests/``, as keys.
+    Anything else there is refused: it is not ours, and guessing what it is risks data.
+
+    On an object store a listing may lag behind a completed upload, so the batches after
+    the last one listed are looked up by name too (a read of one key is not stale): a
+    lagging listing must not hide the newest commit from recovery, which would take its
+    files for leftovers."""
+    committed: list[str] = []
+    temps: list[str] = []
     strangers: list[str] = []
-    for path in directory.iterdir():
-        if _NAME.fullmatch(path.name):
-            committed.append(path)
-        elif _TEMP.fullmatch(path.name):
-            temps.append(path)
+    for key in store.list(MANIFESTS):
+        name = key.rpartition("/")[2]
+        if key.count("/") == 1 and _NAME.fullmatch(name):
+            committed.append(key)
+        elif key.count("/") == 1 and _TEMP.fullmatch(name):
+            temps.append(key)
         else:
-            strangers.append(path.name)
+            strangers.append(key[len(MANIFESTS) + 1 :])
     if strangers:
         shown = ", ".join(repr(s) for s in sorted(strangers)[:5])
         raise IntegrityError(
-            f"{directory} holds files that are not commit records: {shown}",
+            f"{store.uri(MANIFESTS)} holds files that are not commit records: {shown}",
             hint="move them out of _manifests/ (only <20-digit batch>.json files belong there); "
             "if one is a renamed manifest, restore its original name",
         )
-    return sorted(committed), temps
+    committed.sort()
+    if not store.renames:
+        last = int(committed[-1].rpartition("/")[2][:20]) if committed else 0
+        while store.exists(manifest_key(last + 1)):
+            last += 1
+            committed.append(manifest_key(last))
+    return committed, temps
 
 
-def read_manifests(root: Path) -> list[Manifest]:
+def manifest_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """``manifest_keys`` of a local landing zone, as paths."""
+    committed, temps = manifest_keys(LocalStore(root))
+    return [root / key for key in committed], [root / key for key in temps]
+
+
+def read_manifests(root: Path | Store) -> list[Manifest]:
     """Every manifest of the landing zone at ``root``, checked one by one and as a chain."""
-    paths, _ = manifest_files(root)
+    store = root if isinstance(root, Store) else LocalStore(root)
+    keys, _ = manifest_keys(store)
     manifests = []
-    for path in paths:
+    for key in keys:
+        path = store.path(key) if isinstance(store, LocalStore) else store.uri(key)
         try:
-            raw = path.read_bytes()
+            raw = store.read(key)
         except OSError as exc:
-            raise _bad(path, f"cannot be read: {exc.strerror}") from exc
+            raise _bad(path, f"cannot be read: {exc.strerror or exc}") from exc
         manifests.append(parse_manifest(path, raw))
     check_chain(manifests)
     return manifests
@@ -206,8 +229,8 @@ def check_chain(manifests: Iterable[Manifest]) -> None:
             if manifest.batch != previous.batch + 1:
                 raise IntegrityError(
                     f"batch {previous.batch + 1} is missing: its manifest is not in "
-                    f"{manifest.path.parent} (batch {previous.batch} is followed by "
-                    f"{manifest.batch})",
+                    f"{str(manifest.path).rpartition('/')[0]} (batch {previous.batch} is "
+                    f"followed by {manifest.batch})",
                     hint="restore the missing manifest from a backup; its files are still in "
                     "the landing zone and nothing was changed",
                 )

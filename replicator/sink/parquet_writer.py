@@ -64,7 +64,7 @@ from enum import Enum
 from itertools import accumulate, chain, repeat
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, NoReturn, cast
+from typing import Any, NoReturn, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,6 +77,7 @@ from ..binlog.json_diff import UnappliedJsonDiffs
 from ..binlog.schema import ColumnDef
 from ..binlog.values import ABSENT, Geometry, InvalidTemporal
 from ..errors import ConfigError, IntegrityError, InternalError, SinkError
+from ..storage import Output, local_output
 from . import native_arrow
 from .arrow_types import (
     ABSENT_TYPE,
@@ -97,7 +98,6 @@ _OPS = frozenset({"c", "u", "d", "r"})
 # pyarrow raises ArrowInvalid (a ValueError), ArrowTypeError (a TypeError) or OverflowError
 # for a value its target type cannot hold.
 _CONVERSION_ERRORS = (ValueError, TypeError, OverflowError)
-_FILE_BUFFER = 1 << 20
 _JSON_DIFF_HINT = (
     "the source logged a JSON column as a diff (binlog_row_value_options=PARTIAL_JSON) "
     "without its before image: set binlog_row_image=FULL or binlog_row_value_options='' on "
@@ -109,7 +109,7 @@ _JSON_DIFF_HINT = (
 class WrittenFile:
     """A closed, fsynced file: where it is and what it holds."""
 
-    path: Path
+    path: Path | str  # a local path, or an object store's URL
     rows: int
     bytes: int
     first_seq: int | None  # None for a file without rows
@@ -241,7 +241,7 @@ class ParquetTableWriter:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | Output,
         version: TableVersion,
         *,
         with_before: bool,
@@ -255,7 +255,7 @@ class ParquetTableWriter:
         if row_group_rows < 1:
             raise InternalError(f"row_group_rows must be positive, not {row_group_rows}")
         _check_compression(compression)
-        self.path = path
+        self.path: Path | str = path if isinstance(path, Path) else path.name
         self.version = version
         self.with_before = with_before
         self.with_absent = with_absent
@@ -287,11 +287,12 @@ class ParquetTableWriter:
         self._last_seq: int | None = None
         self._invalid_temporals = 0
         self._done = False
-        self._file: IO[bytes] | None = None
+        self._file: Output | None = None
         self._writer: Any = None
         try:
-            self._file = open(path, "wb", buffering=_FILE_BUFFER)  # noqa: SIM115 - closed in close/abort
-            self._writer = pq.ParquetWriter(self._file, self.schema, compression=compression)
+            # a local path, or a store's output (a data file straight into an object store)
+            self._file = local_output(path) if isinstance(path, Path) else path
+            self._writer = pq.ParquetWriter(self._file.stream, self.schema, compression=compression)
         except OSError as exc:
             self._fail(exc, "create")
         except BaseException:  # e.g. an unknown compression: leave no file behind
@@ -340,10 +341,7 @@ class ParquetTableWriter:
             self._flush(final=True)
             self._writer.close()
             assert self._file is not None
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            size = os.fstat(self._file.fileno()).st_size
-            self._file.close()
+            size = self._file.close()  # fsync'd (local) or uploaded whole (object store)
         except OSError as exc:
             self._fail(exc, "write")
         self._done = True
@@ -365,11 +363,8 @@ class ParquetTableWriter:
         if self._writer is not None:
             with contextlib.suppress(Exception):  # the file is deleted anyway
                 self._writer.close()
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
-        with contextlib.suppress(OSError):  # e.g. the directory became read-only
-            self.path.unlink(missing_ok=True)
+        if self._file is not None:  # closed and deleted (also on a read-only directory)
+            self._file.abort()
 
     def __enter__(self) -> ParquetTableWriter:
         return self
@@ -409,7 +404,9 @@ class ParquetTableWriter:
 
     def _fail(self, exc: OSError, doing: str) -> NoReturn:
         self.abort()
-        directory = self.path.parent
+        directory = (
+            self.path.parent if isinstance(self.path, Path) else self.path.rpartition("/")[0]
+        )
         code = exc.errno
         if code in (errno.ENOSPC, errno.EDQUOT):
             hint = (

@@ -1,6 +1,7 @@
 """Snapshot requests (``replicator snapshot``): files under ``_state/snapshot-requests/`` of
 the landing zone; the daemon takes them into the snapshot progress at its next commit and
-deletes them once that commit is durable.
+deletes them once that commit is durable. Read and written through the landing zone's
+``storage.Store`` (a directory or an object store), by key.
 """
 
 from __future__ import annotations
@@ -12,38 +13,39 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError
+from ..storage import LocalStore, Store
 
 REQUESTS = Path("_state") / "snapshot-requests"
+_FOLDER = REQUESTS.as_posix()
 
 
-def write_request(root: Path, patterns: Iterable[str]) -> Path:
+def _store(root: Path | Store) -> Store:
+    return root if isinstance(root, Store) else LocalStore(root)
+
+
+def write_request(root: Path | Store, patterns: Iterable[str]) -> str:
     """Ask the daemon (now, or at its next start) to snapshot the tables matching the
-    ``db.table`` globs."""
-    folder = root / REQUESTS
-    folder.mkdir(parents=True, exist_ok=True)
-    name = f"{time.time_ns()}-{os.getpid()}.json"
-    temp = folder / f".{name}.tmp"
-    temp.write_text(json.dumps({"tables": list(patterns)}) + "\n", encoding="utf-8")
-    final = folder / name
-    os.replace(temp, final)
-    return final
+    ``db.table`` globs; returns the request's key."""
+    key = f"{_FOLDER}/{time.time_ns()}-{os.getpid()}.json"
+    _store(root).write(key, (json.dumps({"tables": list(patterns)}) + "\n").encode())
+    return key
 
 
-def read_requests(root: Path) -> list[tuple[Path, list[str]]]:
-    """The requests waiting, oldest first (a file that does not parse is an error)."""
-    folder = root / REQUESTS
-    try:
-        names = sorted(p for p in folder.iterdir() if p.suffix == ".json")
-    except FileNotFoundError:
-        return []
-    out: list[tuple[Path, list[str]]] = []
-    for path in names:
+def read_requests(root: Path | Store) -> list[tuple[str, list[str]]]:
+    """The requests waiting (by key), oldest first (a file that does not parse is an
+    error)."""
+    store = _store(root)
+    out: list[tuple[str, list[str]]] = []
+    for key in store.list(_FOLDER):
+        name = key.rpartition("/")[2]
+        if not name.endswith(".json") or name.startswith("."):
+            continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            out.append((path, [str(t) for t in data["tables"]]))
+            data = json.loads(store.read(key).decode("utf-8"))
+            out.append((key, [str(t) for t in data["tables"]]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise IntegrityError(
-                f"snapshot request {path} is unreadable: {exc}",
+                f"snapshot request {store.uri(key)} is unreadable: {exc}",
                 hint="remove it and ask again with `replicator snapshot`",
             ) from exc
     return out

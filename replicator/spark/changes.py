@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 
 from ..errors import ConfigError, IntegrityError
 from .columns import Source, match, table_columns, version_key
-from .committed import CommittedFile, file_key, file_schema, key_of
+from .committed import CommittedFile, file_key, file_schema, key_of, spark_uri
 from .compacted import reads
 from .fills import fill_literal
 from .lineage import Lineage, Segment
@@ -88,7 +88,7 @@ class FileVersion:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        return tuple(str(f.path) for f in self.files)
+        return tuple(f.spark_path for f in self.files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
     """``files`` grouped by landed table and schema (from their footers), oldest first."""
     groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
     for item in files:
-        schema = file_schema(item.path)
+        schema = file_schema(item)
         found = groups.setdefault((item.table, version_key(schema)), (schema, []))
         found[1].append(item)
     versions = [
@@ -282,11 +282,11 @@ def _key(
     override = options.keys.get(table)
     if override is not None:
         return tuple(override)
-    keyed: list[tuple[Path, tuple[str, ...] | None]] = []
+    keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
     for version in versions:
         renames = _renames(version.schema, newest)
         for item in version.files:
-            key = file_key(file_schema(item.path))
+            key = file_key(file_schema(item))
             keyed.append(
                 (item.path, None if key is None else tuple(renames.get(k.lower(), k) for k in key))
             )
@@ -362,9 +362,9 @@ def replayed(
     again = [f for f in files if f.batch in rereading]
     if not again:
         return None
-    names: dict[str, Path] = {}
+    names: dict[str, Path | str] = {}
     for item in files:
-        other = names.setdefault(item.path.name, item.path)
+        other = names.setdefault(item.name, item.path)
         if other != item.path:
             raise IntegrityError(
                 f"committed files {other} and {item.path} have the same name",
@@ -373,7 +373,7 @@ def replayed(
             )
     every_seq = (0, 2**63 - 1)
     batches = spark.createDataFrame(
-        [(f.path.name, f.table, f.batch, *(f.within or every_seq)) for f in files],
+        [(f.name, f.table, f.batch, *(f.within or every_seq)) for f in files],
         f"{_FILE} string, {_TABLE} string, {_BATCH} long, {_LOW} long, {_HIGH} long",
     )
 
@@ -413,7 +413,7 @@ def read_committed(
     reader = spark.read if schema is None else spark.read.schema(schema)
     planned = reads(files)
     frames: list[DataFrame] = []
-    whole = [str(r.path) for r in planned if r.ranges is None]
+    whole = [spark_uri(str(r.path)) for r in planned if r.ranges is None]
     if whole:
         frames.append(reader.parquet(*whole))
     for read in planned:
@@ -423,7 +423,7 @@ def read_committed(
                 inside = F.col("_seq").between(F.lit(low), F.lit(high))
                 test = inside if test is None else test | inside
             assert test is not None
-            frames.append(reader.parquet(str(read.path)).where(test))
+            frames.append(reader.parquet(spark_uri(str(read.path))).where(test))
     return union_all(frames)
 
 

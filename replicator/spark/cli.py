@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import ConfigError, ReplicatorError
+from ..storage import is_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,7 +93,7 @@ def _describe(result: TableResult) -> str:
 
 
 def _run(
-    landing: Path,
+    landing: Path | str,
     out: Path,
     tables: Sequence[str],
     master: str,
@@ -107,9 +108,10 @@ def _run(
 @click.command("materialize")
 @click.option(
     "--landing",
-    type=click.Path(path_type=Path),
     required=True,
-    help="The landing zone (sink.root of `replicator run`).",
+    help="The landing zone (sink.root of `replicator run`): a directory, or s3://bucket/prefix "
+    "(credentials and endpoint from AWS_* variables, the profile or the role; Spark needs "
+    "hadoop-aws: docs/spark.md).",
 )
 @click.option(
     "--out",
@@ -145,7 +147,7 @@ def _run(
 )
 @click.option("--full-refresh", is_flag=True, help="Rebuild from every manifest.")
 def materialize(
-    landing: Path,
+    landing: str,
     out: Path,
     tables: tuple[str, ...],
     master: str,
@@ -161,7 +163,8 @@ def materialize(
     """
     try:
         parsed = parse_keys(keys)
-        if not landing.is_dir():
+        root: Path | str = landing if is_url(landing) else Path(landing)
+        if isinstance(root, Path) and not root.is_dir():
             raise ConfigError(
                 f"landing zone {landing} is not a directory",
                 hint="pass --landing the sink.root directory that `replicator run` writes",
@@ -178,7 +181,7 @@ def materialize(
             full_refresh=full_refresh,
         )
         names = [n.strip() for value in tables for n in value.split(",") if n.strip()]
-        results = _run(landing, out, names, master, options)
+        results = _run(root, out, names, master, options)
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

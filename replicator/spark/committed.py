@@ -24,6 +24,14 @@ that they agree, and ``state`` records the id with each table built from them.
 Each file's footer names its table (``replicator.table``), its schema version and its primary
 key (``replicator.primary_key``, see ``sink.parquet_writer``): ``table_identity`` turns those
 into the columns that identify a row. This module needs pyarrow only, not Spark.
+
+The landing zone may be a directory (a ``Path``) or an object store (an ``s3://`` URL or a
+``storage.Store``; ``open_landing``). Manifests, footers and files are read through the
+store's pyarrow filesystem; Spark reads an object store's files by ``spark_path`` (``s3a://``
+for ``s3://``: Hadoop's S3 connector, docs/spark.md). On an object store a data file is
+written under its final name before its manifest, so a directory listing may show files no
+manifest names (uncommitted, until the daemon's next recovery deletes them): readers here go
+by the manifests only, and a file a manifest names is looked up by name, never by listing.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
+from ..storage import LocalStore, Store, is_url, open_store
 from .compacted import Holding, holders
 from .contract import LANDING_ID_KEY, LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
 
@@ -54,11 +63,30 @@ __all__ = [
     "file_schema",
     "key_of",
     "landing_id_of",
+    "open_landing",
+    "read_file",
     "read_manifests",
+    "spark_uri",
     "select_tables",
     "table_dirs",
     "table_identity",
 ]
+
+
+def open_landing(landing: Path | str | Store) -> Store:
+    """The landing zone ``landing`` names: a directory, an object store's URL (credentials
+    and endpoint from the environment: ``AWS_*``, ``AWS_ENDPOINT_URL``) or a store."""
+    if isinstance(landing, Store):
+        return landing
+    if isinstance(landing, str) and is_url(landing):
+        return open_store(landing)
+    return LocalStore(Path(landing))
+
+
+def spark_uri(uri: str) -> str:
+    """An object store's URL as Spark's Hadoop connectors name it (``s3://`` is ``s3a://``;
+    the other schemes pyarrow and Hadoop share)."""
+    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +94,18 @@ class CommittedFile:
     """One data file a committed manifest lists."""
 
     table: str  # "db.t" as the manifest names it
-    path: Path  # absolute
+    path: Path | str  # a local path (absolute when the root is), or an object store's URL
     batch: int
     rows: int
     first_seq: int | None
     last_seq: int | None
+    key: str = ""  # relative to the landing root, as the manifest names it
+    store: Store | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.key.rpartition("/")[2] if self.key else Path(self.path).name
+
     # a slice of a compaction output (``compacted``): only its rows with ``_seq`` in this
     # range are this entry's; None: the whole file is
     within: tuple[int, int] | None = None
@@ -78,7 +113,28 @@ class CommittedFile:
     @property
     def table_dir(self) -> Path:
         """The table's directory relative to the landing root (``<db>/<table>``)."""
-        return Path(self.path.parent.parent.name, self.path.parent.name)
+        if self.key:
+            return Path(*self.key.split("/")[:2])
+        path = Path(self.path)
+        return Path(path.parent.parent.name, path.parent.name)
+
+    @property
+    def spark_path(self) -> str:
+        """The file's address for ``spark.read.parquet``."""
+        return str(self.path) if isinstance(self.path, Path) else spark_uri(self.path)
+
+    def exists(self) -> bool:
+        """The file is there (looked up by name: a listing of an object store may lag)."""
+        if self.store is None or isinstance(self.path, Path):
+            return Path(self.path).is_file()
+        return self.store.exists(self.key)
+
+    def source(self) -> tuple[Any, Any]:
+        """(what pyarrow reads, its filesystem or None) for this file."""
+        if self.store is None or isinstance(self.path, Path):
+            return self.path, None
+        fs, base = self.store.filesystem()
+        return f"{base}/{self.key}", fs
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +179,7 @@ class Record:
 @dataclass(frozen=True, slots=True)
 class Manifest:
     batch: int
-    path: Path
+    path: Path | str
     last_seq: int
     files: tuple[CommittedFile, ...]
     first_seq: int = 0
@@ -168,8 +224,12 @@ def _hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def check_landing(root: Path) -> None:
-    """ConfigError (exit 2) unless ``root`` is a directory."""
+def check_landing(root: Path | Store) -> None:
+    """ConfigError (exit 2) unless ``root`` is a directory (an object store: anything)."""
+    if isinstance(root, Store):
+        if isinstance(root, LocalStore):
+            check_landing(root.root)
+        return
     if not root.is_dir():
         raise ConfigError(
             f"landing zone {root} is not a directory",
@@ -177,9 +237,21 @@ def check_landing(root: Path) -> None:
         )
 
 
-def table_dirs(root: Path) -> list[TableDir]:
+def table_dirs(root: Path | Store) -> list[TableDir]:
     """Every table directory of the landing zone (committed files or not), sorted."""
     check_landing(root)
+    if isinstance(root, LocalStore):
+        root = root.root
+    if isinstance(root, Store):  # an object store's "directories" are its keys' prefixes
+        names = {
+            tuple(key.split("/")[:2])
+            for key in root.list()
+            if key.count("/") >= 2 and not any(_hidden(p) for p in key.split("/")[:2])
+        }
+        return [
+            TableDir(f"{_unsafe(db)}.{_unsafe(table)}", Path(db, table))
+            for db, table in sorted(names)
+        ]
     found: list[TableDir] = []
     for db in sorted(root.iterdir()):
         if _hidden(db.name) or not db.is_dir():
@@ -228,25 +300,36 @@ def _record(item: dict[str, Any], batch: int) -> Record:
     )
 
 
-def _file(item: dict[str, Any], batch: int, root: Path, moved: dict[str, Holding]) -> CommittedFile:
+def _where(store: Store, key: str) -> Path | str:
+    """A file's path (a directory's) or URL (an object store's)."""
+    return store.path(key) if isinstance(store, LocalStore) else store.uri(key)
+
+
+def _file(
+    item: dict[str, Any], batch: int, store: Store, moved: dict[str, Holding]
+) -> CommittedFile:
     held = moved.get(str(item["path"]))
+    key = str(item["path"]) if held is None else held.path
     return CommittedFile(
         table=str(item["table"]),
-        path=root / (str(item["path"]) if held is None else held.path),
+        path=_where(store, key),
         batch=batch,
         rows=int(item["rows"]),
         first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
         last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
+        key=key,
+        store=store,
         within=None if held is None else held.within,
     )
 
 
-def _manifest(path: Path, root: Path, moved: dict[str, Holding] | None = None) -> Manifest:
+def _manifest(key: str, store: Store, moved: dict[str, Holding] | None = None) -> Manifest:
+    path = _where(store, key)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(store.read(key))
         batch = int(data["batch"])
         records = tuple(_record(item, batch) for item in data.get("schema_changes") or ())
-        files = tuple(_file(item, batch, root, moved or {}) for item in data["files"])
+        files = tuple(_file(item, batch, store, moved or {}) for item in data["files"])
         manifest = Manifest(
             batch,
             path,
@@ -264,7 +347,7 @@ def _manifest(path: Path, root: Path, moved: dict[str, Holding] | None = None) -
             hint="a manifest is written atomically, so this one was changed by hand: restore "
             "it from a backup",
         ) from exc
-    if manifest.batch != int(path.stem):
+    if manifest.batch != int(key.rpartition("/")[2].partition(".")[0]):
         raise IntegrityError(
             f"manifest {path} is for batch {manifest.batch}",
             hint="manifest files are named after their batch: restore the original file",
@@ -304,7 +387,7 @@ class Manifests:
         return self.manifests[-1].batch if self.manifests else None
 
 
-def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> Manifests:
+def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = False) -> Manifests:
     """Manifests of batches numbered above ``after``, in batch order.
 
     Stops before the first manifest whose files are not all in place (a commit being
@@ -313,11 +396,34 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
     later changes without it.
     """
     check_landing(root)
-    moved = holders(root)  # before the manifests: records name committed batches only
-    directory = root / MANIFESTS
-    if not directory.is_dir():
-        return Manifests((), None)
-    numbered = sorted((int(p.stem), p) for p in directory.glob("[0-9]*.json") if p.stem.isdigit())
+    store = root if isinstance(root, Store) else LocalStore(root)
+    moved = holders(store)  # before the manifests: records name committed batches only
+    directory = store.uri(MANIFESTS)
+    numbered: list[tuple[int, str]] = []
+    for key in store.list(MANIFESTS):
+        name = key[len(MANIFESTS) + 1 :]
+        stem, _, suffix = name.partition(".")
+        if "/" not in name and suffix == "json" and stem.isdigit():
+            numbered.append((int(stem), key))
+    numbered.sort()
+    if not store.renames:  # a listing may lag: the next batches are looked up by name too
+        last = numbered[-1][0] if numbered else after
+        while store.exists(f"{MANIFESTS}/{last + 1:020d}.json"):
+            last += 1
+            numbered.append((last, f"{MANIFESTS}/{last:020d}.json"))
+    listed: set[str] | None = None
+
+    def present(item: CommittedFile) -> bool:
+        """On a directory: the file is in place (published). On an object store, where a
+        committed file is in place before its manifest is, one listing answers for most and
+        a file it does not show is looked up by name (a listing may lag)."""
+        nonlocal listed
+        if store.renames:
+            return item.exists()
+        if listed is None:
+            listed = set(store.list())
+        return item.key in listed or item.exists()
+
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
@@ -330,8 +436,15 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
                 hint="restore the manifest and its files, or rebuild the output with "
                 "--full-refresh from what the landing zone holds",
             )
-        manifest = _manifest(path, root, moved)
-        if waiting is None and not all(f.path.is_file() for f in manifest.files):
+        manifest = _manifest(path, store, moved)
+        missing = next((f for f in manifest.files if not present(f)), None)
+        if missing is not None and not store.renames:
+            raise IntegrityError(
+                f"batch {number} is committed but its file {missing.path} is gone",
+                hint="on an object store a batch's files are in place before its manifest: "
+                "restore the file from a backup",
+            )
+        if waiting is None and missing is not None:
             waiting = number
             if not unpublished:
                 break
@@ -341,7 +454,7 @@ def read_manifests(root: Path, *, after: int = 0, unpublished: bool = False) -> 
 
 
 def committed_files(
-    root: Path, *, after: int = 0, tables: Iterable[str] | None = None
+    root: Path | Store, *, after: int = 0, tables: Iterable[str] | None = None
 ) -> dict[str, list[CommittedFile]]:
     """Committed, published files per table (``db.t``), in ``_seq`` order."""
     wanted = None if tables is None else set(tables)
@@ -353,13 +466,28 @@ def committed_files(
     return out
 
 
-def file_schema(path: Path) -> pa.Schema:
+def file_schema(item: Path | CommittedFile) -> pa.Schema:
     """A file's Arrow schema with its key-value metadata, from the footer only."""
+    path, fs = (item, None) if isinstance(item, Path) else item.source()
+    shown = item if isinstance(item, Path) else item.path
     try:
-        return pq.read_schema(path)
+        return pq.read_schema(path, filesystem=fs)
     except (OSError, pa.ArrowException) as exc:
         raise IntegrityError(
-            f"cannot read the footer of committed file {path}: {exc}",
+            f"cannot read the footer of committed file {shown}: {exc}",
+            hint="the file is listed by a manifest, so it was complete when committed: "
+            "restore it from a backup",
+        ) from exc
+
+
+def read_file(item: CommittedFile, columns: Sequence[str] | None = None) -> pa.Table:
+    """A committed file's rows (``columns`` only), through the landing zone's filesystem."""
+    path, fs = item.source()
+    try:
+        return pq.read_table(path, columns=columns, filesystem=fs)
+    except (OSError, pa.ArrowException) as exc:
+        raise IntegrityError(
+            f"cannot read committed file {item.path}: {exc}",
             hint="the file is listed by a manifest, so it was complete when committed: "
             "restore it from a backup",
         ) from exc
@@ -375,7 +503,7 @@ def file_key(schema: pa.Schema) -> tuple[str, ...] | None:
 
 def table_identity(
     table: str,
-    schemas: Sequence[tuple[Path, pa.Schema]],
+    schemas: Sequence[tuple[Path | str, pa.Schema]],
     *,
     override: Sequence[str] | None = None,
     previous: tuple[str, ...] | None = None,
@@ -390,13 +518,13 @@ def table_identity(
 
 def key_of(
     table: str,
-    keyed: Sequence[tuple[Path, tuple[str, ...] | None]],
+    keyed: Sequence[tuple[Path | str, tuple[str, ...] | None]],
     *,
     previous: tuple[str, ...] | None = None,
 ) -> tuple[str, ...]:
     """The key all files record (``keyed``: each file's key, in the newest version's column
     names; None when the file records none); see ``table_identity``."""
-    keys: dict[tuple[str, ...], Path] = {}
+    keys: dict[tuple[str, ...], Path | str] = {}
     for path, key in keyed:
         if key is None:
             raise ConfigError(

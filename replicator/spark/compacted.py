@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import IntegrityError
+from ..storage import Store
 from .contract import COMPACTIONS
 
 if TYPE_CHECKING:
@@ -79,21 +80,21 @@ def _entry(item: Any, path: Path) -> _Entry:
         raise _bad(path, f"lists a file without its path, rows or _seq range: {exc}") from exc
 
 
-def holders(root: Path) -> dict[str, Holding]:
+def holders(store: Store) -> dict[str, Holding]:
     """Manifest entry path -> where its rows are now, for every entry a committed record
     superseded (entries not in it are read from their own files)."""
-    directory = root / COMPACTIONS
-    if not directory.is_dir():
-        return {}
-    names = sorted(p for p in directory.iterdir() if _RECORD.fullmatch(p.name))
+    names = sorted(
+        key for key in store.list(COMPACTIONS) if _RECORD.fullmatch(key[len(COMPACTIONS) + 1 :])
+    )
     replaces: dict[str, list[_Entry]] = {}  # output -> the files it replaces (direct)
     entries: dict[str, list[_Entry]] = {}  # output -> the manifest entries it holds
     live: set[str] = set()
-    for number, path in enumerate(names, start=1):
+    for number, key in enumerate(names, start=1):
+        path = Path(store.uri(key))
         if path.name != f"{number:020d}.json":
             raise _bad(path, f"follows compaction {number - 1}: a record is missing")
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(store.read(key))
             outputs = list(data["outputs"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise _bad(path, f"cannot be read: {exc}") from exc
@@ -115,7 +116,7 @@ def holders(root: Path) -> dict[str, Holding]:
     out: dict[str, Holding] = {}
 
     def place(holder: str) -> None:
-        if not (root / holder).is_file():
+        if not store.exists(holder):
             # committed, not yet renamed into place (a compactor died between its record and
             # the rename; local disks): what it replaces is still there (retention runs
             # after the rename), so those are read meanwhile
@@ -138,16 +139,19 @@ class Read:
     """One physical file to read: whole (``ranges`` None), or only the rows whose ``_seq``
     lies in one of ``ranges`` (inclusive)."""
 
-    path: Path
+    path: Path | str
     ranges: tuple[tuple[int, int], ...] | None
+    source: tuple[Any, Any] = (None, None)  # what pyarrow reads, and its filesystem
 
 
 def reads(files: Sequence[CommittedFile]) -> list[Read]:
     """``files`` as the physical reads that return each entry's rows once: whole files as
     they are, the slices of one output merged into one read (adjacent slices into one
     range). Order: by first appearance."""
-    out: dict[Path, list[tuple[int, int]] | None] = {}
+    out: dict[Path | str, list[tuple[int, int]] | None] = {}
+    sources: dict[Path | str, tuple[Any, Any]] = {}
     for item in files:
+        sources.setdefault(item.path, item.source())
         if item.within is None:
             if item.path in out:
                 raise IntegrityError(
@@ -166,7 +170,7 @@ def reads(files: Sequence[CommittedFile]) -> list[Read]:
     result: list[Read] = []
     for path, ranges in out.items():
         if ranges is None:
-            result.append(Read(path, None))
+            result.append(Read(path, None, sources[path]))
             continue
         merged: list[tuple[int, int]] = []
         for low, high in sorted(ranges):
@@ -179,7 +183,7 @@ def reads(files: Sequence[CommittedFile]) -> list[Read]:
                 merged[-1] = (merged[-1][0], high)
             else:
                 merged.append((low, high))
-        result.append(Read(path, tuple(merged)))
+        result.append(Read(path, tuple(merged), sources[path]))
     return result
 
 
@@ -196,7 +200,8 @@ def read_arrow(files: Sequence[CommittedFile], columns: Sequence[str] | None = N
     tables: list[pa.Table] = []
     for read in reads(files):
         wanted = None if columns is None else list(dict.fromkeys([*columns, "_seq"]))
-        table = pq.read_table(read.path, columns=wanted)
+        where, filesystem = read.source
+        table = pq.read_table(where, columns=wanted, filesystem=filesystem)
         if read.ranges is not None:
             table = table.filter(_mask(table.column("_seq"), read.ranges))
         if columns is not None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError
+from ..storage import Store
 from .state import TableState
 
 __all__ = ["check", "check_output"]
@@ -33,7 +34,9 @@ def _another(problem: str, out: Path) -> IntegrityError:
     )
 
 
-def check(state: TableState, out: Path, root: Path, landing_id: str | None, end: int) -> str | None:
+def check(
+    state: TableState, out: Path, root: Path | Store, landing_id: str | None, end: int
+) -> str | None:
     """Is ``state`` (a table of the output ``out``) built from the landing zone at ``root``,
     whose manifests carry ``landing_id`` and end at batch ``end``? None: yes, nothing to say;
     a note: it adopts ``landing_id`` now (it was written before ids); IntegrityError: no."""
@@ -65,7 +68,7 @@ def check(state: TableState, out: Path, root: Path, landing_id: str | None, end:
 def check_output(
     states: Iterable[tuple[Path, TableState]],
     out: Path,
-    root: Path,
+    root: Path | Store,
     landing_id: str | None,
     end: int,
 ) -> None:

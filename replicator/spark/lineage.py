@@ -28,10 +28,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import IntegrityError
-from .committed import CommittedFile, Manifest, Record
+from .committed import CommittedFile, Manifest, Record, read_file
 
 __all__ = [
     "Ended",
@@ -270,7 +269,7 @@ def orphans(found: Plan, name: str, files: Sequence[CommittedFile]) -> None:
         gaps = _gaps(segments, item.first_seq, item.last_seq)
         if not gaps:
             continue
-        seqs = pq.read_table(item.path, columns=["_seq"]).column("_seq")
+        seqs = read_file(item, ["_seq"]).column("_seq")
         for lo, hi, record in gaps:
             inside = pc.and_(pc.greater_equal(seqs, lo), pc.less_equal(seqs, hi))
             if pc.any(inside).as_py():

@@ -39,6 +39,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from ..errors import ConfigError
+from ..storage import LocalStore, Store
 from . import identity
 from . import state as st
 from .changes import (
@@ -51,7 +52,14 @@ from .changes import (
     table_model,
     union_all,
 )
-from .committed import TableDir, check_landing, read_manifests, select_tables, table_dirs
+from .committed import (
+    TableDir,
+    check_landing,
+    open_landing,
+    read_manifests,
+    select_tables,
+    table_dirs,
+)
 from .lineage import Ended, orphans
 from .merge import UNKNOWN
 from .merge import current_state as merge_state
@@ -80,7 +88,16 @@ __all__ = [
 ]
 
 
-def _landing(root: Path) -> Landing:
+def _root(landing: Path | str | Store) -> Path | Store:
+    """A directory (as a path, the way outputs record it) or an object store."""
+    store = open_landing(landing)
+    if isinstance(store, LocalStore):
+        check_landing(store.root)
+        return store.root
+    return store
+
+
+def _landing(root: Path | Store) -> Landing:
     found = read_manifests(root)
     return Landing(root, found.manifests, found.waiting)
 
@@ -107,7 +124,11 @@ def _public(read: Read) -> DataFrame:
 
 
 def read_changes(
-    spark: SparkSession, landing: Path | str, table: str, *, key: Sequence[str] | None = None
+    spark: SparkSession,
+    landing: Path | str | Store,
+    table: str,
+    *,
+    key: Sequence[str] | None = None,
 ) -> DataFrame:
     """Every committed change landed under the name ``table`` (``db.t``), as one DataFrame:
     the columns of the newest schema version landed under that name (older versions matched
@@ -116,9 +137,7 @@ def read_changes(
     overrides the recorded primary key). Lifecycle records are not applied and replayed
     copies are kept: see ``lineage_changes`` for the changes that make up the table. A name
     without committed changes is a ConfigError: there is no schema to show."""
-    root = Path(landing)
-    check_landing(root)
-    found = _landing(root)
+    found = _landing(_root(landing))
     _known(found, table)
     files = [f for f in found.files if f.table == table]
     if not files:
@@ -128,11 +147,9 @@ def read_changes(
 
 
 def _lineage_read(
-    spark: SparkSession, landing: Path | str, table: str, options: MaterializeOptions
+    spark: SparkSession, landing: Path | str | Store, table: str, options: MaterializeOptions
 ) -> Read:
-    root = Path(landing)
-    check_landing(root)
-    found = _landing(root)
+    found = _landing(_root(landing))
     _known(found, table)
     orphans(
         found.plan,
@@ -153,7 +170,7 @@ def _lineage_read(
 
 def lineage_changes(
     spark: SparkSession,
-    landing: Path | str,
+    landing: Path | str | Store,
     table: str,
     *,
     options: MaterializeOptions | None = None,
@@ -166,7 +183,7 @@ def lineage_changes(
 
 def current_state(
     spark: SparkSession,
-    landing: Path | str,
+    landing: Path | str | Store,
     table: str,
     *,
     options: MaterializeOptions | None = None,
@@ -179,7 +196,7 @@ def current_state(
 
 def materialize(
     spark: SparkSession,
-    landing: Path | str,
+    landing: Path | str | Store,
     out: Path | str,
     *,
     tables: Sequence[str] | None = None,
@@ -188,10 +205,11 @@ def materialize(
     """Bring ``<out>/<db>/<table>/`` up to date with the landing zone's committed batches
     for every table (or those ``tables`` names or globs select); see the module doc."""
     options = options or MaterializeOptions()
-    root = Path(landing).resolve()
-    check_landing(root)
+    root = _root(landing)
+    if isinstance(root, Path):
+        root = root.resolve()
     target = Path(out).resolve()
-    if target == root or root in target.parents:
+    if isinstance(root, Path) and (target == root or root in target.parents):
         raise ConfigError(
             f"output directory {target} is inside the landing zone",
             hint="pass --out a directory outside --landing",

@@ -47,6 +47,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ..errors import ConfigError, SinkError
+from ..storage import is_url, redact_url
 from . import state as st
 from .committed import CommittedFile, TableDir, read_manifests
 from .contract import MANIFESTS
@@ -78,7 +79,7 @@ def stream_schema(spark: SparkSession, landing: Path | str, table: str) -> T.Str
         f
         for m in read_manifests(root).manifests
         for f in m.files
-        if f.table == table and f.path.is_file()
+        if f.table == table and f.exists()
     ]
     if not files:
         raise ConfigError(
@@ -131,9 +132,9 @@ class CurrentStateStream:
 def _wait_published(needed: Sequence[CommittedFile]) -> None:
     """A batch's files are renamed into place right after its manifest: wait for that."""
     deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
-    while not all(f.path.is_file() for f in needed):
+    while not all(f.exists() for f in needed):
         if time.monotonic() > deadline:
-            missing = next(f.path for f in needed if not f.path.is_file())
+            missing = next(f.path for f in needed if not f.exists())
             raise SinkError(
                 f"committed file {missing} is not published",
                 hint="the daemon stopped inside a commit: start `replicator run`, which "
@@ -158,6 +159,11 @@ def start_current_state_stream(
     ``checkpoint`` is the query's Spark checkpoint location (keep it next to ``out``);
     ``max_files_per_trigger`` bounds the landing batches per micro-batch.
     """
+    if is_url(str(landing)):
+        raise ConfigError(
+            f"landing zone {redact_url(str(landing))}: the streaming reader reads a directory",
+            hint="materialize an object-store landing zone with `materialize` (batch) instead",
+        )
     root = Path(landing).resolve()
     found = _table(root, table)
     merge = CurrentStateStream(

@@ -29,6 +29,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from ..errors import ConfigError
+from ..storage import Store
 from . import identity
 from . import state as st
 from .changes import read_files, read_lineage
@@ -45,7 +46,7 @@ __all__ = ["Landing", "run_table"]
 class Landing:
     """The committed batches a run applies (every one, in order, up to ``end``)."""
 
-    root: Path
+    root: Path | Store  # a directory, or an object store (storage)
     manifests: tuple[Manifest, ...]
     waiting: int | None = None  # the first committed batch not yet published
     files: tuple[CommittedFile, ...] = field(init=False)

@@ -5,6 +5,7 @@ grepped for everywhere, with debug logging on, in a good run and in refused ones
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from replicator.storage import ObjectStoreOptions, open_store
 from tests.harness.mariadb import MariaDBServer, replication_privileges
 from tests.harness.mosquitto import MosquittoBroker
+from tests.harness.s3 import REGION, S3Server
 from tests.live.daemon import ROOT, Daemon, Writer, daemon_config, new_http_port
 from tests.live.test_notify import _listen
 
@@ -118,3 +121,81 @@ async def _scenario(tmp_path: Path, mosquitto: MosquittoBroker) -> None:
     leaks = {name: _leaks(data) for name, data in {**files, **logs}.items() if _leaks(data)}
     leaks.update({f"output {i}": _leaks(data) for i, data in enumerate(seen) if _leaks(data)})
     assert leaks == {}  # ...without the password
+
+
+OBJECT_KEY_ID = "AKIAOBJECTSTOREKEY42"
+OBJECT_SECRET = "Obj-s3cret-5f0c2b7e19"
+
+
+def test_no_object_store_secret_in_logs_metrics_or_objects(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    """The object store's keys, given by ``sink.object_store.*_env``: never in the debug log,
+    the metrics, ``status``, the objects written, or the refusal of a URL that carries them."""
+    url = f"s3://{s3_server.bucket('secret-landing')}/zone"
+    port = new_http_port()
+    env = {"LANDING_KEY": OBJECT_KEY_ID, "LANDING_SECRET": OBJECT_SECRET}
+    seen: list[bytes] = []
+    with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
+        server.execute("CREATE DATABASE shop")
+        server.execute("CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))")
+        start = server.binlog_status().gtid_binlog_pos
+        config = daemon_config(
+            tmp_path / "s3.yaml", server, tmp_path / "unused", start_gtid=start, http_port=port
+        )
+        text = config.read_text().replace(
+            f"  root: {tmp_path / 'unused'}\n",
+            s3_server.sink_yaml(url)
+            + "    access_key_env: LANDING_KEY\n    secret_key_env: LANDING_SECRET\n",
+        )
+        config.write_text(text + "  log_level: debug\n")
+        daemon = Daemon(config, tmp_path / "s3.log", port, env=env).start()
+        writer = Writer(server, per_second=100).start()
+        try:
+            daemon.wait_for("http", lambda: daemon.get("/healthz")[0] == 200)
+            daemon.wait_for(
+                "two batches", lambda: daemon.metric("replicator_batches_committed_total") >= 2
+            )
+            for path in ("/metrics", "/healthz", "/readyz"):
+                seen.append(daemon.get(path)[1].encode())
+            status = subprocess.run(
+                [sys.executable, "-m", "replicator.cli", "status", "--config", str(config),
+                 "--json", "--no-source"],
+                cwd=ROOT, env={**os.environ, **env}, capture_output=True, timeout=60, check=False,
+            )  # fmt: skip
+            daemon.signal(signal.SIGTERM)
+            code = daemon.wait(30)
+        finally:
+            writer.stop()
+            daemon.kill()
+        assert code == 0, daemon.log_tail()
+        assert status.returncode == 0, status.stderr
+        assert url.encode() in status.stdout  # the landing zone is shown, its keys are not
+        seen += [status.stdout, status.stderr]
+        # a URL carrying the keys is refused (exit 2) without being shown
+        leaky = tmp_path / "leaky.yaml"
+        leaky.write_text(
+            text.replace(url, f"s3://{OBJECT_KEY_ID}:{OBJECT_SECRET}@secret-landing/zone")
+        )
+        refused = subprocess.run(
+            [sys.executable, "-m", "replicator.cli", "run", "--config", str(leaky)],
+            cwd=ROOT, env={**os.environ, **env}, capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert b"credentials" in refused.stderr
+        seen += [refused.stdout, refused.stderr]
+    store = open_store(url, ObjectStoreOptions(endpoint=s3_server.endpoint, region=REGION))
+    objects = {key: store.read(key) for key in store.list()}
+    assert any(key.endswith(".parquet") for key in objects)
+    assert "_state/lease.json" in objects and "_state/checkpoint.json" in objects
+    log = (tmp_path / "s3.log").read_bytes()
+    assert b'"level": "debug"' in log
+    found = {
+        name: [s for s in (OBJECT_KEY_ID, OBJECT_SECRET) if s.encode() in data]
+        for name, data in {**objects, "s3.log": log}.items()
+    }
+    found.update(
+        {f"output {i}": [s for s in (OBJECT_KEY_ID, OBJECT_SECRET) if s.encode() in data]
+         for i, data in enumerate(seen)}
+    )  # fmt: skip
+    assert {name: leaks for name, leaks in found.items() if leaks} == {}

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from replicator.binlog.position import start_position
 from replicator.cli import main
-from replicator.config import LIMITS, Config, load_config
+from replicator.config import LIMITS, Config, Secret, load_config
 from replicator.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +31,8 @@ def _keys(cls: type, prefix: str = "") -> set[str]:
         default = f.default_factory() if callable(f.default_factory) else f.default
         if dataclasses.is_dataclass(default):
             out |= _keys(type(default), f"{prefix}{f.name}.")
-        elif f.name == "password":
-            out.add(f"{prefix}password_env")  # the example shows the env form
+        elif isinstance(default, Secret):
+            out.add(f"{prefix}{f.name}_env")  # the example shows the env form
         else:
             out.add(f"{prefix}{f.name}")
     return out

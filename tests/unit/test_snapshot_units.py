@@ -139,7 +139,7 @@ def test_requests_are_read_oldest_first_and_a_bad_one_is_named(tmp_path: Path) -
         (first, ["shop.*"]),
         (second, ["crm.users", "crm.orders"]),
     ]
-    (first.parent / "zzz.json").write_text("{")
+    (tmp_path / first).parent.joinpath("zzz.json").write_text("{")
     with pytest.raises(IntegrityError, match=r"zzz\.json"):
         read_requests(tmp_path)
 

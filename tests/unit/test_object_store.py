@@ -1,0 +1,322 @@
+"""The landing zone on an object store, against a real S3 API server (moto's, started by the
+tests): the ``Store`` itself, the commit protocol without renames, and the recovery rules
+that differ from a directory's.
+
+On an object store data files are written under their final names before the manifest, so
+recovery deletes the data files no manifest names (what a crash left of a batch that never
+committed) where a directory's recovery refuses them; a file a committed manifest names is
+never overwritten; the writer's lease refuses a second writer; credentials never show.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pyarrow.parquet as pq
+import pytest
+
+from replicator.binlog.constants import ColumnType
+from replicator.binlog.gtid import MariadbGtidPosition
+from replicator.binlog.position import StreamPosition
+from replicator.binlog.schema import ColumnDef
+from replicator.config import ObjectStoreConfig, Secret, SinkConfig, load_config
+from replicator.errors import ConfigError, IntegrityError
+from replicator.sink.changes import TableVersion
+from replicator.sink.landing import LandingZone
+from replicator.sink.lock import LandingZoneBusyError, LeaseLock, read_record
+from replicator.spark.committed import (
+    committed_files,
+    file_schema,
+    open_landing,
+    read_file,
+    read_manifests,
+)
+from replicator.storage import ObjectStore, ObjectStoreOptions, open_store, redact_url
+from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from tests.unit.test_parquet_writer import change
+
+_names = itertools.count()
+VERSION = TableVersion(
+    "shop",
+    "orders",
+    (
+        ColumnDef(index=0, type=ColumnType.LONG, meta=0, name="id"),
+        ColumnDef(index=1, type=ColumnType.VARCHAR, meta=80, name="note"),
+    ),
+    primary_key=(0,),
+)
+
+
+@pytest.fixture
+def url(s3_server: S3Server) -> str:
+    """A fresh landing zone URL (a new bucket per test)."""
+    return f"s3://{s3_server.bucket(f'landing-{next(_names)}')}/zone"
+
+
+def _options(server: S3Server) -> ObjectStoreOptions:
+    return ObjectStoreOptions(
+        endpoint=server.endpoint, region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY
+    )
+
+
+def _sink(server: S3Server, url: str) -> SinkConfig:
+    return SinkConfig(
+        root=url,
+        object_store=ObjectStoreConfig(
+            endpoint=server.endpoint,
+            region=REGION,
+            access_key=Secret(ACCESS_KEY),
+            secret_key=Secret(SECRET_KEY),
+        ),
+    )
+
+
+def _end(number: int) -> StreamPosition:
+    return StreamPosition(
+        "mysql-bin.000001", 1000 + number, MariadbGtidPosition.parse(f"0-1-{number}")
+    )
+
+
+def _land(zone: LandingZone, rows: Iterator[int], count: int) -> None:
+    """One batch of ``count`` orders through the real commit protocol."""
+    checkpoint = zone.checkpoints.load()
+    batch = zone.begin(checkpoint)
+    seq = checkpoint.next_seq
+    changes = [change(seq + i, [next(rows), f"n{seq + i}"]) for i in range(count)]
+    batch.add(VERSION, changes)
+    batch.commit(_end(batch.number), seq + count)
+
+
+def test_the_store_reads_writes_lists_and_deletes(s3_server: S3Server, url: str) -> None:
+    store = open_store(url, _options(s3_server))
+    assert store.list() == [] and not store.renames
+    store.write("_state/a.json", b"one")
+    store.write("_state/a.json", b"two")  # replaced whole
+    output = store.open_output("db/t/part-1.parquet")
+    output.write(b"x" * 10)
+    assert not store.exists("db/t/part-1.parquet")  # nothing before the upload completes
+    assert output.close() == 10
+    assert store.read("_state/a.json") == b"two"
+    assert store.size("db/t/part-1.parquet") == 10
+    assert store.list() == ["_state/a.json", "db/t/part-1.parquet"]
+    assert store.list("db") == ["db/t/part-1.parquet"]
+    assert store.list("nothing") == []
+    aborted = store.open_output("db/t/part-2.parquet")
+    aborted.write(b"half")
+    aborted.abort()
+    assert not store.exists("db/t/part-2.parquet")
+    store.delete("_state/a.json")
+    store.delete("_state/a.json")  # not there: fine
+    with pytest.raises(FileNotFoundError):
+        store.read("_state/a.json")
+    with pytest.raises(ValueError, match="not a landing zone key"):
+        store.read("../escape")
+    assert store.uri("db/t/x") == f"{url}/db/t/x"
+
+
+def test_batches_commit_and_readers_find_them_by_manifest(s3_server: S3Server, url: str) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    rows = itertools.count(1)
+    for _ in range(3):
+        _land(zone, rows, 5)
+    store = zone.store
+    manifests = read_manifests(store).manifests
+    assert [m.batch for m in manifests] == [1, 2, 3]
+    files = committed_files(store)["shop.orders"]
+    assert [f.rows for f in files] == [5, 5, 5]
+    fs, base = store.filesystem()
+    table = pq.read_table([f"{base}/{f.key}" for f in files], filesystem=fs)
+    assert sorted(table.column("id").to_pylist()) == list(range(1, 16))
+    assert table.column("_seq").to_pylist() == list(range(1, 16))
+    assert file_schema(files[0]).field("id") is not None
+    assert not any(key.endswith(".tmp") for key in store.list())  # nothing staged or renamed
+    checkpoint = json.loads(store.read("_state/checkpoint.json"))
+    assert checkpoint["batch"] == 3 and checkpoint["next_seq"] == 16
+
+
+def test_recovery_deletes_uncommitted_data_files_and_rolls_forward(
+    s3_server: S3Server, url: str
+) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    rows = itertools.count(1)
+    _land(zone, rows, 4)
+    store = zone.store
+    # a batch that crashed after its data files (no manifest): a leftover under a final name
+    store.write("shop/orders/part-00000000000000000005.parquet", b"not committed")
+    # a batch whose manifest was written but not its checkpoint: rolled forward
+    _land(zone, rows, 3)
+    first = json.loads(store.read("_manifests/00000000000000000001.json"))
+    store.write(
+        "_state/checkpoint.json",
+        json.dumps({"format": 1, "batch": 1, "next_seq": 5, "position": first["end"]}).encode(),
+    )
+    manifest2 = json.loads(store.read("_manifests/00000000000000000002.json"))
+    committed2 = manifest2["files"][0]["path"]
+    assert committed2 == "shop/orders/part-00000000000000000005.parquet"  # the same name
+    store.write("shop/orders/part-00000000000000000099.parquet", b"leftover")
+    again = LandingZone(_sink(s3_server, url))
+    checkpoint = again.recover()
+    assert checkpoint.batch == 2 and checkpoint.next_seq == 8
+    assert not store.exists("shop/orders/part-00000000000000000099.parquet")
+    assert store.size(committed2) > 100  # the committed file, not the leftover's bytes
+    assert again.committed_through == 7
+
+
+def test_a_replayed_batch_overwrites_a_leftover_but_never_a_committed_file(
+    s3_server: S3Server, url: str
+) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    rows = itertools.count(1)
+    _land(zone, rows, 2)
+    store = zone.store
+    # the replay of batch 2 finds a leftover of its own earlier try under its name
+    store.write("shop/orders/part-00000000000000000003.parquet", b"earlier try")
+    _land(zone, rows, 2)
+    assert (
+        pq.read_metadata(
+            store.filesystem()[0].open_input_file(
+                f"{store.filesystem()[1]}/shop/orders/part-00000000000000000003.parquet"
+            )
+        ).num_rows
+        == 2
+    )
+    # a checkpoint behind the committed data: _seq 3 is committed, its file is refused
+    with pytest.raises(IntegrityError, match="committed before"):
+        zone._open_file(VERSION, 3)
+    with pytest.raises(IntegrityError, match="committed before"):
+        zone._open_file(VERSION, 1)
+
+
+def test_a_committed_file_that_is_gone_stops_recovery(s3_server: S3Server, url: str) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    _land(zone, itertools.count(1), 2)
+    zone.store.delete("shop/orders/part-00000000000000000001.parquet")
+    with pytest.raises(IntegrityError, match="is gone"):
+        LandingZone(_sink(s3_server, url)).recover()
+    assert zone.store.exists("_manifests/00000000000000000001.json")  # nothing was changed
+
+
+def test_the_lease_refuses_a_second_writer_until_it_ends(s3_server: S3Server, url: str) -> None:
+    store = open_store(url, _options(s3_server))
+    first = LeaseLock(store, lease_seconds=30).acquire("replicator run", server_id=7)
+    with pytest.raises(LandingZoneBusyError, match=r"in use by another replicator process"):
+        LeaseLock(store, lease_seconds=30).acquire("replicator run")
+    record = read_record(store)
+    assert record is not None and record.facts["server_id"] == 7 and record.ended is None
+    assert record.running is True  # this process holds it
+    first.check()  # still ours
+    first.release()
+    record = read_record(store)
+    assert record is not None and record.ended is not None
+    LeaseLock(store, lease_seconds=30).acquire("checkpoint set").release()
+
+
+def test_a_holder_whose_lease_was_taken_over_stops(s3_server: S3Server, url: str) -> None:
+    store = open_store(url, _options(s3_server))
+    holder = LeaseLock(store, lease_seconds=0.3).acquire("replicator run")
+    # its lease ran out (a stalled process) and another writer took the landing zone
+    other = {"owner": "f" * 32, "pid": 1, "host": "elsewhere", "expires": time.time() + 60}
+    store.write("_state/lease.json", json.dumps(other).encode())
+    time.sleep(0.2)  # a renewal is due
+    with pytest.raises(LandingZoneBusyError, match="taken over"):
+        holder.check()
+    assert json.loads(store.read("_state/lease.json"))["owner"] == "f" * 32  # left alone
+
+
+def test_an_expired_lease_or_one_of_a_dead_local_process_is_taken_over(
+    s3_server: S3Server, url: str
+) -> None:
+    store = open_store(url, _options(s3_server))
+    store.write(
+        "_state/lease.json",
+        json.dumps({"owner": "x", "pid": 1, "host": "gone", "expires": 1.0}).encode(),
+    )
+    LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.write(
+        "_state/lease.json",
+        json.dumps(
+            {"owner": "y", "pid": dead.pid, "host": socket.gethostname(),
+             "expires": time.time() + 60}
+        ).encode(),
+    )  # fmt: skip
+    LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+
+
+def test_credentials_in_the_url_are_refused_and_never_shown(s3_server: S3Server) -> None:
+    secret_url = f"s3://{ACCESS_KEY}:{SECRET_KEY}@landing-bucket/zone"
+    with pytest.raises(ConfigError) as caught:
+        ObjectStore(secret_url, _options(s3_server))
+    assert SECRET_KEY not in str(caught.value) and SECRET_KEY not in repr(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"REPLICATOR_SINK__ROOT": secret_url})
+    assert SECRET_KEY not in str(caught.value)
+    assert redact_url(secret_url) == "s3://landing-bucket/zone"
+
+
+def test_object_store_secrets_are_redacted(s3_server: S3Server, url: str) -> None:
+    sink = _sink(s3_server, url)
+    assert SECRET_KEY not in repr(sink) and ACCESS_KEY not in repr(sink)
+    zone = LandingZone(sink)
+    assert SECRET_KEY not in zone.location and SECRET_KEY not in repr(vars(zone.store))
+    config = load_config(
+        None,
+        {
+            "REPLICATOR_SINK__ROOT": url,
+            "REPLICATOR_SINK__OBJECT_STORE__SECRET_KEY_ENV": "MY_SECRET",
+            "REPLICATOR_SINK__OBJECT_STORE__ACCESS_KEY_ENV": "MY_KEY",
+            "MY_SECRET": SECRET_KEY,
+            "MY_KEY": ACCESS_KEY,
+        },
+    )
+    assert config.sink.object_store.secret_key.reveal() == SECRET_KEY
+    assert SECRET_KEY not in repr(config)
+    with pytest.raises(ConfigError, match="go together") as caught:
+        load_config(
+            None,
+            {
+                "REPLICATOR_SINK__ROOT": url,
+                "REPLICATOR_SINK__OBJECT_STORE__SECRET_KEY_ENV": "MY_SECRET",
+                "MY_SECRET": SECRET_KEY,
+            },
+        )
+    assert SECRET_KEY not in str(caught.value)
+
+
+def test_readers_take_a_url_with_credentials_and_endpoint_from_the_environment(
+    s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    _land(zone, itertools.count(1), 3)
+    for name, value in {**s3_server.env(), "AWS_ENDPOINT_URL": s3_server.endpoint}.items():
+        monkeypatch.setenv(name, value)
+    landing = open_landing(url)  # what `replicator materialize --landing s3://...` opens
+    files = committed_files(landing)["shop.orders"]
+    assert [f.rows for f in files] == [3]
+    assert (
+        files[0].spark_path == "s3a://" + f"{url}/shop/orders/part-00000000000000000001.parquet"[5:]
+    )
+    assert read_file(files[0], ["id"]).column("id").to_pylist() == [1, 2, 3]
+
+
+def test_readers_refuse_a_committed_file_that_is_gone(s3_server: S3Server, url: str) -> None:
+    zone = LandingZone(_sink(s3_server, url))
+    zone.recover()
+    rows = itertools.count(1)
+    _land(zone, rows, 2)
+    _land(zone, rows, 2)
+    zone.store.delete("shop/orders/part-00000000000000000003.parquet")
+    with pytest.raises(IntegrityError, match=r"batch 2 is committed but its file .* is gone"):
+        read_manifests(zone.store)
