@@ -74,6 +74,8 @@ def _config(path: Path, server: MariaDBServer, sink: str) -> Path:
         f"sink:\n{sink}  batch_max_rows: 40\n  batch_max_seconds: 0.2\n"
         "  large_transaction_rows: 1000000\n"
         "filters:\n  include: ['shop.*']\n"
+        # no metrics server: a port another test's daemon holds must not fail a restart
+        "service:\n  http_enabled: false\n"
     )
     return path
 
