@@ -1951,6 +1951,33 @@ text_kinds(PyObject *kinds_obj, PyObject *fallbacks, Py_ssize_t *ncols, int **ki
     return 0;
 }
 
+/* What the packet at *offset of a text result set is. A row: its payload length in *len.
+ * The end of the result set: *offset moves past it. */
+enum { PACKET_ROW = 0, PACKET_END = 1, PACKET_ERROR = 2, PACKET_SPLIT = 3, PACKET_INCOMPLETE = 4 };
+
+static int
+packet_kind(const unsigned char *buf, Py_ssize_t size, Py_ssize_t *offset, int deprecate_eof,
+            Py_ssize_t *len)
+{
+    Py_ssize_t at = *offset;
+    *len = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16;
+    const unsigned char *p = buf + at + 4;
+    if (*len == MAX_PAYLOAD) {
+        return PACKET_SPLIT; /* a row over several packets */
+    }
+    if (at + 4 + *len > size) {
+        return PACKET_INCOMPLETE;
+    }
+    if (*len > 0 && p[0] == 0xFF) {
+        return PACKET_ERROR;
+    }
+    if (*len > 0 && p[0] == 0xFE && (*len < 9 || deprecate_eof)) {
+        *offset = at + 4 + *len;
+        return PACKET_END;
+    }
+    return PACKET_ROW;
+}
+
 /* text_rows(buf, offset, kinds, fallbacks, deprecate_eof) -> (rows, offset, state):
  * the rows of the whole packets in buf from offset. state: 0 more data is needed (offset is
  * the first incomplete packet), 1 the result set ended (offset after its EOF/OK packet),
@@ -1983,22 +2010,11 @@ text_rows(PyObject *self, PyObject *args)
     const unsigned char *buf = view.buf;
     Py_ssize_t size = view.len;
     while (offset + 4 <= size) {
-        Py_ssize_t len = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16;
+        Py_ssize_t len;
         const unsigned char *p = buf + offset + 4;
-        if (len == MAX_PAYLOAD) {
-            state = 3;
-            break;
-        }
-        if (offset + 4 + len > size) {
-            break;
-        }
-        if (len > 0 && p[0] == 0xFF) {
-            state = 2;
-            break;
-        }
-        if (len > 0 && p[0] == 0xFE && (len < 9 || deprecate_eof)) {
-            offset += 4 + len;
-            state = 1;
+        int kind = packet_kind(buf, size, &offset, deprecate_eof, &len);
+        if (kind != PACKET_ROW) {
+            state = kind == PACKET_INCOMPLETE ? 0 : kind;
             break;
         }
         PyObject *row = text_row(p, len, ncols, kinds, fallbacks);
@@ -2433,22 +2449,11 @@ text_block(PyObject *self, PyObject *args)
     const unsigned char *buf = view.buf;
     Py_ssize_t size = view.len;
     while (offset + 4 <= size && count < max_rows) {
-        Py_ssize_t len = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16;
+        Py_ssize_t len;
         const unsigned char *p = buf + offset + 4;
-        if (len == MAX_PAYLOAD) {
-            state = 3;
-            break;
-        }
-        if (offset + 4 + len > size) {
-            break;
-        }
-        if (len > 0 && p[0] == 0xFF) {
-            state = 2;
-            break;
-        }
-        if (len > 0 && p[0] == 0xFE && (len < 9 || deprecate_eof)) {
-            offset += 4 + len;
-            state = 1;
+        int kind = packet_kind(buf, size, &offset, deprecate_eof, &len);
+        if (kind != PACKET_ROW) {
+            state = kind == PACKET_INCOMPLETE ? 0 : kind;
             break;
         }
         for (Py_ssize_t k = 0; k < ncols; k++) {
