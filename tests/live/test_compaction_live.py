@@ -344,14 +344,30 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
     assert not list(root.glob("shop/*/.*"))
 
 
-def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
-    """``sink.compaction.every``: the daemon compacts beside the stream it lands."""
+@pytest.mark.parametrize("where", ["directory", "s3"])
+def test_the_daemon_compacts_on_its_timer(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    """``sink.compaction.every``: the daemon compacts beside the stream it lands (into a
+    directory, or an object store: the compaction lease)."""
+    extra: dict[str, str] = {}
+    zone: Path | Store = tmp_path / "landing"
+    root: Path | str = zone
+    if where == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        url = f"s3://{s3.bucket('timer-landing')}/zone"
+        zone = open_store(
+            url,
+            ObjectStoreOptions(
+                endpoint=s3.endpoint, region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY
+            ),
+        )
+        root, extra = s3.sink_yaml(url), s3.env()
     with MariaDBServer() as server:
         server.execute("CREATE DATABASE shop")
         for name, columns in (*TABLES.items(), ("notes", NOTES)):
             server.execute(f"CREATE TABLE shop.{name} ({columns})")
         status = server.binlog_status()
-        root = tmp_path / "landing"
         config = _config(tmp_path / "replicator.yaml", server, root, status.gtid_binlog_pos)
         config.write_text(
             config.read_text().replace(
@@ -361,7 +377,7 @@ def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
             )
         )
         log = tmp_path / "run.log"
-        daemon = _daemon(config, log)
+        daemon = _daemon(config, log, extra=extra)
         try:
             conn = server.connect("shop")
             with conn.cursor() as cur:
@@ -372,7 +388,7 @@ def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
             conn.close()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                found = committed_files(root) if (root / "_manifests").is_dir() else {}
+                found = _found(zone)
                 rows = sum(f.rows for f in found.get("shop.orders", []))
                 if rows == 200 and len({f.path for f in found["shop.orders"]}) <= 2:
                     break
@@ -380,15 +396,22 @@ def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
         finally:
             daemon.send_signal(signal.SIGTERM)
             assert daemon.wait(timeout=60) == 0, log.read_text(errors="replace")[-3000:]
-    manifests = read_manifests(root).manifests
+    manifests = read_manifests(zone).manifests
     written = sum(len(m.files) for m in manifests)
-    files = committed_files(root)["shop.orders"]
+    files = committed_files(zone)["shop.orders"]
     assert written >= 60  # batches of a few rows each
     assert len({f.path for f in files}) <= 2
-    assert cp.read_records(cp.LocalStore(root))
+    assert cp.read_records(zone if isinstance(zone, Store) else cp.LocalStore(zone))
     ids = read_arrow(files, ["id"]).column("id").to_pylist()
     assert sorted(ids) == list(range(200))
     assert '"compacted"' in log.read_text()
+
+
+def _found(zone: Path | Store) -> dict[str, list[CommittedFile]]:
+    """The committed files, once the daemon committed a first batch."""
+    if isinstance(zone, Store):
+        return committed_files(zone) if zone.list("_manifests") else {}
+    return committed_files(zone) if (zone / "_manifests").is_dir() else {}
 
 
 S3_STEPS = (*STEPS, "compact-retain-mid")
