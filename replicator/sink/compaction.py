@@ -472,10 +472,15 @@ def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
 
 
 def retain(
-    store: Store, records: Sequence[Record], retention: float, fault: Any = None
+    store: Store,
+    records: Sequence[Record],
+    retention: float,
+    fault: Any = None,
+    keep: Callable[[], None] | None = None,
 ) -> list[str]:
     """Delete the files superseded by records older than ``retention`` seconds; returns them.
-    Live files are never deleted (a path superseded once and committed again is kept)."""
+    Live files are never deleted (a path superseded once and committed again is kept).
+    ``keep`` is called before each deletion (it renews the compaction lease)."""
     now = time.time()
     live = Live()
     for record in records:
@@ -489,6 +494,8 @@ def retain(
             for old in output.replaces:
                 if old.path in live.pieces or not store.exists(old.path):
                     continue
+                if keep is not None:
+                    keep()
                 store.delete(old.path)
                 folders.add(old.path.rpartition("/")[0])
                 deleted.append(old.path)
@@ -792,7 +799,7 @@ def compact(
     keep = lock.check if lock is not None else (lambda: None)
     records = read_records(store)
     recover(store, records)
-    deleted = retain(store, records, settings.retention, fault)
+    deleted = retain(store, records, settings.retention, fault, keep)
     manifests, checkpoint_batch = read_landing(store)
     live = live_files(manifests, records)
     before = len(live.pieces)
@@ -843,7 +850,7 @@ def compact(
         fault.at("compact-publish")
     records.append(record)
     live.apply(record)
-    deleted += retain(store, records, settings.retention, fault)
+    deleted += retain(store, records, settings.retention, fault, keep)
     merged = sum(len(o.replaces) for o in outputs)
     log.info(
         "compaction committed",
