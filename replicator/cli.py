@@ -561,7 +561,7 @@ def compact(
     """Merge small committed files of each table into few large ones (docs/operations.md)."""
     from .sink.compaction import Settings, run_compaction  # noqa: PLC0415 - see the imports
     from .sink.landing import FaultInjector  # noqa: PLC0415
-    from .storage import open_store  # noqa: PLC0415
+    from .sink.stores import landing_store  # noqa: PLC0415
 
     try:
         config = load_config(config_file)
@@ -577,8 +577,13 @@ def compact(
             compression=config.sink.compression,
             row_group_rows=config.sink.row_group_rows,
         )
-        store = open_store(config.sink.root)
-        result = run_compaction(store, settings, FaultInjector.from_env())
+        store = landing_store(config.sink)
+        result = run_compaction(
+            store,
+            settings,
+            FaultInjector.from_env(),
+            lease_seconds=config.sink.object_store.lease_seconds,
+        )
     except ReplicatorError as exc:
         _fail(exc)
     except OSError as exc:

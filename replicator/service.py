@@ -51,7 +51,6 @@ from .source.errors import SourceUnavailableError
 from .source.seeding import apply_skipped_ddl, seed_history
 from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
-from .storage import LocalStore
 
 log = structlog.get_logger("replicator")
 GUARD_SECONDS = 2.0
@@ -450,8 +449,8 @@ class Service:
 
     def _compact_once(self) -> compaction.Result | None:
         chosen = self.config.sink.compaction
-        store = LocalStore(self.zone.root)
-        lock = compaction.CompactionLock(store)
+        store = self.zone.store
+        lock = compaction.compaction_lock(store, self.config.sink.object_store.lease_seconds)
         if not lock.take(wait=False):
             return None  # `replicator compact` is running
         try:
@@ -464,6 +463,7 @@ class Service:
                     compression=self.config.sink.compression,
                     row_group_rows=self.config.sink.row_group_rows,
                 ),
+                lock=lock,
             )
         finally:
             lock.release()

@@ -16,15 +16,20 @@ their batch, so those stay their own files), and never across a lifecycle record
 (create/alter/truncate/drop/rename naming it, by ``_seq``). Rows keep every column, their
 ``_seq`` order and the footer.
 
-A run (under ``_state/compact.lock``, see ``CompactionLock``; one compactor at a time):
+A run holds the compaction lock (``compaction_lock``; one compactor at a time): on a
+directory ``_state/compact.lock`` (``flock``), on an object store the lease
+``_state/compact-lease.json`` (``CompactionLease``: renewed while outputs are written, read
+back just before the commit point):
 
 1. ``recover``: roll committed outputs forward (a staged output whose record exists is
-   published) and delete outputs no record names (a run that died before its record);
+   published) and delete outputs no record names (a run that died before its record; on an
+   object store these lie at their final keys);
 2. ``retain``: delete the files superseded by records older than ``retention``;
 3. ``data``: write each output to its staged key (``Store.staged``: a hidden temp name on
    local disks, the final key on object stores), checking that every row of the superseded
    files comes over once, in ``_seq`` order;
-4. ``record``: write the compaction record atomically. **This is the commit point**: before it
+4. ``record``: after checking that the lock is still held and every output is there as
+   written, write the compaction record atomically. **This is the commit point**: before it
    the superseded files are the committed ones, after it the outputs;
 5. ``publish``: rename staged outputs into place (local disks), then retention again.
 
@@ -35,8 +40,8 @@ first output), ``compact-data``, ``compact-record``, ``compact-publish``, ``comp
 The daemon keeps landing meanwhile: it only adds batches after the checkpoint, and the
 compactor only touches files of batches before it. The daemon's recovery accepts files that a
 committed record superseded being gone (``superseded``), leaves ``compact-*`` files alone
-unless it can take the compaction lock (``recover_if_idle``), and its stray check only looks
-at ``part-*`` names.
+unless it can take the compaction lock (``recover_if_idle``: a lease a live compactor holds
+keeps it out), and its stray check only looks at ``part-*`` names.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,15 +64,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
-from ..errors import ConfigError, IntegrityError, SinkError
+from ..errors import IntegrityError, SinkError
 from ..storage import LocalStore, Store
 from .identity import LANDING_ID_KEY
+from .lock import LandingZoneBusyError, LeaseLock
 from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
 
 log = structlog.get_logger("replicator")
 
 COMPACTIONS = "_compactions"
 LOCK_KEY = "_state/compact.lock"
+LEASE_KEY = "_state/compact-lease.json"  # the lock on object stores
 CHECKPOINT_KEY = "_state/checkpoint.json"
 _RECORD = re.compile(r"(\d{20})\.json")
 _OUTPUT = re.compile(r"compact-(\d{20})-(\d{20})\.parquet")
@@ -287,18 +295,46 @@ def superseded(store: Store) -> set[str]:
 # ---------------------------------------------------------------------------- the lock
 
 
-class CompactionLock:
-    """One compactor at a time: ``flock`` on ``<root>/_state/compact.lock`` (released by the
-    kernel however the holder ends). The daemon's writer lock is another file: a compactor
-    runs beside a running daemon."""
+class CompactionGuard(ABC):
+    """What a compactor holds while it runs: ``CompactionLock`` on a directory,
+    ``CompactionLease`` on an object store (``compaction_lock``)."""
 
-    def __init__(self, store: Store) -> None:
-        if not isinstance(store, LocalStore):
-            raise ConfigError(
-                f"compaction of {store.location} needs a lock this store does not offer yet",
-                hint="compact landing zones on a local or mounted filesystem",
+    where: str
+
+    @abstractmethod
+    def take(self, *, wait: bool) -> bool:
+        """Take it (True), or find another holder (False; ``wait`` waits for it)."""
+
+    @abstractmethod
+    def release(self) -> None: ...
+
+    def check(self) -> None:  # noqa: B027 - a flock needs no renewal
+        """While holding it: keep it (``SinkError`` when it was lost)."""
+
+    def renew(self) -> None:  # noqa: B027
+        """Just before the commit point: make sure it is still held, for long enough."""
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if not self.take(wait=False):
+            raise SinkError(
+                f"another `replicator compact` is running on {self.where}",
+                hint="wait for it to finish; one compactor at a time",
             )
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class CompactionLock(CompactionGuard):
+    """One compactor at a time on a directory: ``flock`` on ``<root>/_state/compact.lock``
+    (released by the kernel however the holder ends). The daemon's writer lock is another
+    file: a compactor runs beside a running daemon."""
+
+    def __init__(self, store: LocalStore) -> None:
         self.path = store.path(LOCK_KEY)
+        self.where = store.location
         self._fd: int | None = None
 
     def take(self, *, wait: bool) -> bool:
@@ -317,17 +353,65 @@ class CompactionLock:
             os.close(self._fd)
             self._fd = None
 
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        if not self.take(wait=False):
-            raise SinkError(
-                f"another `replicator compact` is running on {self.path.parent.parent}",
-                hint="wait for it to finish; one compactor at a time",
-            )
+
+class CompactionLease(CompactionGuard):
+    """One compactor at a time on an object store: a lease object, ``_state/compact-lease.json``
+    (owner, pid, host, expiry), taken, renewed and read back as the writer's lease
+    (``lock.LeaseLock``; another object, so a compactor runs beside a running daemon).
+
+    A lease of another owner that has not expired (and whose process, on this host, still
+    runs) keeps this one out; a killed compactor's lease expires after ``lease_seconds``
+    (at once on its own host). Without conditional writes (pyarrow offers none) reading the
+    lease and writing ours is not atomic: the lease guards against the mistake of a second
+    compactor (or the daemon's recovery) running on a landing zone being compacted, not
+    against two started in the same instant. The holder renews it while it writes
+    (``check``) and reads it back just before its commit point (``renew``): a compactor whose
+    lease another took (its outputs may have been deleted as leftovers) stops uncommitted."""
+
+    def __init__(self, store: Store, lease_seconds: float = 60.0) -> None:
+        self.where = store.location
+        self.lease = LeaseLock(store, lease_seconds, key=LEASE_KEY)
+
+    def take(self, *, wait: bool) -> bool:
+        while True:
+            try:
+                self.lease.acquire("replicator compact")
+            except LandingZoneBusyError:
+                if not wait:
+                    return False
+                time.sleep(min(5.0, self.lease.lease_seconds / 3))
+                continue
+            return True
+
+    def check(self) -> None:
         try:
-            yield
-        finally:
-            self.release()
+            self.lease.check()
+        except LandingZoneBusyError as exc:
+            raise SinkError(str(exc), hint=_TAKEN_OVER) from None
+
+    def renew(self) -> None:
+        try:
+            self.lease.renew()
+        except LandingZoneBusyError as exc:
+            raise SinkError(str(exc), hint=_TAKEN_OVER) from None
+
+    def release(self) -> None:
+        self.lease.release()
+
+
+_TAKEN_OVER = (
+    "another compactor (or a daemon's recovery) took the compaction lease: its lease had "
+    "expired (a process stalled longer than sink.object_store.lease_seconds); nothing of this "
+    "run was committed, run it again"
+)
+
+
+def compaction_lock(store: Store, lease_seconds: float = 60.0) -> CompactionGuard:
+    """The compaction lock of ``store``: a ``flock`` on a directory, a lease on an object
+    store (``sink.object_store.lease_seconds``)."""
+    if isinstance(store, LocalStore):
+        return CompactionLock(store)
+    return CompactionLease(store, lease_seconds)
 
 
 # ---------------------------------------------------------------------------- recovery
@@ -367,24 +451,36 @@ def recover(store: Store, records: Sequence[Record] | None = None) -> int:
     return removed
 
 
-def recover_if_idle(store: Store) -> None:
-    """The daemon's start: ``recover`` unless a compactor runs (it recovers for itself)."""
-    if not isinstance(store, LocalStore):
-        return
-    lock = CompactionLock(store)
+def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
+    """The daemon's start: ``recover`` unless a compactor runs (it recovers for itself, and
+    its outputs in the making must not be taken for leftovers): only with the compaction
+    lock (``compaction_lock``) taken. Returns whether it recovered."""
+    lock = compaction_lock(store, lease_seconds)
     if not lock.take(wait=False):
+        log.info(
+            "compaction recovery skipped: a compactor runs",
+            landing=store.location,
+            hint="it cleans up for itself",
+        )
+        return False
         return
     try:
         recover(store)
     finally:
         lock.release()
+    return True
 
 
 def retain(
-    store: Store, records: Sequence[Record], retention: float, fault: Any = None
+    store: Store,
+    records: Sequence[Record],
+    retention: float,
+    fault: Any = None,
+    keep: Callable[[], None] | None = None,
 ) -> list[str]:
     """Delete the files superseded by records older than ``retention`` seconds; returns them.
-    Live files are never deleted (a path superseded once and committed again is kept)."""
+    Live files are never deleted (a path superseded once and committed again is kept).
+    ``keep`` is called before each deletion (it renews the compaction lease)."""
     now = time.time()
     live = Live()
     for record in records:
@@ -398,6 +494,8 @@ def retain(
             for old in output.replaces:
                 if old.path in live.pieces or not store.exists(old.path):
                     continue
+                if keep is not None:
+                    keep()
                 store.delete(old.path)
                 folders.add(old.path.rpartition("/")[0])
                 deleted.append(old.path)
@@ -606,8 +704,11 @@ def _increasing(seqs: pa.Array) -> bool:
     return len(seqs) < 2 or bool(pc.all(pc.greater(seqs[1:], seqs[:-1])).as_py())
 
 
-def _write_output(store: Store, group: Group, settings: Settings) -> Output:
-    """Copy the group's files, in order, into the output's staged key; every row once."""
+def _write_output(
+    store: Store, group: Group, settings: Settings, keep: Callable[[], None]
+) -> Output:
+    """Copy the group's files, in order, into the output's staged key; every row once.
+    ``keep`` is called before each file (it renews the compaction lease)."""
     target = group.output
     staged = store.staged(target.path)
     schema = group.members[0].schema
@@ -619,6 +720,7 @@ def _write_output(store: Store, group: Group, settings: Settings) -> Output:
         previous = -1
         rows = 0
         for member in group.members:
+            keep()
             piece = member.piece
             with fs.open_input_file(f"{base}/{piece.path}") as handle:
                 source = pq.ParquetFile(handle)
@@ -664,15 +766,40 @@ def _write_output(store: Store, group: Group, settings: Settings) -> Output:
     return Output(target, size, tuple(m.piece for m in group.members))
 
 
+def _confirm_outputs(store: Store, outputs: Sequence[Output], lock: CompactionGuard | None) -> None:
+    """Before the commit point: the lock is still ours (renewed: the record is written well
+    within it) and every output is there, as written. On an object store outputs lie at
+    their final keys, where a recovery that took an expired lease deletes them as leftovers:
+    a record naming an output that is gone would lose rows."""
+    if lock is not None:
+        lock.renew()
+    for output in outputs:
+        staged = store.staged(output.piece.path)
+        try:
+            size = store.size(staged)
+        except FileNotFoundError:
+            size = -1
+        if size != output.bytes:
+            raise SinkError(
+                f"compaction output {store.uri(staged)} is gone or changed before its commit",
+                hint="another compactor or a daemon's recovery ran meanwhile; nothing of this "
+                "run was committed, run it again",
+            )
+
+
 def _landing_id(manifests: Sequence[Manifest]) -> str | None:
     return manifests[-1].landing_id if manifests else None
 
 
-def compact(store: Store, settings: Settings, fault: Any = None) -> Result:
-    """One compaction run (module doc); the caller holds the compaction lock."""
+def compact(
+    store: Store, settings: Settings, fault: Any = None, lock: CompactionGuard | None = None
+) -> Result:
+    """One compaction run (module doc); the caller holds the compaction lock, ``lock`` (kept
+    while outputs are written, and confirmed just before the commit point)."""
+    keep = lock.check if lock is not None else (lambda: None)
     records = read_records(store)
     recover(store, records)
-    deleted = retain(store, records, settings.retention, fault)
+    deleted = retain(store, records, settings.retention, fault, keep)
     manifests, checkpoint_batch = read_landing(store)
     live = live_files(manifests, records)
     before = len(live.pieces)
@@ -691,7 +818,7 @@ def compact(store: Store, settings: Settings, fault: Any = None) -> Result:
                     hint="a committed output is never written again: restore _compactions/ "
                     "from a backup",
                 )
-            outputs.append(_write_output(store, group, settings))
+            outputs.append(_write_output(store, group, settings, keep))
             if fault is not None and len(outputs) == 1:
                 fault.at("compact-data-mid")
         store.sync({o.piece.path.rpartition("/")[0] for o in outputs})
@@ -705,6 +832,7 @@ def compact(store: Store, settings: Settings, fault: Any = None) -> Result:
         ) from exc
     if fault is not None:
         fault.at("compact-data")
+    _confirm_outputs(store, outputs, lock)
     record = Record(len(records) + 1, _now_iso(), _landing_id(manifests), tuple(outputs))
     store.write(
         record_key(record.number), json.dumps(record.to_json(), indent=1).encode() + b"\n"
@@ -722,7 +850,7 @@ def compact(store: Store, settings: Settings, fault: Any = None) -> Result:
         fault.at("compact-publish")
     records.append(record)
     live.apply(record)
-    deleted += retain(store, records, settings.retention, fault)
+    deleted += retain(store, records, settings.retention, fault, keep)
     merged = sum(len(o.replaces) for o in outputs)
     log.info(
         "compaction committed",
@@ -734,7 +862,11 @@ def compact(store: Store, settings: Settings, fault: Any = None) -> Result:
     return Result(record.number, len(outputs), merged, len(deleted), before, len(live.pieces))
 
 
-def run_compaction(store: Store, settings: Settings, fault: Any = None) -> Result:
-    """``replicator compact``: take the compaction lock, then ``compact``."""
-    with CompactionLock(store).held():
-        return compact(store, settings, fault)
+def run_compaction(
+    store: Store, settings: Settings, fault: Any = None, lease_seconds: float = 60.0
+) -> Result:
+    """``replicator compact``: take the compaction lock (``compaction_lock``), then
+    ``compact``."""
+    lock = compaction_lock(store, lease_seconds)
+    with lock.held():
+        return compact(store, settings, fault, lock)

@@ -527,7 +527,7 @@ class LandingZone:
             )
             self.checkpoints.save(checkpoint)
         self._remove_uncommitted(listed, leftovers)
-        compaction.recover_if_idle(self.store)
+        compaction.recover_if_idle(self.store, self.cfg.object_store.lease_seconds)
         self.committed_through = manifests[-1].last_seq if manifests else 0
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot

@@ -257,10 +257,11 @@ def _read_holder(fd: int) -> str:
 class LeaseLock:
     """The writer's lease on a landing zone in an object store (module docstring)."""
 
-    def __init__(self, store: Store, lease_seconds: float = 60.0) -> None:
+    def __init__(self, store: Store, lease_seconds: float = 60.0, key: str = LEASE_KEY) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
-        self.where = store.uri(LEASE_KEY)
+        self.key = key  # the writer's lease; compaction holds its own (``compaction``)
+        self.where = store.uri(key)
         self.owner = uuid.uuid4().hex
         self._record: dict[str, object] = {}
         self._held = False
@@ -268,7 +269,7 @@ class LeaseLock:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            record = json.loads(self.store.read(LEASE_KEY))
+            record = json.loads(self.store.read(self.key))
         except FileNotFoundError:
             return None
         except ValueError:
@@ -284,7 +285,7 @@ class LeaseLock:
         now = time.time()
         self._record["expires"] = now + self.lease_seconds
         try:
-            self.store.write(LEASE_KEY, json.dumps(self._record).encode() + b"\n")
+            self.store.write(self.key, json.dumps(self._record).encode() + b"\n")
         except OSError as exc:
             raise SinkError(
                 f"cannot write the landing zone lease {self.where}: {exc.strerror or exc}",
@@ -349,6 +350,13 @@ class LeaseLock:
             raise SinkError(f"the landing zone lease {self.where} is not held")
         if time.time() - self._renewed < self.lease_seconds / 3:
             return
+        self.renew()
+
+    def renew(self) -> None:
+        """Read the lease back (``LandingZoneBusyError`` when another owner took it), then
+        extend it by ``lease_seconds`` from now, whenever it was last renewed."""
+        if not self._held:
+            raise SinkError(f"the landing zone lease {self.where} is not held")
         self._confirm()
         self._write()
 

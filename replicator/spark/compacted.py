@@ -15,9 +15,12 @@ is never read twice, and an incremental run that applied some of the output's ba
 reads only the rows of the batches after them.
 
 Records are read before the manifests: a record only names files of batches committed before
-it. An output that is committed but not yet renamed into place (a compactor died between its
-record and the rename; the next run or the daemon's start finishes it) is not read yet: the
-files it replaces are read meanwhile, as they are still there. Superseded files stay for the
+it. Only outputs a record names are read: on an object store outputs are written at their
+final keys before the record, so an output no record names (being written, or left by a run
+that died) is never read, and a committed one is always in place. On a directory an output
+that is committed but not yet renamed into place (a compactor died between its record and the
+rename; the next run or the daemon's start finishes it) is not read yet: the files it
+replaces are read meanwhile, as they are still there. Superseded files stay for the
 retention period (``sink.compaction.retention``, a day by default), so a job that resolved the
 old files a moment before a compaction still finds them.
 This module needs pyarrow only, not Spark.
@@ -118,7 +121,8 @@ def holders(store: Store) -> dict[str, Holding]:
     def place(holder: str) -> None:
         if not store.exists(holder):
             # committed, not yet renamed into place (a compactor died between its record and
-            # the rename; local disks): what it replaces is still there (retention runs
+            # the rename; local disks only: object stores write outputs at their final keys
+            # before the record): what it replaces is still there (retention runs
             # after the rename), so those are read meanwhile
             for old in replaces[holder]:
                 if old.path in replaces:

@@ -33,7 +33,9 @@ from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
 from replicator.spark.committed import CommittedFile, committed_files, read_manifests
 from replicator.spark.compacted import read_arrow
+from replicator.storage import ObjectStoreOptions, Store, open_store
 from tests.harness.mariadb import MariaDBServer
+from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 pytestmark = pytest.mark.live
 
@@ -48,49 +50,62 @@ STEPS = ("compact-data-mid", "compact-data", "compact-record", "compact-publish"
 COMPACT_ARGS = ("--older-than", "0s", "--target-size", "1MB", "--retention", "0s")
 
 
-def _config(path: Path, server: MariaDBServer, root: Path, gtid: str) -> Path:
+def _config(path: Path, server: MariaDBServer, root: Path | str, gtid: str) -> Path:
+    sink = f"  root: {root}\n" if isinstance(root, Path) else root
     path.write_text(
         f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
         "  password_env: COMPACT_TEST_PASSWORD\n  server_id: 3232\n  heartbeat_seconds: 1\n"
         "  reconnect_initial_delay: 0.05\n"
         f"start:\n  gtid: '{gtid}'\n"
-        f"sink:\n  root: {root}\n  batch_max_rows: 3\n  batch_max_seconds: 0.05\n"
+        f"sink:\n{sink}  batch_max_rows: 3\n  batch_max_seconds: 0.05\n"
         "filters:\n  include: ['shop.*']\n"
     )
     return path
 
 
-def _env(fault: str | None = None) -> dict[str, str]:
-    env = dict(os.environ, COMPACT_TEST_PASSWORD="replpass")
+def _env(fault: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ, COMPACT_TEST_PASSWORD="replpass", **(extra or {}))
     env.pop(FAULT_ENV, None)
     if fault:
         env[FAULT_ENV] = fault
     return env
 
 
-def _daemon(config: Path, log: Path, *, stop_at_end: bool = False) -> subprocess.Popen[bytes]:
+def _daemon(
+    config: Path, log: Path, *, stop_at_end: bool = False, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-m", "replicator.cli", "run", "--config", str(config)]
     if stop_at_end:
         args.append("--stop-at-end")
     with open(log, "ab") as stderr:
-        return subprocess.Popen(args, env=_env(), stdout=subprocess.DEVNULL, stderr=stderr)
-
-
-def _compact(config: Path, log: Path, fault: str | None = None) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "replicator.cli", "compact", "--config", str(config)]
-    with open(log, "ab") as out:
         return subprocess.Popen(
-            [*args, *COMPACT_ARGS], env=_env(fault), stdout=out, stderr=subprocess.STDOUT
+            args, env=_env(extra=extra), stdout=subprocess.DEVNULL, stderr=stderr
         )
 
 
-def _workload(server: MariaDBServer, done: threading.Event, counted: list[int]) -> None:
+def _compact(
+    config: Path, log: Path, fault: str | None = None, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "replicator.cli", "compact", "--config", str(config)]
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [*args, *COMPACT_ARGS], env=_env(fault, extra), stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def _workload(
+    server: MariaDBServer,
+    done: threading.Event,
+    counted: list[int],
+    transactions: int = TRANSACTIONS,
+    pause: float = 0.01,
+) -> None:
     rng = random.Random(7)
     conn = server.connect("shop")
     added = 0
     try:
         with conn.cursor() as cur:
-            for n in range(TRANSACTIONS):
+            for n in range(transactions):
                 if n % 150 == 149:
                     added += 1
                     cur.execute(f"ALTER TABLE notes ADD COLUMN c{added} INT DEFAULT {n}")
@@ -112,7 +127,7 @@ def _workload(server: MariaDBServer, done: threading.Event, counted: list[int]) 
                     cur.execute("DELETE FROM orders WHERE id = %s", (rng.randrange(200),))
                 cur.execute("COMMIT")
                 counted.append(n)
-                time.sleep(0.01)
+                time.sleep(pause)
     finally:
         conn.close()
         done.set()
@@ -152,7 +167,7 @@ def _read(files: list[CommittedFile], table: str) -> pa.Table:
     return read_arrow(files, columns)
 
 
-def _committed(root: Path, after: int = 0) -> dict[str, list[dict[str, object]]]:
+def _committed(root: Path | Store, after: int = 0) -> dict[str, list[dict[str, object]]]:
     """Every committed row per table, as the committed readers return them, in _seq order."""
     out = {}
     for name, files in committed_files(root, after=after).items():
@@ -161,7 +176,7 @@ def _committed(root: Path, after: int = 0) -> dict[str, list[dict[str, object]]]
     return out
 
 
-def _reader_now(root: Path) -> tuple[int, dict[str, list[dict[str, object]]]]:
+def _reader_now(root: Path | Store) -> tuple[int, dict[str, list[dict[str, object]]]]:
     """What a reader reads now: the last batch, and the rows up to it."""
     manifests = read_manifests(root).manifests
     by_table: dict[str, list[CommittedFile]] = {}
@@ -201,7 +216,7 @@ def _files(root: Path) -> dict[str, int]:
     return {d.name: len(list(d.glob("*.parquet"))) for d in sorted((root / "shop").iterdir())}
 
 
-def _live(root: Path) -> dict[str, int]:
+def _live(root: Path | Store) -> dict[str, int]:
     return {t.split(".")[1]: len({f.path for f in fs}) for t, fs in committed_files(root).items()}
 
 
@@ -329,14 +344,30 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
     assert not list(root.glob("shop/*/.*"))
 
 
-def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
-    """``sink.compaction.every``: the daemon compacts beside the stream it lands."""
+@pytest.mark.parametrize("where", ["directory", "s3"])
+def test_the_daemon_compacts_on_its_timer(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
+    """``sink.compaction.every``: the daemon compacts beside the stream it lands (into a
+    directory, or an object store: the compaction lease)."""
+    extra: dict[str, str] = {}
+    zone: Path | Store = tmp_path / "landing"
+    root: Path | str = zone
+    if where == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        url = f"s3://{s3.bucket('timer-landing')}/zone"
+        zone = open_store(
+            url,
+            ObjectStoreOptions(
+                endpoint=s3.endpoint, region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY
+            ),
+        )
+        root, extra = s3.sink_yaml(url), s3.env()
     with MariaDBServer() as server:
         server.execute("CREATE DATABASE shop")
         for name, columns in (*TABLES.items(), ("notes", NOTES)):
             server.execute(f"CREATE TABLE shop.{name} ({columns})")
         status = server.binlog_status()
-        root = tmp_path / "landing"
         config = _config(tmp_path / "replicator.yaml", server, root, status.gtid_binlog_pos)
         config.write_text(
             config.read_text().replace(
@@ -346,7 +377,7 @@ def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
             )
         )
         log = tmp_path / "run.log"
-        daemon = _daemon(config, log)
+        daemon = _daemon(config, log, extra=extra)
         try:
             conn = server.connect("shop")
             with conn.cursor() as cur:
@@ -357,7 +388,7 @@ def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
             conn.close()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                found = committed_files(root) if (root / "_manifests").is_dir() else {}
+                found = _found(zone)
                 rows = sum(f.rows for f in found.get("shop.orders", []))
                 if rows == 200 and len({f.path for f in found["shop.orders"]}) <= 2:
                     break
@@ -365,12 +396,168 @@ def test_the_daemon_compacts_on_its_timer(tmp_path: Path) -> None:
         finally:
             daemon.send_signal(signal.SIGTERM)
             assert daemon.wait(timeout=60) == 0, log.read_text(errors="replace")[-3000:]
-    manifests = read_manifests(root).manifests
+    manifests = read_manifests(zone).manifests
     written = sum(len(m.files) for m in manifests)
-    files = committed_files(root)["shop.orders"]
+    files = committed_files(zone)["shop.orders"]
     assert written >= 60  # batches of a few rows each
     assert len({f.path for f in files}) <= 2
-    assert cp.read_records(cp.LocalStore(root))
+    assert cp.read_records(zone if isinstance(zone, Store) else cp.LocalStore(zone))
     ids = read_arrow(files, ["id"]).column("id").to_pylist()
     assert sorted(ids) == list(range(200))
     assert '"compacted"' in log.read_text()
+
+
+def _found(zone: Path | Store) -> dict[str, list[CommittedFile]]:
+    """The committed files, once the daemon committed a first batch."""
+    if isinstance(zone, Store):
+        return committed_files(zone) if zone.list("_manifests") else {}
+    return committed_files(zone) if (zone / "_manifests").is_dir() else {}
+
+
+S3_STEPS = (*STEPS, "compact-retain-mid")
+S3_TRANSACTIONS = 150
+
+
+def _s3_files(store: Store) -> dict[str, int]:
+    """Parquet objects under each table's prefix (what a plain bucket listing sees)."""
+    out: Counter = Counter()
+    for key in store.list("shop"):
+        if key.endswith(".parquet"):
+            out[key.split("/")[1]] += 1
+    return dict(out)
+
+
+def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    """The same on an object store (moto's S3 API server): no renames, outputs written at
+    their final keys, the compaction lease. The daemon lands a few hundred small batches into
+    ``s3://`` while ``replicator compact`` is killed in each of its steps and at random
+    instants, the daemon once; then the last compaction. The committed readers return the
+    same before and after it, equal to the source; a listing of the bucket then shows only
+    live files (retention 0s), no leftover output."""
+    started = time.monotonic()
+    url = f"s3://{s3_server.bucket('compact-landing')}/zone"
+    store = open_store(
+        url,
+        ObjectStoreOptions(
+            endpoint=s3_server.endpoint, region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY
+        ),
+    )
+    extra = s3_server.env()
+    with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
+        server.execute("CREATE DATABASE shop")
+        for name, columns in (*TABLES.items(), ("notes", NOTES)):
+            server.execute(f"CREATE TABLE shop.{name} ({columns})")
+        status = server.binlog_status()
+        timings = {"server_up": round(time.monotonic() - started, 1)}
+        sink = s3_server.sink_yaml(url)
+        config = _config(tmp_path / "replicator.yaml", server, sink, status.gtid_binlog_pos)
+        server.execute("INSERT INTO shop.notes (id, v) VALUES (-1, 'before')")
+        log, compact_log = tmp_path / "run.log", tmp_path / "compact.log"
+        first = _daemon(config, log, stop_at_end=True, extra=extra)  # the history knows notes
+        assert first.wait(timeout=120) == 0, log.read_text(errors="replace")[-3000:]
+        daemon = _daemon(config, log, extra=extra)
+        done = threading.Event()
+        counted: list[int] = []
+        writer = threading.Thread(
+            target=_workload, args=(server, done, counted, S3_TRANSACTIONS, 0.08)
+        )
+        writer.start()
+        rng = random.Random(11)
+        fired: Counter = Counter()
+        runs = random_kills = daemon_kills = concurrent = 0
+        try:
+            while not done.is_set() or set(fired) != set(S3_STEPS):
+                assert runs < 30, f"faults never fired: {fired}"
+                kind = runs % (len(S3_STEPS) + 1)
+                landed = len(store.list("_manifests"))
+                if kind < len(S3_STEPS):  # killed by itself inside a step
+                    fault = f"{S3_STEPS[kind]}:1"
+                    proc = _compact(config, compact_log, fault, extra)
+                    proc.wait(timeout=60)
+                    said = compact_log.read_text(errors="replace")
+                    if proc.returncode == -signal.SIGKILL:
+                        assert f"fault injected: {fault}" in said, said[-2000:]
+                        fired[S3_STEPS[kind]] += 1
+                    else:  # nothing to merge (or retain) yet
+                        assert proc.returncode == 0, said[-2000:]
+                else:  # killed at a random instant
+                    proc = _compact(config, compact_log, None, extra)
+                    try:
+                        proc.wait(timeout=rng.uniform(0.5, 1.5))
+                    except subprocess.TimeoutExpired:
+                        proc.send_signal(signal.SIGKILL)
+                        proc.wait()
+                        random_kills += 1
+                    assert proc.returncode in (0, -signal.SIGKILL)
+                runs += 1
+                if done.is_set():
+                    timings.setdefault("workload_done", round(time.monotonic() - started, 1))
+                concurrent += len(store.list("_manifests")) > landed  # the daemon landed meanwhile
+                if runs == 1 and not done.is_set():  # the daemon dies too
+                    daemon.send_signal(signal.SIGKILL)
+                    daemon.wait()
+                    daemon_kills += 1
+                    daemon = _daemon(config, log, extra=extra)
+        finally:
+            writer.join()
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait()
+        timings["loop_done"] = round(time.monotonic() - started, 1)
+        final = _daemon(config, log, stop_at_end=True, extra=extra)
+        assert final.wait(timeout=120) == 0, log.read_text(errors="replace")[-3000:]
+        expected = _expected(server, (status.file, status.position))
+        source = {name: set(server.query(f"SELECT * FROM shop.{name}")) for name in TABLES}
+    manifests = read_manifests(store).manifests
+    batches = manifests[-1].batch
+    written = Counter(f.table.split(".")[1] for m in manifests for f in m.files)
+    before_files, before_live = _s3_files(store), _live(store)
+    before = _committed(store)
+    timings["read_before"] = round(time.monotonic() - started, 1)
+    result = subprocess.run(
+        [sys.executable, "-m", "replicator.cli", "compact", "--config", str(config), *COMPACT_ARGS],
+        env=_env(extra=extra),
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    timings["last_compaction"] = round(time.monotonic() - started, 1)
+    after_files, after_live = _s3_files(store), _live(store)
+    after = _committed(store)
+    figures = {
+        "batches": batches,
+        "compaction_runs": runs,
+        "compaction_runs_while_landing": concurrent,
+        "files_the_daemon_wrote": dict(written),
+        "compactor_kills_in_steps": dict(fired),
+        "compactor_kills_at_random": random_kills,
+        "daemon_kills": daemon_kills,
+        "records": len(cp.read_records(store)),
+        "objects_listed_before_last_run": before_files,
+        "live_files_before_last_run": before_live,
+        "objects_listed_after": after_files,
+        "live_files_after": after_live,
+        "seconds": round(time.monotonic() - started, 1),
+        **timings,
+    }
+    print("compaction on s3 figures:", json.dumps(figures, sort_keys=True))
+    (tmp_path / "figures.json").write_text(json.dumps(figures))
+    assert batches >= 100
+    assert daemon_kills == 1 and concurrent >= 3
+    assert set(fired) == set(S3_STEPS), fired
+    assert after == before
+    for table in ("orders", "items", "notes"):
+        assert _changes(after[table], table) == expected[table], table
+    for table in TABLES:
+        assert _state(after[table], table) == source[table], table
+    seqs = [int(str(r["_seq"])) for rows in after.values() for r in rows]
+    assert len(seqs) == len(set(seqs))
+    assert after_files["orders"] <= 3 and after_files["items"] <= 3
+    assert after_files["notes"] <= 4
+    # retention 0s and no leftover: a listing of the bucket shows exactly the live files
+    assert after_live == after_files
+    assert sum(after_live.values()) < sum(written.values())
+    assert not [key for key in store.list() if key.endswith(".tmp")]

@@ -1,0 +1,289 @@
+"""Compaction and retention of a landing zone in an object store, against a real S3 API server
+(moto's, started by the tests).
+
+There is no rename: outputs are written at their final keys before the record that commits
+them, and the lock is a lease object (``_state/compact-lease.json``). A failure at every step
+leaves the old files or the new ones committed, never both, and the committed readers return
+the same rows; an output no record names is a leftover that only the lease holder deletes (a
+compactor that holds the lease is never disturbed by the daemon's start); a compactor that
+lost its lease, or whose outputs went, commits nothing; retention deletes superseded objects
+after the grace period; ``replicator compact`` takes an ``s3://`` root with the config's
+``sink.object_store``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from replicator.cli import main
+from replicator.config import ObjectStoreConfig, Secret, SinkConfig
+from replicator.errors import SinkError
+from replicator.sink import compaction as cp
+from replicator.sink.landing import LandingZone
+from replicator.spark.committed import committed_files, read_manifests
+from replicator.spark.compacted import read_arrow
+from replicator.storage import ObjectStoreOptions, Store, open_store
+from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from tests.unit.test_compaction import STEPS, Boom, FailAt, Zone
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def url(s3_server: S3Server) -> str:
+    return f"s3://{s3_server.bucket(f'compact-{next(_names)}')}/zone"
+
+
+def _store(server: S3Server, url: str) -> Store:
+    return open_store(
+        url,
+        ObjectStoreOptions(
+            endpoint=server.endpoint, region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY
+        ),
+    )
+
+
+def _sink(server: S3Server, url: str) -> SinkConfig:
+    return SinkConfig(
+        root=url,
+        object_store=ObjectStoreConfig(
+            endpoint=server.endpoint,
+            region=REGION,
+            access_key=Secret(ACCESS_KEY),
+            secret_key=Secret(SECRET_KEY),
+        ),
+    )
+
+
+def _zone(tmp_path: Path, store: Store, batches: int = 6) -> None:
+    """The landing zone ``Zone`` builds (batches of db.t and db.u), uploaded to ``store``."""
+    zone = Zone(tmp_path / "built")
+    for _ in range(batches):
+        zone.add({"db.t": 2, "db.u": 1})
+    for path in sorted(zone.root.rglob("*")):
+        if path.is_file():
+            store.write(path.relative_to(zone.root).as_posix(), path.read_bytes())
+
+
+def _rows(store: Store, after: int = 0) -> dict[str, list[tuple[object, ...]]]:
+    """What the committed readers return per table: (_seq, id, v) in order."""
+    out = {}
+    for table, files in committed_files(store, after=after).items():
+        data = read_arrow(files, ["_seq", "id", "v"]).to_pylist()
+        out[table] = sorted((r["_seq"], r["id"], r["v"]) for r in data)
+    return out
+
+
+def _live(store: Store) -> dict[str, list[str]]:
+    return {
+        table: sorted({f.key.rpartition("/")[2] for f in files})
+        for table, files in committed_files(store).items()
+    }
+
+
+def _listed(store: Store, table: str = "db/t") -> list[str]:
+    """What a plain listing of the table's folder shows."""
+    return [key.rpartition("/")[2] for key in store.list(table)]
+
+
+def _settings(**kw: Any) -> cp.Settings:
+    base: dict[str, Any] = {"older_than": 0.0, "target_bytes": 1 << 30, "retention": 86400.0}
+    base.update(kw)
+    return cp.Settings(**base)
+
+
+def _lease(store: Store, **fields: object) -> None:
+    """A compaction lease as another compactor left it."""
+    record = {
+        "owner": "e" * 32,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": "2026-01-01T00:00:00+00:00",
+        "purpose": "replicator compact",
+        "expires": time.time() + 600,
+        **fields,
+    }
+    store.write(cp.LEASE_KEY, json.dumps(record).encode())
+
+
+T_OUT, U_OUT = cp.output_name(1, 17), cp.output_name(3, 18)
+
+
+def test_compaction_and_retention_on_an_object_store(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    assert len(_listed(store)) == 6
+    result = cp.run_compaction(store, _settings())
+    assert (result.record, result.outputs, result.merged) == (1, 2, 12)
+    assert (result.files_before, result.files_after) == (12, 2)
+    assert _rows(store) == before
+    assert _live(store) == {"db.t": [T_OUT], "db.u": [U_OUT]}
+    for after in range(7):  # incremental reads: each later row once
+        cut = read_manifests(store).manifests[after - 1].last_seq if after else 0
+        expected = {t: [r for r in v if int(str(r[0])) > cut] for t, v in before.items()}
+        assert _rows(store, after) == {t: v for t, v in expected.items() if v}
+    # superseded objects stay for the grace period: a plain listing sees old and new
+    assert len(_listed(store)) == 7 and T_OUT in _listed(store)
+    assert cp.retain(store, cp.read_records(store), 3600.0) == []
+    gone = cp.retain(store, cp.read_records(store), 0.0)
+    assert len(gone) == 12 and _listed(store) == [T_OUT] and _listed(store, "db/u") == [U_OUT]
+    assert _rows(store) == before
+    # the lease was let go; the daemon's start accepts the superseded files gone
+    assert json.loads(store.read(cp.LEASE_KEY))["ended"]
+    assert LandingZone(_sink(s3_server, url)).recover().batch == 6
+    assert _rows(store) == before
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_failure_at_every_step_leaves_old_or_new_committed(
+    tmp_path: Path, s3_server: S3Server, url: str, step: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    originals = _listed(store)
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(retention=0.0), FailAt(step))
+    committed = step in ("compact-record", "compact-publish", "compact-retain-mid")
+    # no rename to wait for: once the record is there, the outputs are read, else the old files
+    assert read_manifests(store).waiting is None
+    assert _rows(store) == before
+    assert len(cp.read_records(store)) == (1 if committed else 0)
+    assert _live(store)["db.t"] == ([T_OUT] if committed else originals)
+    if step == "compact-data-mid":  # the first output is there, at its final key, uncommitted
+        assert _listed(store) == sorted([*originals, T_OUT])
+    # the daemon's start deletes the uncommitted outputs (the lease is free)
+    LandingZone(_sink(s3_server, url)).recover()
+    assert _rows(store) == before
+    listed = _listed(store) + _listed(store, "db/u")
+    assert (T_OUT in listed) == committed and (U_OUT in listed) == committed
+    result = cp.run_compaction(store, _settings(retention=0.0))
+    assert result.record == (None if committed else 1)
+    assert _live(store) == {"db.t": [T_OUT], "db.u": [U_OUT]}
+    assert _listed(store) == [T_OUT] and _listed(store, "db/u") == [U_OUT]
+    assert _rows(store) == before
+
+
+def test_the_lease_keeps_a_second_compactor_and_the_daemons_recovery_out(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store, batches=3)
+    leftover = f"db/t/{cp.output_name(1, 8)}"  # an output a compactor is writing, say
+    store.write(leftover, b"x")
+    holder = cp.compaction_lock(store, lease_seconds=30)
+    assert isinstance(holder, cp.CompactionLease)
+    assert holder.take(wait=False)
+    try:
+        assert not cp.compaction_lock(store).take(wait=False)
+        with pytest.raises(SinkError, match="another `replicator compact` is running"):
+            cp.run_compaction(store, _settings())
+        assert not cp.recover_if_idle(store)
+        LandingZone(_sink(s3_server, url)).recover()
+        assert store.exists(leftover)  # the compactor may be writing it
+        assert not cp.read_records(store)
+    finally:
+        holder.release()
+    LandingZone(_sink(s3_server, url)).recover()
+    assert not store.exists(leftover)
+
+
+def test_a_killed_compactors_lease_is_taken_over(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store, batches=3)
+    leftover = f"db/t/{cp.output_name(1, 8)}"
+    store.write(leftover, b"x")
+    # a compactor of another host, its lease unexpired: kept out
+    _lease(store, host="elsewhere.example", pid=1)
+    assert not cp.recover_if_idle(store)
+    assert store.exists(leftover)
+    # ... expired: taken over
+    _lease(store, host="elsewhere.example", pid=1, expires=time.time() - 1)
+    assert cp.recover_if_idle(store)
+    assert not store.exists(leftover)
+    # a compactor on this host whose process is gone (SIGKILL): taken over at once
+    store.write(leftover, b"x")
+    _lease(store, pid=_dead_pid())
+    before = _rows(store)
+    assert cp.run_compaction(store, _settings()).record == 1
+    # the leftover was deleted first; the output of that name is written anew and committed
+    assert _live(store)["db.t"] == [cp.output_name(1, 8)] and store.size(leftover) > 1
+    assert _rows(store) == before
+
+
+def _dead_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+class Then(FailAt):
+    """A fault injector that does something at one step instead of failing."""
+
+    def __init__(self, step: str, action: Any) -> None:
+        super().__init__(step)
+        self.action = action
+
+    def at(self, step: str) -> None:
+        if step == self.step:
+            self.action()
+
+
+def test_a_compactor_that_lost_its_lease_or_an_output_commits_nothing(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    # its lease expired while it wrote, and another took it (and deleted its outputs)
+    with pytest.raises(SinkError, match="was taken over"):
+        cp.run_compaction(
+            store, _settings(), Then("compact-data", lambda: _lease(store, pid=os.getpid()))
+        )
+    assert not cp.read_records(store) and _rows(store) == before
+    assert json.loads(store.read(cp.LEASE_KEY))["owner"] == "e" * 32  # left alone
+    store.delete(cp.LEASE_KEY)
+    # an output deleted under it (a recovery that took the lease meanwhile, then let go)
+    with pytest.raises(SinkError, match="is gone or changed before its commit"):
+        cp.run_compaction(
+            store, _settings(), Then("compact-data", lambda: store.delete(f"db/u/{U_OUT}"))
+        )
+    assert not cp.read_records(store) and _rows(store) == before
+    assert cp.run_compaction(store, _settings()).record == 1
+    assert _rows(store) == before
+
+
+def test_the_compact_command_takes_an_object_store_root(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    config = tmp_path / "replicator.yaml"
+    config.write_text(
+        "source:\n  host: 127.0.0.1\n  user: repl\n  server_id: 9\n"
+        f"sink:\n{s3_server.sink_yaml(url)}"
+        "  compaction:\n    older_than: 0\n    retention: 0\n"
+    )
+    runner = CliRunner()
+    result = runner.invoke(main, ["compact", "--config", str(config)], env=s3_server.env())
+    assert result.exit_code == 0, result.output
+    assert "compaction 1: 12 files merged into 2; live data files 12 -> 2" in result.output
+    assert _listed(store) == [T_OUT]
+    assert _rows(store) == before
