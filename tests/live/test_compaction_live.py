@@ -59,6 +59,8 @@ def _config(path: Path, server: MariaDBServer, root: Path | str, gtid: str) -> P
         f"start:\n  gtid: '{gtid}'\n"
         f"sink:\n{sink}  batch_max_rows: 3\n  batch_max_seconds: 0.05\n"
         "filters:\n  include: ['shop.*']\n"
+        # no metrics server: a port another test's daemon holds must not fail a restart
+        "service:\n  http_enabled: false\n"
     )
     return path
 
