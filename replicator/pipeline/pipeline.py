@@ -7,17 +7,15 @@ commits, whole transactions only, when it reaches ``batch_max_rows`` row changes
 ``batch_max_bytes`` binlog bytes, or ``batch_max_seconds`` of age. A transaction too large
 for memory arrives in parts; its rows stream into the batch's staging files as they come and
 the batch commits at its end. Converting rows, writing Parquet and the commit protocol
-(``sink.landing``) run in a worker thread, in the order they are handed over, so the event
+(``sink.landing``) run in one worker thread, in the order they are handed over, so the event
 loop stays free:
 
 * row changes are staged in the loop and handed to the worker in chunks of about
   ``STAGE_ROWS`` (a conversion per transaction would spend more on fixed costs than on rows);
 * a due batch's commit is handed over like a chunk, and the loop goes on decoding the next
-  batch while the commit encodes and commits, in a thread of its own that starts it once the
-  worker has done everything handed over before it (Parquet encoding releases the GIL, so
-  this runs on a second core while the worker converts the next batch's rows). What the
-  commit did (checkpoint, stats, ``on_commit``) is applied in the loop once it is done, in
-  order; an error of the worker is raised in the loop at the
+  batch while the worker encodes and commits (Parquet encoding releases the GIL, so this
+  runs on a second core). What the commit did (checkpoint, stats, ``on_commit``) is applied
+  in the loop once it is done, in order; an error of the worker is raised in the loop at the
   next hand-over. At most ``INFLIGHT_ROWS`` row changes wait for the worker; ``commit()``
   and ``close()`` called from outside wait for all of it.
 
@@ -34,11 +32,10 @@ import asyncio
 import dataclasses
 import datetime as dt
 import fnmatch
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,12 +60,6 @@ from .lifecycle import schema_records
 from .statements import StatementLoggedError, check_statement
 
 log = structlog.get_logger("replicator")
-
-
-def _nothing() -> None:
-    return None
-
-
 Groups = list[tuple[TableVersion, list[Run]]]
 STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
@@ -207,11 +198,6 @@ class Pipeline:
         # commit failed in the writer thread (the error itself is raised later, see _reap)
         self.on_commit_failed = on_commit_failed
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer")
-        # commits (closing a batch's files: the rest of its Parquet encoding, fsync; the
-        # commit protocol) run in their own thread, in order, each once the writer thread
-        # has done every item handed over before it, so the next batch's rows are converted
-        # meanwhile
-        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-commit")
         self._batch: Batch | None = None
         self._batch_started = 0.0
         self._batch_bytes = 0
@@ -225,9 +211,6 @@ class Pipeline:
         self._inflight_rows = 0
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
         self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
-        self._failed_at = 0  # the hand-over number of the item that failed first
-        self._handed = 0  # items handed over so far (their numbers)
-        self._failing = threading.Lock()  # the writer and the commit thread both fail items
         self._error: BaseException | None = None  # the first one the loop saw (see _reap)
         self._failed_batch: Batch | None = None  # its work failed: close() drops its files
         self._next_seq = checkpoint.next_seq
@@ -310,48 +293,24 @@ class Pipeline:
         self, rows: int, commit: _Commit | None, fn: Callable[..., Any], batch: Batch, *args: Any
     ) -> None:
         loop = asyncio.get_running_loop()
-        self._handed += 1
-        number = self._handed
-        if commit is None:
-            future = loop.run_in_executor(self._executor, self._guarded, number, fn, batch, *args)
-        else:
-            before = self._executor.submit(_nothing)  # done once everything before it is
-            future = loop.run_in_executor(
-                self._committer, self._after, before, number, fn, batch, *args
-            )
+        future = loop.run_in_executor(self._executor, self._guarded, fn, batch, *args)
         self._inflight.append((future, rows, commit, batch))
         self._inflight_rows += rows
         # applied as soon as it is done, not at the next hand-over: an idle stream must still
         # report (metrics, notifications) the batch it committed, and see an error at once
-        future.add_done_callback(lambda _: self._finished(rows))
+        future.add_done_callback(lambda _: self._collect_done())
 
-    def _finished(self, rows: int) -> None:
-        """A handed-over item is done (in the loop): its rows no longer wait for the writer
-        thread, also while a commit before them is still running."""
-        self._inflight_rows -= rows
-        self._collect_done()
-
-    def _after(self, before: Future[None], number: int, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a commit (commit thread) once the writer thread has done what came before."""
-        before.result()
-        return self._guarded(number, fn, *args)
-
-    def _guarded(self, number: int, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run handed-over item ``number`` (writer or commit thread). Once an item fails,
-        nothing handed over after it runs: a commit must never follow rows that were not
-        written, nor a commit that failed. (The writer thread may fail an item handed over
-        after a commit that is running or about to: that commit still runs.)"""
-        failed = self._failed
-        if failed is not None and self._failed_at < number:
+    def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run handed-over work (writer thread). Once an item fails, nothing after it runs:
+        a commit must never follow rows that were not written, nor a commit that failed."""
+        if self._failed is not None:
             raise SinkError(
                 "the writer thread stopped at an earlier error", hint="see the error before this"
-            ) from failed
+            ) from self._failed
         try:
             return fn(*args)
         except BaseException as exc:
-            with self._failing:
-                if self._failed is None or number < self._failed_at:
-                    self._failed, self._failed_at = exc, number
+            self._failed = exc
             raise
 
     def _collect_done(self) -> None:
@@ -362,7 +321,8 @@ class Pipeline:
         finds it (and nothing raises it)."""
         inflight = self._inflight
         while self._error is None and inflight and inflight[0][0].done():
-            future, _, commit, batch = inflight.popleft()
+            future, rows, commit, batch = inflight.popleft()
+            self._inflight_rows -= rows
             try:
                 result = future.result()
             except BaseException as exc:  # the batch's rows or its commit
@@ -379,11 +339,7 @@ class Pipeline:
     def _stop_at(self, exc: BaseException, batch: Batch) -> None:
         """Keep the first error for ``_reap`` to raise in the loop's own flow."""
         self._error = exc
-        with self._failing:  # nothing more runs in the writer and commit threads
-            if self._failed is None:
-                self._failed, self._failed_at = exc, 0
-            else:
-                self._failed_at = 0
+        self._failed = self._failed or exc  # nothing more runs in the writer thread
         self._failed_batch = batch  # its open files are dropped by close()
 
     async def _reap(self, *, everything: bool = False) -> None:
@@ -398,11 +354,7 @@ class Pipeline:
                 return
             if not (everything or self._inflight_rows > INFLIGHT_ROWS):
                 return
-            if everything:
-                await asyncio.wait([self._inflight[0][0]])
-            else:  # rows are converted while a commit before them runs
-                waiting = [future for future, _, _, _ in self._inflight if not future.done()]
-                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([self._inflight[0][0]])
 
     async def _drop_staged(self) -> None:
         """Forget staged rows and wait until the writer thread is idle (the batch is being
@@ -813,4 +765,3 @@ class Pipeline:
                 await self._run(batch.abort)
         self._batch = self._failed_batch = None
         self._executor.shutdown(wait=True)
-        self._committer.shutdown(wait=True)
