@@ -34,7 +34,7 @@ from .embedded.demo import default_output, start_demo
 from .embedded.reset import reset_demo
 from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
-from .runtime import tune_gc
+from .runtime import tune_gc, use_system_allocator
 from .sink.lock import read_record, writer_lock
 from .sink.stores import landing_store
 from .snapshot.requests import write_request
@@ -324,6 +324,7 @@ def run(
     configure_logging()
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
     tune_gc()
+    use_system_allocator()
     try:
         demo = config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ
         if demo_reset and not demo:
