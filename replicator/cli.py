@@ -14,11 +14,16 @@ or the embedded demo's settings when given nothing (``targets``).
 
 from __future__ import annotations
 
+import os
+
+# Arrow's buffers come from the system allocator (``runtime``); the pool is fixed when pyarrow
+# is first imported, so this comes before every other import
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
 import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -34,7 +39,7 @@ from .embedded.demo import default_output, start_demo
 from .embedded.reset import reset_demo
 from .errors import ConfigError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
-from .runtime import tune_gc, use_system_allocator
+from .runtime import tune_gc
 from .sink.lock import read_record, writer_lock
 from .sink.stores import landing_store
 from .snapshot.requests import write_request
@@ -324,7 +329,6 @@ def run(
     configure_logging()
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
     tune_gc()
-    use_system_allocator()
     try:
         demo = config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ
         if demo_reset and not demo:

@@ -10,21 +10,18 @@ slower with the defaults than without collection. ``tune_gc`` freezes what start
 (imports, configuration) out of collection and makes collections rarer; cycles are still
 collected.
 
-Arrow's buffers come from the system allocator (``use_system_allocator``): pyarrow's default
-pool (mimalloc in current wheels) keeps freed pages, and a daemon that converts and encodes a
-batch after another held about 50 MB more at its peak for it on the standard benchmark
-(278 MB against 226 MB, no faster). ``ARROW_DEFAULT_MEMORY_POOL`` set in the environment
-still chooses.
+Arrow's buffers come from the system allocator: pyarrow's default pool (mimalloc in current
+wheels) keeps freed pages, and a daemon that converts and encodes a batch after another held
+about 50 MB more at its peak for it on the standard benchmark (278 MB against 226 MB, no
+faster). Arrow fixes its pool when it is first imported, so ``cli`` sets
+``ARROW_DEFAULT_MEMORY_POOL=system`` before any import (unless the environment chose).
 """
 
 from __future__ import annotations
 
 import gc
-import os
 
-import pyarrow as pa
-
-__all__ = ["GC_THRESHOLDS", "tune_gc", "use_system_allocator"]
+__all__ = ["GC_THRESHOLDS", "tune_gc"]
 
 GC_THRESHOLDS = (50_000, 20, 100)
 
@@ -34,9 +31,3 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-
-
-def use_system_allocator() -> None:
-    """Arrow allocates from the system's malloc (see above), unless the environment chose."""
-    if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        pa.set_memory_pool(pa.system_memory_pool())
