@@ -397,7 +397,30 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
     """
     check_landing(root)
     store = root if isinstance(root, Store) else LocalStore(root)
-    moved = holders(store)  # before the manifests: records name committed batches only
+    for _ in range(_READ_ATTEMPTS):
+        moved = holders(store)  # before the manifests: records name committed batches only
+        try:
+            return _read_manifests(store, moved, after, unpublished)
+        except _Recompacted:
+            continue  # a compaction committed meanwhile (and retention removed what it merged)
+    raise IntegrityError(
+        f"the files of {store.location} kept being compacted while they were read "
+        f"({_READ_ATTEMPTS} attempts)",
+        hint="give sink.compaction.retention more time than a read takes (a day by default)",
+    )
+
+
+_READ_ATTEMPTS = 5
+
+
+class _Recompacted(Exception):
+    """A committed file is gone because a compaction record committed after the records were
+    read superseded it (retention may delete at once when set to 0): read again."""
+
+
+def _read_manifests(
+    store: Store, moved: dict[str, Holding], after: int, unpublished: bool
+) -> Manifests:
     directory = store.uri(MANIFESTS)
     numbered: list[tuple[int, str]] = []
     for key in store.list(MANIFESTS):
@@ -438,6 +461,8 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
             )
         manifest = _manifest(path, store, moved)
         missing = next((f for f in manifest.files if not present(f)), None)
+        if missing is not None and holders(store) != moved:
+            raise _Recompacted
         if missing is not None and not store.renames:
             raise IntegrityError(
                 f"batch {number} is committed but its file {missing.path} is gone",

@@ -287,3 +287,29 @@ def test_the_compact_command_takes_an_object_store_root(
     assert "compaction 1: 12 files merged into 2; live data files 12 -> 2" in result.output
     assert _listed(store) == [T_OUT]
     assert _rows(store) == before
+
+
+def test_a_read_that_a_compaction_overtakes_reads_again(
+    tmp_path: Path, s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader took the compaction records, then a compaction committed and retention (at
+    0 s) deleted what it merged before the reader looked at those files: the reader reads
+    again rather than call a committed file gone."""
+    from replicator.spark import committed
+
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    stale = committed.holders(store)  # the records as the reader saw them first
+    cp.run_compaction(store, _settings(retention=0.0))
+    assert stale == {}  # before any compaction
+    real = committed.holders
+    calls = iter([stale])
+
+    def holders(of: Store) -> dict[str, Any]:
+        found = next(calls, None)
+        return real(of) if found is None else found
+
+    monkeypatch.setattr(committed, "holders", holders)
+    assert _rows(store) == before
+    assert next(calls, "used") == "used"  # the stale records were read, then fresh ones
