@@ -1165,11 +1165,11 @@ lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneCo
     }
 }
 
+/* A NULL's slot: a zero length for variable-length kinds, else width zero bytes. */
 static int
-lane_null(const LaneInstr *in, LaneColumn *c)
+null_slot(LaneColumn *c, int varlen, Py_ssize_t width)
 {
-    int varlen = in->op >= LANE_UTF8;
-    Py_ssize_t size = varlen ? 4 : in->out_width;
+    Py_ssize_t size = varlen ? 4 : width;
     Growable *g = varlen ? &c->lengths : &c->data;
     if (grow(g, size) < 0) {
         return -1;
@@ -1177,6 +1177,12 @@ lane_null(const LaneInstr *in, LaneColumn *c)
     memset(g->data + g->len, 0, (size_t)size);
     g->len += size;
     return 0;
+}
+
+static int
+lane_null(const LaneInstr *in, LaneColumn *c)
+{
+    return null_slot(c, in->op >= LANE_UTF8, in->out_width);
 }
 
 static int
@@ -2283,19 +2289,11 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
 static int
 tb_null(const TextSpec *t, LaneColumn *c)
 {
-    int varlen = t->op >= TB_UTF8;
-    Py_ssize_t size = varlen ? 4
-                      : t->op == TB_DECIMAL ? 16
-                      : t->op == TB_DATE ? 4
-                      : (t->op == TB_DATETIME || t->op == TB_TIMESTAMP) ? 8
-                                                                          : t->arg0;
-    Growable *g = varlen ? &c->lengths : &c->data;
-    if (grow(g, size) < 0) {
-        return -1;
-    }
-    memset(g->data + g->len, 0, (size_t)size);
-    g->len += size;
-    return 0;
+    Py_ssize_t width = t->op == TB_DECIMAL ? 16
+                       : t->op == TB_DATE ? 4
+                       : (t->op == TB_DATETIME || t->op == TB_TIMESTAMP) ? 8
+                                                                           : t->arg0;
+    return null_slot(c, t->op >= TB_UTF8, width);
 }
 
 static int
