@@ -49,15 +49,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import structlog
-from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import choose_encoder
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:  # aiohttp is imported when a server starts (a quarter second at start-up)
+    from aiohttp import web
 
 __all__ = [
     "Check",
@@ -481,6 +482,8 @@ class _ToStructlog(logging.Handler):
     malformed request is the client's mistake: debug, without a traceback."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        from aiohttp.http_exceptions import HttpProcessingError  # noqa: PLC0415 - see the imports
+
         error = record.exc_info[1] if record.exc_info else None
         if isinstance(error, HttpProcessingError):
             log.debug("malformed http request", error=str(error))
@@ -539,6 +542,8 @@ class MetricsServer:
         if self._started:
             raise RuntimeError("the metrics server was already started")
         self._started = True
+        from aiohttp import web  # noqa: PLC0415 - see the imports
+
         server = web.Server(
             self._handle,
             logger=_server_log,
@@ -610,6 +615,8 @@ class MetricsServer:
             return _text(500, "internal error")
 
     def _metrics(self, request: web.BaseRequest) -> web.Response:
+        from aiohttp import web  # noqa: PLC0415 - see the imports
+
         body, content_type = self.metrics.render(",".join(request.headers.getall("Accept", [])))
         return web.Response(
             body=body, headers={"Content-Type": content_type, "Cache-Control": "no-store"}
@@ -628,6 +635,8 @@ class MetricsServer:
 
 
 def _text(status: int, text: str, *, allow: str = "") -> web.Response:
+    from aiohttp import web  # noqa: PLC0415 - see the imports
+
     headers = {"Content-Type": _TEXT, "Cache-Control": "no-store"}
     if allow:
         headers["Allow"] = allow

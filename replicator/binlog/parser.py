@@ -243,6 +243,10 @@ class EventParser:
         # rows events into blocks of values only, no buffers (for callers that want rows as
         # tuples, like `replicator dump`)
         self.objects = False
+        # False: a read of statements only (a scan for DDL). ``steps_over`` verifies and
+        # passes over rows and TABLE_MAP events; rows events inside a transaction payload
+        # keep their header and table but no row images (an empty block)
+        self.row_images = True
         self._format_alg = CHECKSUM_OFF
 
     # -- entry point -------------------------------------------------------------------------
@@ -329,6 +333,30 @@ class EventParser:
             self.position = next_position
         self.events_decoded += 1
         return event
+
+    def steps_over(self, raw: bytes) -> bool:
+        """In a read of statements only (``row_images`` False), pass over a rows or
+        TABLE_MAP event: its size and CRC32 are checked and the position moves past it, but
+        no event is made. False (nothing done) for any other event, which ``parse`` takes."""
+        if (
+            self.row_images
+            or len(raw) < EVENT_HEADER_SIZE
+            or raw[4] not in _STEPPED_OVER
+            or self.checksum_alg is None
+        ):
+            return False
+        start = self.position
+        _, type_code, _, size, log_pos, flags = _HEADER.unpack_from(raw, 0)
+        if size != len(raw):
+            return False  # parse raises the error
+        if self.checksum_alg == CHECKSUM_CRC32:
+            if size < EVENT_HEADER_SIZE + 4:
+                return False
+            if self.verify_checksum:
+                self._verify(raw, type_code, flags, start)
+        self.position = log_pos if log_pos else start + size
+        self.events_decoded += 1
+        return True
 
     # -- checksum --------------------------------------------------------------------------------
 
@@ -776,6 +804,8 @@ _ROWS_KIND: dict[int, ev.RowsKind] = {
     _T.MARIADB_DELETE_ROWS_COMPRESSED_V1: ev.RowsKind.DELETE,
     _T.MARIADB_DELETE_ROWS_COMPRESSED: ev.RowsKind.DELETE,
 }
+# what a read of statements only passes over without decoding (EventParser.steps_over)
+_STEPPED_OVER = frozenset({*_ROWS_KIND, _T.TABLE_MAP})
 
 
 def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
@@ -802,6 +832,15 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         raise DecodeError(
             f"rows event has {column_count} columns but TABLE_MAP {table.schema}.{table.table} "
             f"has {len(table.columns)}"
+        )
+    if not p.row_images:
+        return ev.RowsEvent(
+            **w.kw(),
+            table_id=table_id,
+            flags=flags,
+            table=table,
+            kind=kind,
+            block=Block.from_rows((), column_count),
         )
     width = (column_count + 7) // 8
     present, pos = take(buf, pos, width)

@@ -90,12 +90,14 @@ class DumpStreamDecoder:
         self.framer.feed(data)
 
     def next_event(self) -> Event | _NeedData | EndOfStream:
-        if self._check_packet_length():
+        parser = self.parser
+        while self._check_packet_length():
             # an event packet (0x00, then the event): take the event without the marker
             event = self.framer.next_payload(skip=1)
             if isinstance(event, _NeedData):
                 return event
-            return self.parser.parse(event)
+            if not parser.steps_over(event):  # a read of statements only passes over rows
+                return parser.parse(event)
         payload = self.framer.next_payload()
         if isinstance(payload, _NeedData):
             return payload

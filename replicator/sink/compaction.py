@@ -69,6 +69,7 @@ from ..storage import LocalStore, Store
 from .identity import LANDING_ID_KEY
 from .lock import LandingZoneBusyError, LeaseLock
 from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
+from .parquet_options import writer_options
 
 log = structlog.get_logger("replicator")
 
@@ -716,7 +717,7 @@ def _write_output(
     fs, base = store.filesystem()
     sink = store.open_output(staged)
     try:
-        writer = pq.ParquetWriter(sink.stream, schema, compression=settings.compression)
+        writer = pq.ParquetWriter(sink.stream, schema, **writer_options(settings.compression))
         previous = -1
         rows = 0
         for member in group.members:

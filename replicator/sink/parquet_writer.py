@@ -88,6 +88,7 @@ from .arrow_types import (
     arrow_schema,
 )
 from .changes import Run, TableVersion
+from .parquet_options import writer_options
 
 __all__ = ["BEFORE_KEY_FIELD", "PRIMARY_KEY_KEY", "ParquetTableWriter", "WrittenFile", "identity"]
 
@@ -292,7 +293,9 @@ class ParquetTableWriter:
         try:
             # a local path, or a store's output (a data file straight into an object store)
             self._file = local_output(path) if isinstance(path, Path) else path
-            self._writer = pq.ParquetWriter(self._file.stream, self.schema, compression=compression)
+            self._writer = pq.ParquetWriter(
+                self._file.stream, self.schema, **writer_options(compression)
+            )
         except OSError as exc:
             self._fail(exc, "create")
         except BaseException:  # e.g. an unknown compression: leave no file behind

@@ -153,8 +153,16 @@ async def scan_ddl(
 ) -> list[tuple[Point, ev.QueryEvent]]:
     """Every statement that may change a table, logged from ``start`` to ``end``."""
     found: list[tuple[Point, ev.QueryEvent]] = []
+    # rows events are framed and CRC32-checked but their rows are not decoded: the scan
+    # reads statements only, and the stream decodes the same range again anyway
     stream = ReplicaStream(
-        cfg, start, stop_at_end=True, end=end, name="ddl-scan", report_host=report_host
+        cfg,
+        start,
+        stop_at_end=True,
+        end=end,
+        name="ddl-scan",
+        report_host=report_host,
+        row_images=False,
     )
     async with stream:
         async for item in stream:

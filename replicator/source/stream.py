@@ -187,6 +187,7 @@ class ReplicaStream:
         part_rows: int | None = None,
         name: str = "replica-reader",
         objects: bool = False,
+        row_images: bool = True,
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
         report_host: str = "replicator",
@@ -200,6 +201,7 @@ class ReplicaStream:
         self._stop_at_end = stop_at_end
         self._schema_lookup = schema_lookup
         self._objects = objects  # rows events as values only, no buffers (block.py)
+        self._row_images = row_images  # False: rows events without their rows (a DDL scan)
         self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
         self._queue: asyncio.Queue[Item | BaseException | _End] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -568,6 +570,7 @@ class ReplicaStream:
             verify_checksum=True,
         )
         decoder.parser.objects = self._objects
+        decoder.parser.row_images = self._row_images
         assembler = TransactionAssembler(part_rows=self._part_rows)
         try:
             return self._read_events(sock, decoder, assembler, end)
@@ -589,6 +592,7 @@ class ReplicaStream:
         # is the backstop for anything else that leaves bytes arriving but no event forming.
         misframed_after = max(30.0, 10 * self.cfg.heartbeat_seconds)
         last_event = time.monotonic()
+        decoded = decoder.parser.events_decoded
         events_here = 0
         by_type = self.stats.events_by_type
         while not self._stopping.is_set():
@@ -624,6 +628,9 @@ class ReplicaStream:
                         return True
             if not self._flush():
                 return False
+            if decoder.parser.events_decoded != decoded:  # also events only stepped over
+                decoded = decoder.parser.events_decoded
+                last_event = time.monotonic()
             # Bytes keep coming but no event completes: a corrupted packet length is making
             # the framer wait for data that will never form an event (heartbeats included).
             if time.monotonic() - last_event > misframed_after:

@@ -350,3 +350,54 @@ def test_every_byte_of_a_dump_stream_is_covered() -> None:
             continue
         missed.append((offset, len(got)))
     assert missed == []
+
+
+def _statements_only(data: bytes, chunk: int) -> list[ev.Event]:
+    decoder = DumpStreamDecoder(checksum_alg=CHECKSUM_CRC32)
+    decoder.parser.row_images = False
+    got: list[ev.Event] = []
+    for i in range(0, len(data), chunk):
+        decoder.feed(data[i : i + chunk])
+        got.extend(_events_of(decoder))
+    return got
+
+
+@pytest.mark.parametrize("chunk", [1, 13, 1 << 20])
+def test_a_read_of_statements_steps_over_rows_and_table_maps(chunk: int) -> None:
+    """A DDL scan's read: rows and TABLE_MAP events are checked and passed over, every other
+    event comes out as the full read gives it, at the same positions."""
+    raw = SAMPLE.read_bytes()
+    stream = _dump_stream(
+        [_artificial_rotate(b"sample.000001", 4), *(e for _, e in _raw_events(raw))]
+    )
+    full = _decode_file(raw)
+    stepped = [e for e in full if isinstance(e, (ev.RowsEvent, ev.TableMapEvent))]
+    assert len(stepped) >= 8  # the sample has rows to step over
+    expected = [e for e in full if not isinstance(e, (ev.RowsEvent, ev.TableMapEvent))]
+    _, *got = _statements_only(stream, chunk)
+    assert got == expected
+
+
+def test_a_read_of_statements_still_checks_every_byte() -> None:
+    """A flipped byte in a rows or TABLE_MAP event that is stepped over is still a
+    DecodeError (CRC32), not a silent skip."""
+    raw = SAMPLE.read_bytes()
+    events = [e for _, e in _raw_events(raw)]
+    stream = _dump_stream([_artificial_rotate(b"sample.000001", 4), *events])
+    rows_types = {e[4] for e in events if e[4] in (19, 23, 24, 25, 30, 31, 32)}
+    assert 19 in rows_types and len(rows_types) > 1
+    missed = []
+    at = len(_dump_stream([_artificial_rotate(b"sample.000001", 4)])) - 9
+    for event in events:
+        framed = len(_packets(b"\x00" + event, 0)[0])
+        if event[4] in rows_types:
+            for offset in range(at + 5, at + framed, 7):  # the event's bytes, a sample
+                corrupted = bytearray(stream)
+                corrupted[offset] ^= 0x5A
+                try:
+                    _statements_only(bytes(corrupted), 1 << 20)
+                except DecodeError:
+                    continue
+                missed.append(offset)
+        at += framed
+    assert missed == []
