@@ -91,6 +91,9 @@ class GtidStateLearned:
 
 Item = Transaction | TransactionPart | TransactionAborted | GtidStateLearned | ev.Event
 _READ_SIZE = 256 * 1024
+# While the socket has more bytes waiting (a full read), decoded items are handed to the loop
+# at most this often: each hand-over is a round trip between the threads (and a GIL hand-off)
+_HAND_OVER_SECONDS = 0.02
 log = structlog.get_logger("replicator")
 # MariaDB ER_SLAVE_SAME_ID (4052) "A slave with the same server_uuid/server_id is already
 # connected"; MySQL sends 1236 "A slave with the same server_uuid/server_id as this slave has
@@ -591,7 +594,7 @@ class ReplicaStream:
         # A packet length is cross-checked with its event as soon as the header is in; this
         # is the backstop for anything else that leaves bytes arriving but no event forming.
         misframed_after = max(30.0, 10 * self.cfg.heartbeat_seconds)
-        last_event = time.monotonic()
+        last_event = handed_at = time.monotonic()
         decoded = decoder.parser.events_decoded
         events_here = 0
         by_type = self.stats.events_by_type
@@ -617,7 +620,6 @@ class ReplicaStream:
                     break
                 if isinstance(event, EndOfStream):
                     raise SourceUnavailableError("the server ended the binlog dump")
-                last_event = time.monotonic()
                 events_here += 1
                 code = event.header.type_code
                 by_type[code] = by_type.get(code, 0) + 1
@@ -626,11 +628,16 @@ class ReplicaStream:
                         return False
                     if end is not None and self._reached(item, assembler, end):
                         return True
-            if not self._flush():
-                return False
+            # Caught up (the read did not fill the buffer): hand over at once, latency is what
+            # counts. Behind: batch the hand-overs, throughput is.
+            now = time.monotonic()
+            if count < len(buffer) or now - handed_at >= _HAND_OVER_SECONDS:
+                if not self._flush():
+                    return False
+                handed_at = now
             if decoder.parser.events_decoded != decoded:  # also events only stepped over
                 decoded = decoder.parser.events_decoded
-                last_event = time.monotonic()
+                last_event = now
             # Bytes keep coming but no event completes: a corrupted packet length is making
             # the framer wait for data that will never form an event (heartbeats included).
             if time.monotonic() - last_event > misframed_after:
