@@ -2534,6 +2534,93 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ stepping over events */
+
+/* step_events(buf, start, seq, position, types, crc) -> (offset, seq, position, stepped)
+ *
+ * A read of statements only (a DDL scan) passes over rows and TABLE_MAP events. This walks
+ * whole dump-stream packets from buf[start:] while each is one packet (shorter than
+ * 0xFFFFFF) with sequence id `seq`, the 0x00 marker and one event of exactly the packet's
+ * length less one, whose type is flagged in `types` (256 bytes, one per type code) and, with
+ * `crc` (binascii.crc32, or None when events carry no checksum), whose stored CRC32 matches.
+ * It stops before the first packet that is anything else or not whole, which the framer and
+ * parser then take the usual way (raising their errors for a bad one). `position` moves as
+ * the parser moves it: to the event's log_pos, or past it when log_pos is 0. */
+static PyObject *
+step_events(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bufobj, *crc;
+    Py_ssize_t start;
+    int seq;
+    unsigned long long position;
+    Py_buffer view, types;
+    if (!PyArg_ParseTuple(args, "OniKy*O", &bufobj, &start, &seq, &position, &types, &crc)) {
+        return NULL;
+    }
+    if (types.len != 256) {
+        PyBuffer_Release(&types);
+        PyErr_SetString(PyExc_ValueError, "types must be 256 bytes");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&types);
+        return NULL;
+    }
+    const unsigned char *buf = view.buf, *flagged = types.buf;
+    Py_ssize_t pos = start < 0 ? 0 : start, stepped = 0;
+    int checked = crc != Py_None;
+    PyObject *result = NULL;
+    while (view.len - pos >= 4 + 1 + 19) {
+        const unsigned char *p = buf + pos;
+        Py_ssize_t length = p[0] | (p[1] << 8) | ((Py_ssize_t)p[2] << 16);
+        if (length >= MAX_PAYLOAD || p[3] != seq || p[4] != 0x00 || view.len - pos < 4 + length) {
+            break;
+        }
+        const unsigned char *event = p + 5;
+        Py_ssize_t size = (Py_ssize_t)event[9] | ((Py_ssize_t)event[10] << 8) |
+                          ((Py_ssize_t)event[11] << 16) | ((Py_ssize_t)event[12] << 24);
+        if (size != length - 1 || !flagged[event[4]] || size < 19 + (checked ? 4 : 0)) {
+            break;
+        }
+        if (checked) {
+            PyObject *mv = PyMemoryView_FromMemory((char *)event, size - 4, PyBUF_READ);
+            if (mv == NULL) {
+                goto done;
+            }
+            PyObject *got = PyObject_CallOneArg(crc, mv);
+            Py_DECREF(mv);
+            if (got == NULL) {
+                goto done;
+            }
+            unsigned long computed = PyLong_AsUnsignedLong(got);
+            Py_DECREF(got);
+            if (computed == (unsigned long)-1 && PyErr_Occurred()) {
+                goto done;
+            }
+            const unsigned char *stored = event + size - 4;
+            unsigned long expected = (unsigned long)stored[0] | ((unsigned long)stored[1] << 8) |
+                                     ((unsigned long)stored[2] << 16) |
+                                     ((unsigned long)stored[3] << 24);
+            if (computed != expected) {
+                break; /* the parser raises the mismatch, naming the event */
+            }
+        }
+        unsigned long long log_pos = (unsigned long long)event[13] |
+                                     ((unsigned long long)event[14] << 8) |
+                                     ((unsigned long long)event[15] << 16) |
+                                     ((unsigned long long)event[16] << 24);
+        position = log_pos ? log_pos : position + (unsigned long long)size;
+        seq = (seq + 1) & 0xFF;
+        pos += 4 + length;
+        stepped++;
+    }
+    result = Py_BuildValue("niKn", pos, seq, position, stepped);
+done:
+    PyBuffer_Release(&types);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef rowcore_methods[] = {
     {"concat_columns", concat_columns, METH_VARARGS,
      "concat_columns(parts, width, varlen): one column of consecutive blocks' buffers as "
@@ -2545,6 +2632,9 @@ static PyMethodDef rowcore_methods[] = {
      "text result set as block columns."},
     {"text_row", text_row_payload, METH_VARARGS,
      "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
+    {"step_events", step_events, METH_VARARGS,
+     "step_events(buf, start, seq, position, types, crc): pass over whole event packets of "
+     "the flagged types (a read of statements only)."},
     {"arrow_columns", arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},

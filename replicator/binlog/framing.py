@@ -14,6 +14,7 @@ reused receive buffer is fine) and once out of it, as each whole event.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -163,6 +164,20 @@ class PacketFramer:
     def peek(self, length: int) -> bytes:
         """The first ``length`` buffered bytes (fewer if not yet received), not consumed."""
         return self._buffer.peek(0, min(length, len(self._buffer)))
+
+    def step_events(
+        self, step: Callable[..., tuple[int, int, int, int]], position: int, *args: object
+    ) -> tuple[int, int]:
+        """Pass over whole event packets with the native ``step_events`` (which checks each
+        one and stops before anything unusual); (position after them, events passed over)."""
+        if self._parts:
+            return position, 0
+        buf = self._buffer
+        offset, self._sequence, position, stepped = step(
+            buf._buf, buf._start, self._sequence, position, *args
+        )
+        buf._start = offset
+        return position, stepped
 
     def next_payload(self, *, skip: int = 0) -> bytes | _NeedData:
         """The next whole payload; ``skip`` drops its first bytes (the dump stream's 0x00

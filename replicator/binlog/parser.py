@@ -334,6 +334,11 @@ class EventParser:
         self.events_decoded += 1
         return event
 
+    @property
+    def verifies_crc32(self) -> bool:
+        """Whether events other than FORMAT_DESCRIPTION have their CRC32 checked."""
+        return self.checksum_alg == CHECKSUM_CRC32 and self.verify_checksum
+
     def steps_over(self, raw: bytes) -> bool:
         """In a read of statements only (``row_images`` False), pass over a rows or
         TABLE_MAP event: its size and CRC32 are checked and the position moves past it, but
@@ -806,6 +811,8 @@ _ROWS_KIND: dict[int, ev.RowsKind] = {
 }
 # what a read of statements only passes over without decoding (EventParser.steps_over)
 _STEPPED_OVER = frozenset({*_ROWS_KIND, _T.TABLE_MAP})
+# the same, one byte per type code (for the native core's step_events)
+STEPPED_OVER = bytes(code in _STEPPED_OVER for code in range(256))
 
 
 def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:

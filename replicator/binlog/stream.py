@@ -6,6 +6,12 @@ Both follow the same shape (h11's): ``feed(data)`` with whatever chunk arrived, 
 
 from __future__ import annotations
 
+import binascii
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from . import native
 from .constants import CHECKSUM_CRC32
 from .errors import DecodeError
 from .events import Event
@@ -19,7 +25,7 @@ from .framing import (
     _NeedData,
     classify_dump_payload,
 )
-from .parser import EventParser
+from .parser import STEPPED_OVER, EventParser
 from .tablemap import SchemaLookup
 
 __all__ = ["END_OF_STREAM", "NEED_DATA", "BinlogFileDecoder", "DumpStreamDecoder"]
@@ -91,12 +97,16 @@ class DumpStreamDecoder:
 
     def next_event(self) -> Event | _NeedData | EndOfStream:
         parser = self.parser
-        while self._check_packet_length():
+        while True:
+            if not parser.row_images:  # a read of statements only passes over rows
+                self._step_natively()
+            if not self._check_packet_length():
+                break
             # an event packet (0x00, then the event): take the event without the marker
             event = self.framer.next_payload(skip=1)
             if isinstance(event, _NeedData):
                 return event
-            if not parser.steps_over(event):  # a read of statements only passes over rows
+            if not parser.steps_over(event):
                 return parser.parse(event)
         payload = self.framer.next_payload()
         if isinstance(payload, _NeedData):
@@ -105,6 +115,17 @@ class DumpStreamDecoder:
         if isinstance(raw, EndOfStream):
             return raw
         return self.parser.parse(raw)
+
+    def _step_natively(self) -> None:
+        """Pass over the rows and TABLE_MAP events buffered here in C (checked as
+        ``EventParser.steps_over`` checks them), when the native core is there."""
+        parser = self.parser
+        step = _native_step()
+        if step is None or parser.checksum_alg is None:
+            return
+        crc = binascii.crc32 if parser.verifies_crc32 else None
+        parser.position, stepped = self.framer.step_events(step, parser.position, STEPPED_OVER, crc)
+        parser.events_decoded += stepped
 
     def _check_packet_length(self) -> bool:
         """Cross-check a new packet's length with the event size inside it; True when the
@@ -133,3 +154,8 @@ class DumpStreamDecoder:
                 hint="the connection corrupted the stream; reconnect",
             )
         return True
+
+
+@functools.cache
+def _native_step() -> Callable[..., Any] | None:
+    return native.core().step_events if native.available() else None

@@ -379,8 +379,9 @@ def test_a_read_of_statements_steps_over_rows_and_table_maps(chunk: int) -> None
 
 
 def test_a_read_of_statements_still_checks_every_byte() -> None:
-    """A flipped byte in a rows or TABLE_MAP event that is stepped over is still a
-    DecodeError (CRC32), not a silent skip."""
+    """A flipped byte in a rows or TABLE_MAP event that is stepped over (natively when the
+    core is built) is still a DecodeError (CRC32, packet length or sequence), not a silent
+    skip."""
     raw = SAMPLE.read_bytes()
     events = [e for _, e in _raw_events(raw)]
     stream = _dump_stream([_artificial_rotate(b"sample.000001", 4), *events])
@@ -391,7 +392,8 @@ def test_a_read_of_statements_still_checks_every_byte() -> None:
     for event in events:
         framed = len(_packets(b"\x00" + event, 0)[0])
         if event[4] in rows_types:
-            for offset in range(at + 5, at + framed, 7):  # the event's bytes, a sample
+            # the packet header and marker, then a sample of the event's bytes
+            for offset in [*range(at, at + 5), *range(at + 5, at + framed, 7)]:
                 corrupted = bytearray(stream)
                 corrupted[offset] ^= 0x5A
                 try:
