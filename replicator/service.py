@@ -79,6 +79,7 @@ class Service:
         # every heartbeat_seconds on an idle source)
         self.metrics = Metrics(stall_seconds=max(30.0, 3 * config.source.heartbeat_seconds))
         self.http: MetricsServer | None = None
+        self._ready_taken = 0  # items taken without waiting (see _take)
         self.metrics.on_scrape(self._sync_metrics)
         self.snapshots: SnapshotRunner | None = None
         self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
@@ -603,6 +604,17 @@ class Service:
     ) -> object | None:
         """The next stream item, or None after committing a batch that became due while
         waiting. Raises StopAsyncIteration at the stream's end, _Stopped on a signal."""
+        if not self._stop.is_set():
+            try:
+                ready: object | None = iterator.next_ready()  # handed over: no task, no wait
+            except ReplicatorError:
+                await pipeline.commit()  # as below
+                raise
+            if ready is not None:
+                self._ready_taken += 1
+                if self._ready_taken % 64 == 0:
+                    await asyncio.sleep(0)  # the loop's other tasks (HTTP, signals) run too
+                return ready
         wait = pipeline.seconds_until_due()
         item_task = asyncio.ensure_future(iterator.__anext__())
         done, _ = await asyncio.wait(

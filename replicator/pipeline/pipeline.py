@@ -231,6 +231,7 @@ class Pipeline:
         self._history_committed = 0 if history is None else len(history.changes)
         self._history_written = self._history_committed
         self.require_names = history is not None  # rows need named columns to land
+        self._named: TableVersion | None = None  # the last version whose names were checked
         # after `checkpoint set` moved the stream back: batches up to here are replays
         self._replay_until = checkpoint.replay_until
         # the snapshot progress as of the last chunk taken, and as of the last commit
@@ -399,7 +400,12 @@ class Pipeline:
             if not self.filter.wants(table.schema, table.table):
                 continue
             version, keep = self.filter.version(table)
-            if self.require_names and any(c.name is None for c in table.columns):
+            # (a version is made once per table shape: the names of one were checked before)
+            if (
+                self.require_names
+                and version is not self._named
+                and any(c.name is None for c in table.columns)
+            ):
                 raise IntegrityError(
                     f"rows of {version.name} at {event.file}:{event.position}, but the names "
                     "of its columns are not known (the table is not in the schema history and "
@@ -407,6 +413,7 @@ class Pipeline:
                     hint="set binlog_row_metadata=FULL on the source, or start a new landing "
                     "zone from after the statement that created or changed the table",
                 )
+            self._named = version
             block = event.block
             if keep is not None:
                 block = block.project(keep)

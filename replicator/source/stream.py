@@ -255,7 +255,18 @@ class ReplicaStream:
             raise RuntimeError("ReplicaStream.start() was not called")
         if self._finished:
             raise StopAsyncIteration
-        item = await self._queue.get()
+        return self._took(await self._queue.get())
+
+    def next_ready(self) -> Item | None:
+        """The next item if the reader has handed it over already, else None (no waiting:
+        a consumer taking many items in a row skips a task and a wait per item). Ends and
+        raises as ``__anext__`` does."""
+        queue = self._queue
+        if queue is None or self._finished or queue.empty():
+            return None
+        return self._took(queue.get_nowait())
+
+    def _took(self, item: Item | BaseException | _End) -> Item:
         rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
         with self._room:
             self._items_queued -= 1
