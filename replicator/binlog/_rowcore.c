@@ -2534,18 +2534,69 @@ done:
     return result;
 }
 
-/* ------------------------------------------------------------------ stepping over events */
+/* ------------------------------------------------------------ whole events of the dump stream */
+
+/* The next whole event packet at buf[pos:]: one packet (shorter than 0xFFFFFF) with sequence
+ * id `seq`, the 0x00 marker and one event of exactly the packet's length less one, not a
+ * FORMAT_DESCRIPTION (whose checksum rules the parser keeps), and, with `crc`
+ * (binascii.crc32, or None when events carry no checksum), a stored CRC32 that matches.
+ * 1 with *event, *size and *packet set; 0 for anything else or a packet not whole yet (the
+ * framer and parser then take it the usual way and raise their errors for a bad one); -1 on
+ * a Python error. */
+static int
+whole_event(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int seq, PyObject *crc,
+            const unsigned char **event, Py_ssize_t *size, Py_ssize_t *packet)
+{
+    if (len - pos < 4 + 1 + 19) {
+        return 0;
+    }
+    const unsigned char *p = buf + pos;
+    Py_ssize_t length = p[0] | (p[1] << 8) | ((Py_ssize_t)p[2] << 16);
+    if (length >= MAX_PAYLOAD || p[3] != seq || p[4] != 0x00 || len - pos < 4 + length) {
+        return 0;
+    }
+    const unsigned char *e = p + 5;
+    Py_ssize_t n = (Py_ssize_t)e[9] | ((Py_ssize_t)e[10] << 8) | ((Py_ssize_t)e[11] << 16) |
+                   ((Py_ssize_t)e[12] << 24);
+    int checked = crc != Py_None;
+    if (n != length - 1 || e[4] == 15 /* FORMAT_DESCRIPTION */ || n < 19 + (checked ? 4 : 0)) {
+        return 0;
+    }
+    if (checked) {
+        PyObject *mv = PyMemoryView_FromMemory((char *)e, n - 4, PyBUF_READ);
+        if (mv == NULL) {
+            return -1;
+        }
+        PyObject *got = PyObject_CallOneArg(crc, mv);
+        Py_DECREF(mv);
+        if (got == NULL) {
+            return -1;
+        }
+        unsigned long computed = PyLong_AsUnsignedLong(got);
+        Py_DECREF(got);
+        if (computed == (unsigned long)-1 && PyErr_Occurred()) {
+            return -1;
+        }
+        const unsigned char *stored = e + n - 4;
+        unsigned long expected = (unsigned long)stored[0] | ((unsigned long)stored[1] << 8) |
+                                 ((unsigned long)stored[2] << 16) |
+                                 ((unsigned long)stored[3] << 24);
+        if (computed != expected) {
+            return 0; /* the parser raises the mismatch, naming the event */
+        }
+    }
+    *event = e;
+    *size = n;
+    *packet = 4 + length;
+    return 1;
+}
 
 /* step_events(buf, start, seq, position, types, crc) -> (offset, seq, position, stepped)
  *
- * A read of statements only (a DDL scan) passes over rows and TABLE_MAP events. This walks
- * whole dump-stream packets from buf[start:] while each is one packet (shorter than
- * 0xFFFFFF) with sequence id `seq`, the 0x00 marker and one event of exactly the packet's
- * length less one, whose type is flagged in `types` (256 bytes, one per type code) and, with
- * `crc` (binascii.crc32, or None when events carry no checksum), whose stored CRC32 matches.
- * It stops before the first packet that is anything else or not whole, which the framer and
- * parser then take the usual way (raising their errors for a bad one). `position` moves as
- * the parser moves it: to the event's log_pos, or past it when log_pos is 0. */
+ * A read of statements only (a DDL scan) passes over rows and TABLE_MAP events: this walks
+ * whole events (see whole_event) from buf[start:] while their type is flagged in `types`
+ * (256 bytes, one per type code). `position` moves as the parser moves it: to the event's
+ * log_pos, or past it when log_pos is 0. */
 static PyObject *
 step_events(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -2568,42 +2619,20 @@ step_events(PyObject *Py_UNUSED(module), PyObject *args)
     }
     const unsigned char *buf = view.buf, *flagged = types.buf;
     Py_ssize_t pos = start < 0 ? 0 : start, stepped = 0;
-    int checked = crc != Py_None;
     PyObject *result = NULL;
-    while (view.len - pos >= 4 + 1 + 19) {
-        const unsigned char *p = buf + pos;
-        Py_ssize_t length = p[0] | (p[1] << 8) | ((Py_ssize_t)p[2] << 16);
-        if (length >= MAX_PAYLOAD || p[3] != seq || p[4] != 0x00 || view.len - pos < 4 + length) {
+    for (;;) {
+        const unsigned char *event;
+        Py_ssize_t size, packet;
+        /* the type byte is in once the header is: look before checking the CRC */
+        if (view.len - pos >= 4 + 1 + 19 && !flagged[buf[pos + 4 + 1 + 4]]) {
             break;
         }
-        const unsigned char *event = p + 5;
-        Py_ssize_t size = (Py_ssize_t)event[9] | ((Py_ssize_t)event[10] << 8) |
-                          ((Py_ssize_t)event[11] << 16) | ((Py_ssize_t)event[12] << 24);
-        if (size != length - 1 || !flagged[event[4]] || size < 19 + (checked ? 4 : 0)) {
-            break;
+        int found = whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
+        if (found < 0) {
+            goto done;
         }
-        if (checked) {
-            PyObject *mv = PyMemoryView_FromMemory((char *)event, size - 4, PyBUF_READ);
-            if (mv == NULL) {
-                goto done;
-            }
-            PyObject *got = PyObject_CallOneArg(crc, mv);
-            Py_DECREF(mv);
-            if (got == NULL) {
-                goto done;
-            }
-            unsigned long computed = PyLong_AsUnsignedLong(got);
-            Py_DECREF(got);
-            if (computed == (unsigned long)-1 && PyErr_Occurred()) {
-                goto done;
-            }
-            const unsigned char *stored = event + size - 4;
-            unsigned long expected = (unsigned long)stored[0] | ((unsigned long)stored[1] << 8) |
-                                     ((unsigned long)stored[2] << 16) |
-                                     ((unsigned long)stored[3] << 24);
-            if (computed != expected) {
-                break; /* the parser raises the mismatch, naming the event */
-            }
+        if (found == 0) {
+            break;
         }
         unsigned long long log_pos = (unsigned long long)event[13] |
                                      ((unsigned long long)event[14] << 8) |
@@ -2611,12 +2640,61 @@ step_events(PyObject *Py_UNUSED(module), PyObject *args)
                                      ((unsigned long long)event[16] << 24);
         position = log_pos ? log_pos : position + (unsigned long long)size;
         seq = (seq + 1) & 0xFF;
-        pos += 4 + length;
+        pos += packet;
         stepped++;
     }
     result = Py_BuildValue("niKn", pos, seq, position, stepped);
 done:
     PyBuffer_Release(&types);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* split_events(buf, start, seq, crc) -> (offset, seq, events)
+ *
+ * The whole events (see whole_event) from buf[start:], each as bytes, in order: the stream
+ * reader's framing and CRC32 check for a chunk at once, instead of per event in Python. */
+static PyObject *
+split_events(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bufobj, *crc;
+    Py_ssize_t start;
+    int seq;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "OniO", &bufobj, &start, &seq, &crc)) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t pos = start < 0 ? 0 : start;
+    PyObject *result = NULL, *events = PyList_New(0);
+    if (events == NULL) {
+        goto done;
+    }
+    for (;;) {
+        const unsigned char *event;
+        Py_ssize_t size, packet;
+        int found = whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
+        if (found < 0) {
+            goto done;
+        }
+        if (found == 0) {
+            break;
+        }
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)event, size);
+        if (raw == NULL || PyList_Append(events, raw) < 0) {
+            Py_XDECREF(raw);
+            goto done;
+        }
+        Py_DECREF(raw);
+        seq = (seq + 1) & 0xFF;
+        pos += packet;
+    }
+    result = Py_BuildValue("niO", pos, seq, events);
+done:
+    Py_XDECREF(events);
     PyBuffer_Release(&view);
     return result;
 }
@@ -2632,6 +2710,9 @@ static PyMethodDef rowcore_methods[] = {
      "text result set as block columns."},
     {"text_row", text_row_payload, METH_VARARGS,
      "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
+    {"split_events", split_events, METH_VARARGS,
+     "split_events(buf, start, seq, crc): the whole, checked events of a dump stream's "
+     "buffered packets, as bytes."},
     {"step_events", step_events, METH_VARARGS,
      "step_events(buf, start, seq, position, types, crc): pass over whole event packets of "
      "the flagged types (a read of statements only)."},

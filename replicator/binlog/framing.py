@@ -179,6 +179,17 @@ class PacketFramer:
         buf._start = offset
         return position, stepped
 
+    def split_events(
+        self, split: Callable[..., tuple[int, int, list[bytes]]], *args: object
+    ) -> list[bytes]:
+        """Take the whole event packets buffered with the native ``split_events`` (which
+        checks each one and stops before anything unusual): their events, in order."""
+        if self._parts:
+            return []
+        buf = self._buffer
+        buf._start, self._sequence, events = split(buf._buf, buf._start, self._sequence, *args)
+        return events
+
     def next_payload(self, *, skip: int = 0) -> bytes | _NeedData:
         """The next whole payload; ``skip`` drops its first bytes (the dump stream's 0x00
         marker before an event) without copying the rest again."""

@@ -251,8 +251,9 @@ class EventParser:
 
     # -- entry point -------------------------------------------------------------------------
 
-    def parse(self, raw: bytes, *, position: int | None = None) -> ev.Event:
-        """Decode one whole event. ``position`` is its file offset when known exactly."""
+    def parse(self, raw: bytes, *, position: int | None = None, verified: bool = False) -> ev.Event:
+        """Decode one whole event. ``position`` is its file offset when known exactly;
+        ``verified``: its CRC32 was checked already (by the native framing)."""
         start = self.position if position is None else position
         if len(raw) < EVENT_HEADER_SIZE:
             raise TruncatedError(
@@ -293,7 +294,7 @@ class EventParser:
                 raise TruncatedError(
                     "event too short for its checksum", file=self.file, position=start
                 )
-            if self.verify_checksum:
+            if self.verify_checksum and not verified:
                 self._verify(raw, type_code, flags, start)
         if position is not None:
             next_position = position + size

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -90,6 +91,7 @@ class DumpStreamDecoder:
             schema_lookup=schema_lookup,
             verify_checksum=verify_checksum,
         )
+        self._ready: deque[bytes] = deque()  # events framed and checked, not parsed yet
 
     def feed(self, data: bytes | memoryview) -> None:
         """Bytes as they arrived; copied at once, so a reused receive buffer is fine."""
@@ -97,6 +99,11 @@ class DumpStreamDecoder:
 
     def next_event(self) -> Event | _NeedData | EndOfStream:
         parser = self.parser
+        ready = self._ready
+        if ready:  # framed and checked natively (see _split_natively)
+            return parser.parse(ready.popleft(), verified=True)
+        if parser.row_images and self._split_natively():
+            return parser.parse(ready.popleft(), verified=True)
         while True:
             if not parser.row_images:  # a read of statements only passes over rows
                 self._step_natively()
@@ -115,6 +122,19 @@ class DumpStreamDecoder:
         if isinstance(raw, EndOfStream):
             return raw
         return self.parser.parse(raw)
+
+    def _split_natively(self) -> bool:
+        """Frame the whole event packets buffered here in C, checking each as the framer
+        and the parser would (sequence, marker, length, CRC32), into ``_ready``; True when
+        there are some. Anything else (a FORMAT_DESCRIPTION, an EOF or ERR packet, an event
+        over 16 MiB, a bad packet or checksum) is left to the framer and parser."""
+        parser = self.parser
+        split = _native_split()
+        if split is None or parser.checksum_alg is None:
+            return False
+        crc = binascii.crc32 if parser.verifies_crc32 else None
+        self._ready.extend(self.framer.split_events(split, crc))
+        return bool(self._ready)
 
     def _step_natively(self) -> None:
         """Pass over the rows and TABLE_MAP events buffered here in C (checked as
@@ -159,3 +179,8 @@ class DumpStreamDecoder:
 @functools.cache
 def _native_step() -> Callable[..., Any] | None:
     return native.core().step_events if native.available() else None
+
+
+@functools.cache
+def _native_split() -> Callable[..., Any] | None:
+    return native.core().split_events if native.available() else None
