@@ -460,8 +460,9 @@ class ParquetTableWriter:
     def _convert(self, runs: list[Run]) -> tuple[pa.RecordBatch, int]:
         rows = _Rows(runs)
         width = len(self._plans)
-        for start, run in zip(rows.starts, runs, strict=False):
-            found = len(run.block.values)
+        images = [run.block.values for run in runs]
+        for start, values in zip(rows.starts, images, strict=False):
+            found = len(values)
             if found != width:
                 raise InternalError(
                     f"table {self.version.name}: row image of {found} values for {width} "
@@ -473,7 +474,7 @@ class ParquetTableWriter:
         arrays: list[pa.Array] = []
         for index, plan in enumerate(self._plans):
             absent: list[int] = []
-            vectors = [run.block.values[index] for run in runs]
+            vectors = [values[index] for values in images]
             array, bad = self._vectors(index, plan, vectors, rows, mode, absent)
             invalid += bad
             if absent:
@@ -502,6 +503,11 @@ class ParquetTableWriter:
     ) -> tuple[pa.Array, int]:
         """One column of ``rows`` (the vectors of each run) as one array: runs of native
         buffers joined by the core, runs of values converted, absent runs null."""
+        first = type(vectors[0])
+        if first is tuple and all(type(v) is tuple for v in vectors):  # all buffers: at once
+            kind = rows.runs[0].block.natives[index]
+            parts = cast(list[NativeBuffers], vectors)
+            return self._native(plan, kind, parts, rows.count), 0
         pieces: list[pa.Array] = []
         invalid = 0
         k, total = 0, len(vectors)
@@ -513,7 +519,7 @@ class ParquetTableWriter:
             start, count = rows.starts[k], rows.starts[end] - rows.starts[k]
             if form is tuple:
                 kind = rows.runs[k].block.natives[index]
-                parts = [cast(NativeBuffers, v) for v in vectors[k:end]]
+                parts = cast(list[NativeBuffers], vectors[k:end])
                 pieces.append(self._native(plan, kind, parts, count))
             elif form is list:
                 values: list[object] = []
