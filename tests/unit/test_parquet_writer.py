@@ -739,3 +739,25 @@ def test_geometry_values_equal_their_wkb_and_keep_the_srid_through_pickle() -> N
     assert value == WKB_POINT and hash(value) == hash(WKB_POINT)
     again = pickle.loads(pickle.dumps(value))
     assert (type(again), bytes(again), again.srid) == (Geometry, WKB_POINT, 3857)
+
+
+def test_dictionaries_give_up_at_64_kib(tmp_path: Path) -> None:
+    """A column of few distinct values keeps its dictionary; one of distinct values drops it
+    once the dictionary passes 64 KiB (Arrow's default would keep 1 MiB of it)."""
+    version = version_of(col(0, T.LONGLONG), col(1, T.VARCHAR, 40, charset="utf8mb4"))
+    rows = 30_000  # 240 KB of distinct 8-byte ids
+    changes = [change(i + 1, (i * 7919, f"state-{i % 5}")) for i in range(rows)]
+    path = tmp_path / "dict.parquet"
+    write(path, version, changes, compression="none")  # page sizes as encoded
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+
+    def dictionary_bytes(index: int) -> int:
+        chunk = meta.column(index)
+        assert chunk.has_dictionary_page
+        return chunk.data_page_offset - chunk.dictionary_page_offset
+
+    ids, states = dictionary_bytes(0), dictionary_bytes(1)
+    assert 32 * 1024 < ids <= 64 * 1024 + 4096  # it grew to the limit and stopped there
+    assert states < 1024  # five strings
+    assert "PLAIN" in meta.column(0).encodings  # the ids went on plain after the limit
+    assert pq.read_table(path).column("c0").to_pylist() == [i * 7919 for i in range(rows)]
