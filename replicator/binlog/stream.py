@@ -107,21 +107,21 @@ class DumpStreamDecoder:
         while True:
             if not parser.row_images:  # a read of statements only passes over rows
                 self._step_natively()
-            if not self._check_packet_length():
-                break
-            # an event packet (0x00, then the event): take the event without the marker
-            event = self.framer.next_payload(skip=1)
-            if isinstance(event, _NeedData):
-                return event
-            if not parser.steps_over(event):
-                return parser.parse(event)
-        payload = self.framer.next_payload()
-        if isinstance(payload, _NeedData):
-            return payload
-        raw = classify_dump_payload(payload)
-        if isinstance(raw, EndOfStream):
-            return raw
-        return self.parser.parse(raw)
+            if self._check_packet_length():
+                # an event packet (0x00, then the event): take the event without the marker
+                raw = self.framer.next_payload(skip=1)
+                if isinstance(raw, _NeedData):
+                    return raw
+            else:  # EOF, ERR, or the rest of an event over 16 MiB
+                payload = self.framer.next_payload()
+                if isinstance(payload, _NeedData):
+                    return payload
+                found = classify_dump_payload(payload)
+                if isinstance(found, EndOfStream):
+                    return found
+                raw = found
+            if not parser.steps_over(raw):
+                return parser.parse(raw)
 
     def _split_natively(self) -> bool:
         """Frame the whole event packets buffered here in C, checking each as the framer

@@ -403,3 +403,37 @@ def test_a_read_of_statements_still_checks_every_byte() -> None:
                 missed.append(offset)
         at += framed
     assert missed == []
+
+
+def _event(type_code: int, body: bytes, log_pos: int) -> bytes:
+    size = 19 + len(body) + 4
+    header = (
+        (1).to_bytes(4, "little")
+        + bytes([type_code])
+        + (1).to_bytes(4, "little")
+        + size.to_bytes(4, "little")
+        + log_pos.to_bytes(4, "little")
+        + (0).to_bytes(2, "little")
+    )
+    event = header + body
+    return event + zlib.crc32(event).to_bytes(4, "little")
+
+
+@pytest.mark.parametrize("chunk", [1 << 16, 1 << 22])
+def test_a_read_of_statements_steps_over_a_rows_event_over_16_mib(chunk: int) -> None:
+    """A rows event over 16 MiB arrives in several packets; a statements-only read passes over
+    it too (its TABLE_MAP was passed over, so decoding it would fail), whatever the chunks."""
+    raw = SAMPLE.read_bytes()
+    events = [e for _, e in _raw_events(raw)]
+    table_map = next(e for e in events if e[4] == 19)
+    rows = _event(23, b"\x00" * (17 * 1024 * 1024), 0)  # WRITE_ROWS_V1, body never decoded
+    query_body = (7).to_bytes(4, "little") + bytes(4 + 1 + 2 + 2) + b"\x00" + b"DROP TABLE t"
+    query = _event(2, query_body, 0)
+    stream = _dump_stream(
+        [_artificial_rotate(b"sample.000001", 4), *events, table_map, rows, query]
+    )
+    got = _statements_only(stream, chunk)
+    assert isinstance(got[-1], ev.QueryEvent) and got[-1].query == "DROP TABLE t"
+    # the position moved to the TABLE_MAP's log_pos, then over the rows event by its size
+    # (its log_pos is 0)
+    assert got[-1].position == int.from_bytes(table_map[13:17], "little") + len(rows)
