@@ -101,13 +101,17 @@ def _workload(
     counted: list[int],
     transactions: int = TRANSACTIONS,
     pause: float = 0.01,
+    hold: threading.Event | None = None,
 ) -> None:
+    """Write the workload; with `hold`, wait for it before the last transaction."""
     rng = random.Random(7)
     conn = server.connect("shop")
     added = 0
     try:
         with conn.cursor() as cur:
             for n in range(transactions):
+                if hold is not None and n == transactions - 1:
+                    assert hold.wait(timeout=600), "the compaction runs never got going"
                 if n % 150 == 149:
                     added += 1
                     cur.execute(f"ALTER TABLE notes ADD COLUMN c{added} INT DEFAULT {n}")
@@ -236,9 +240,13 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         first = _daemon(config, log, stop_at_end=True)
         assert first.wait(timeout=120) == 0, log.read_text(errors="replace")[-3000:]
         daemon = _daemon(config, log)
-        done = threading.Event()
+        done, landing_for = threading.Event(), threading.Event()
         counted: list[int] = []
-        writer = threading.Thread(target=_workload, args=(server, done, counted))
+        # the writer keeps its last transaction back until six compaction runs and both
+        # daemon kills have happened while it lands, however fast this machine lands
+        writer = threading.Thread(
+            target=_workload, args=(server, done, counted), kwargs={"hold": landing_for}
+        )
         writer.start()
         rng = random.Random(5)
         fired: Counter = Counter()
@@ -277,9 +285,12 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
                     daemon.wait()
                     daemon_kills += 1
                     daemon = _daemon(config, log)
+                if runs >= 6:
+                    landing_for.set()
                 if midway is None and len(counted) > TRANSACTIONS // 2:
                     midway = _reader_now(root)
         finally:
+            landing_for.set()
             writer.join()
             daemon.send_signal(signal.SIGKILL)
             daemon.wait()
@@ -460,10 +471,12 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
         first = _daemon(config, log, stop_at_end=True, extra=extra)  # the history knows notes
         assert first.wait(timeout=120) == 0, log.read_text(errors="replace")[-3000:]
         daemon = _daemon(config, log, extra=extra)
-        done = threading.Event()
+        done, landing_for = threading.Event(), threading.Event()
         counted: list[int] = []
-        writer = threading.Thread(
-            target=_workload, args=(server, done, counted, S3_TRANSACTIONS, 0.08)
+        writer = threading.Thread(  # its last transaction waits for the daemon's kill
+            target=_workload,
+            args=(server, done, counted, S3_TRANSACTIONS, 0.08),
+            kwargs={"hold": landing_for},
         )
         writer.start()
         rng = random.Random(11)
@@ -502,7 +515,10 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
                     daemon.wait()
                     daemon_kills += 1
                     daemon = _daemon(config, log, extra=extra)
+                if runs >= 1:
+                    landing_for.set()
         finally:
+            landing_for.set()
             writer.join()
             daemon.send_signal(signal.SIGKILL)
             daemon.wait()
