@@ -1662,22 +1662,45 @@ concat_columns(PyObject *module, PyObject *args)
         Py_XDECREF(offsets);
         return NULL;
     }
+    /* The parts' buffers, taken while the GIL is held (each part tuple kept alive), so the
+       copy itself runs without it, beside the threads that decode and parse. */
+    struct concat_part {
+        PyObject *part;
+        const char *set, *values;
+        const int *lengths;
+        Py_ssize_t rows, size;
+    } *taken = PyMem_Malloc(sizeof(struct concat_part) * (size_t)(count ? count : 1));
+    if (taken == NULL) {
+        Py_DECREF(validity);
+        Py_DECREF(data);
+        Py_XDECREF(offsets);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t j = 0; j < count; j++) {
+        PyObject *part = PyList_GET_ITEM(parts, j);
+        Py_INCREF(part);
+        taken[j].part = part;
+        taken[j].set = PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 0));
+        taken[j].rows = PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 0));
+        taken[j].values = PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 1));
+        taken[j].size = PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 1));
+        taken[j].lengths =
+            varlen ? (const int *)PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 2)) : NULL;
+    }
     unsigned char *valid = (unsigned char *)PyBytes_AS_STRING(validity);
-    memset(valid, 0, (size_t)(n + 7) / 8);
     char *out = PyBytes_AS_STRING(data);
     int *off = varlen ? (int *)PyBytes_AS_STRING(offsets) : NULL;
     Py_ssize_t r = 0, at = 0, nulls = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(valid, 0, (size_t)(n + 7) / 8);
     if (off != NULL) {
         off[0] = 0;
     }
     for (Py_ssize_t j = 0; j < count; j++) {
-        PyObject *part = PyList_GET_ITEM(parts, j);
-        const char *set = PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 0));
-        Py_ssize_t rows = PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 0));
-        PyObject *values = PyTuple_GET_ITEM(part, 1);
-        memcpy(out + at, PyBytes_AS_STRING(values), (size_t)PyBytes_GET_SIZE(values));
-        const int *lengths = varlen ? (const int *)PyBytes_AS_STRING(PyTuple_GET_ITEM(part, 2))
-                                    : NULL;
+        const char *set = taken[j].set;
+        const int *lengths = taken[j].lengths;
+        Py_ssize_t rows = taken[j].rows;
+        memcpy(out + at, taken[j].values, (size_t)taken[j].size);
         for (Py_ssize_t k = 0; k < rows; k++, r++) {
             if (set[k]) {
                 valid[r >> 3] |= (unsigned char)(1 << (r & 7));
@@ -1689,8 +1712,13 @@ concat_columns(PyObject *module, PyObject *args)
                 off[r + 1] = off[r] + lengths[k];
             }
         }
-        at += PyBytes_GET_SIZE(values);
+        at += taken[j].size;
     }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < count; j++) {
+        Py_DECREF(taken[j].part);
+    }
+    PyMem_Free(taken);
     if (!nulls) {
         Py_DECREF(validity);
         validity = Py_None;

@@ -61,7 +61,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from itertools import accumulate, chain, repeat
+from itertools import accumulate
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, cast
@@ -213,7 +213,7 @@ class _Rows:
         self.runs = runs
         self.starts = list(accumulate((run.block.count for run in runs), initial=0))
         self.count = self.starts[-1]
-        self._which: pa.Array | None = None
+        self._ends: pa.Array | None = None
 
     def where(self, row: int) -> str:
         k = bisect_right(self.starts, row) - 1
@@ -221,14 +221,22 @@ class _Rows:
         return f"{run.binlog_file}:{run.binlog_pos} (_seq {run.seq + row - self.starts[k]})"
 
     def spread(self, values: Sequence[object], type_: pa.DataType) -> pa.Array:
-        """One value per run, repeated over the run's rows."""
+        """One value per run, repeated over the run's rows (run-end decoded in Arrow; no run
+        is empty, ``write`` leaves those out)."""
         if len(self.runs) == 1:
-            return pa.array(list(values) * self.count, type_)
-        if self._which is None:  # the run of each row, made once per conversion
-            counts = (run.block.count for run in self.runs)
-            which = chain.from_iterable(repeat(i, n) for i, n in enumerate(counts))
-            self._which = pa.array(list(which), pa.int32())
-        return pa.array(values, type_).take(self._which)
+            return pa.repeat(pa.scalar(values[0], type_), self.count)
+        if self._ends is None:  # where each run ends, made once per conversion
+            self._ends = pa.array(self.starts[1:], pa.int32())
+        encoded = pa.RunEndEncodedArray.from_arrays(self._ends, pa.array(values, type_))
+        return pc.run_end_decode(encoded)
+
+    def numbers(self) -> pa.Array:
+        """``_seq``: each run's numbers from its ``seq``, one per row."""
+        if self.count == 0:
+            return pa.array([], pa.int64())
+        offsets = [run.seq - start for run, start in zip(self.runs, self.starts, strict=False)]
+        counting = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), self.count))
+        return pc.add(self.spread(offsets, pa.int64()), pc.subtract(counting, 1))
 
 
 class ParquetTableWriter:
@@ -653,8 +661,7 @@ class ParquetTableWriter:
         arrays: list[pa.Array] = []
         for field, values in zip(METADATA_FIELDS, per_run, strict=True):
             if values is None:  # _seq
-                numbers = chain.from_iterable(range(r.seq, r.seq + r.block.count) for r in runs)
-                arrays.append(pa.array(list(numbers), field.type))
+                arrays.append(rows.numbers())
             else:
                 arrays.append(rows.spread(values, field.type))
         self._check_metadata(arrays)

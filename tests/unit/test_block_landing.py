@@ -172,6 +172,40 @@ def test_runs_of_buffers_and_values_mix_in_one_write(tmp_path: Path) -> None:
     assert table.column("_binlog_pos").to_pylist() == [100, 200, 300]
 
 
+def test_each_run_s_metadata_spreads_over_its_rows_alone(tmp_path: Path) -> None:
+    """Runs of 2, 0, 3 and 1 rows with gaps in ``_seq``: every row carries its own run's
+    metadata and number, in one write and one run per write."""
+    columns = _columns(["long", "varchar_utf8"])
+    version = TableVersion("db", "t", columns, ())
+    image = b"\x00" + (3).to_bytes(4, "little") + b"\x01c"
+    blocks = [_blocks(columns, [image * n], 0b11, None, "buffers")[0] for n in (2, 0, 3, 1)]
+    other = dt.datetime(2025, 1, 2, tzinfo=dt.UTC)
+    runs = [
+        Run("c", 10, "0-1-5", TS, 7, "b.1", 100, blocks[0]),
+        Run("u", 12, "0-1-6", other, 8, "b.2", 200, blocks[1]),  # no rows
+        Run("d", 40, None, other, 9, "b.3", 300, blocks[2]),
+        Run("c", 99, "0-1-9", TS, 7, "b.3", 400, blocks[3]),
+    ]
+    expected = [
+        (r.op, r.seq + i, r.gtid, r.ts, r.server_id, r.binlog_file, r.binlog_pos)
+        for r in runs
+        for i in range(r.block.count)
+    ]
+    names = ["_op", "_seq", "_gtid", "_ts", "_server_id", "_binlog_file", "_binlog_pos"]
+    together = _land(tmp_path / "together.parquet", version, runs, before=False)
+    assert list(zip(*(together.column(n).to_pylist() for n in names), strict=True)) == expected
+    apart = [
+        _land(tmp_path / f"{k}.parquet", version, [run], before=False) for k, run in enumerate(runs)
+    ]
+    rows = [
+        row
+        for table in apart
+        for row in zip(*(table.column(n).to_pylist() for n in names), strict=True)
+    ]
+    assert rows == expected
+    assert [len(table) for table in apart] == [2, 0, 3, 1]
+
+
 def test_seq_going_back_across_runs_in_one_write_is_refused(tmp_path: Path) -> None:
     columns = _columns(["long", "varchar_utf8"])
     version = TableVersion("db", "t", columns, ())
