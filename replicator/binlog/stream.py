@@ -129,7 +129,7 @@ class DumpStreamDecoder:
         there are some. Anything else (a FORMAT_DESCRIPTION, an EOF or ERR packet, an event
         over 16 MiB, a bad packet or checksum) is left to the framer and parser."""
         parser = self.parser
-        split = _native_split()
+        split = _native("split_events")
         if split is None or parser.checksum_alg is None:
             return False
         crc = binascii.crc32 if parser.verifies_crc32 else None
@@ -140,7 +140,7 @@ class DumpStreamDecoder:
         """Pass over the rows and TABLE_MAP events buffered here in C (checked as
         ``EventParser.steps_over`` checks them), when the native core is there."""
         parser = self.parser
-        step = _native_step()
+        step = _native("step_events")
         if step is None or parser.checksum_alg is None:
             return
         crc = binascii.crc32 if parser.verifies_crc32 else None
@@ -177,10 +177,6 @@ class DumpStreamDecoder:
 
 
 @functools.cache
-def _native_step() -> Callable[..., Any] | None:
-    return native.core().step_events if native.available() else None
-
-
-@functools.cache
-def _native_split() -> Callable[..., Any] | None:
-    return native.core().split_events if native.available() else None
+def _native(name: str) -> Callable[..., Any] | None:
+    """The native core's function ``name``, or None without the core."""
+    return getattr(native.core(), name) if native.available() else None
