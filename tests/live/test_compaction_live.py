@@ -111,7 +111,9 @@ def _workload(
         with conn.cursor() as cur:
             for n in range(transactions):
                 if hold is not None and n == transactions - 1:
-                    assert hold.wait(timeout=600), "the compaction runs never got going"
+                    # (a thread's failure fails no test: a hold that timed out shows in the
+                    # test's own counts of runs and kills)
+                    hold.wait(timeout=600)
                 if n % 150 == 149:
                     added += 1
                     cur.execute(f"ALTER TABLE notes ADD COLUMN c{added} INT DEFAULT {n}")
