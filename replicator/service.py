@@ -451,7 +451,9 @@ class Service:
     def _compact_once(self) -> compaction.Result | None:
         chosen = self.config.sink.compaction
         store = self.zone.store
-        lock = compaction.compaction_lock(store, self.config.sink.object_store.lease_seconds)
+        lock = compaction.compaction_lock(
+            store, self.config.sink.object_store.lease_seconds, compaction.DAEMON_ROUND
+        )
         if not lock.take(wait=False):
             return None  # `replicator compact` is running
         try:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import os
 import re
@@ -67,7 +66,7 @@ import structlog
 from ..errors import IntegrityError, SinkError
 from ..storage import LocalStore, Store
 from .identity import LANDING_ID_KEY
-from .lock import LandingZoneBusyError, LeaseLock
+from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder, read_holder
 from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
 from .parquet_options import writer_options
 
@@ -296,15 +295,29 @@ def superseded(store: Store) -> set[str]:
 # ---------------------------------------------------------------------------- the lock
 
 
+# what each holder of the compaction lock records as its purpose
+COMPACTOR = "replicator compact"
+DAEMON_ROUND = "compaction round of a daemon (sink.compaction.every)"
+START_RECOVERY = "recovery at a daemon's start"
+# how long ``replicator compact`` waits for a daemon's start recovery to let go of the lock
+# (a recovery lists the landing zone and deletes leftovers: seconds, not a compaction's time)
+RECOVERY_WAIT_SECONDS = 60.0
+
+
 class CompactionGuard(ABC):
     """What a compactor holds while it runs: ``CompactionLock`` on a directory,
-    ``CompactionLease`` on an object store (``compaction_lock``)."""
+    ``CompactionLease`` on an object store (``compaction_lock``). Each holder records its
+    purpose (``COMPACTOR``, ``DAEMON_ROUND``, ``START_RECOVERY``) for the one it keeps out."""
 
     where: str
 
     @abstractmethod
     def take(self, *, wait: bool) -> bool:
         """Take it (True), or find another holder (False; ``wait`` waits for it)."""
+
+    @abstractmethod
+    def holder(self) -> dict[str, Any]:
+        """What the holder recorded (pid, host, purpose, since); {} when unknown."""
 
     @abstractmethod
     def release(self) -> None: ...
@@ -316,11 +329,24 @@ class CompactionGuard(ABC):
         """Just before the commit point: make sure it is still held, for long enough."""
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        if not self.take(wait=False):
+    def held(self, recovery_wait: float = RECOVERY_WAIT_SECONDS) -> Iterator[None]:
+        """Hold it for ``replicator compact``: another compactor keeps this one out at once;
+        a daemon's start recovery is waited for, up to ``recovery_wait`` seconds."""
+        deadline = time.monotonic() + recovery_wait
+        while not self.take(wait=False):
+            found = self.holder()
+            if found.get("purpose") == START_RECOVERY and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
             raise SinkError(
-                f"another `replicator compact` is running on {self.where}",
-                hint="wait for it to finish; one compactor at a time",
+                f"the compaction lock on {self.where} is held by another process "
+                f"({describe_holder(found)})",
+                hint=(
+                    f"a daemon's start recovery did not end within {recovery_wait:.0f} s: run "
+                    "`replicator compact` again when it has"
+                    if found.get("purpose") == START_RECOVERY
+                    else "wait for it to finish; one compactor at a time"
+                ),
             )
         try:
             yield
@@ -330,29 +356,38 @@ class CompactionGuard(ABC):
 
 class CompactionLock(CompactionGuard):
     """One compactor at a time on a directory: ``flock`` on ``<root>/_state/compact.lock``
-    (released by the kernel however the holder ends). The daemon's writer lock is another
-    file: a compactor runs beside a running daemon."""
+    (released by the kernel however the holder ends), the holder's record inside. The
+    daemon's writer lock is another file: a compactor runs beside a running daemon."""
 
-    def __init__(self, store: LocalStore) -> None:
-        self.path = store.path(LOCK_KEY)
+    def __init__(self, store: LocalStore, purpose: str = COMPACTOR) -> None:
+        self.lock = LandingLock(store.root, Path(LOCK_KEY))
         self.where = store.location
-        self._fd: int | None = None
+        self.purpose = purpose
 
     def take(self, *, wait: bool) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        while True:
+            try:
+                self.lock.acquire(self.purpose)
+            except LandingZoneBusyError:
+                if not wait:
+                    return False
+                time.sleep(0.2)
+                continue
+            return True
+
+    def holder(self) -> dict[str, Any]:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
+            fd = os.open(self.lock.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return {}
+        try:
+            found = read_holder(fd)
+        finally:
             os.close(fd)
-            return False
-        self._fd = fd
-        return True
+        return {} if found.get("ended") is not None else found
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self.lock.release()
 
 
 class CompactionLease(CompactionGuard):
@@ -369,20 +404,24 @@ class CompactionLease(CompactionGuard):
     (``check``) and reads it back just before its commit point (``renew``): a compactor whose
     lease another took (its outputs may have been deleted as leftovers) stops uncommitted."""
 
-    def __init__(self, store: Store, lease_seconds: float = 60.0) -> None:
+    def __init__(self, store: Store, lease_seconds: float = 60.0, purpose: str = COMPACTOR) -> None:
         self.where = store.location
         self.lease = LeaseLock(store, lease_seconds, key=LEASE_KEY)
+        self.purpose = purpose
 
     def take(self, *, wait: bool) -> bool:
         while True:
             try:
-                self.lease.acquire("replicator compact")
+                self.lease.acquire(self.purpose)
             except LandingZoneBusyError:
                 if not wait:
                     return False
                 time.sleep(min(5.0, self.lease.lease_seconds / 3))
                 continue
             return True
+
+    def holder(self) -> dict[str, Any]:
+        return self.lease.holder()
 
     def check(self) -> None:
         try:
@@ -407,12 +446,14 @@ _TAKEN_OVER = (
 )
 
 
-def compaction_lock(store: Store, lease_seconds: float = 60.0) -> CompactionGuard:
+def compaction_lock(
+    store: Store, lease_seconds: float = 60.0, purpose: str = COMPACTOR
+) -> CompactionGuard:
     """The compaction lock of ``store``: a ``flock`` on a directory, a lease on an object
-    store (``sink.object_store.lease_seconds``)."""
+    store (``sink.object_store.lease_seconds``); ``purpose`` is what its holder records."""
     if isinstance(store, LocalStore):
-        return CompactionLock(store)
-    return CompactionLease(store, lease_seconds)
+        return CompactionLock(store, purpose)
+    return CompactionLease(store, lease_seconds, purpose)
 
 
 # ---------------------------------------------------------------------------- recovery
@@ -456,7 +497,7 @@ def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
     """The daemon's start: ``recover`` unless a compactor runs (it recovers for itself, and
     its outputs in the making must not be taken for leftovers): only with the compaction
     lock (``compaction_lock``) taken. Returns whether it recovered."""
-    lock = compaction_lock(store, lease_seconds)
+    lock = compaction_lock(store, lease_seconds, START_RECOVERY)
     if not lock.take(wait=False):
         log.info(
             "compaction recovery skipped: a compactor runs",
@@ -464,7 +505,6 @@ def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
             hint="it cleans up for itself",
         )
         return False
-        return
     try:
         recover(store)
     finally:

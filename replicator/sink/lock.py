@@ -84,9 +84,9 @@ def writer_lock(store: Store, lease_seconds: float = 60.0) -> WriterLock:
 class LandingLock:
     """The exclusive writer lock of the landing zone at ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, path: Path = LOCK_FILE) -> None:
         self.root = root
-        self.path = root / LOCK_FILE
+        self.path = root / path  # the compaction lock is another file (``compaction``)
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
         self._record: dict[str, object] = {}
@@ -241,17 +241,27 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _read_holder(fd: int) -> str:
+def read_holder(fd: int) -> dict[str, Any]:
+    """The record a lock file's holder wrote about itself ({} when none could be read)."""
     try:
         record = json.loads(os.pread(fd, 4096, 0) or b"{}")
     except (OSError, ValueError):
-        return "holder unknown"
-    if not isinstance(record, dict) or "pid" not in record:
+        return {}
+    return record if isinstance(record, dict) and "pid" in record else {}
+
+
+def describe_holder(record: dict[str, Any]) -> str:
+    """``pid 12 on host-a, replicator compact since 2026-...``, or ``holder unknown``."""
+    if "pid" not in record:
         return "holder unknown"
     return (
         f"pid {record.get('pid')} on {record.get('host')}, {record.get('purpose', 'writing')} "
         f"since {record.get('since')}"
     )
+
+
+def _read_holder(fd: int) -> str:
+    return describe_holder(read_holder(fd))
 
 
 class LeaseLock:
@@ -280,6 +290,11 @@ class LeaseLock:
                 hint="check sink.root, sink.object_store and the credentials",
             ) from exc
         return record if isinstance(record, dict) else None
+
+    def holder(self) -> dict[str, Any]:
+        """The record of the lease's holder ({} when none: absent, torn or let go)."""
+        found = self._read()
+        return found if found is not None and found.get("ended") is None else {}
 
     def _write(self) -> None:
         now = time.time()

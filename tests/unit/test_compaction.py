@@ -12,7 +12,11 @@ and the daemon's recovery accepts them gone.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -342,14 +346,44 @@ def test_uncommitted_outputs_are_removed_and_a_running_compactor_is_left_alone(
     lock = cp.CompactionLock(store)
     assert lock.take(wait=False)
     try:
-        with pytest.raises(SinkError, match="another `replicator compact` is running"):
+        with pytest.raises(SinkError, match="held by another process") as caught:
             cp.run_compaction(store, _settings())
+        holder = f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since"
+        assert holder in str(caught.value)
+        assert caught.value.hint == "wait for it to finish; one compactor at a time"
         LandingZone(SinkConfig(root=str(tmp_path))).recover()
         assert stray.exists() and staged.exists()  # a compactor may be writing them
     finally:
         lock.release()
     LandingZone(SinkConfig(root=str(tmp_path))).recover()
     assert not stray.exists() and not staged.exists()
+
+
+def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_path: Path) -> None:
+    """A daemon starting holds the compaction lock while it cleans up: `replicator compact`
+    started meanwhile waits for it and then runs; a recovery that outlasts the wait is named."""
+    zone = Zone(tmp_path)
+    for _ in range(3):
+        zone.add({"db.t": 2})
+    store = LocalStore(tmp_path)
+    recovery = cp.compaction_lock(store, purpose=cp.START_RECOVERY)
+    assert recovery.take(wait=False)
+    try:
+        waiting = cp.compaction_lock(store).held(recovery_wait=0.3)
+        with pytest.raises(SinkError, match="held by another process") as caught, waiting:
+            pass
+        assert "recovery at a daemon's start" in str(caught.value)
+        assert "did not end within 0 s" in (caught.value.hint or "")
+        timer = threading.Timer(0.5, recovery.release)
+        timer.start()
+        started = time.monotonic()
+        result = cp.run_compaction(store, _settings())
+        waited = time.monotonic() - started
+        timer.join()
+    finally:
+        recovery.release()
+    assert result.record == 1 and waited >= 0.4
+    assert cp.compaction_lock(store).holder() == {}  # let go: nobody holds it
 
 
 def test_daemon_recovery_accepts_only_superseded_files_gone(tmp_path: Path) -> None:

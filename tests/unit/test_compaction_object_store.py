@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -188,8 +189,10 @@ def test_the_lease_keeps_a_second_compactor_and_the_daemons_recovery_out(
     assert holder.take(wait=False)
     try:
         assert not cp.compaction_lock(store).take(wait=False)
-        with pytest.raises(SinkError, match="another `replicator compact` is running"):
+        with pytest.raises(SinkError, match="held by another process") as caught:
             cp.run_compaction(store, _settings())
+        named = f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since"
+        assert named in str(caught.value)
         assert not cp.recover_if_idle(store)
         LandingZone(_sink(s3_server, url)).recover()
         assert store.exists(leftover)  # the compactor may be writing it
@@ -198,6 +201,27 @@ def test_the_lease_keeps_a_second_compactor_and_the_daemons_recovery_out(
         holder.release()
     LandingZone(_sink(s3_server, url)).recover()
     assert not store.exists(leftover)
+
+
+def test_a_compactor_waits_for_a_daemons_start_recovery_lease(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store, batches=3)
+    recovery = cp.compaction_lock(store, lease_seconds=30, purpose=cp.START_RECOVERY)
+    assert recovery.take(wait=False)
+    try:
+        assert recovery.holder()["purpose"] == "recovery at a daemon's start"
+        timer = threading.Timer(0.5, recovery.release)
+        timer.start()
+        started = time.monotonic()
+        result = cp.run_compaction(store, _settings())
+        waited = time.monotonic() - started
+        timer.join()
+    finally:
+        recovery.release()
+    assert result.record == 1 and waited >= 0.4
+    assert cp.compaction_lock(store).holder() == {}
 
 
 def test_a_killed_compactors_lease_is_taken_over(
