@@ -49,10 +49,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import re
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +64,7 @@ import structlog
 from ..errors import IntegrityError, SinkError
 from ..storage import LocalStore, Store
 from .identity import LANDING_ID_KEY
-from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder, read_holder
+from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder
 from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
 from .parquet_options import writer_options
 
@@ -304,28 +302,39 @@ START_RECOVERY = "recovery at a daemon's start"
 RECOVERY_WAIT_SECONDS = 60.0
 
 
-class CompactionGuard(ABC):
+class CompactionGuard:
     """What a compactor holds while it runs: ``CompactionLock`` on a directory,
     ``CompactionLease`` on an object store (``compaction_lock``). Each holder records its
     purpose (``COMPACTOR``, ``DAEMON_ROUND``, ``START_RECOVERY``) for the one it keeps out."""
 
     where: str
+    purpose: str
+    lock: LandingLock | LeaseLock
+    retry_seconds: float  # between tries while waiting for another holder
 
-    @abstractmethod
+    def _try(self) -> dict[str, Any] | None:
+        """Take it (None), or return what the holder keeping it recorded ({} when unknown)."""
+        try:
+            self.lock.acquire(self.purpose)
+        except LandingZoneBusyError as exc:
+            return exc.holder
+        return None
+
     def take(self, *, wait: bool) -> bool:
         """Take it (True), or find another holder (False; ``wait`` waits for it)."""
+        while self._try() is not None:
+            if not wait:
+                return False
+            time.sleep(self.retry_seconds)
+        return True
 
-    @abstractmethod
-    def holder(self) -> dict[str, Any]:
-        """What the holder recorded (pid, host, purpose, since); {} when unknown."""
+    def release(self) -> None:
+        self.lock.release()
 
-    @abstractmethod
-    def release(self) -> None: ...
-
-    def check(self) -> None:  # noqa: B027 - a flock needs no renewal
+    def check(self) -> None:  # a flock needs no renewal
         """While holding it: keep it (``SinkError`` when it was lost)."""
 
-    def renew(self) -> None:  # noqa: B027
+    def renew(self) -> None:
         """Just before the commit point: make sure it is still held, for long enough."""
 
     @contextlib.contextmanager
@@ -333,9 +342,9 @@ class CompactionGuard(ABC):
         """Hold it for ``replicator compact``: another compactor keeps this one out at once;
         a daemon's start recovery is waited for, up to ``recovery_wait`` seconds."""
         deadline = time.monotonic() + recovery_wait
-        while not self.take(wait=False):
-            found = self.holder()
-            if found.get("purpose") == START_RECOVERY and time.monotonic() < deadline:
+        while (found := self._try()) is not None:
+            recovering = found.get("purpose") == START_RECOVERY
+            if recovering and time.monotonic() < deadline:
                 time.sleep(0.2)
                 continue
             raise SinkError(
@@ -344,7 +353,7 @@ class CompactionGuard(ABC):
                 hint=(
                     f"a daemon's start recovery did not end within {recovery_wait:.0f} s: run "
                     "`replicator compact` again when it has"
-                    if found.get("purpose") == START_RECOVERY
+                    if recovering
                     else "wait for it to finish; one compactor at a time"
                 ),
             )
@@ -359,35 +368,12 @@ class CompactionLock(CompactionGuard):
     (released by the kernel however the holder ends), the holder's record inside. The
     daemon's writer lock is another file: a compactor runs beside a running daemon."""
 
+    retry_seconds = 0.2
+
     def __init__(self, store: LocalStore, purpose: str = COMPACTOR) -> None:
         self.lock = LandingLock(store.root, Path(LOCK_KEY))
         self.where = store.location
         self.purpose = purpose
-
-    def take(self, *, wait: bool) -> bool:
-        while True:
-            try:
-                self.lock.acquire(self.purpose)
-            except LandingZoneBusyError:
-                if not wait:
-                    return False
-                time.sleep(0.2)
-                continue
-            return True
-
-    def holder(self) -> dict[str, Any]:
-        try:
-            fd = os.open(self.lock.path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return {}
-        try:
-            found = read_holder(fd)
-        finally:
-            os.close(fd)
-        return {} if found.get("ended") is not None else found
-
-    def release(self) -> None:
-        self.lock.release()
 
 
 class CompactionLease(CompactionGuard):
@@ -404,39 +390,25 @@ class CompactionLease(CompactionGuard):
     (``check``) and reads it back just before its commit point (``renew``): a compactor whose
     lease another took (its outputs may have been deleted as leftovers) stops uncommitted."""
 
+    lock: LeaseLock
+
     def __init__(self, store: Store, lease_seconds: float = 60.0, purpose: str = COMPACTOR) -> None:
         self.where = store.location
-        self.lease = LeaseLock(store, lease_seconds, key=LEASE_KEY)
+        self.lock = LeaseLock(store, lease_seconds, key=LEASE_KEY)
         self.purpose = purpose
-
-    def take(self, *, wait: bool) -> bool:
-        while True:
-            try:
-                self.lease.acquire(self.purpose)
-            except LandingZoneBusyError:
-                if not wait:
-                    return False
-                time.sleep(min(5.0, self.lease.lease_seconds / 3))
-                continue
-            return True
-
-    def holder(self) -> dict[str, Any]:
-        return self.lease.holder()
+        self.retry_seconds = min(5.0, lease_seconds / 3)
 
     def check(self) -> None:
         try:
-            self.lease.check()
+            self.lock.check()
         except LandingZoneBusyError as exc:
             raise SinkError(str(exc), hint=_TAKEN_OVER) from None
 
     def renew(self) -> None:
         try:
-            self.lease.renew()
+            self.lock.renew()
         except LandingZoneBusyError as exc:
             raise SinkError(str(exc), hint=_TAKEN_OVER) from None
-
-    def release(self) -> None:
-        self.lease.release()
 
 
 _TAKEN_OVER = (

@@ -59,7 +59,12 @@ LEASE_KEY = "_state/lease.json"
 
 
 class LandingZoneBusyError(ConfigError):
-    """Another process holds the landing zone (two writers configured on one ``sink.root``)."""
+    """Another process holds the landing zone (two writers configured on one ``sink.root``).
+    ``holder`` is what that process recorded about itself ({} when unknown)."""
+
+    def __init__(self, message: str, *, hint: str, holder: dict[str, Any] | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.holder = holder or {}
 
 
 class WriterLock(Protocol):
@@ -108,9 +113,11 @@ class LandingLock:
             holder = _read_holder(fd)
             os.close(fd)
             raise LandingZoneBusyError(
-                f"the landing zone {self.root} is in use by another replicator process ({holder})",
+                f"the landing zone {self.root} is in use by another replicator process "
+                f"({describe_holder(holder)})",
                 hint="run one writer per landing zone: stop the other process, or give this "
                 "one its own sink.root",
+                holder=holder,
             ) from None
         except OSError as exc:
             os.close(fd)
@@ -241,7 +248,7 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def read_holder(fd: int) -> dict[str, Any]:
+def _read_holder(fd: int) -> dict[str, Any]:
     """The record a lock file's holder wrote about itself ({} when none could be read)."""
     try:
         record = json.loads(os.pread(fd, 4096, 0) or b"{}")
@@ -258,10 +265,6 @@ def describe_holder(record: dict[str, Any]) -> str:
         f"pid {record.get('pid')} on {record.get('host')}, {record.get('purpose', 'writing')} "
         f"since {record.get('since')}"
     )
-
-
-def _read_holder(fd: int) -> str:
-    return describe_holder(read_holder(fd))
 
 
 class LeaseLock:
@@ -291,11 +294,6 @@ class LeaseLock:
             ) from exc
         return record if isinstance(record, dict) else None
 
-    def holder(self) -> dict[str, Any]:
-        """The record of the lease's holder ({} when none: absent, torn or let go)."""
-        found = self._read()
-        return found if found is not None and found.get("ended") is None else {}
-
     def _write(self) -> None:
         now = time.time()
         self._record["expires"] = now + self.lease_seconds
@@ -323,12 +321,12 @@ class LeaseLock:
             if not gone and isinstance(expires, int | float) and expires > time.time():
                 raise LandingZoneBusyError(
                     f"the landing zone {self.store.location} is in use by another replicator "
-                    f"process (pid {found.get('pid')} on {found.get('host')}, "
-                    f"{found.get('purpose', 'writing')} since {found.get('since')}; its lease "
-                    f"runs {expires - time.time():.0f} s more)",
+                    f"process ({describe_holder(found)}; its lease runs "
+                    f"{expires - time.time():.0f} s more)",
                     hint="run one writer per landing zone: stop the other process, or give this "
                     "one its own sink.root; a lease a killed process left expires after "
                     "sink.object_store.lease_seconds",
+                    holder=found,
                 )
         self._record = {
             "owner": self.owner,

@@ -31,7 +31,7 @@ from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
 from replicator.spark.committed import committed_files, read_manifests
 from replicator.spark.compacted import read_arrow
-from replicator.storage import LocalStore
+from replicator.storage import LocalStore, Store
 
 OLD = "2026-01-01T00:00:00Z"
 
@@ -374,16 +374,32 @@ def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_pat
             pass
         assert "recovery at a daemon's start" in str(caught.value)
         assert "did not end within 0 s" in (caught.value.hint or "")
-        timer = threading.Timer(0.5, recovery.release)
-        timer.start()
-        started = time.monotonic()
-        result = cp.run_compaction(store, _settings())
-        waited = time.monotonic() - started
-        timer.join()
+        result, waited = compact_while_released(store, recovery, _settings())
     finally:
         recovery.release()
     assert result.record == 1 and waited >= 0.4
-    assert cp.compaction_lock(store).holder() == {}  # let go: nobody holds it
+    assert_free(store)
+
+
+def compact_while_released(
+    store: Store, holder: cp.CompactionGuard, settings: cp.Settings
+) -> tuple[cp.Result, float]:
+    """Run a compaction while ``holder`` lets go of the lock 0.5 s later: its result, and how
+    long it took."""
+    timer = threading.Timer(0.5, holder.release)
+    timer.start()
+    started = time.monotonic()
+    try:
+        return cp.run_compaction(store, settings), time.monotonic() - started
+    finally:
+        timer.join()
+
+
+def assert_free(store: Store) -> None:
+    """Nobody holds the compaction lock of ``store``."""
+    free = cp.compaction_lock(store)
+    assert free.take(wait=False)
+    free.release()
 
 
 def test_daemon_recovery_accepts_only_superseded_files_gone(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,14 @@ from replicator.spark.committed import committed_files, read_manifests
 from replicator.spark.compacted import read_arrow
 from replicator.storage import ObjectStoreOptions, Store, open_store
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
-from tests.unit.test_compaction import STEPS, Boom, FailAt, Zone
+from tests.unit.test_compaction import (
+    STEPS,
+    Boom,
+    FailAt,
+    Zone,
+    assert_free,
+    compact_while_released,
+)
 
 _names = itertools.count()
 
@@ -211,17 +217,12 @@ def test_a_compactor_waits_for_a_daemons_start_recovery_lease(
     recovery = cp.compaction_lock(store, lease_seconds=30, purpose=cp.START_RECOVERY)
     assert recovery.take(wait=False)
     try:
-        assert recovery.holder()["purpose"] == "recovery at a daemon's start"
-        timer = threading.Timer(0.5, recovery.release)
-        timer.start()
-        started = time.monotonic()
-        result = cp.run_compaction(store, _settings())
-        waited = time.monotonic() - started
-        timer.join()
+        assert json.loads(store.read(cp.LEASE_KEY))["purpose"] == "recovery at a daemon's start"
+        result, waited = compact_while_released(store, recovery, _settings())
     finally:
         recovery.release()
     assert result.record == 1 and waited >= 0.4
-    assert cp.compaction_lock(store).holder() == {}
+    assert_free(store)
 
 
 def test_a_killed_compactors_lease_is_taken_over(
