@@ -95,6 +95,22 @@ def _compact(
         )
 
 
+def _killed_by_fault(
+    config: Path, log: Path, step: str, extra: dict[str, str] | None = None
+) -> bool:
+    """Run `replicator compact` with a kill injected at the first pass through ``step``.
+    True when it fired (killed, the injection logged); False when the run never reached the
+    step (nothing to merge yet) and exited cleanly. Any other outcome fails the test."""
+    fault = f"{step}:1"
+    before = log.stat().st_size if log.exists() else 0
+    proc = _compact(config, log, fault, extra)
+    proc.wait(timeout=60)
+    said = log.read_bytes()[before:].decode(errors="replace")
+    outcome = (proc.returncode, f"fault injected: {fault}" in said)
+    assert outcome in {(-signal.SIGKILL, True), (0, False)}, said[-2000:]
+    return outcome[0] == -signal.SIGKILL
+
+
 def _workload(
     server: MariaDBServer,
     done: threading.Event,
@@ -259,15 +275,7 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
                 assert runs < 40, f"faults never fired: {fired}"
                 kind = runs % 6
                 if kind < len(STEPS):  # killed by itself inside a step
-                    fault = f"{STEPS[kind]}:1"
-                    proc = _compact(config, compact_log, fault)
-                    proc.wait(timeout=60)
-                    said = compact_log.read_text(errors="replace")
-                    if proc.returncode == -signal.SIGKILL:
-                        assert f"fault injected: {fault}" in said, said[-2000:]
-                        fired[STEPS[kind]] += 1
-                    else:  # nothing to merge yet
-                        assert proc.returncode == 0, said[-2000:]
+                    fired[STEPS[kind]] += _killed_by_fault(config, compact_log, STEPS[kind])
                 elif kind == 4:  # killed at a random instant
                     proc = _compact(config, compact_log)
                     try:
@@ -490,15 +498,8 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
                 kind = runs % (len(S3_STEPS) + 1)
                 landed = len(store.list("_manifests"))
                 if kind < len(S3_STEPS):  # killed by itself inside a step
-                    fault = f"{S3_STEPS[kind]}:1"
-                    proc = _compact(config, compact_log, fault, extra)
-                    proc.wait(timeout=60)
-                    said = compact_log.read_text(errors="replace")
-                    if proc.returncode == -signal.SIGKILL:
-                        assert f"fault injected: {fault}" in said, said[-2000:]
-                        fired[S3_STEPS[kind]] += 1
-                    else:  # nothing to merge (or retain) yet
-                        assert proc.returncode == 0, said[-2000:]
+                    step = S3_STEPS[kind]
+                    fired[step] += _killed_by_fault(config, compact_log, step, extra)
                 else:  # killed at a random instant
                     proc = _compact(config, compact_log, None, extra)
                     try:
