@@ -43,7 +43,7 @@ from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, res
 from .schema.tracker import SchemaTracker
 from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
-from .sink.lock import writer_lock
+from .sink.lock import describe_holder, writer_lock
 from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner
 from .source.connection import describe_source, open_connection
@@ -454,8 +454,14 @@ class Service:
         lock = compaction.compaction_lock(
             store, self.config.sink.object_store.lease_seconds, compaction.DAEMON_ROUND
         )
-        if not lock.take(wait=False):
-            return None  # `replicator compact` is running
+        holder = lock.try_take()
+        if holder is not None:
+            log.info(
+                "compaction round skipped: the compaction lock is held",
+                landing=store.location,
+                holder=describe_holder(holder),
+            )
+            return None
         try:
             return compaction.compact(
                 store,

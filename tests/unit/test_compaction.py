@@ -23,6 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import structlog
+from structlog.testing import LogCapture
 
 from replicator.checkpoint import Checkpoint, CheckpointStore
 from replicator.config import SinkConfig
@@ -379,6 +381,29 @@ def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_pat
         recovery.release()
     assert result.record == 1 and waited >= 0.4
     assert_free(store)
+
+
+def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = LogCapture()
+    captured = structlog.wrap_logger(
+        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
+    )
+    monkeypatch.setattr(cp, "log", captured)
+    store = LocalStore(tmp_path)
+    compactor = cp.compaction_lock(store)
+    assert compactor.take(wait=False)
+    try:
+        assert not cp.recover_if_idle(store)
+    finally:
+        compactor.release()
+    assert [entry["event"] for entry in capture.entries] == [
+        "compaction recovery skipped: a compactor runs"
+    ]
+    holder = capture.entries[0]["holder"]
+    assert f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since" in holder
+    assert cp.recover_if_idle(store)  # once it let go
 
 
 def compact_while_released(
