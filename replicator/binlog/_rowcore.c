@@ -2678,24 +2678,39 @@ done:
     return result;
 }
 
-/* split_events(buf, start, seq, crc) -> (offset, seq, events)
+/* split_events(buf, start, seq, crc, stop=None) -> (offset, seq, events)
  *
  * The whole events (see whole_event) from buf[start:], each as bytes, in order: the stream
- * reader's framing and CRC32 check for a chunk at once, instead of per event in Python. */
+ * reader's framing and CRC32 check for a chunk at once, instead of per event in Python.
+ * `stop` (256 bytes, one per type code, as step_events takes them): end before the first
+ * event of a flagged type (a read of statements only steps over those). */
 static PyObject *
 split_events(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *bufobj, *crc;
+    PyObject *bufobj, *crc, *stopobj = Py_None;
     Py_ssize_t start;
     int seq;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "OniO", &bufobj, &start, &seq, &crc)) {
+    Py_buffer view, stop = {0};
+    if (!PyArg_ParseTuple(args, "OniO|O", &bufobj, &start, &seq, &crc, &stopobj)) {
         return NULL;
+    }
+    if (stopobj != Py_None) {
+        if (PyObject_GetBuffer(stopobj, &stop, PyBUF_SIMPLE) < 0) {
+            return NULL;
+        }
+        if (stop.len != 256) {
+            PyBuffer_Release(&stop);
+            PyErr_SetString(PyExc_ValueError, "stop must be 256 bytes or None");
+            return NULL;
+        }
     }
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        if (stop.buf != NULL) {
+            PyBuffer_Release(&stop);
+        }
         return NULL;
     }
-    const unsigned char *buf = view.buf;
+    const unsigned char *buf = view.buf, *flagged = stop.buf;
     Py_ssize_t pos = start < 0 ? 0 : start;
     PyObject *result = NULL, *events = PyList_New(0);
     if (events == NULL) {
@@ -2704,6 +2719,10 @@ split_events(PyObject *Py_UNUSED(module), PyObject *args)
     for (;;) {
         const unsigned char *event;
         Py_ssize_t size, packet;
+        /* the type byte is in once the header is: look before checking the CRC */
+        if (flagged != NULL && view.len - pos >= 4 + 1 + 19 && flagged[buf[pos + 4 + 1 + 4]]) {
+            break;
+        }
         int found = whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
         if (found < 0) {
             goto done;
@@ -2724,6 +2743,9 @@ split_events(PyObject *Py_UNUSED(module), PyObject *args)
 done:
     Py_XDECREF(events);
     PyBuffer_Release(&view);
+    if (stop.buf != NULL) {
+        PyBuffer_Release(&stop);
+    }
     return result;
 }
 
@@ -2739,8 +2761,8 @@ static PyMethodDef rowcore_methods[] = {
     {"text_row", text_row_payload, METH_VARARGS,
      "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
     {"split_events", split_events, METH_VARARGS,
-     "split_events(buf, start, seq, crc): the whole, checked events of a dump stream's "
-     "buffered packets, as bytes."},
+     "split_events(buf, start, seq, crc, stop=None): the whole, checked events of a dump "
+     "stream's buffered packets, as bytes, up to the first of a type flagged in stop."},
     {"step_events", step_events, METH_VARARGS,
      "step_events(buf, start, seq, position, types, crc): pass over whole event packets of "
      "the flagged types (a read of statements only)."},

@@ -102,7 +102,9 @@ class DumpStreamDecoder:
         ready = self._ready
         if ready:  # framed and checked natively (see _split_natively)
             return parser.parse(ready.popleft(), verified=True)
-        if parser.row_images and self._split_natively():
+        if not parser.row_images:  # a read of statements only passes over rows
+            self._step_natively()
+        if self._split_natively():
             return parser.parse(ready.popleft(), verified=True)
         while True:
             if not parser.row_images:  # a read of statements only passes over rows
@@ -127,13 +129,15 @@ class DumpStreamDecoder:
         """Frame the whole event packets buffered here in C, checking each as the framer
         and the parser would (sequence, marker, length, CRC32), into ``_ready``; True when
         there are some. Anything else (a FORMAT_DESCRIPTION, an EOF or ERR packet, an event
-        over 16 MiB, a bad packet or checksum) is left to the framer and parser."""
+        over 16 MiB, a bad packet or checksum) is left to the framer and parser. A read of
+        statements only stops at the next rows or TABLE_MAP event, for ``_step_natively``."""
         parser = self.parser
         split = _native("split_events")
         if split is None or parser.checksum_alg is None:
             return False
         crc = binascii.crc32 if parser.verifies_crc32 else None
-        self._ready.extend(self.framer.split_events(split, crc))
+        stop = None if parser.row_images else STEPPED_OVER
+        self._ready.extend(self.framer.split_events(split, crc, stop))
         return bool(self._ready)
 
     def _step_natively(self) -> None:

@@ -177,6 +177,9 @@ class ReplicaStream:
     None for "now" (the end of the binlog at connect time). With ``stop_at_end`` the stream
     ends once everything up to the end of the binlog at start has been delivered.
     ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE).
+    ``row_images=False`` makes it a read of statements only (a DDL scan): rows and TABLE_MAP
+    events are checked and passed over, and only the transactions left holding a statement
+    are delivered (the others still move ``position``).
     """
 
     def __init__(
@@ -672,6 +675,8 @@ class ReplicaStream:
                 self._tracker.mark()
             elif item.ending is Ending.DDL and _may_change_columns(item):
                 self._schema_changed()
+            if not self._row_images and not any(isinstance(e, ev.QueryEvent) for e in item.events):
+                return True  # a read of statements only: nothing in it to deliver
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1
         elif isinstance(item, ev.PreviousGtidsEvent) and self.facts is not None:

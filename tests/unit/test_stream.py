@@ -16,6 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from replicator.binlog import events as ev
+from replicator.binlog import native
 from replicator.binlog.constants import CHECKSUM_CRC32, LOG_EVENT_BINLOG_IN_USE_F
 from replicator.binlog.errors import ChecksumError, DecodeError, ServerError, TruncatedError
 from replicator.binlog.framing import (
@@ -25,9 +26,11 @@ from replicator.binlog.framing import (
     PacketFramer,
     _NeedData,
 )
-from replicator.binlog.parser import EventParser
+from replicator.binlog.parser import STEPPED_OVER, EventParser
 from replicator.binlog.reader import read_lenenc, write_lenenc
 from replicator.binlog.stream import BinlogFileDecoder, DumpStreamDecoder
+
+from .test_native import require_native
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLE = DATA / "mariadb-full-metadata.000001"
@@ -379,30 +382,49 @@ def test_a_read_of_statements_steps_over_rows_and_table_maps(chunk: int) -> None
 
 
 def test_a_read_of_statements_still_checks_every_byte() -> None:
-    """A flipped byte in a rows or TABLE_MAP event that is stepped over (natively when the
-    core is built) is still a DecodeError (CRC32, packet length or sequence), not a silent
-    skip."""
+    """A flipped byte in a rows or TABLE_MAP event that is stepped over, or in any event
+    between them (both natively when the core is built), is still a DecodeError (CRC32,
+    packet length or sequence), not a silent skip."""
     raw = SAMPLE.read_bytes()
     events = [e for _, e in _raw_events(raw)]
     stream = _dump_stream([_artificial_rotate(b"sample.000001", 4), *events])
     rows_types = {e[4] for e in events if e[4] in (19, 23, 24, 25, 30, 31, 32)}
     assert 19 in rows_types and len(rows_types) > 1
+    assert {e[4] for e in events} - rows_types >= {2, 16, 162}  # QUERY, XID, MariaDB GTID
     missed = []
     at = len(_dump_stream([_artificial_rotate(b"sample.000001", 4)])) - 9
     for event in events:
         framed = len(_packets(b"\x00" + event, 0)[0])
-        if event[4] in rows_types:
-            # the packet header and marker, then a sample of the event's bytes
-            for offset in [*range(at, at + 5), *range(at + 5, at + framed, 7)]:
-                corrupted = bytearray(stream)
-                corrupted[offset] ^= 0x5A
-                try:
-                    _statements_only(bytes(corrupted), 1 << 20)
-                except DecodeError:
-                    continue
-                missed.append(offset)
+        # the packet header and marker, then a sample of the event's bytes
+        for offset in [*range(at, at + 5), *range(at + 5, at + framed, 7)]:
+            corrupted = bytearray(stream)
+            corrupted[offset] ^= 0x5A
+            try:
+                _statements_only(bytes(corrupted), 1 << 20)
+            except DecodeError:
+                continue
+            missed.append(offset)
         at += framed
     assert missed == []
+
+
+def test_the_native_split_stops_before_a_flagged_type() -> None:
+    """``split_events`` with ``stop`` frames the events up to the first one of a flagged type
+    (what a read of statements only steps over), the same bytes as without it."""
+    require_native()
+    split_events = native.core().split_events
+    events = [e for _, e in _raw_events(SAMPLE.read_bytes())]
+    first = next(i for i, e in enumerate(events) if STEPPED_OVER[e[4]])
+    assert first > 1  # events to take before the first stepped one
+    framed = _dump_stream(events[1:])  # after the FORMAT_DESCRIPTION, which split leaves
+    stream = framed[: len(framed) - 9]  # without the EOF packet
+    _, _, whole = split_events(stream, 0, 1, zlib.crc32)
+    offset, sequence, taken = split_events(stream, 0, 1, zlib.crc32, STEPPED_OVER)
+    assert taken == whole[: first - 1] == events[1:first]
+    assert sequence == first  # the packets taken, counted from sequence id 1
+    assert offset == len(_dump_stream(events[1:first])) - 9
+    with pytest.raises(ValueError, match="256 bytes"):
+        split_events(stream, 0, 1, zlib.crc32, b"\x01")
 
 
 def _event(type_code: int, body: bytes, log_pos: int) -> bytes:
