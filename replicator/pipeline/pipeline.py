@@ -63,10 +63,12 @@ log = structlog.get_logger("replicator")
 Groups = list[tuple[TableVersion, list[Run]]]
 STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
-INFLIGHT_ROWS = 8 * STAGE_ROWS
+INFLIGHT_ROWS = 6 * STAGE_ROWS
 """Row changes handed to the writer thread and not yet converted, at most (memory). Enough
 that the stream goes on while the writer thread encodes a committed batch's Parquet (a batch
-of 100k rows takes it a few tenths of a second), instead of stalling on each commit."""
+of 100k rows takes it about a tenth of a second), instead of stalling on each commit. On the
+standard benchmark 6 chunks land as fast as 8 with about 15 MB less at the peak (4 chunks:
+25 MB less, 3% slower)."""
 _INFLIGHT_POLL = 0.5  # seconds
 
 
