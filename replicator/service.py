@@ -454,7 +454,7 @@ class Service:
         lock = compaction.compaction_lock(
             store, self.config.sink.object_store.lease_seconds, compaction.DAEMON_ROUND
         )
-        holder = lock.try_take()
+        holder = lock.take_or_holder()
         if holder is not None:
             log.info(
                 "compaction round skipped: the compaction lock is held",

@@ -2705,7 +2705,7 @@ split_events(PyObject *Py_UNUSED(module), PyObject *args)
         }
     }
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
-        if (stop.buf != NULL) {
+        if (stop.obj != NULL) {
             PyBuffer_Release(&stop);
         }
         return NULL;
@@ -2743,7 +2743,7 @@ split_events(PyObject *Py_UNUSED(module), PyObject *args)
 done:
     Py_XDECREF(events);
     PyBuffer_Release(&view);
-    if (stop.buf != NULL) {
+    if (stop.obj != NULL) {
         PyBuffer_Release(&stop);
     }
     return result;

@@ -812,7 +812,7 @@ _ROWS_KIND: dict[int, ev.RowsKind] = {
 }
 # what a read of statements only passes over without decoding (EventParser.steps_over)
 _STEPPED_OVER = frozenset({*_ROWS_KIND, _T.TABLE_MAP})
-# the same, one byte per type code (for the native core's step_events)
+# the same, one byte per type code (for the native core's step_events and split_events)
 STEPPED_OVER = bytes(code in _STEPPED_OVER for code in range(256))
 
 

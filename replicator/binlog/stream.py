@@ -136,8 +136,11 @@ class DumpStreamDecoder:
         if split is None or parser.checksum_alg is None:
             return False
         crc = binascii.crc32 if parser.verifies_crc32 else None
-        stop = None if parser.row_images else STEPPED_OVER
-        self._ready.extend(self.framer.split_events(split, crc, stop))
+        if parser.row_images:
+            events = self.framer.split_events(split, crc)
+        else:  # up to the next rows or TABLE_MAP event, which _step_natively passes over
+            events = self.framer.split_events(split, crc, STEPPED_OVER)
+        self._ready.extend(events)
         return bool(self._ready)
 
     def _step_natively(self) -> None:

@@ -312,7 +312,7 @@ class CompactionGuard:
     lock: LandingLock | LeaseLock
     retry_seconds: float  # between tries while waiting for another holder
 
-    def try_take(self) -> dict[str, Any] | None:
+    def take_or_holder(self) -> dict[str, Any] | None:
         """Take it (None), or return what the holder keeping it recorded ({} when unknown)."""
         try:
             self.lock.acquire(self.purpose)
@@ -322,7 +322,7 @@ class CompactionGuard:
 
     def take(self, *, wait: bool) -> bool:
         """Take it (True), or find another holder (False; ``wait`` waits for it)."""
-        while self.try_take() is not None:
+        while self.take_or_holder() is not None:
             if not wait:
                 return False
             time.sleep(self.retry_seconds)
@@ -342,7 +342,7 @@ class CompactionGuard:
         """Hold it for ``replicator compact``: another compactor keeps this one out at once;
         a daemon's start recovery is waited for, up to ``recovery_wait`` seconds."""
         deadline = time.monotonic() + recovery_wait
-        while (found := self.try_take()) is not None:
+        while (found := self.take_or_holder()) is not None:
             recovering = found.get("purpose") == START_RECOVERY
             if recovering and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -470,7 +470,7 @@ def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
     its outputs in the making must not be taken for leftovers): only with the compaction
     lock (``compaction_lock``) taken. Returns whether it recovered."""
     lock = compaction_lock(store, lease_seconds, START_RECOVERY)
-    holder = lock.try_take()
+    holder = lock.take_or_holder()
     if holder is not None:
         log.info(
             "compaction recovery skipped: a compactor runs",

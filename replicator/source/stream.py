@@ -178,8 +178,9 @@ class ReplicaStream:
     ends once everything up to the end of the binlog at start has been delivered.
     ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE).
     ``row_images=False`` makes it a read of statements only (a DDL scan): rows and TABLE_MAP
-    events are checked and passed over, and only the transactions left holding a statement
-    are delivered (the others still move ``position``).
+    events are checked and passed over (inside a TRANSACTION_PAYLOAD: decoded without their
+    rows), and only the transactions left holding a statement are delivered (the others still
+    move ``position``).
     """
 
     def __init__(
@@ -207,7 +208,8 @@ class ReplicaStream:
         self._stop_at_end = stop_at_end
         self._schema_lookup = schema_lookup
         self._objects = objects  # rows events as values only, no buffers (block.py)
-        self._row_images = row_images  # False: rows events without their rows (a DDL scan)
+        # False: a read of statements only (a DDL scan; see the class docstring)
+        self._row_images = row_images
         self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
         self._queue: asyncio.Queue[Item | BaseException | _End] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -675,7 +677,11 @@ class ReplicaStream:
                 self._tracker.mark()
             elif item.ending is Ending.DDL and _may_change_columns(item):
                 self._schema_changed()
-            if not self._row_images and not any(isinstance(e, ev.QueryEvent) for e in item.events):
+            if (
+                not self._row_images
+                and not item.parts  # parts handed out wait for their transaction's end
+                and not any(isinstance(e, ev.QueryEvent) for e in item.events)
+            ):
                 return True  # a read of statements only: nothing in it to deliver
         elif isinstance(item, ev.HeartbeatEvent):
             self.stats.heartbeats += 1

@@ -100,7 +100,7 @@ def _killed_by_fault(
 ) -> bool:
     """Run `replicator compact` with a kill injected at the first pass through ``step``.
     True when it fired (killed, the injection logged); False when the run never reached the
-    step (nothing to merge yet) and exited cleanly. Any other outcome fails the test."""
+    step (nothing to merge, or retain, yet) and exited cleanly. Any other outcome fails the test."""
     fault = f"{step}:1"
     before = log.stat().st_size if log.exists() else 0
     proc = _compact(config, log, fault, extra)

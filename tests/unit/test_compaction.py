@@ -26,9 +26,11 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
+from replicator import service as service_module
 from replicator.checkpoint import Checkpoint, CheckpointStore
-from replicator.config import SinkConfig
+from replicator.config import CompactionConfig, Config, SinkConfig
 from replicator.errors import IntegrityError, SinkError
+from replicator.service import RunOptions, Service
 from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
 from replicator.spark.committed import committed_files, read_manifests
@@ -383,14 +385,27 @@ def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_pat
     assert_free(store)
 
 
-def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _capture_log(monkeypatch: pytest.MonkeyPatch, module: object) -> LogCapture:
+    """The entries ``module``'s logger writes from here on (structlog's capture_logs misses
+    loggers cached by an earlier configure() in the same process)."""
     capture = LogCapture()
     captured = structlog.wrap_logger(
         None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
     )
-    monkeypatch.setattr(cp, "log", captured)
+    monkeypatch.setattr(module, "log", captured)
+    return capture
+
+
+def _held_by_a_compactor(entry: dict[str, Any]) -> bool:
+    """The log entry names this process, as ``replicator compact``, as the lock's holder."""
+    here = f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since"
+    return here in entry["holder"]
+
+
+def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = _capture_log(monkeypatch, cp)
     store = LocalStore(tmp_path)
     compactor = cp.compaction_lock(store)
     assert compactor.take(wait=False)
@@ -401,9 +416,33 @@ def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
     assert [entry["event"] for entry in capture.entries] == [
         "compaction recovery skipped: a compactor runs"
     ]
-    holder = capture.entries[0]["holder"]
-    assert f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since" in holder
+    assert _held_by_a_compactor(capture.entries[0])
     assert cp.recover_if_idle(store)  # once it let go
+
+
+def test_a_daemons_compaction_round_names_the_compactor_it_skips_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    capture = _capture_log(monkeypatch, service_module)
+    zone = Zone(tmp_path)
+    for _ in range(3):
+        zone.add({"db.t": 2})
+    config = Config(
+        sink=SinkConfig(root=str(tmp_path), compaction=CompactionConfig(older_than=0.0))
+    )
+    service = Service(config, RunOptions())
+    compactor = cp.compaction_lock(LocalStore(tmp_path))
+    assert compactor.take(wait=False)
+    try:
+        assert service._compact_once() is None
+    finally:
+        compactor.release()
+    assert [entry["event"] for entry in capture.entries] == [
+        "compaction round skipped: the compaction lock is held"
+    ]
+    assert _held_by_a_compactor(capture.entries[0])
+    done = service._compact_once()  # once it let go
+    assert done is not None and done.record == 1
 
 
 def compact_while_released(

@@ -420,9 +420,12 @@ def test_the_native_split_stops_before_a_flagged_type() -> None:
     stream = framed[: len(framed) - 9]  # without the EOF packet
     _, _, whole = split_events(stream, 0, 1, zlib.crc32)
     offset, sequence, taken = split_events(stream, 0, 1, zlib.crc32, STEPPED_OVER)
+    assert len(whole) > len(taken)
     assert taken == whole[: first - 1] == events[1:first]
     assert sequence == first  # the packets taken, counted from sequence id 1
     assert offset == len(_dump_stream(events[1:first])) - 9
+    # at a flagged event: nothing taken, nothing moved
+    assert split_events(stream, offset, sequence, zlib.crc32, STEPPED_OVER) == (offset, first, [])
     with pytest.raises(ValueError, match="256 bytes"):
         split_events(stream, 0, 1, zlib.crc32, b"\x01")
 
