@@ -43,7 +43,7 @@ from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, res
 from .schema.tracker import SchemaTracker
 from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
-from .sink.lock import describe_holder, writer_lock
+from .sink.lock import writer_lock
 from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner
 from .source.connection import describe_source, open_connection
@@ -454,13 +454,7 @@ class Service:
         lock = compaction.compaction_lock(
             store, self.config.sink.object_store.lease_seconds, compaction.DAEMON_ROUND
         )
-        holder = lock.take_or_holder()
-        if holder is not None:
-            log.info(
-                "compaction round skipped: the compaction lock is held",
-                landing=store.location,
-                holder=describe_holder(holder),
-            )
+        if not lock.take_or_skip("compaction round skipped: the compaction lock is held"):
             return None
         try:
             return compaction.compact(

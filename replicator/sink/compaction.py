@@ -310,7 +310,6 @@ class CompactionGuard:
     where: str
     purpose: str
     lock: LandingLock | LeaseLock
-    retry_seconds: float  # between tries while waiting for another holder
 
     def take_or_holder(self) -> dict[str, Any] | None:
         """Take it (None), or return what the holder keeping it recorded ({} when unknown)."""
@@ -320,13 +319,14 @@ class CompactionGuard:
             return exc.holder
         return None
 
-    def take(self, *, wait: bool) -> bool:
-        """Take it (True), or find another holder (False; ``wait`` waits for it)."""
-        while self.take_or_holder() is not None:
-            if not wait:
-                return False
-            time.sleep(self.retry_seconds)
-        return True
+    def take_or_skip(self, skipped: str, **detail: object) -> bool:
+        """Take it (True), or log ``skipped`` naming the holder keeping it (False): for the
+        daemon's rounds and start recovery, which never wait for a compactor."""
+        holder = self.take_or_holder()
+        if holder is None:
+            return True
+        log.info(skipped, landing=self.where, holder=describe_holder(holder), **detail)
+        return False
 
     def release(self) -> None:
         self.lock.release()
@@ -368,8 +368,6 @@ class CompactionLock(CompactionGuard):
     (released by the kernel however the holder ends), the holder's record inside. The
     daemon's writer lock is another file: a compactor runs beside a running daemon."""
 
-    retry_seconds = 0.2
-
     def __init__(self, store: LocalStore, purpose: str = COMPACTOR) -> None:
         self.lock = LandingLock(store.root, Path(LOCK_KEY))
         self.where = store.location
@@ -396,7 +394,6 @@ class CompactionLease(CompactionGuard):
         self.where = store.location
         self.lock = LeaseLock(store, lease_seconds, key=LEASE_KEY)
         self.purpose = purpose
-        self.retry_seconds = min(5.0, lease_seconds / 3)
 
     def check(self) -> None:
         try:
@@ -470,14 +467,9 @@ def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
     its outputs in the making must not be taken for leftovers): only with the compaction
     lock (``compaction_lock``) taken. Returns whether it recovered."""
     lock = compaction_lock(store, lease_seconds, START_RECOVERY)
-    holder = lock.take_or_holder()
-    if holder is not None:
-        log.info(
-            "compaction recovery skipped: a compactor runs",
-            landing=store.location,
-            holder=describe_holder(holder),
-            hint="it cleans up for itself",
-        )
+    if not lock.take_or_skip(
+        "compaction recovery skipped: a compactor runs", hint="it cleans up for itself"
+    ):
         return False
     try:
         recover(store)

@@ -26,7 +26,6 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
-from replicator import service as service_module
 from replicator.checkpoint import Checkpoint, CheckpointStore
 from replicator.config import CompactionConfig, Config, SinkConfig
 from replicator.errors import IntegrityError, SinkError
@@ -348,7 +347,7 @@ def test_uncommitted_outputs_are_removed_and_a_running_compactor_is_left_alone(
     staged.write_bytes(b"x")
     store = LocalStore(tmp_path)
     lock = cp.CompactionLock(store)
-    assert lock.take(wait=False)
+    assert lock.take_or_holder() is None
     try:
         with pytest.raises(SinkError, match="held by another process") as caught:
             cp.run_compaction(store, _settings())
@@ -371,7 +370,7 @@ def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_pat
         zone.add({"db.t": 2})
     store = LocalStore(tmp_path)
     recovery = cp.compaction_lock(store, purpose=cp.START_RECOVERY)
-    assert recovery.take(wait=False)
+    assert recovery.take_or_holder() is None
     try:
         waiting = cp.compaction_lock(store).held(recovery_wait=0.3)
         with pytest.raises(SinkError, match="held by another process") as caught, waiting:
@@ -408,7 +407,7 @@ def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
     capture = _capture_log(monkeypatch, cp)
     store = LocalStore(tmp_path)
     compactor = cp.compaction_lock(store)
-    assert compactor.take(wait=False)
+    assert compactor.take_or_holder() is None
     try:
         assert not cp.recover_if_idle(store)
     finally:
@@ -423,7 +422,7 @@ def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
 def test_a_daemons_compaction_round_names_the_compactor_it_skips_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    capture = _capture_log(monkeypatch, service_module)
+    capture = _capture_log(monkeypatch, cp)
     zone = Zone(tmp_path)
     for _ in range(3):
         zone.add({"db.t": 2})
@@ -432,7 +431,7 @@ def test_a_daemons_compaction_round_names_the_compactor_it_skips_for(
     )
     service = Service(config, RunOptions())
     compactor = cp.compaction_lock(LocalStore(tmp_path))
-    assert compactor.take(wait=False)
+    assert compactor.take_or_holder() is None
     try:
         assert service._compact_once() is None
     finally:
@@ -462,7 +461,7 @@ def compact_while_released(
 def assert_free(store: Store) -> None:
     """Nobody holds the compaction lock of ``store``."""
     free = cp.compaction_lock(store)
-    assert free.take(wait=False)
+    assert free.take_or_holder() is None
     free.release()
 
 
