@@ -997,6 +997,33 @@ typedef struct {
     Growable valid, data, lengths;
 } LaneColumn;
 
+/* (valid, data, lengths | None) of a lane column as bytes: the tuple a block's buffer
+ * column is (built directly, once per column of every rows event). */
+static PyObject *
+lane_buffers(const LaneColumn *c, int with_lengths)
+{
+    PyObject *out = PyTuple_New(3);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *valid = PyBytes_FromStringAndSize(c->valid.data ? c->valid.data : "", c->valid.len);
+    PyObject *data = PyBytes_FromStringAndSize(c->data.data ? c->data.data : "", c->data.len);
+    PyObject *lengths = with_lengths ? PyBytes_FromStringAndSize(
+                                           c->lengths.data ? c->lengths.data : "", c->lengths.len)
+                                     : Py_NewRef(Py_None);
+    if (valid == NULL || data == NULL || lengths == NULL) {
+        Py_XDECREF(valid);
+        Py_XDECREF(data);
+        Py_XDECREF(lengths);
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, valid);
+    PyTuple_SET_ITEM(out, 1, data);
+    PyTuple_SET_ITEM(out, 2, lengths);
+    return out;
+}
+
 /* One non-NULL value at p (avail bytes left) into the column; bytes used, or -1. */
 static Py_ssize_t
 lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneColumn *c)
@@ -1397,16 +1424,7 @@ side_result(Side *s)
             s->lists[k] = NULL;
         }
         else {
-            LaneColumn *c = &s->cols[k];
-            const char *set = c->valid.data ? c->valid.data : "";
-            const char *values = c->data.data ? c->data.data : "";
-            if (spec->lanes[k].op >= LANE_UTF8) {
-                item = Py_BuildValue("(y#y#y#)", set, c->valid.len, values, c->data.len,
-                                     c->lengths.data ? c->lengths.data : "", c->lengths.len);
-            }
-            else {
-                item = Py_BuildValue("(y#y#O)", set, c->valid.len, values, c->data.len, Py_None);
-            }
+            item = lane_buffers(&s->cols[k], spec->lanes[k].op >= LANE_UTF8);
         }
         if (item == NULL) {
             Py_DECREF(columns);
@@ -2529,14 +2547,8 @@ text_block(PyObject *self, PyObject *args)
         if (specs[k].op == TB_OBJECTS) {
             item = Py_NewRef(lists[k]);
         }
-        else if (specs[k].op >= TB_UTF8) {
-            item = Py_BuildValue("(y#y#y#)", c->valid.data ? c->valid.data : "", c->valid.len,
-                                 c->data.data ? c->data.data : "", c->data.len,
-                                 c->lengths.data ? c->lengths.data : "", c->lengths.len);
-        }
         else {
-            item = Py_BuildValue("(y#y#O)", c->valid.data ? c->valid.data : "", c->valid.len,
-                                 c->data.data ? c->data.data : "", c->data.len, Py_None);
+            item = lane_buffers(c, specs[k].op >= TB_UTF8);
         }
         if (item == NULL) {
             goto done;

@@ -228,7 +228,7 @@ class MariadbGtidEvent(Event):
 
     @property
     def standalone(self) -> bool:
-        return bool(self.flags & MariadbGtidFlags.STANDALONE)
+        return bool(self.flags.value & 1)  # MariadbGtidFlags.STANDALONE, without an enum op
 
 
 @dataclass(frozen=True, slots=True)

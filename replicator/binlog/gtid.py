@@ -153,7 +153,13 @@ class MariadbGtidPosition:
         The position moves wherever it is told, like the server's own state: a lower
         ``seq_no`` is not refused here.
         """
-        kept = tuple(other for other in self.gtids if other.domain_id != gtid.domain_id)
+        gtids = self.gtids
+        if len(gtids) == 1 and gtids[0].domain_id == gtid.domain_id:
+            # one domain, the common case (once per transaction): nothing to sort or check
+            moved = object.__new__(MariadbGtidPosition)
+            object.__setattr__(moved, "gtids", (gtid,))
+            return moved
+        kept = tuple(other for other in gtids if other.domain_id != gtid.domain_id)
         return MariadbGtidPosition((*kept, gtid))
 
     def contains(self, gtid: MariadbGtid) -> bool:

@@ -40,13 +40,7 @@ class StreamPosition:
             mariadb = mariadb.advance(gtid)
         elif isinstance(gtid, MysqlGtid) and mysql is not None:
             mysql = mysql.add(gtid)
-        return replace(
-            self,
-            file=end_file or self.file,
-            position=end_position,
-            mariadb_gtid=mariadb,
-            mysql_gtid=mysql,
-        )
+        return StreamPosition(end_file or self.file, end_position, mariadb, mysql)
 
     def with_gtid_of(self, other: StreamPosition | None) -> StreamPosition:
         """This position with ``other``'s GTID state when it has none and both stand at the
@@ -81,6 +75,8 @@ def binlog_index(name: str) -> tuple[str, int]:
 
 def position_reached(file: str, position: int, end_file: str, end_position: int) -> bool:
     """True when ``file:position`` is at or past ``end_file:end_position``."""
+    if file == end_file:  # the common case (once per transaction): no names to parse
+        return position >= end_position
     here, there = binlog_index(file), binlog_index(end_file)
     if here[1] != there[1]:
         return here[1] > there[1]

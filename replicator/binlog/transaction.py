@@ -156,6 +156,17 @@ class TransactionAssembler:
         return self._gtid_event is not None or self._started or bool(self._open)
 
     def feed(self, event: ev.Event) -> list[Transaction | TransactionPart | ev.Event]:
+        kind = type(event)
+        if (kind is ev.RowsEvent or kind is ev.TableMapEvent) and self._started:
+            # the common case, inside a group begun by BEGIN or a MariaDB GTID (never an
+            # orphan: _in_group sets _started only outside one): what _in_group does for
+            # it, without the checks that cannot apply
+            self._open.append(event)
+            if isinstance(event, ev.RowsEvent) and self.part_rows is not None:
+                self._open_rows += event.row_count
+                if self._open_rows >= self.part_rows:
+                    return [self._part()]
+            return []
         if isinstance(event, ev.TransactionPayloadEvent):
             out: list[Transaction | TransactionPart | ev.Event] = []
             for inner in event.events:

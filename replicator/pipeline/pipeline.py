@@ -32,8 +32,9 @@ import asyncio
 import dataclasses
 import datetime as dt
 import fnmatch
+import functools
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -129,7 +130,17 @@ class TableFilter:
 
     def version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:
         """The landed table version and, when columns are excluded, the kept indexes."""
-        if table_map is self._last_map:  # the rows events of one table map (held: no id reuse)
+        last = self._last_map
+        if table_map is last:  # the rows events of one table map (held: no id reuse)
+            return self._last
+        if (
+            last is not None
+            and table_map.columns is last.columns  # the parser's cached decode (held)
+            and table_map.table == last.table
+            and table_map.schema == last.schema
+            and table_map.primary_key == last.primary_key
+        ):  # the next transaction's TABLE_MAP of the same table: no hashing of its columns
+            self._last_map = table_map
             return self._last
         # keyed by content, never by id(): table map objects come and go
         key = (table_map.schema, table_map.table, table_map.columns, table_map.primary_key)
@@ -173,7 +184,14 @@ def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> d
     gtid = getattr(transaction, "mysql_gtid", None)
     if isinstance(gtid, ev.MysqlGtidEvent) and gtid.immediate_commit_timestamp:
         return dt.datetime.fromtimestamp(gtid.immediate_commit_timestamp / 1_000_000, dt.UTC)
-    return dt.datetime.fromtimestamp(fallback, dt.UTC)
+    return _utc_second(fallback)
+
+
+@functools.lru_cache(maxsize=256)
+def _utc_second(seconds: int) -> dt.datetime:
+    """A binlog header's time (whole seconds, shared by the many transactions of a busy
+    second) as an aware datetime, made once per second."""
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
 class Pipeline:
@@ -448,12 +466,10 @@ class Pipeline:
     def _count(self, groups: Groups) -> None:
         counts = self.stats.rows_by_table_op
         for version, changes in groups:
-            tally: Counter[str] = Counter()
+            name = version.name
             for run in changes:
-                tally[run.op] += run.block.count
-            for op, n in tally.items():
-                key = (version.name, op)
-                counts[key] = counts.get(key, 0) + n
+                key = (name, run.op)
+                counts[key] = counts.get(key, 0) + run.block.count
 
     def _xa(self, transaction: Transaction, ts: dt.datetime) -> Groups:
         """The rows an XA part lands now: none at PREPARE (held) or ROLLBACK, the held rows

@@ -211,7 +211,8 @@ class ReplicaStream:
         # False: a read of statements only (a DDL scan; see the class docstring)
         self._row_images = row_images
         self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
-        self._queue: asyncio.Queue[Item | BaseException | _End] | None = None
+        # each item with its row images, counted once by the reader (see _deliver)
+        self._queue: asyncio.Queue[tuple[Item | BaseException | _End, int]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -233,7 +234,7 @@ class ReplicaStream:
         self._rows_queued = 0
         self._items_queued = 0
         self._room = threading.Condition()
-        self._batch: list[Item | BaseException | _End] = []  # see _deliver
+        self._batch: list[tuple[Item | BaseException | _End, int]] = []  # see _deliver
         self._clashes: list[float] = []  # monotonic times of same-server_id refusals
 
     # -- asyncio side ----------------------------------------------------------------------
@@ -271,8 +272,8 @@ class ReplicaStream:
             return None
         return self._took(queue.get_nowait())
 
-    def _took(self, item: Item | BaseException | _End) -> Item:
-        rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
+    def _took(self, entry: tuple[Item | BaseException | _End, int]) -> Item:
+        item, rows = entry
         with self._room:
             self._items_queued -= 1
             self._rows_queued -= rows
@@ -324,7 +325,7 @@ class ReplicaStream:
             # has, so send the batch (never while holding the lock the consumer takes)
             if not self._flush():
                 return False
-        self._batch.append(item)
+        self._batch.append((item, rows))
         return self._flush() if now else True
 
     def _flush(self) -> bool:
@@ -355,10 +356,10 @@ class ReplicaStream:
         future.cancel()
         return False
 
-    async def _put_all(self, batch: list[Item | BaseException | _End]) -> None:
+    async def _put_all(self, batch: list[tuple[Item | BaseException | _End, int]]) -> None:
         assert self._queue is not None
-        for item in batch:
-            self._queue.put_nowait(item)
+        for entry in batch:
+            self._queue.put_nowait(entry)
 
     def _close_socket(self) -> None:
         with self._socket_lock:

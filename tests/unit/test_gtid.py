@@ -194,6 +194,9 @@ def test_mariadb_advance_then_contains(position: MariadbGtidPosition, gtid: Mari
     assert {g.domain_id for g in moved} == {g.domain_id for g in position} | {gtid.domain_id}
     mine = position.get(gtid.domain_id)
     assert position.contains(gtid) == (mine is not None and gtid.seq_no <= mine.seq_no)
+    # the one-domain shortcut makes the same value as building the position anew
+    rebuilt = MariadbGtidPosition((*(g for g in position if g.domain_id != gtid.domain_id), gtid))
+    assert (moved, hash(moved), str(moved)) == (rebuilt, hash(rebuilt), str(rebuilt))
 
 
 # -- MySQL: single GTIDs ------------------------------------------------------------------------

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import itertools
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from replicator.binlog import events as ev
-from replicator.binlog.transaction import Transaction, TransactionAssembler
+from replicator.binlog.block import Block
+from replicator.binlog.constants import ColumnType
+from replicator.binlog.gtid import MariadbGtid
+from replicator.binlog.schema import ColumnDef
+from replicator.binlog.transaction import Transaction, TransactionAssembler, TransactionPart
 
 from .synthetic_events import Events
 from .test_stream import SAMPLE, _decode_file
@@ -98,3 +105,71 @@ def test_mysql_atomic_create_select_is_one_transaction() -> None:
     assert [type(x).__name__ for x in found[0].events] == ["QueryEvent", "IntvarEvent", "XidEvent"]
     assert found[0].xid == 9
     assert assembler.discarded_incomplete == 0
+
+
+class _OtherRows(ev.RowsEvent):
+    """A rows event the assembler's shortcut for ``RowsEvent`` (an exact type check) does not
+    take: it goes the general way."""
+
+    __slots__ = ()
+
+
+class _OtherMap(ev.TableMapEvent):
+    __slots__ = ()
+
+
+_COLUMNS = (ColumnDef(index=0, type=ColumnType.LONG, meta=0, name="id"),)
+_KINDS = ("gtid", "maria", "standalone", "begin", "commit", "rollback", "ddl", "map", "rows", "xid")
+
+
+def _events(kinds: list[str], *, general: bool) -> list[ev.Event]:
+    """One event per kind, in stream order; ``general``: rows and TABLE_MAP events of the
+    subclasses above."""
+    e = Events()
+    out: list[ev.Event] = []
+    table = None
+    for n, kind in enumerate(kinds, start=1):
+        if kind == "gtid":
+            out.append(e.gtid(n))
+        elif kind in ("maria", "standalone"):
+            where = e._at(162)
+            flags = ev.MariadbGtidFlags(1 if kind == "standalone" else 0)
+            out.append(ev.MariadbGtidEvent(*where, MariadbGtid(0, 1, n), flags, None, None))
+        elif kind in ("begin", "commit", "rollback", "ddl"):
+            text = {"ddl": "CREATE TABLE t (id INT)"}.get(kind, kind.upper())
+            out.append(e.query(text))
+        elif kind == "map":
+            made = _OtherMap if general else ev.TableMapEvent
+            table = made(*e._at(19), 7, 0, "db", "t", _COLUMNS, (0,), True)
+            out.append(table)
+        elif kind == "rows":
+            made = _OtherRows if general else ev.RowsEvent
+            block = Block.from_rows([(i,) for i in range(n % 3 + 1)], 1)
+            out.append(made(*e._at(30), 7, 1, table, ev.RowsKind.INSERT, block))
+        else:
+            out.append(e.xid(n))
+    return out
+
+
+def _shape(item: object) -> tuple[object, ...]:
+    if isinstance(item, Transaction):
+        return ("T", item.gtid, item.ending, tuple(e.position for e in item.events),
+                item.position, item.end_position, item.parts)  # fmt: skip
+    if isinstance(item, TransactionPart):
+        return ("P", item.gtid, item.index, tuple(e.position for e in item.events), item.position)
+    assert isinstance(item, ev.Event)
+    return ("E", item.position)
+
+
+@given(st.lists(st.sampled_from(_KINDS), max_size=40), st.sampled_from([None, 1, 4]))
+def test_the_shortcut_for_rows_events_assembles_as_the_general_way(
+    kinds: list[str], part_rows: int | None
+) -> None:
+    results = []
+    for general in (False, True):
+        assembler = TransactionAssembler(part_rows=part_rows)
+        out = [
+            _shape(x) for event in _events(kinds, general=general) for x in assembler.feed(event)
+        ]
+        results.append((out, assembler.discarded_incomplete, assembler.in_transaction))
+    assert results[0] == results[1]
