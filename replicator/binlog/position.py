@@ -8,6 +8,7 @@ have one (it survives failover and renamed files), else by file and position.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
@@ -67,6 +68,7 @@ class StreamPosition:
         return where or gtid or f"position {self.position}"
 
 
+@functools.lru_cache(maxsize=64)  # a stream compares the same few names once per transaction
 def binlog_index(name: str) -> tuple[str, int]:
     """Split ``mysql-bin.000123`` into its base and number, to order file names."""
     base, _, number = name.rpartition(".")

@@ -153,6 +153,9 @@ class SchemaTracker:
 
     def on_event(self, event: ev.Event) -> ev.Event:
         """Follow one decoded event; a DDL QUERY comes back as a ``SchemaChangeEvent``."""
+        kind = type(event)
+        if kind is ev.RowsEvent or kind is ev.TableMapEvent:  # most events: nothing to follow
+            return event
         if isinstance(event, ev.MariadbGtidEvent):
             self._gtid = str(event.gtid)
         elif isinstance(event, ev.MysqlGtidEvent):
