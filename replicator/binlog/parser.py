@@ -199,6 +199,10 @@ class _Where:
         self.position = position
         self.next_position = next_position
 
+    def fields(self) -> tuple[ev.EventHeader, str, int, int]:
+        """The common fields in ``Event``'s order, for a hot path's positional call."""
+        return self.header, self.file, self.position, self.next_position
+
     def kw(self) -> _Common:
         return {
             "header": self.header,
@@ -854,17 +858,8 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
             f"has {len(table.columns)}"
         )
     if not p.row_images:
-        return ev.RowsEvent(
-            w.header,
-            w.file,
-            w.position,
-            w.next_position,
-            table_id,
-            flags,
-            table,
-            kind,
-            Block.from_rows((), column_count),
-        )
+        block = Block.from_rows((), column_count)
+        return ev.RowsEvent(*w.fields(), table_id, flags, table, kind, block)
     width = (column_count + 7) // 8
     if pos + width > len(buf):
         raise TruncatedError(f"field of {width} bytes past the end of the event")
@@ -894,18 +889,7 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         def redecode() -> Block:
             return decoder.decode(buf, start, layout, after_layout, after_hook, objects=True)
 
-    return ev.RowsEvent(
-        w.header,
-        w.file,
-        w.position,
-        w.next_position,
-        table_id,
-        flags,
-        table,
-        kind,
-        block,
-        redecode,
-    )
+    return ev.RowsEvent(*w.fields(), table_id, flags, table, kind, block, redecode)
 
 
 def _transaction_payload(p: EventParser, w: _Where, body: bytes) -> ev.Event:

@@ -107,8 +107,6 @@ class DumpStreamDecoder:
         if self._split_natively():
             return parser.parse(ready.popleft(), verified=True)
         while True:
-            if not parser.row_images:  # a read of statements only passes over rows
-                self._step_natively()
             if self._check_packet_length():
                 # an event packet (0x00, then the event): take the event without the marker
                 raw = self.framer.next_payload(skip=1)
@@ -124,6 +122,8 @@ class DumpStreamDecoder:
                 raw = found
             if not parser.steps_over(raw):
                 return parser.parse(raw)
+            # a read of statements only passed over that one: the rows events after it too
+            self._step_natively()
 
     def _split_natively(self) -> bool:
         """Frame the whole event packets buffered here in C, checking each as the framer
