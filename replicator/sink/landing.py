@@ -101,6 +101,25 @@ def _safe(name: str) -> str:
     return f"%2E{cleaned[1:]}" if cleaned.startswith(".") else cleaned
 
 
+def _shown(position: object) -> str:
+    """A position as a manifest or checkpoint holds it, for messages."""
+    if not isinstance(position, dict):
+        return "no position"
+    where = f"{position.get('file')}:{position.get('position')}"
+    gtid = position.get("mariadb_gtid") or position.get("mysql_gtid")
+    return where if gtid is None else f"GTID {gtid} ({where})"
+
+
+def _position(data: object, manifest: Manifest) -> StreamPosition:
+    try:
+        return position_from_json(data, str(manifest.path))
+    except (ValueError, TypeError) as exc:
+        raise IntegrityError(
+            f"manifest {manifest.path} has no readable end position: {exc}",
+            hint="restore it from a backup; nothing was changed",
+        ) from exc
+
+
 @dataclass(slots=True)
 class FaultInjector:
     """Crash (SIGKILL to ourselves) or fail (as a full disk would) at a named commit step, for
@@ -590,6 +609,54 @@ class LandingZone:
                 hint="the checkpoint does not belong to these manifests: restore it from a "
                 "backup, or remove it to have it rebuilt from the manifests (the stream then "
                 "resumes after the last manifest)",
+            )
+        self._check_checkpoint_position(checkpoint, named, manifests)
+
+    def _check_checkpoint_position(
+        self, checkpoint: Checkpoint, named: Manifest, manifests: list[Manifest]
+    ) -> None:
+        """The checkpoint resumes where its batch ended, unless ``checkpoint set`` moved it
+        (``moved``: what lands again before ``replay_until`` is marked ``replay``). Anything
+        else, a position edited or lost, would re-land committed transactions unmarked (a
+        keyless table would count them twice) or skip some: refused."""
+        where = self.checkpoints.path
+        end = _position(named.data.get("end"), named)
+        ended = position_to_json(end)  # as the checkpoint writes it (GTID text normalised)
+        found = None if checkpoint.position is None else position_to_json(checkpoint.position)
+        fix = (
+            "the checkpoint was changed by hand or does not belong to these manifests: remove "
+            f"it to have it rebuilt from {self.store.uri(MANIFESTS)} (the stream resumes after "
+            "the last batch), then use `replicator checkpoint set` to replay or skip (its "
+            "batches say so); nothing was changed"
+        )
+        if not checkpoint.moved:
+            if found != ended:
+                raise IntegrityError(
+                    f"checkpoint {where} resumes at {_shown(found)}, but batch {named.batch} "
+                    f"ended at {_shown(ended)}",
+                    hint=fix,
+                )
+        elif checkpoint.replay_until is None:
+            raise IntegrityError(
+                f"checkpoint {where} says it was moved, but not from where: it has no replay_until",
+                hint=fix,
+            )
+        elif not is_past(checkpoint.replay_until, end):
+            raise IntegrityError(
+                f"checkpoint {where} marks replays only up to "
+                f"{_shown(position_to_json(checkpoint.replay_until))}, before the end of "
+                f"batch {named.batch} "
+                f"({_shown(ended)}): transactions landed before would land again unmarked",
+                hint=fix,
+            )
+        following = manifests[checkpoint.batch - manifests[0].batch + 1 :]
+        started = following[0].data.get("start") if following else None
+        if started is not None and position_to_json(_position(started, following[0])) != found:
+            nxt = following[0]
+            raise IntegrityError(
+                f"checkpoint {where} resumes at {_shown(found)}, but batch {nxt.batch}, "
+                f"committed after it, started at {_shown(nxt.data.get('start'))}",
+                hint=fix,
             )
 
     def _check_files(

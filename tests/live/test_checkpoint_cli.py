@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from replicator.cli import main
 from tests.harness.mariadb import MariaDBServer
-from tests.live.daemon import daemon_config, new_http_port, run_to_end
+from tests.live.daemon import Daemon, daemon_config, new_http_port, run_to_end
 
 DB = "checkpoint_cli"
 
@@ -130,3 +130,62 @@ def test_bad_set_exits_2_and_writes_nothing(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (root / "_state" / "checkpoint.json").exists()
+
+
+@pytest.mark.live
+def test_a_checkpoint_moved_back_by_hand_is_refused_and_checkpoint_set_marks_the_replay(
+    tmp_path: Path, mariadb_full_metadata: MariaDBServer
+) -> None:
+    """A keyless table counts every landed change, so a range landed twice unmarked would
+    show rows the source does not have: a checkpoint edited back by hand stops `run` (exit 4,
+    nothing lands); the same move by `checkpoint set` lands the range again as a replay."""
+    server = mariadb_full_metadata
+    db = "checkpoint_hand"
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute(f"CREATE TABLE {db}.bag (v INT)")  # no primary key
+    start = server.binlog_status().gtid_binlog_pos
+    after = []
+    for n in (1, 2, 3, 4):
+        server.execute(f"INSERT INTO {db}.bag VALUES (%s)", (n,))
+        after.append(server.binlog_status())
+    root = tmp_path / "landing"
+    port = new_http_port()
+    config = daemon_config(
+        tmp_path / "c.yaml",
+        server,
+        root,
+        start_gtid=start,
+        http_port=port,
+        extra=f"filters:\n  include: ['{db}.*']\n",
+    )
+    run_to_end(config, tmp_path / "run1.log", port)
+    manifests = sorted((root / "_manifests").glob("*.json"))
+
+    checkpoint = root / "_state" / "checkpoint.json"
+    edited = json.loads(checkpoint.read_text())
+    assert edited["position"]["mariadb_gtid"] == after[3].gtid_binlog_pos
+    edited["position"] = {
+        "file": after[1].file,
+        "position": after[1].position,
+        "mariadb_gtid": after[1].gtid_binlog_pos,
+    }
+    checkpoint.write_text(json.dumps(edited))
+    log = tmp_path / "run2.log"
+    daemon = Daemon(config, log, port, args=("--stop-at-end",)).start()
+    try:
+        code = daemon.wait(120)
+    finally:
+        daemon.kill()
+    assert code == 4, daemon.log_tail()
+    assert f"but batch {edited['batch']} ended at GTID {after[3].gtid_binlog_pos}" in (
+        log.read_text()
+    )
+    assert sorted((root / "_manifests").glob("*.json")) == manifests
+
+    checkpoint.unlink()  # rebuilt from the manifests, as the refusal's hint says
+    _set(config, "--gtid", after[1].gtid_binlog_pos)
+    run_to_end(config, tmp_path / "run3.log", port)
+    new = sorted((root / "_manifests").glob("*.json"))[len(manifests) :]
+    replayed = [json.loads(path.read_text()) for path in new]
+    assert sum(m["rows"] for m in replayed) == 2
+    assert all(m["replay"] for m in replayed if m["rows"])

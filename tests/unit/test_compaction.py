@@ -26,7 +26,7 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
-from replicator.checkpoint import Checkpoint, CheckpointStore
+from replicator.checkpoint import Checkpoint, CheckpointStore, position_from_json
 from replicator.config import CompactionConfig, Config, SinkConfig
 from replicator.errors import IntegrityError, SinkError
 from replicator.service import RunOptions, Service
@@ -127,7 +127,11 @@ class Zone:
         path.write_text(json.dumps(manifest))
         if checkpoint:
             CheckpointStore(self.root).save(
-                Checkpoint(batch=self.batch, next_seq=self.seq, position=None)
+                Checkpoint(
+                    batch=self.batch,
+                    next_seq=self.seq,
+                    position=position_from_json(_end(self.batch), "test"),
+                )
             )
         return self.batch
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from replicator.binlog.position import StreamPosition
-from replicator.checkpoint import Checkpoint, CheckpointStore
+from replicator.checkpoint import Checkpoint, CheckpointStore, position_from_json
 from replicator.config import SinkConfig
 from replicator.errors import IntegrityError
 from replicator.sink.landing import LandingZone
@@ -66,7 +66,13 @@ def _zone_with_batches(root: Path, batches: int) -> LandingZone:
         name = f"part-{first:020d}.parquet"
         (table / name).write_bytes(b"x")
         _manifest(root, n, [f"db/t/{name}"], first, first + 9)
-    CheckpointStore(root).save(Checkpoint(batch=batches, next_seq=batches * 10 + 1, position=None))
+    CheckpointStore(root).save(
+        Checkpoint(
+            batch=batches,
+            next_seq=batches * 10 + 1,
+            position=position_from_json(_end(batches), "test"),
+        )
+    )
     return LandingZone(SinkConfig(root=str(root)))
 
 
@@ -255,3 +261,100 @@ def test_a_file_that_exists_is_never_overwritten(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match="already exists"):
         zone._open_file(version, 1)
     assert (tmp_path / "db" / "t" / f"part-{1:020d}.parquet").read_bytes() == b"x"
+
+
+def _moved_by_hand(root: Path) -> str:
+    """The checkpoint's GTID edited back (0-1-3 -> 0-1-1) with its batch left as it was: the
+    next run would land batches 2 and 3 again without marking them as replays."""
+    path = root / "_state" / "checkpoint.json"
+    data = json.loads(path.read_text())
+    data["position"] = _end(1)
+    path.write_text(json.dumps(data))
+    return "resumes at GTID 0-1-1 (mysql-bin.000001:1001), but batch 3 ended at GTID 0-1-3"
+
+
+def _position_removed(root: Path) -> str:
+    path = root / "_state" / "checkpoint.json"
+    data = json.loads(path.read_text())
+    data["position"] = None
+    path.write_text(json.dumps(data))
+    return "resumes at no position, but batch 3 ended at GTID 0-1-3"
+
+
+def _moved_without_origin(root: Path) -> str:
+    path = root / "_state" / "checkpoint.json"
+    data = json.loads(path.read_text())
+    data["position"], data["moved"] = _end(1), True
+    path.write_text(json.dumps(data))
+    return "says it was moved, but not from where"
+
+
+def _replay_marked_too_short(root: Path) -> str:
+    path = root / "_state" / "checkpoint.json"
+    data = json.loads(path.read_text())
+    data["position"], data["moved"], data["replay_until"] = _end(1), True, _end(2)
+    path.write_text(json.dumps(data))
+    return "marks replays only up to GTID 0-1-2"
+
+
+def _behind_a_committed_batch(root: Path) -> str:
+    """A checkpoint one batch behind (a crash before step 4) whose position is not where the
+    next, committed batch started."""
+    CheckpointStore(root).save(
+        Checkpoint(
+            batch=2,
+            next_seq=21,
+            position=position_from_json(_end(1), "test"),
+        )
+    )
+    return "resumes at GTID 0-1-1 (mysql-bin.000001:1001), but batch 2 ended at GTID 0-1-2"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        _moved_by_hand,
+        _position_removed,
+        _moved_without_origin,
+        _replay_marked_too_short,
+        _behind_a_committed_batch,
+    ],
+)
+def test_a_checkpoint_that_does_not_resume_where_its_batch_ended_is_refused(
+    tmp_path: Path, mutate: object
+) -> None:
+    zone = _zone_with_batches(tmp_path, 3)
+    assert callable(mutate)
+    expected = mutate(tmp_path)
+    before = _snapshot(tmp_path)
+    with pytest.raises(IntegrityError) as raised:
+        zone.recover()
+    assert expected in str(raised.value)
+    assert "replicator checkpoint set" in (raised.value.hint or "")
+    assert raised.value.exit_code == 4
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_checkpoint_moved_by_checkpoint_set_is_accepted(tmp_path: Path) -> None:
+    """What `replicator checkpoint set` writes: moved, and replays marked up to where the
+    stream had been."""
+    zone = _zone_with_batches(tmp_path, 3)
+    moved = Checkpoint(
+        batch=3,
+        next_seq=31,
+        position=position_from_json(_end(1), "test"),
+        moved=True,
+        replay_until=position_from_json(_end(3), "test"),
+    )
+    CheckpointStore(tmp_path).save(moved)
+    assert zone.recover() == moved
+
+
+def test_a_checkpoint_behind_rolls_forward_when_the_next_batch_started_there(
+    tmp_path: Path,
+) -> None:
+    zone = _zone_with_batches(tmp_path, 3)
+    CheckpointStore(tmp_path).save(
+        Checkpoint(batch=2, next_seq=21, position=position_from_json(_end(2), "test"))
+    )
+    assert (zone.recover().batch, zone.recover().next_seq) == (3, 31)
