@@ -47,8 +47,10 @@ ENV REPLICATOR_SERVICE__HTTP_HOST=0.0.0.0 \
     PYTHONUNBUFFERED=1
 VOLUME ["/landing"]
 EXPOSE 9108
+# asks /healthz on the port the daemon takes: REPLICATOR_SERVICE__HTTP_PORT, else the config's
+# service.http_port, else 9108 (replicator/healthcheck.py)
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request as u; sys.exit(0 if u.urlopen('http://127.0.0.1:9108/healthz', timeout=4).status == 200 else 1)"]
+    CMD ["python", "-m", "replicator.healthcheck", "--config", "/etc/replicator/replicator.yaml"]
 # SIGTERM commits the open batch and exits 0 within service.shutdown_timeout (30 s).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["replicator"]
