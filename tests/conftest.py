@@ -13,6 +13,8 @@ running, and should create its own databases rather than assume an empty server.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -30,6 +32,18 @@ REQUIRE_DOCKER_ENV = "REPLICATOR_REQUIRE_DOCKER"
 
 # ../shared/binlog-corpus beside the repository, or $REPLICATOR_CORPUS_DIR (tests/corpus/util.py)
 CORPUS_DIR = corpus_root()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (CI's timeout, `kill`, a stopped `scripts/test.sh`) stops the run as Ctrl-C
+    does: fixtures tear down and the exit hooks run, so no daemon, server or temp datadir is
+    left behind (Python's default for SIGTERM is to die without either)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupted)
 
 
 def _unavailable(reason: str, require_env: str) -> NoReturn:

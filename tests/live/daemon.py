@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness import free_tcp_port
+from tests.harness import child_preexec, free_tcp_port
 from tests.harness.mariadb import MariaDBServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +68,7 @@ class Daemon:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                preexec_fn=child_preexec(),  # noqa: PLW1509 - only the parent-death signal
             )
         return self
 
