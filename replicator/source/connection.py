@@ -38,8 +38,8 @@ from typing import Any
 import pymysql
 
 from ..config import SourceConfig, TlsConfig
-from ..errors import ConfigError
-from .errors import translate_error
+from ..errors import ConfigError, ReplicatorError, ServerRefusedError
+from .errors import ER_ACCESS_DENIED, error_code, translate_error
 from .server_info import BinlogFile, BinlogPosition, ServerInfo, server_info
 
 __all__ = [
@@ -97,6 +97,46 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext:
     return ctx
 
 
+def _anonymous_account(params: dict[str, Any]) -> str | None:
+    """The anonymous account (``''@'host'``) the server takes this client for, if any.
+
+    The server matches a login against its accounts most specific host first, and an
+    anonymous account matches any user name: on a fresh ``mariadb-install-db`` server
+    ``''@'localhost'`` is chosen for ``repl`` connecting from localhost before ``'repl'@'%'``
+    is looked at, and the login fails with "Access denied for user 'repl'@'localhost'"
+    (https://mariadb.com/kb/en/create-user/#fixing-a-legacy-default-anonymous-account).
+    An anonymous login (no user, no password) that succeeds shows that such an account exists;
+    ``CURRENT_USER()`` names it."""
+    probe = {**params, "user": "", "password": b""}
+    try:
+        conn = pymysql.connections.Connection(**probe)
+        conn.connect()
+    except (pymysql.err.MySQLError, OSError, RuntimeError):
+        return None
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT CURRENT_USER()")
+            row = cur.fetchone()
+    except pymysql.err.MySQLError:
+        return None
+    finally:
+        conn.close()
+    return str(row[0]) if row else None
+
+
+def _shadowed(refused: ReplicatorError, user: str, anonymous: str) -> ServerRefusedError:
+    _, _, host = anonymous.rpartition("@")
+    account = f"''@'{host}'"
+    return ServerRefusedError(
+        f"{refused.args[0]}; the server has an anonymous account {account}, which it matches "
+        f"for this client before any account {user!r}@'%' (accounts of a more specific host "
+        "are tried first, and an anonymous account takes every user name)",
+        hint=f"remove the anonymous account: DROP USER {account}; (mariadb-secure-installation "
+        f"removes it too), or create the account for that host as well: CREATE USER "
+        f"'{user}'@'{host}' IDENTIFIED BY '...'; with the same GRANTs",
+    )
+
+
 def open_connection(
     cfg: SourceConfig,
     *,
@@ -139,7 +179,12 @@ def open_connection(
         conn = pymysql.connections.Connection(**params)
         conn.connect()
     except (pymysql.err.MySQLError, OSError, RuntimeError) as exc:
-        raise translate_error(exc, where=describe_source(cfg), account=cfg.user) from None
+        refused = translate_error(exc, where=describe_source(cfg), account=cfg.user)
+        if error_code(exc) == ER_ACCESS_DENIED and cfg.user:
+            shadow = _anonymous_account(params)
+            if shadow is not None:
+                raise _shadowed(refused, cfg.user, shadow) from None
+        raise refused from None
     # pymysql re-applies these before each read and write
     conn._read_timeout = conn._write_timeout = read_timeout
     return conn

@@ -569,3 +569,32 @@ def test_mysql84_caching_sha2_full_auth_and_preflight(docker_mysql84: DockerServ
     assert report.ok, [f for f in report.findings if f.severity == "error"]
     with pytest.raises(ServerRefusedError):
         open_connection(dataclasses.replace(cfg, password=Secret(WRONG_PASSWORD)))
+
+
+def test_check_names_an_anonymous_account_that_shadows_the_user() -> None:
+    """The docs' GRANTs on a server that still has an anonymous account for the client's host
+    (as a fresh mariadb-install-db leaves ''@'localhost'): the login is refused, and check
+    says which account the server took instead, and how to remove it."""
+    ok, reason = mariadb_available()
+    if not ok:
+        pytest.skip(reason)
+    server = MariaDBServer()
+    server.start()
+    try:
+        with contextlib.closing(server.connect()) as conn, conn.cursor() as cur:
+            cur.execute("CREATE USER ''@'127.0.0.1'")  # what TCP clients here come from
+            cur.execute("CREATE USER 'docrepl'@'%' IDENTIFIED BY 'doc-Pw-18'")
+            cur.execute("GRANT REPLICATION SLAVE, SELECT ON *.* TO 'docrepl'@'%'")
+        args = ("--port", str(server.port), "--user", "docrepl")
+        shadowed = _check(*args, password="doc-Pw-18")
+        assert shadowed.returncode == 3, shadowed.stderr
+        assert "anonymous account ''@'127.0.0.1'" in shadowed.stderr
+        assert "DROP USER ''@'127.0.0.1'" in shadowed.stderr
+        assert "doc-Pw-18" not in shadowed.stdout + shadowed.stderr
+
+        server.execute("DROP USER ''@'127.0.0.1'")
+        fixed = _check(*args, password="doc-Pw-18")
+        assert "refused the login" not in fixed.stderr
+        assert "anonymous" not in fixed.stdout + fixed.stderr
+    finally:
+        server.stop()
