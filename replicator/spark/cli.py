@@ -92,6 +92,44 @@ def _describe(result: TableResult) -> str:
     return text
 
 
+_S3A_MISSING = (
+    'No FileSystem for scheme "s3a"',
+    "org.apache.hadoop.fs.s3a.S3AFileSystem not found",
+)
+
+
+def spark_failure(exc: BaseException) -> tuple[str, str]:
+    """What a failed Spark job says, as one line and a hint. A Py4J error's own text is
+    "An error occurred while calling o27.parquet" and a Java stack: the line shown is the
+    innermost Java cause (class and message), which names what went wrong, and a missing
+    S3A connector (the commonest cause on an ``s3://`` landing zone) gets its fix."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    cause = _java_root_cause(exc)
+    message = first if cause is None or cause in first else f"{first}: {cause}"
+    if any(marker in (cause or text) for marker in _S3A_MISSING):
+        return message, (
+            "Spark has no S3A connector: start it with the hadoop-aws package of its Hadoop "
+            "version (Spark 3.5: --packages org.apache.hadoop:hadoop-aws:3.3.4, or "
+            "spark.jars.packages) and the fs.s3a settings for the store (docs/spark.md, "
+            "Reading an S3 landing zone)"
+        )
+    return message, ""
+
+
+def _java_root_cause(exc: BaseException) -> str | None:
+    """``Class: message`` of the innermost cause of a Py4JJavaError; None for others."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return None
+    try:
+        while java.getCause() is not None and java.getCause() != java:
+            java = java.getCause()
+        return f"{java.getClass().getName()}: {java.getMessage()}"
+    except Exception:  # the JVM is gone: the Python text is all there is
+        return None
+
+
 def _run(
     landing: Path | str,
     out: Path,
@@ -186,8 +224,10 @@ def materialize(
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except Exception as exc:  # a Spark job failed (Py4JJavaError and friends)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        click.echo(f"error: materialize failed: {first}", err=True)
+        message, hint = spark_failure(exc)
+        click.echo(f"error: materialize failed: {message}", err=True)
+        if hint:
+            click.echo(f"hint: {hint}", err=True)
         sys.exit(1)
     for result in results:
         click.echo(_describe(result))

@@ -194,3 +194,18 @@ def test_parse_keys() -> None:
     }
     with pytest.raises(ConfigError):
         parse_keys(["shop"])
+
+
+def test_a_failed_spark_read_shows_the_java_cause_and_the_s3a_fix(spark: SparkSession) -> None:
+    """The error Spark gives for an s3a:// path without the hadoop-aws jar, as materialize
+    reports it: not only "An error occurred while calling o27.parquet"."""
+    from replicator.spark.cli import spark_failure
+
+    with pytest.raises(Exception) as failed:  # a Py4JJavaError
+        spark.read.parquet("s3a://landing-bucket/zone/shop/orders/part-1.parquet").collect()
+    message, hint = spark_failure(failed.value)
+    assert "An error occurred while calling" in message
+    assert "UnsupportedFileSystemException" in message or "ClassNotFoundException" in message
+    assert "s3a" in message
+    assert "org.apache.hadoop:hadoop-aws" in hint and "docs/spark.md" in hint
+    assert spark_failure(ValueError("plain")) == ("plain", "")
