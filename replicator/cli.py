@@ -1,4 +1,4 @@
-"""Command line: ``replicator dump|run|check|status|checkpoint|compact|materialize``.
+"""Command line: ``replicator dump|run|check|status|checkpoint|compact|materialize|verify``.
 
 Exit codes (docs/operations.md, Exit codes): 0 done, 2 bad config or arguments, 3 server
 refused, 4 data integrity stop, 1 anything else. Every error message says what to do next.
@@ -10,11 +10,36 @@ rather than something to fix on the server, so scripts can tell the two apart.
 
 ``status``, ``checkpoint show`` and ``check`` need no hand-written config: ``--landing DIR``,
 or the embedded demo's settings when given nothing (``targets``).
+
+``run`` takes SIGTERM from its first moment: while it is still starting (before the daemon's
+own handlers, ``service``) a SIGTERM ends it with exit 0 and a log line, not by the signal.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import time
+
+
+def _stopped_while_starting(signum: int, frame: object) -> None:
+    """SIGTERM to ``run`` before the daemon's own handlers are in place (imports, config): it
+    has taken no lock and written nothing, so it ends cleanly, exit 0, and says so. Raised as
+    SystemExit, what was started (the embedded demo's server) is stopped on the way out."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = (
+        f'{{"reason": "signal", "event": "stopped while starting", "level": "info", '
+        f'"timestamp": "{stamp}"}}'
+        if not sys.stderr.isatty()
+        else f"{stamp} [info     ] stopped while starting         reason=signal"
+    )
+    print(line, file=sys.stderr, flush=True)
+    raise SystemExit(0)
+
+
+if sys.argv[1:2] == ["run"]:  # first thing: the imports below take a while
+    signal.signal(signal.SIGTERM, _stopped_while_starting)
 
 # Arrow's buffers come from the system allocator (``runtime``); the pool is fixed when pyarrow
 # is first imported, so this comes before every other import
@@ -22,9 +47,9 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -37,14 +62,14 @@ from .config import Config, Secret, SourceConfig, TlsConfig, load_config
 from .dump import RowChangeFormatter, dump_live, json_lines
 from .embedded.demo import default_output, start_demo
 from .embedded.reset import reset_demo
-from .errors import ConfigError, ReplicatorError, SinkError
+from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from .logs import configure as configure_logging
 from .runtime import tune_gc
 from .sink.lock import read_record, writer_lock
 from .sink.stores import landing_store
 from .snapshot.requests import write_request
 from .source.binlog_file import read_binlog_files
-from .source.preflight import format_report, run_preflight
+from .source.preflight import check_continuity, format_report, run_preflight
 from .spark.cli import materialize
 from .storage import Store
 from .targets import Target, demo_target, landing_at, resolve
@@ -249,6 +274,9 @@ def check(
             )
             own = None
         report = run_preflight(cfg, own_replica_host=own)
+        if target is not None:  # the landing zone's history: does this server continue it?
+            found = check_continuity(target.config)
+            report = dataclasses.replace(report, findings=(*report.findings, found))
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -327,7 +355,7 @@ def run(
     from .service import RunOptions, Service  # noqa: PLC0415 - see the imports
 
     configure_logging()
-    options = RunOptions(stop_at_end=stop_at_end, run_for=run_for)
+    options = RunOptions(stop_at_end=stop_at_end, run_for=run_for, watchdog=True)
     tune_gc()
     try:
         demo = config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ
@@ -390,7 +418,7 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
     from .status import format_text, gather  # noqa: PLC0415 - see the imports
 
     try:
-        target = resolve(config_file, landing, "status")
+        target = resolve(config_file, landing, "status", source=not no_source)
         landing_at(target)
         report = gather(target.config, probe_source=target.source_known and not no_source)
     except ReplicatorError as exc:
@@ -414,7 +442,7 @@ def snapshot(config_file: Path, patterns: tuple[str, ...]) -> None:
     """Ask for a snapshot of these tables: the running daemon takes it within seconds (or
     the next `run` at its start) and lands their rows, chunk by chunk, beside the stream."""
     try:
-        config = load_config(config_file)
+        config = load_config(config_file, sections=("sink",))  # it never connects
         for pattern in patterns:
             if pattern.count(".") != 1:
                 raise ConfigError(
@@ -441,11 +469,49 @@ def checkpoint_show(config_file: Path | None, landing: Path | None) -> None:
     """Print the checkpoint as JSON. Without --config or --landing: the embedded demo's, when
     the current directory holds its landing zone."""
     try:
-        target = resolve(config_file, landing, "checkpoint show")
+        target = resolve(config_file, landing, "checkpoint show", source=False)
         current = CheckpointStore(landing_at(target)).load()
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(json.dumps(current.to_json(), indent=2, sort_keys=True))
+
+
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="The config `run` uses: only its sink section is read (the source's password is not "
+    "needed).",
+)
+@click.option(
+    "--landing",
+    type=click.Path(path_type=Path),
+    help="Check this landing zone (a directory) without a config.",
+)
+@click.option("--deep", is_flag=True, help="Hash every committed file too (reads every byte).")
+def verify(config_file: Path | None, landing: Path | None, deep: bool) -> None:
+    """Check a landing zone against its commit records, offline (the source is not asked):
+    the manifests and their chain, the compaction records, every committed file's size (with
+    --deep its hash), the schema history's pin. One line per bad file; exit 4 if any."""
+    from .sink.verify import verify_landing  # noqa: PLC0415 - see the imports
+
+    try:
+        if config_file is not None and landing is None:
+            config = load_config(config_file, sections=("sink",))
+            target = Target(config, f"--config {config_file}", source_known=False)
+        else:
+            target = resolve(config_file, landing, "verify")
+        report = verify_landing(landing_at(target), deep=deep)
+    except ReplicatorError as exc:
+        _fail(exc)
+    except OSError as exc:
+        _fail(SinkError(f"cannot read the landing zone: {exc}", hint="check sink.root"))
+    for line in report.lines():
+        click.echo(f"bad: {line}")
+    click.echo(report.summary())
+    if not report.ok:
+        sys.exit(IntegrityError.exit_code)
 
 
 @checkpoint.command("set")
@@ -459,7 +525,7 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
     from .sink.landing import LandingZone  # noqa: PLC0415 - see the imports
 
     try:
-        config = load_config(config_file)
+        config = load_config(config_file, sections=("sink",))  # it never connects
         found = start_position(gtid, binlog_file, pos)
         if found is None:
             raise ConfigError("checkpoint set needs --gtid or --file/--pos")
@@ -501,12 +567,12 @@ def schema() -> None:
 def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_json: bool) -> None:
     """Print each table's versions: columns, and the statement and position that made them."""
     from .schema.show import format_text as format_schema  # noqa: PLC0415 - see the imports
-    from .schema.show import load_committed_history  # noqa: PLC0415
     from .schema.show import report as schema_report  # noqa: PLC0415
+    from .sink.committed_history import load_committed_history  # noqa: PLC0415
 
     try:
-        config = load_config(config_file)
-        root = landing_at(Target(config, f"--config {config_file}", source_known=True))
+        config = load_config(config_file, sections=("sink",))  # it never connects
+        root = landing_at(Target(config, f"--config {config_file}", source_known=False))
         history = load_committed_history(root)
         covered = None
         if at_gtid is not None:
@@ -569,7 +635,7 @@ def compact(
     from .sink.stores import landing_store  # noqa: PLC0415
 
     try:
-        config = load_config(config_file)
+        config = load_config(config_file, sections=("sink",))  # it never connects
         chosen = config.sink.compaction
         settings = Settings(
             older_than=chosen.older_than

@@ -17,7 +17,7 @@ import os
 import re
 import stat
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -465,6 +465,13 @@ class SnapshotConfig:
     mode: OptionalText = None
     # rows per chunk (one read view, one SELECT)
     chunk_rows: Annotated[int, Limit(1, 10_000_000, "rows per snapshot chunk, e.g. 20000")] = 20_000
+    # ...or this many bytes of row data, whichever comes first (one larger row goes alone)
+    chunk_bytes: Annotated[
+        int, Limit(1024, MAX_BYTES, "bytes per snapshot chunk, e.g. 16777216")
+    ] = 16 * 1024 * 1024
+    # seconds a snapshot query may wait for the source (each read and write): a stalled
+    # connection is dropped after this long and the chunk is read again on a new one
+    query_timeout: Annotated[float, Limit(0.1, HOUR, "seconds, e.g. 60")] = 60.0
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -654,6 +661,14 @@ def _secret(key: str, data: Mapping[object, object], environ: Mapping[str, str])
 def _secret_text(key: str, value: object, hint: str) -> str | None:
     if value is None or value == "":
         return None
+    if isinstance(value, YamlNumber):
+        # kept as written here, but a YAML number is not the text it looks like to every
+        # reader of the file (0123 is 83 to YAML 1.1, 3.10 is 3.1 to any tool that rewrites it)
+        raise ConfigError(
+            f"{key}: written as a YAML number; the value is not shown, as it may be secret",
+            hint=f"quote it ({key.rpartition('.')[2]}: '...'), so that it is text to every "
+            "reader of the file",
+        )
     if not isinstance(value, str):
         raise ConfigError(
             f"{key}: not a string; the value is not shown, as it may be secret", hint=hint
@@ -818,10 +833,24 @@ def _unknown_setting(path: Sequence[object], name: object) -> ConfigError:
     )
 
 
-def load_config(path: str | Path | None, environ: dict[str, str] | None = None) -> Config:
-    """Read a YAML file (optional), apply ``REPLICATOR_SECTION__KEY`` overrides, validate."""
+def load_config(
+    path: str | Path | None,
+    environ: dict[str, str] | None = None,
+    *,
+    sections: Collection[str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    fixed: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read a YAML file (optional), apply ``REPLICATOR_SECTION__KEY`` overrides, validate.
+    ``sections``: only these are read (the others keep their defaults and their secrets are
+    not looked up: ``replicator verify`` reads the sink alone, without the source password).
+    ``defaults``: settings under the file and the environment, ``fixed``: settings over them
+    (the embedded demo's own, and its server and landing zone)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
-    data = _merge({} if path is None else _read_file(path), _Environment(env)())
+    data = _merge(dict(defaults or {}), {} if path is None else _read_file(path))
+    data = _merge(_merge(data, _Environment(env)()), dict(fixed or {}))
+    if sections is not None:
+        data = {name: value for name, value in data.items() if name in sections}
     _resolve_secrets(data, env)
     try:
         config = _CONFIG.validate_python(data)

@@ -16,15 +16,18 @@ treats a counter reset. When the source object is replaced, call ``source_replac
 next total counts from zero even if it has already outgrown the old one. Feed one counter either
 by ``inc`` or by ``sync`` from one source; ``inc`` calls do not move the sync baseline.
 
-Replication lag (``replicator_replication_lag_seconds``) is "now minus the binlog timestamp of the
-last event seen", set when an event is observed. Two protocol facts shape it (docs/operations.md,
+Replication lag (``replicator_replication_lag_seconds``) is the age of the last committed change:
+"now minus the commit time (``_ts``) of the newest transaction of the last committed batch", set
+at each commit (``observe_event_time``). What the reader has seen says nothing about what has
+landed, so it is never measured from there. Two protocol facts shape it (docs/operations.md,
 Metrics): heartbeats and artificial events (the fake ROTATE that opens a dump) carry timestamp 0, so
 ``observe_event_time`` ignores any timestamp <= 0; and the server sends a heartbeat only when it
-has had nothing to send for a heartbeat period, i.e. we have read everything, so
-``observe_heartbeat`` sets the lag to 0. Without the heartbeat an idle source would look ever
-further behind. A stalled connection sends neither, so the lag would freeze at its last value:
-``replicator_source_silence_seconds`` (seconds since the last event or heartbeat, computed at
-scrape time) is the metric to alert on for that. ``replicator_checkpoint_age_seconds`` is also
+has had nothing to send for a heartbeat period, i.e. we have read everything, so a heartbeat with
+everything read committed (``observe_heartbeat``) sets the lag to 0. Without it an idle source
+would look ever further behind. A stalled connection sends neither, so the lag would freeze at
+its last value: ``replicator_source_silence_seconds`` (seconds since the last event or heartbeat,
+computed at scrape time) is the metric to alert on for that, and
+``replicator_checkpoint_age_seconds`` for a commit that stalls. The checkpoint age is also
 computed at scrape time; until a checkpoint is known it counts from start-up, so a process that
 never checkpoints still alerts.
 
@@ -211,7 +214,15 @@ class Metrics:
             r, "replicator_parquet_written_bytes", "Bytes of Parquet files committed."
         )
         self.reconnects = CumulativeCounter(
-            r, "replicator_source_reconnects", "Reconnections to the source after a lost one."
+            r,
+            "replicator_source_reconnects",
+            "Outages of the source: losses of the replication connection (or failures to make "
+            "it), one each however many attempts it takes to stream again.",
+        )
+        self.reconnect_attempts = CumulativeCounter(
+            r,
+            "replicator_source_reconnect_attempts",
+            "Attempts to connect to the source again after an outage began, failed or not.",
         )
         self.crc_errors = CumulativeCounter(
             r, "replicator_crc_errors", "Binlog events whose CRC32 did not match."
@@ -239,8 +250,9 @@ class Metrics:
 
         self._lag = Gauge(
             "replicator_replication_lag_seconds",
-            "Seconds between the binlog timestamp of the last event read and when it was read; "
-            "0 after a heartbeat (nothing left to read).",
+            "Age of the last committed change: seconds between the commit time (_ts) of the "
+            "newest transaction of the last committed batch and that commit; 0 after a "
+            "heartbeat with everything read committed.",
             registry=r,
         )
         self._lag_value = 0.0
@@ -368,6 +380,7 @@ class Metrics:
             self.row_changes,
             self.binlog_bytes,
             self.reconnects,
+            self.reconnect_attempts,
             self.crc_errors,
             self.notifications_dropped,
             self.xa_transactions,
@@ -385,8 +398,9 @@ class Metrics:
         with the recovered checkpoint's time; ``batch_committed`` calls it for each batch."""
         self._last_checkpoint = self._clock() if at is None else at
 
-    def observe_event_time(self, ts_seconds: int) -> None:
-        """An event with binlog timestamp ``ts_seconds`` was read. Timestamps <= 0 (heartbeats,
+    def observe_event_time(self, ts_seconds: float) -> None:
+        """A batch committed whose newest transaction has commit time ``ts_seconds`` (what
+        the stream delivered earlier): the lag is now its age. Timestamps <= 0 (heartbeats,
         artificial events) carry no time and are ignored. A timestamp ahead of our clock
         (clock skew) counts as no lag."""
         if ts_seconds <= 0:
@@ -401,7 +415,9 @@ class Metrics:
         self._last_message = self._clock()
 
     def observe_heartbeat(self) -> None:
-        """A heartbeat arrived: the source has nothing more to send, so the lag is 0."""
+        """A heartbeat arrived with everything read committed: the source has nothing more to
+        send and nothing is waiting to land, so the lag is 0. (A heartbeat while batches are
+        still to commit is ``observe_progress``.)"""
         self._last_message = self._clock()
         self._set_lag(0.0)
 

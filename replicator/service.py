@@ -4,8 +4,11 @@ Start-up finishes or rolls back any half-done commit (``LandingZone.recover``), 
 from the checkpoint (or the configured start). The tasks: ``replicate`` (stream into batches,
 commit), ``notify`` (MQTT, best effort), ``http`` (/metrics, /healthz, /readyz) and
 ``progress`` (bytes behind the source, a line on a terminal while catching up). The first
-SIGTERM/SIGINT stops reading, commits what is complete within ``service.shutdown_timeout`` and
-exits 0; a second one exits at once (safe by the commit protocol: the next start recovers).
+SIGTERM/SIGINT stops reading (what was decoded and not taken is dropped), commits the batch in
+progress if that is done within ``service.shutdown_timeout`` or else abandons it, and exits 0,
+however large the backlog: the checkpoint is the truth, and the next start reads the rest
+again. A second signal exits at once (safe by the commit protocol: the next start recovers).
+The lag (logs, ``/metrics``) is the age of the newest change of the last committed batch.
 
 Metrics are not counted on the hot path: the stream, pipeline and notifier keep running totals,
 which a scrape hook copies into the Prometheus counters just before each scrape.
@@ -22,6 +25,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,13 +35,12 @@ import structlog
 from .binlog import events as ev
 from .binlog.constants import EventType
 from .binlog.position import StreamPosition, covers, is_past, start_position
-from .binlog.transaction import Transaction
 from .checkpoint import Checkpoint, position_from_json
 from .config import Config, FilterConfig
 from .errors import IntegrityError, PositionGoneError, ReplicatorError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
-from .pipeline.pipeline import Pipeline, PipelineStats, TableFilter
+from .pipeline.pipeline import Pipeline, PipelineInterrupted, PipelineStats, TableFilter
 from .progress import CatchUpTracker, bytes_behind
 from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, resync_change
 from .schema.tracker import SchemaTracker
@@ -45,8 +48,9 @@ from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lock import writer_lock
 from .snapshot.requests import read_requests
-from .snapshot.runner import SnapshotRunner
+from .snapshot.runner import SnapshotRunner, SnapshotStopped
 from .source.connection import describe_source, open_connection
+from .source.continuity import landed, prove
 from .source.errors import SourceUnavailableError
 from .source.seeding import apply_skipped_ddl, seed_history
 from .source.server_info import BinlogFile, server_info
@@ -54,6 +58,9 @@ from .source.stream import ReplicaStream
 
 log = structlog.get_logger("replicator")
 GUARD_SECONDS = 2.0
+OVERRUN_SECONDS = 1.0
+"""How long past ``service.shutdown_timeout`` a stop may still have work under way (a commit
+in the writer thread, a call to the source) before the process ends without it."""
 
 
 @dataclass(slots=True)
@@ -62,6 +69,8 @@ class RunOptions:
     shutdown_timeout: float | None = None  # None: service.shutdown_timeout from the config
     progress_to_terminal: bool | None = None  # None: when stderr is a terminal
     run_for: float | None = None  # stop (as on SIGTERM) after this many seconds
+    # the process is the daemon's own (`replicator run`): a stop that overruns ends it
+    watchdog: bool = False
 
 
 class Service:
@@ -72,6 +81,9 @@ class Service:
         self.lock = writer_lock(self.zone.store, config.sink.object_store.lease_seconds)
         self._stop = asyncio.Event()
         self._signals = 0
+        self._deadline: float | None = None  # monotonic: when a stop must be done by
+        self._abandoned = False  # the stop ran out of time: what was not committed is dropped
+        self._unfinished = False  # ... and the writer thread was still busy at the end
         self.pipeline: Pipeline | None = None
         self.stream: ReplicaStream | None = None
         self.notifier = Notifier(config.mqtt)
@@ -88,17 +100,64 @@ class Service:
         # the landing zone's lock, so `replicator check` tells this daemon's registration of
         # server_id from another replica's (sink.lock, source.preflight_checks)
         self.replica_host = f"replicator-{secrets.token_hex(6)}"
+        self._proof: dict[str, Any] | None = None  # the last manifest's (source.continuity)
 
     def _on_signal(self) -> None:
         self._signals += 1
         if self._signals == 1:
-            log.info("stopping", reason="signal", hint="a second signal exits at once")
-            self._stop.set()
+            self._request_stop("signal")
         else:
             log.warning("exiting at once", reason="second signal")
             os._exit(1)
 
+    def _request_stop(self, reason: str) -> None:
+        """Stop: the stream reads no more and drops what it decoded that was not taken; what
+        is complete commits within ``service.shutdown_timeout`` from now, else it is abandoned
+        (``_finish``). Should work still be under way a second after that (a commit stuck in
+        the writer thread, a call to the source), the watchdog of ``replicator run``
+        (``RunOptions.watchdog``) ends the process, exit 0: safe by the commit protocol, as a
+        second signal is, and the next start recovers."""
+        if self._stop.is_set():
+            return
+        timeout = self._shutdown_timeout()
+        self._deadline = time.monotonic() + timeout
+        log.info("stopping", reason=reason, timeout_s=timeout, hint="a second signal exits at once")
+        self._stop.set()
+        if self.stream is not None:
+            self.stream.stop(join_within=timeout)
+        asyncio.get_running_loop().call_later(timeout, self._out_of_time)
+        if self.options.watchdog:  # armed until the process ends: exiting may wait too
+            watchdog = threading.Timer(timeout + OVERRUN_SECONDS, self._overrun)
+            watchdog.daemon = True
+            watchdog.start()
+
+    def _out_of_time(self) -> None:
+        """The stop's time is up: waits for the writer thread end (``_finish`` abandons)."""
+        if self.pipeline is not None:
+            self.pipeline.interrupt()
+
+    def _overrun(self) -> None:
+        """The watchdog (its own thread): the stop overran its time."""
+        log.warning(
+            "exiting: work still under way past service.shutdown_timeout",
+            timeout_s=self._shutdown_timeout(),
+            hint="nothing half-done counts: the next start rolls a commit under way forward or "
+            "drops it, and reads what was not committed again",
+        )
+        os._exit(0)
+
+    def _shutdown_timeout(self) -> float:
+        return self.options.shutdown_timeout or self.config.service.shutdown_timeout
+
+    def _time_left(self) -> float:
+        """Seconds left for the stop under way (counted from now if it had no deadline)."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self._shutdown_timeout()
+        return max(0.0, self._deadline - time.monotonic())
+
     def _committed(self, manifest: dict[str, Any], stats: PipelineStats) -> None:
+        if stats.last_committed_ts > 0:  # the lag: the age of the newest change landed
+            self.metrics.observe_event_time(stats.last_committed_ts)
         if self._requests and manifest.get("snapshot") is not None:
             for key in self._requests:  # what they asked for is in the checkpoint now
                 self.zone.store.delete(key)
@@ -114,7 +173,7 @@ class Service:
             bytes=sum(int(f["bytes"]) for f in files),
             end=manifest["end"],
             seconds=round(stats.last_batch_seconds, 3),
-            lag=round(self.metrics.lag_seconds, 1),
+            lag=round(self.metrics.lag_seconds, 1),  # the age of its newest change, now
         )
         self.metrics.batch_committed(
             batch=int(manifest["batch"]),
@@ -145,7 +204,7 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
         if self.options.run_for is not None:
-            loop.call_later(self.options.run_for, self._stop.set)
+            loop.call_later(self.options.run_for, self._request_stop, "--for")
         log.debug("config", config=dataclasses.asdict(self.config))  # secrets print as ****
         # one writer per landing zone (a crash drops the lock with the process)
         source = self.config.source
@@ -158,7 +217,10 @@ class Service:
         try:
             return await self._run_locked(loop)
         finally:
-            self.lock.release()
+            if self._unfinished:  # a commit may still be under way: no other writer yet
+                log.warning("the writer lock is kept until the process ends (work under way)")
+            else:
+                self.lock.release()
 
     async def _run_locked(self, loop: asyncio.AbstractEventLoop) -> int:
         await self._start_http()  # probes answer (not ready) while the history is seeded
@@ -177,6 +239,17 @@ class Service:
                     batch=checkpoint.batch,
                     next_seq=checkpoint.next_seq,
                 )
+                if checkpoint.replay_until is not None and start is not None:
+                    # `checkpoint set` moved the stream back: say what lands again, and how
+                    log.info(
+                        "replaying",
+                        replay_from=start.describe(),
+                        replay_until=checkpoint.replay_until.describe(),
+                        note="batches that end before replay_until land transactions again; "
+                        "their manifests say replay: true, and readers count each change once",
+                    )
+                if gone is None:  # before anything is read or lands: the same history?
+                    self._proof = await self._prove_source(checkpoint)
                 history, start, rewound = await self._schema_history(start)
                 resync = None
                 if gone is not None:
@@ -193,6 +266,53 @@ class Service:
         finally:
             if self.http is not None:
                 await self.http.close()
+
+    async def _prove_source(self, checkpoint: Checkpoint) -> dict[str, Any] | None:
+        """Prove that the configured server continues the history the landing zone holds
+        (``source.continuity``; an IntegrityError stops the run before anything lands).
+        Returns the last manifest's proof, which batches without transactions carry on."""
+        loop = asyncio.get_running_loop()
+        zone = await loop.run_in_executor(None, landed, self.zone.store, checkpoint.batch)
+        delay = self.config.source.reconnect_initial_delay
+        attempt = 0
+        while True:
+            proving = asyncio.ensure_future(
+                prove(self.config.source, zone, snapshot_mode=self._snapshot_mode())
+            )
+            stop = asyncio.ensure_future(self._stop.wait())
+            try:
+                await asyncio.wait({proving, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if not proving.done():
+                proving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await proving
+                raise SourceUnavailableError(
+                    "stopped before the source's continuity with the landing zone was proven",
+                    hint="nothing was landed; start again once the source is reachable",
+                )
+            try:
+                verdict = proving.result()
+                break
+            except SourceUnavailableError as exc:
+                attempt += 1
+                log.warning(
+                    "cannot reach the source to prove its continuity, retrying",
+                    cause=str(exc),
+                    source=describe_source(self.config.source),
+                    attempt=attempt,
+                    retry_in_s=round(delay, 2),
+                )
+            try:
+                await asyncio.wait_for(self._stop.wait(), delay)
+            except TimeoutError:
+                delay = min(delay * 2, self.config.source.reconnect_max_delay)
+        if verdict.proven:
+            log.info("source continuity proven", detail=verdict.detail)
+        elif zone.batch:
+            log.warning("source continuity not proven", detail=verdict.detail)
+        return None if zone.proof is None else zone.proof.to_json()
 
     def _resyncs(self, exc: BaseException, *, resynced: bool) -> bool:
         """Whether the run goes on after ``exc`` with a resync (``snapshot.mode: when_needed``
@@ -320,6 +440,8 @@ class Service:
             report_host=self.replica_host,
         )
         self.stream = stream
+        if self._stop.is_set():  # stopped while starting: nothing is read
+            stream.stop(join_within=self._time_left())
         try:
             async with stream, asyncio.TaskGroup() as group:
                 notifier = group.create_task(self.notifier.run(), name="notify")
@@ -337,19 +459,25 @@ class Service:
                     progress.cancel()
                     guard.cancel()
                     compactor.cancel()
-                    await self.notifier.close(timeout=5.0)
+                    stopping = self._stop.is_set()
+                    await self.notifier.close(
+                        timeout=min(5.0, self._time_left()) if stopping else 5.0
+                    )
                     with contextlib.suppress(asyncio.CancelledError):
                         await notifier
         except BaseExceptionGroup as group:
             raise _first_error(group) from None
         finally:
-            await pipeline.close()
+            idle = await pipeline.close(self._time_left() if self._stop.is_set() else None)
+            self._unfinished = not idle
             runner.close()
+        committed = pipeline.checkpoint.position  # where the next start resumes
         log.info(
             "stopped",
             batches=pipeline.stats.batches,
             rows=pipeline.stats.row_changes,
-            position=None if pipeline.position is None else pipeline.position.describe(),
+            position=None if committed is None else committed.describe(),
+            abandoned=self._abandoned,
             notifications_dropped=self.notifier.stats.dropped,
         )
         return 0
@@ -363,6 +491,7 @@ class Service:
             on_commit=self._committed,
             on_commit_failed=self._commit_failed,
             history=history,
+            proof=self._proof,
         )
 
     def _commit_failed(self, exc: BaseException) -> None:
@@ -377,7 +506,9 @@ class Service:
         after a resync, the one under way, tables the filters newly take in (unless
         ``snapshot.mode: never`` is set), and what `replicator snapshot` asked for."""
         cfg = self.config
-        runner = SnapshotRunner(cfg.source, cfg.snapshot, history.catalog.traits.flavor, pipeline)
+        runner = SnapshotRunner(
+            cfg.source, cfg.snapshot, history.catalog.traits.flavor, pipeline, stop=self._stop
+        )
         mode = self._snapshot_mode()
         filters = (cfg.filters.include, cfg.filters.exclude)
         before = pipeline.snapshot.filters
@@ -484,7 +615,13 @@ class Service:
 
     def _ready(self) -> Status:
         self._sync_metrics()
-        return self.metrics.readiness()
+        status = self.metrics.readiness()
+        # the stream waits while a snapshot chunk is read: a snapshot query the source does
+        # not answer is the cause to name (the stream's silence only follows from it)
+        snapshot = None if self.snapshots is None else self.snapshots.trouble()
+        if snapshot is not None and not status.reason.startswith("fatal"):
+            return Status(False, snapshot)
+        return status
 
     def _sync_metrics(self) -> None:
         """Copy the running totals of the stream, pipeline and notifier into the metrics."""
@@ -493,6 +630,7 @@ class Service:
         if stream is not None:
             stats = stream.stats
             m.reconnects.sync(total=stats.reconnects)
+            m.reconnect_attempts.sync(total=stats.reconnect_attempts)
             m.binlog_bytes.sync(total=stats.bytes_received)
             m.crc_errors.sync(total=stats.checksum_errors)
             m.events.sync_many(
@@ -561,6 +699,7 @@ class Service:
                     progress=progress.describe(),
                     position=position.describe(),
                     rows=pipeline.stats.row_changes,
+                    lag=round(self.metrics.lag_seconds, 1),  # of what has landed
                 )
 
     def _binlog_files(self) -> tuple[BinlogFile, ...]:
@@ -593,13 +732,33 @@ class Service:
                     item = await take()
                 if item is not None:
                     await handle(item)
-            timeout = self.options.shutdown_timeout or self.config.service.shutdown_timeout
-            await asyncio.wait_for(pipeline.commit(), timeout)
-        except (_Stopped, StopAsyncIteration):
-            timeout = self.options.shutdown_timeout or self.config.service.shutdown_timeout
-            await asyncio.wait_for(pipeline.commit(), timeout)
+        except (_Stopped, SnapshotStopped, StopAsyncIteration, PipelineInterrupted):
+            pass
         finally:
             stop.cancel()
+        await self._finish(pipeline)
+
+    async def _finish(self, pipeline: Pipeline) -> None:
+        """Commit what is complete. At the stream's end (``--stop-at-end``) that takes as long
+        as the commits take, unless a signal comes meanwhile; once stopping, it has what is
+        left of ``service.shutdown_timeout`` (``_out_of_time`` interrupts the pipeline then),
+        and what has not landed by then is abandoned: never half-landed, the checkpoint stays
+        before it and the next start reads it again."""
+        try:
+            await pipeline.commit()
+            return
+        except PipelineInterrupted:
+            pass
+        pipeline.abandon()
+        self._abandoned = True
+        committed = pipeline.checkpoint.position
+        log.warning(
+            "stopped before everything read was committed",
+            timeout_s=self._shutdown_timeout(),
+            resume=None if committed is None else committed.describe(),
+            hint="nothing half-done is landed: the next start reads the rest again from the "
+            "checkpoint",
+        )
 
     async def _take(
         self, iterator: Any, pipeline: Pipeline, stop: asyncio.Task[Any]
@@ -646,9 +805,9 @@ class Service:
         await pipeline.handle(item)
         if self.snapshots is not None:
             self.snapshots.observe(item)
-        if isinstance(item, Transaction):
-            self.metrics.observe_event_time(item.timestamp)
-        elif isinstance(item, ev.HeartbeatEvent):
+        # the lag is measured at each commit (_committed), from what landed; a heartbeat says
+        # there is nothing more to read, which makes it 0 once everything read has landed
+        if isinstance(item, ev.HeartbeatEvent) and pipeline.settled:
             self.metrics.observe_heartbeat()
         else:
             self.metrics.observe_progress()

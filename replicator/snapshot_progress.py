@@ -52,6 +52,10 @@ class SnapshotState:
     def advanced(self, after: tuple[object, ...], rows: int) -> SnapshotState:
         return replace(self, after=after, rows=self.rows + rows)
 
+    def renamed(self, name: str) -> SnapshotState:
+        """The current table goes on under a new name (a RENAME the stream took)."""
+        return replace(self, tables=(name, *(t for t in self.tables[1:] if t != name)))
+
     def finished(self, rows: int = 0) -> SnapshotState:
         """The current table is read through."""
         return replace(

@@ -20,8 +20,13 @@ Errors are ``OSError`` as the filesystem raised them (the callers turn them into
 ``SinkError``/``IntegrityError`` naming what they were doing). ``location`` is the root as the
 user wrote it, without credentials, for messages: a store never prints a secret.
 
-This module imports nothing of ours but ``errors`` and ``durable``: the daemon's sink and the
-Spark side (``spark/``) both use it.
+The few small objects two writers must not race on (leases, commit records) are written with
+``create`` and ``replace``: conditional PUTs on ``s3://`` (``conditional_s3``: pyarrow cannot
+send ``If-None-Match``/``If-Match``), a look then a write where a store has none
+(``conditional`` says why).
+
+This module imports nothing of ours but ``errors``, ``durable`` and (for ``s3://`` only)
+``conditional_s3``: the daemon's sink and the Spark side (``spark/``) both use it.
 """
 
 from __future__ import annotations
@@ -128,6 +133,11 @@ class Store(ABC):
         does not exist)."""
 
     @abstractmethod
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        """``list`` with each file's size in bytes, as the listing gives it (one listing of
+        an object store; no request per file)."""
+
+    @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the file; one that is not there is fine."""
 
@@ -157,6 +167,31 @@ class Store(ABC):
 
     def ensure(self) -> None:
         """Make the root exist (a local directory; object stores need nothing)."""
+        return None
+
+    # -- conditional writes, for the objects two writers must not race on (leases, commit
+    # records). Atomic only where ``conditional()`` says so; elsewhere a look, then a write.
+
+    def conditional(self) -> str | None:
+        """None when ``create`` and ``replace`` are atomic here; else why they are not."""
+        return "a local directory is guarded by flock(2), not by conditional writes"
+
+    def create(self, key: str, data: bytes) -> str | None:
+        """Write ``key`` only when it does not exist (``FileExistsError`` when it does);
+        returns the version tag ``replace`` takes (None where there are none)."""
+        if self.exists(key):
+            raise FileExistsError(f"{self.uri(key)} exists")
+        self.write(key, data)
+        return None
+
+    def read_tagged(self, key: str) -> tuple[bytes, str | None]:
+        """``read``, with the version tag ``replace`` takes (None where there are none)."""
+        return self.read(key), None
+
+    def replace(self, key: str, data: bytes, tag: str | None) -> str | None:
+        """Replace ``key`` only while it is still the version ``tag`` (``FileExistsError``
+        when it changed or is gone); returns the new tag. Without tags: a plain ``write``."""
+        self.write(key, data)
         return None
 
     def __str__(self) -> str:
@@ -246,6 +281,13 @@ class LocalStore(Store):
             rel = Path(folder).relative_to(self.root).as_posix()
             keys.extend(name if rel == "." else f"{rel}/{name}" for name in names)
         return sorted(keys)
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for key in self.list(prefix):
+            with contextlib.suppress(FileNotFoundError):  # gone since the listing
+                sizes[key] = self.path(key).stat().st_size
+        return sizes
 
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
@@ -374,6 +416,77 @@ class ObjectStore(Store):
                 f"sink.root {self.location} names no bucket",
                 hint="write s3://bucket/prefix",
             )
+        # conditional_s3.ConditionalS3, made on first use (a closure: vars() shows no secret)
+        self._connect_conditional = (
+            (lambda: _conditional_s3(self.base.split("/", 1)[0], options))
+            if parts.scheme == "s3"
+            else None
+        )
+        self._conditional: Any = None
+        self._conditional_missing: str | None = None
+
+    def ensure(self) -> None:
+        """The bucket must exist (a prefix needs nothing): a missing one is named, with how
+        to make it, instead of failing later on the first write as "access denied"."""
+        bucket = self.base.split("/", 1)[0]
+        try:
+            found = self.fs.get_file_info(bucket)
+        except OSError:
+            return  # no right to look at the bucket itself: the first write tells
+        if found.type == pafs.FileType.NotFound:
+            scheme = urlsplit(self.location).scheme
+            make = f"aws s3 mb s3://{bucket}" if scheme == "s3" else "the store's own tools"
+            raise ConfigError(
+                f"sink.root {self.location}: the bucket {bucket!r} does not exist",
+                hint=f"create it ({make}; add --endpoint-url for an S3-compatible store), or "
+                "correct the bucket name in sink.root",
+            )
+
+    # -- conditional writes (``conditional_s3``) --------------------------------------------
+
+    def _conditional_client(self) -> Any:
+        if self._conditional is None and self._conditional_missing is None:
+            if self._connect_conditional is None:
+                self._conditional_missing = (
+                    f"pyarrow offers no conditional writes for {urlsplit(self.location).scheme}://"
+                )
+                return None
+            client = self._connect_conditional()
+            supported = client.probe(self._object_key("_state/.conditional-write-probe"))
+            if supported:
+                self._conditional = client
+            else:
+                self._conditional_missing = (
+                    "the store accepted a second If-None-Match: * PUT of one key, so it ignores "
+                    "conditional writes"
+                )
+        return self._conditional
+
+    def _object_key(self, key: str) -> str:
+        return self._at(key).split("/", 1)[1]
+
+    def conditional(self) -> str | None:
+        self._conditional_client()
+        return self._conditional_missing
+
+    def create(self, key: str, data: bytes) -> str | None:
+        client = self._conditional_client()
+        if client is None:
+            return super().create(key, data)
+        return str(client.create(self._object_key(key), data))
+
+    def read_tagged(self, key: str) -> tuple[bytes, str | None]:
+        client = self._conditional_client()
+        if client is None:
+            return super().read_tagged(key)
+        data, tag = client.read(self._object_key(key))
+        return data, str(tag)
+
+    def replace(self, key: str, data: bytes, tag: str | None) -> str | None:
+        client = self._conditional_client()
+        if client is None or tag is None:
+            return super().replace(key, data, tag)
+        return str(client.replace(self._object_key(key), data, tag))
 
     def _at(self, key: str) -> str:
         return f"{self.base}/{_check_key(key)}"
@@ -397,14 +510,17 @@ class ObjectStore(Store):
             handle.write(data)
 
     def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.list_sizes(prefix))
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
         base = self._at(prefix) if prefix else self.base
         selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
         cut = len(self.base) + 1
-        return sorted(
-            info.path[cut:]
+        return {
+            info.path[cut:]: int(info.size)
             for info in self.fs.get_file_info(selector)
             if info.type == pafs.FileType.File
-        )
+        }
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -431,6 +547,19 @@ class ObjectStore(Store):
     def uri(self, key: str) -> str:
         scheme = urlsplit(self.location).scheme
         return f"{scheme}://{self._at(key)}"
+
+
+def _conditional_s3(bucket: str, options: ObjectStoreOptions) -> Any:
+    from .conditional_s3 import ConditionalS3  # noqa: PLC0415 - s3:// only (imports boto3)
+
+    return ConditionalS3(
+        bucket,
+        endpoint=options.endpoint,
+        region=options.region,
+        access_key=options.access_key,
+        secret_key=options.secret_key,
+        session_token=options.session_token,
+    )
 
 
 def local_output(path: Path) -> Output:

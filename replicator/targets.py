@@ -43,14 +43,26 @@ def demo_target() -> Target | None:
     return Target(config, f"the embedded demo's settings ({DEMO_LANDING}/)", source_known=True)
 
 
-def resolve(config_file: Path | None, landing: Path | None, command: str) -> Target:
-    """The target of ``command`` from its ``--config``/``--landing`` (at most one)."""
+def resolve(
+    config_file: Path | None,
+    landing: Path | None,
+    command: str,
+    *,
+    source: bool = True,
+) -> Target:
+    """The target of ``command`` from its ``--config``/``--landing`` (at most one).
+    ``source``: whether the command connects to the source; a command that does not reads
+    only the sink and service sections of the config, so it never needs the source's
+    password (nor its variable) set."""
     if config_file is not None and landing is not None:
         raise ConfigError(
             f"{command} reads either --config or --landing, not both",
             hint="--landing DIR reads a landing zone without a config",
         )
     if config_file is not None:
+        if not source:
+            config = load_config(config_file, sections=("sink", "service"))
+            return Target(config, f"--config {config_file}", source_known=False)
         return Target(load_config(config_file), f"--config {config_file}", source_known=True)
     if landing is not None:
         # no config: no source, and no HTTP port but the one the running daemon records

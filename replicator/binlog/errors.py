@@ -26,6 +26,12 @@ class DecodeError(IntegrityError):
         super().__init__(f"{message}{where}", hint=hint)
 
 
+class SchemaMismatchError(DecodeError):
+    """A TABLE_MAP whose columns do not line up with what is known of its table (the
+    server's catalog today, or the schema history): the table changed, not the bytes, so
+    reading the stream again cannot help."""
+
+
 class ChecksumError(DecodeError):
     """An event's CRC32 does not match its bytes."""
 

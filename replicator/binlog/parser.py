@@ -20,6 +20,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TypedDict
 
 from . import events as ev
@@ -884,12 +885,21 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     block = decoder.decode(buf, pos, layout, after_layout, after_hook, objects=p.objects)
     redecode = None
     if not p.objects:  # rows as tuples, when asked for, from the event's bytes again
-        start = pos
-
-        def redecode() -> Block:
-            return decoder.decode(buf, start, layout, after_layout, after_hook, objects=True)
-
+        # a partial, not a closure: ``row_image_bytes`` reads the images from its arguments
+        redecode = partial(decoder.decode, buf, pos, layout, after_layout, after_hook, objects=True)
     return ev.RowsEvent(*w.fields(), table_id, flags, table, kind, block, redecode)
+
+
+def row_image_bytes(event: ev.RowsEvent) -> memoryview | None:
+    """The row images of a rows event as the server wrote them, uncompressed: the bytes after
+    the table id, flags, extra data, column count and column bitmaps (what identifies the rows
+    independently of the server's table ids and event versions). None for an event decoded
+    without them (``objects``, or a read of statements only)."""
+    redecode = event.redecode
+    if not isinstance(redecode, partial):
+        return None
+    buf, start = redecode.args[0], redecode.args[1]
+    return memoryview(buf)[start:]
 
 
 def _transaction_payload(p: EventParser, w: _Where, body: bytes) -> ev.Event:

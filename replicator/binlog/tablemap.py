@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .charsets import codec_for_charset, codec_for_collation, text_decoder
 from .constants import ColumnType
-from .errors import DecodeError
+from .errors import DecodeError, SchemaMismatchError
 from .reader import bitmap_bits, bitmap_bits_msb, read_lenenc, read_lenenc_bytes, take, uint
 from .schema import ColumnDef, TableSchema
 
@@ -322,7 +322,7 @@ def _check_alignment(
                 )
                 break
     if problem:
-        raise DecodeError(
+        raise SchemaMismatchError(
             f"TABLE_MAP for {schema_name}.{table_name} {problem}; refusing to misalign columns",
             hint="the table changed after these events were written (a dropped or moved "
             "column) and binlog_row_metadata=MINIMAL does not log names: set "
@@ -363,7 +363,7 @@ def _check_exact(
                 )
                 break
     if problem:
-        raise DecodeError(
+        raise SchemaMismatchError(
             f"TABLE_MAP for {schema_name}.{table_name} {problem}; refusing to misalign columns",
             hint="the schema history does not match the binlog here (a DDL statement it did "
             "not see or did not understand): report this with `replicator schema show`; "

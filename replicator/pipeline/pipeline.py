@@ -12,12 +12,16 @@ loop stays free:
 
 * row changes are staged in the loop and handed to the worker in chunks of about
   ``STAGE_ROWS`` (a conversion per transaction would spend more on fixed costs than on rows);
+  a snapshot block goes at once, with at most ``SNAPSHOT_INFLIGHT`` hand-overs ahead of it
+  (a block of wide rows is large however few its rows);
 * a due batch's commit is handed over like a chunk, and the loop goes on decoding the next
   batch while the worker encodes and commits (Parquet encoding releases the GIL, so this
   runs on a second core). What the commit did (checkpoint, stats, ``on_commit``) is applied
   in the loop once it is done, in order; an error of the worker is raised in the loop at the
-  next hand-over. At most ``INFLIGHT_ROWS`` row changes wait for the worker; ``commit()``
-  and ``close()`` called from outside wait for all of it.
+  next hand-over. At most ``INFLIGHT_ROWS`` row changes and ``MAX_INFLIGHT_COMMITS``
+  commits wait for the worker, so what the loop has taken is never far ahead of what has
+  landed; ``commit()`` and ``close()`` called from outside wait for all of it. A stop out of
+  time calls ``abandon()`` instead: what is still queued is dropped, never half-landed.
 
 XA: the rows of a transaction that ends at XA PREPARE are held (``HeldXa``) and land with
 the transaction that commits them (``XA COMMIT``), which gives them their ``_seq``, ``_gtid``
@@ -56,6 +60,7 @@ from ..schema.tracker import SchemaChangeEvent
 from ..sink.changes import HeldXa, Run, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
 from ..snapshot_progress import SnapshotState
+from ..source.proof import Digest, Proof
 from ..source.stream import GtidStateLearned, TransactionAborted
 from .lifecycle import schema_records
 from .statements import StatementLoggedError, check_statement
@@ -70,7 +75,22 @@ that the stream goes on while the writer thread encodes a committed batch's Parq
 of 100k rows takes it about a tenth of a second), instead of stalling on each commit. On the
 standard benchmark 6 chunks land as fast as 8 with about 15 MB less at the peak (4 chunks:
 25 MB less, 3% slower)."""
+SNAPSHOT_INFLIGHT = 1
+"""Hand-overs waiting for the writer thread before a snapshot block waits (memory: a block is
+up to ``snapshot.chunk_bytes``, however few its rows)."""
+MAX_INFLIGHT_COMMITS = 2
+"""Commits handed to the writer thread and not yet done, at most (beyond the one the loop is
+handing over). Without this bound small batches piled up behind the writer thread by the
+thousand (``INFLIGHT_ROWS`` counts rows, and a commit has none): the loop, seconds ahead of
+what had landed, reported that as no lag, and a stop had to land them all."""
 _INFLIGHT_POLL = 0.5  # seconds
+_SKIPPED = object()  # what the writer thread returns for work it dropped (see abandon)
+
+
+class PipelineInterrupted(Exception):
+    """A stop ran out of time while the pipeline waited for the writer thread (``interrupt``).
+    What was being taken may be half-staged, so nothing may commit any more: the caller
+    abandons the pipeline (``abandon``), and the checkpoint stays where it was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +102,8 @@ class _Commit:
     held: dict[str, HeldXa]
     history_count: int  # changes of the schema history this commit covers
     snapshot: SnapshotState  # the snapshot progress this commit lands
+    proof: dict[str, Any] | None  # the manifest's source proof (source.proof)
+    newest: dt.datetime | None = None  # the commit time (``_ts``) of its newest transaction
 
 
 @dataclass(slots=True)
@@ -94,6 +116,9 @@ class PipelineStats:
     last_batch_seconds: float = 0.0
     last_commit_time: float = 0.0  # monotonic
     last_event_timestamp: int = 0  # binlog header time of the last committed transaction
+    # the commit time (``_ts``, epoch seconds) of the newest transaction of the last committed
+    # batch (0.0: none yet): what the lag is measured from
+    last_committed_ts: float = 0.0
     filtered_transactions: int = 0
     aborted_parts: int = 0
     xa_prepared: int = 0  # XA transactions held at PREPARE
@@ -207,6 +232,7 @@ class Pipeline:
         on_commit: Callable[[dict[str, Any], PipelineStats], None] | None = None,
         on_commit_failed: Callable[[BaseException], None] | None = None,
         history: SchemaHistory | None = None,
+        proof: dict[str, Any] | None = None,
     ) -> None:
         self.sink = sink
         self.zone = zone
@@ -229,6 +255,11 @@ class Pipeline:
         # batch it writes)
         self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch]] = deque()
         self._inflight_rows = 0
+        self._inflight_commits = 0
+        self._abandoned = False  # stopping out of time: the writer thread runs nothing more
+        self._interrupted = False  # see interrupt()
+        self._wake: asyncio.Future[None] | None = None  # ends a wait for the writer thread
+        self._newest: dt.datetime | None = None  # ``_ts`` of the open batch's newest transaction
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
         self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
         self._error: BaseException | None = None  # the first one the loop saw (see _reap)
@@ -258,6 +289,14 @@ class Pipeline:
         self.snapshot = checkpoint.snapshot
         self._snapshot_committed = checkpoint.snapshot
         self._in_chunk = False  # a snapshot chunk is being added: no commit in between
+        # The source proof (source.proof): of the last transaction taken, made at commit time
+        # from the transaction and the position before it; a batch without one carries the
+        # last proof forward (``proof``: the last manifest's).
+        self._proof = self._proof_committed = proof
+        self._last: Transaction | None = None
+        self._last_before: StreamPosition | None = None
+        self._last_parts: Digest | None = None  # the digest a large transaction's parts fed
+        self._parts_digest: Digest | None = None  # ... while its parts come
 
     @property
     def position(self) -> StreamPosition | None:
@@ -286,6 +325,7 @@ class Pipeline:
             self._batch_started = time.monotonic()
             self._batch_bytes = 0
             self._batch_rows = 0
+            self._newest = None
         return self._batch
 
     async def _stage(self, batch: Batch, groups: Groups) -> None:
@@ -317,13 +357,17 @@ class Pipeline:
         future = loop.run_in_executor(self._executor, self._guarded, fn, batch, *args)
         self._inflight.append((future, rows, commit, batch))
         self._inflight_rows += rows
+        self._inflight_commits += commit is not None
         # applied as soon as it is done, not at the next hand-over: an idle stream must still
         # report (metrics, notifications) the batch it committed, and see an error at once
         future.add_done_callback(lambda _: self._collect_done())
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run handed-over work (writer thread). Once an item fails, nothing after it runs:
-        a commit must never follow rows that were not written, nor a commit that failed."""
+        a commit must never follow rows that were not written, nor a commit that failed.
+        After ``abandon`` nothing runs (the work is dropped, not failed)."""
+        if self._abandoned:
+            return _SKIPPED
         if self._failed is not None:
             raise SinkError(
                 "the writer thread stopped at an earlier error", hint="see the error before this"
@@ -344,6 +388,7 @@ class Pipeline:
         while self._error is None and inflight and inflight[0][0].done():
             future, rows, commit, batch = inflight.popleft()
             self._inflight_rows -= rows
+            self._inflight_commits -= commit is not None
             try:
                 result = future.result()
             except BaseException as exc:  # the batch's rows or its commit
@@ -351,6 +396,8 @@ class Pipeline:
                 if self.on_commit_failed is not None:
                     self.on_commit_failed(exc)
                 return
+            if result is _SKIPPED:  # dropped by abandon(): nothing landed
+                continue
             if commit is not None:
                 try:
                     self._committed(commit, *result)
@@ -365,17 +412,28 @@ class Pipeline:
 
     async def _reap(self, *, everything: bool = False) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
-        are waiting for it (or, with ``everything``, until it is idle). Raises the first
-        error of the writer thread (again on every later call: the pipeline is done)."""
+        or ``MAX_INFLIGHT_COMMITS`` commits are waiting for it (or, with ``everything``, until
+        it is idle). Raises the first error of the writer thread (again on every later call:
+        the pipeline is done). Raises PipelineInterrupted once ``interrupt`` was called."""
         while True:
             self._collect_done()
             if self._error is not None:
                 raise self._error
+            if self._interrupted:
+                raise PipelineInterrupted("the stop ran out of time")
             if not self._inflight:
                 return
-            if not (everything or self._inflight_rows > INFLIGHT_ROWS):
+            if not (
+                everything
+                or self._inflight_rows > INFLIGHT_ROWS
+                or self._inflight_commits > MAX_INFLIGHT_COMMITS
+            ):
                 return
-            await asyncio.wait([self._inflight[0][0]])
+            if self._wake is None:
+                self._wake = asyncio.get_running_loop().create_future()
+            await asyncio.wait(
+                [self._inflight[0][0], self._wake], return_when=asyncio.FIRST_COMPLETED
+            )
 
     async def _drop_staged(self) -> None:
         """Forget staged rows and wait until the writer thread is idle (the batch is being
@@ -539,6 +597,9 @@ class Pipeline:
                 # nothing the stream will not send again
                 await self.commit()
             self._in_parts = True
+            if self._parts_digest is None:
+                self._parts_digest = Digest(item.gtid)
+            self._parts_digest.add(item.events)  # parts are not kept: hashed as they pass
             batch = self._open()
             ts = _commit_time(item, int(time.time()))
             groups = self._changes(item, item.events, ts)
@@ -569,6 +630,7 @@ class Pipeline:
                 self.history.truncate(self._history_committed)
                 self._history_written = min(self._history_written, self._history_committed)
             self._in_parts = False
+            self._proof, self._last, self._parts_digest = self._proof_committed, None, None
             return
         if not isinstance(item, Transaction):
             return
@@ -595,6 +657,9 @@ class Pipeline:
         self._batch_bytes += item.end_position - item.position if not item.parts else 0
         self.stats.transactions += 1
         self.stats.last_event_timestamp = item.timestamp
+        self._newest = ts
+        self._last, self._last_before = item, self._position  # for the proof (at commit)
+        self._last_parts, self._parts_digest = self._parts_digest, None
         self._position = (self._position or StreamPosition()).after(
             item.typed_gtid, item.end_file, item.end_position
         )
@@ -613,9 +678,11 @@ class Pipeline:
         if self._error is not None:
             raise self._error
         batch = self._open()
-        self._next_seq = self._schema_change(change, dt.datetime.now(dt.UTC), self._next_seq)
+        self._newest = dt.datetime.now(dt.UTC)
+        self._next_seq = self._schema_change(change, self._newest, self._next_seq)
         self._held = {}
         self._position = start
+        self._proof, self._last = None, None  # the history follows on from the gap: unproven
         self.snapshot = SnapshotState(filters=self.snapshot.filters)
         batch.transactions += 1
         await self.commit()
@@ -661,10 +728,15 @@ class Pipeline:
             )
             seq += 1
         run = Run("r", seq, None, ts, server_id, at.file, at.position, block)
+        self._newest = ts
         self._next_seq = seq + block.count
         groups: Groups = [(version, [run])]
         self._count(groups)
         await self._stage(batch, groups)
+        await self._hand_over(batch)  # a block is big enough alone; staged, blocks pile up
+        while len(self._inflight) > SNAPSHOT_INFLIGHT:
+            await asyncio.wait([self._inflight[0][0]])
+            await self._reap()
 
     async def snapshot_chunk_done(self, progress: SnapshotState) -> None:
         """A chunk was added whole: the progress lands with it."""
@@ -702,12 +774,25 @@ class Pipeline:
     async def commit(self, *, wait: bool = True) -> None:
         """Commit the open batch (whole transactions only). Without ``wait`` the commit runs
         in the writer thread while the loop goes on (see the module doc)."""
+        if self._interrupted:  # what the batch holds may be half-staged
+            raise PipelineInterrupted("the stop ran out of time")
         batch = self._batch
         if batch is not None and not self._in_parts and not self._in_chunk and batch.transactions:
             assert self._position is not None
             history = self.history
             count = 0 if history is None else len(history.changes)
-            commit = _Commit(batch, time.monotonic(), dict(self._held), count, self.snapshot)
+            if self._last is not None:
+                proof = Proof.of(self._last, self._last_before, self._last_parts)
+                self._proof, self._last, self._last_parts = proof.to_json(), None, None
+            commit = _Commit(
+                batch,
+                time.monotonic(),
+                dict(self._held),
+                count,
+                self.snapshot,
+                self._proof,
+                newest=self._newest,
+            )
             # the history goes with the batch that changed it (and with the first one)
             snapshot = None
             if history is not None and (count != self._history_written or not self.zone.history):
@@ -726,6 +811,7 @@ class Pipeline:
                 records,
                 snapshot,
                 commit.snapshot,
+                commit.proof,
             )
             self._batch = None
             # what zone.begin(the new checkpoint) gives, before the checkpoint exists
@@ -742,6 +828,7 @@ class Pipeline:
         records: list[dict[str, Any]],
         history: SchemaHistory | None,
         snapshot: SnapshotState,
+        proof: dict[str, Any] | None,
     ) -> tuple[Checkpoint, dict[str, Any] | None]:
         """The commit protocol (writer thread)."""
         checkpoint = batch.commit(
@@ -752,6 +839,7 @@ class Pipeline:
             history=history,
             replay_until=self._replay_until,
             snapshot=snapshot,
+            source=proof,
         )
         return checkpoint, self.zone.last_manifest
 
@@ -764,29 +852,69 @@ class Pipeline:
         self._held_committed = commit.held
         self._history_committed = commit.history_count
         self._snapshot_committed = commit.snapshot
+        self._proof_committed = commit.proof
         self._replay_until = checkpoint.replay_until
         self.stats.batches += 1
         self.stats.row_changes += batch.rows
         self.stats.last_batch_rows = batch.rows
         self.stats.last_batch_seconds = time.monotonic() - commit.started
         self.stats.last_commit_time = time.monotonic()
+        if commit.newest is not None:
+            self.stats.last_committed_ts = commit.newest.timestamp()
         if self.on_commit is not None and manifest is not None:
             self.on_commit(manifest, self.stats)
 
-    async def close(self) -> None:
+    @property
+    def settled(self) -> bool:
+        """Everything taken is committed: no open batch with transactions, nothing staged,
+        nothing waiting for the writer thread."""
+        batch = self._batch
+        return (
+            (batch is None or batch.transactions == 0)
+            and not self._staged
+            and not self._inflight
+            and not self._in_parts
+        )
+
+    def interrupt(self) -> None:
+        """The stop is out of time: a wait for the writer thread under way, and every later
+        ``commit``, raises PipelineInterrupted (what was being taken may be half-staged)."""
+        self._interrupted = True
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def abandon(self) -> None:
+        """Land nothing more (a stop out of time): work still queued for the writer thread is
+        dropped, and the open batch with it. The item the writer thread is running finishes
+        (a commit under way completes, or, cut short by the process's end, is rolled forward
+        or dropped by the next start's recovery). What was not committed is read again from
+        the checkpoint; the staging files of the dropped batches are deleted by the next
+        start's recovery (no manifest names them)."""
+        self._abandoned = True
+        self._staged, self._staged_rows = [], 0
+
+    async def close(self, timeout: float | None = None) -> bool:
         """Drop an uncommitted batch (its transactions replay from the checkpoint); commits
         already handed to the writer thread finish first (an error is not raised here: the
-        caller is closing, usually because of it)."""
+        caller is closing, usually because of it). ``timeout``: wait at most this long for
+        them. False when the writer thread was still busy then (the caller must not let
+        another writer in before the process ends: see ``abandon``)."""
         self._staged, self._staged_rows = [], 0
         pending = [future for future, _, _, _ in self._inflight]
         if pending:
-            await asyncio.wait(pending)
+            await asyncio.wait(pending, timeout=timeout)
         self._collect_done()
+        if any(not future.done() for future in pending):
+            self._abandoned = True  # what is still queued is dropped as it comes up
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            return False
         for future, _, _, _ in self._inflight:  # what follows an error: its errors are known
             if not future.cancelled():
                 future.exception()
-        for batch in (self._failed_batch, self._batch):
-            if batch is not None:
-                await self._run(batch.abort)
+        if not self._abandoned:  # abandoned: no time to spend; recovery deletes the files
+            for batch in (self._failed_batch, self._batch):
+                if batch is not None:
+                    await self._run(batch.abort)
         self._batch = self._failed_batch = None
         self._executor.shutdown(wait=True)
+        return True

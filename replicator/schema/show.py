@@ -1,54 +1,20 @@
 """``replicator schema show``: a table's versions from the landing zone's schema history.
 
-Reads the history file the last committed manifest names (read-only; a running daemon is not
-disturbed) and prints, per table, each version with the statement and binlog position that
-made it, or, with ``at``, the versions as of a GTID position (the changes that position
-covers).
+Takes the history the last committed manifest names (``sink.committed_history``: read-only,
+checked against the hash that manifest pins it to) and prints, per table, each version with
+the statement and binlog position that made it, or, with ``at``, the versions as of a GTID
+position (the changes that position covers).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, IntegrityError
-from ..storage import LocalStore, Store
+from ..errors import ConfigError
 from .history import Point, RewindError, SchemaChange, SchemaHistory
 from .model import Column, Table
-
-
-def load_committed_history(root: Path | Store) -> SchemaHistory:
-    """The schema history of the landing zone at ``root`` (a directory or a store) as its
-    last manifest names it."""
-    store = root if isinstance(root, Store) else LocalStore(root)
-    manifests = [
-        key
-        for key in store.list("_manifests")
-        if re.fullmatch(r"_manifests/\d{20}\.json", key) is not None
-    ]
-    where = store.location
-    if not manifests:
-        raise ConfigError(
-            f"no committed batch in {where}: no schema history yet",
-            hint="check sink.root (relative paths are relative to the current directory)",
-        )
-    try:
-        name = json.loads(store.read(manifests[-1])).get("schema_history")
-    except (OSError, ValueError) as exc:
-        raise IntegrityError(f"cannot read {store.uri(manifests[-1])}: {exc}") from exc
-    if not name:
-        raise ConfigError(
-            f"{where} has no schema history (written by a replicator from before it kept one)",
-            hint="the next `replicator run` seeds one",
-        )
-    try:
-        return SchemaHistory.from_json(json.loads(store.read(name)))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise IntegrityError(f"cannot read the schema history {store.uri(name)}: {exc}") from exc
 
 
 def report(

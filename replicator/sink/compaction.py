@@ -22,20 +22,30 @@ directory ``_state/compact.lock`` (``flock``), on an object store the lease
 back just before the commit point):
 
 1. ``recover``: roll committed outputs forward (a staged output whose record exists is
-   published) and delete outputs no record names (a run that died before its record; on an
-   object store these lie at their final keys);
+   published) and delete the outputs of a run that died before its record: only those its
+   **intent** names, and only when its id is the next record number (``_check_complete``);
 2. ``retain``: delete the files superseded by records older than ``retention``;
-3. ``data``: write each output to its staged key (``Store.staged``: a hidden temp name on
+3. ``intent``: write ``_compactions/<id>.intent.json``, naming the id the record will take and
+   every output about to be written with the files it replaces (``Intent``);
+4. ``data``: write each output to its staged key (``Store.staged``: a hidden temp name on
    local disks, the final key on object stores), checking that every row of the superseded
-   files comes over once, in ``_seq`` order;
-4. ``record``: after checking that the lock is still held and every output is there as
-   written, write the compaction record atomically. **This is the commit point**: before it
-   the superseded files are the committed ones, after it the outputs;
-5. ``publish``: rename staged outputs into place (local disks), then retention again.
+   files comes over once, in ``_seq`` order, and hashing what is written (``sha256``);
+5. ``record``: after checking that the lock is still held and every output is there as
+   written (size and hash), write the compaction record atomically. **This is the commit
+   point**: before it the superseded files are the committed ones, after it the outputs;
+6. ``publish``: rename staged outputs into place (local disks), remove the intent, then
+   retention again.
 
-Fault points (``REPLICATOR_FAULT_CRASH_AT``, as the daemon's): ``compact-data-mid`` (after the
-first output), ``compact-data``, ``compact-record``, ``compact-publish``, ``compact-retain-mid``
-(after the first deletion).
+Records are found by number, as manifests are: after the listing the next numbers are asked
+for by name (an object store's listing may lag). Nothing is deleted unless the records are
+complete: a gap in their numbers, an intent beyond the next number, an intent whose replaced
+files are gone, or an output no record or intent names means a record was lost, and stops
+with an ``IntegrityError`` naming it (deleting the outputs of a lost record would delete the
+only copy of its rows once retention has run).
+
+Fault points (``REPLICATOR_FAULT_CRASH_AT``, as the daemon's): ``compact-intent`` (before the
+first output), ``compact-data-mid`` (after the first output), ``compact-data``,
+``compact-record``, ``compact-publish``, ``compact-retain-mid`` (after the first deletion).
 
 The daemon keeps landing meanwhile: it only adds batches after the checkpoint, and the
 compactor only touches files of batches before it. The daemon's recovery accepts files that a
@@ -63,6 +73,7 @@ import structlog
 
 from ..errors import IntegrityError, SinkError
 from ..storage import LocalStore, Store
+from .digest import DIGEST_KEY, HashingStream, hash_key, is_digest
 from .identity import LANDING_ID_KEY
 from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder
 from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
@@ -75,6 +86,8 @@ LOCK_KEY = "_state/compact.lock"
 LEASE_KEY = "_state/compact-lease.json"  # the lock on object stores
 CHECKPOINT_KEY = "_state/checkpoint.json"
 _RECORD = re.compile(r"(\d{20})\.json")
+_INTENT = re.compile(r"(\d{20})\.intent\.json")
+_META_TEMP = re.compile(r"\.\d{20}(?:\.intent)?\.json\.tmp")  # LocalStore.write's temps
 _OUTPUT = re.compile(r"compact-(\d{20})-(\d{20})\.parquet")
 _STAGED = re.compile(r"\.compact-\d{20}-\d{20}\.parquet\.tmp")
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
@@ -85,8 +98,31 @@ def output_name(first_seq: int, last_seq: int) -> str:
     return f"compact-{first_seq:020d}-{last_seq:020d}.parquet"
 
 
+def _write_new(store: Store, key: str, data: dict[str, Any]) -> None:
+    """Write an intent or a record that must not exist yet. On an object store the PUT is
+    conditional (``If-None-Match: *``, where the store has it): of two compactors that got
+    the same number (two started in the same instant on a store without leases that hold),
+    only one commits it. A directory's flock already keeps a second compactor out."""
+    raw = json.dumps(data, indent=1).encode() + b"\n"
+    if store.renames:
+        store.write(key, raw)
+        return
+    try:
+        store.create(key, raw)
+    except FileExistsError as exc:
+        raise IntegrityError(
+            f"{store.uri(key)} was written by another compactor meanwhile; this run commits "
+            "nothing",
+            hint="run one compactor per landing zone; the next run cleans up after this one",
+        ) from exc
+
+
 def record_key(number: int) -> str:
     return f"{COMPACTIONS}/{number:020d}.json"
+
+
+def intent_key(number: int) -> str:
+    return f"{COMPACTIONS}/{number:020d}.intent.json"
 
 
 # ---------------------------------------------------------------------------- the records
@@ -105,11 +141,23 @@ class Piece:
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """One output of a record: ``piece`` replaces ``replaces`` (in ``_seq`` order)."""
+    """One output of a record: ``piece`` replaces ``replaces`` (in ``_seq`` order); ``sha256``
+    of its bytes (None in records written before hashes)."""
 
     piece: Piece
     bytes: int
     replaces: tuple[Piece, ...]
+    sha256: str | None = None
+
+
+def _piece_json(p: Piece) -> dict[str, Any]:
+    return {
+        "path": p.path,
+        "table": p.table,
+        "rows": p.rows,
+        "first_seq": p.first_seq,
+        "last_seq": p.last_seq,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,49 +172,83 @@ class Record:
         return now - at.timestamp()
 
     def to_json(self) -> dict[str, Any]:
-        def piece(p: Piece) -> dict[str, Any]:
-            return {
-                "path": p.path,
-                "table": p.table,
-                "rows": p.rows,
-                "first_seq": p.first_seq,
-                "last_seq": p.last_seq,
-            }
-
+        outputs = []
+        for o in self.outputs:
+            item: dict[str, Any] = {**_piece_json(o.piece), "bytes": o.bytes}
+            if o.sha256 is not None:
+                item[DIGEST_KEY] = o.sha256
+            item["replaces"] = [_piece_json(r) for r in o.replaces]
+            outputs.append(item)
         return {
             "compaction": self.number,
             LANDING_ID_KEY: self.landing_id,
             "committed_at": self.committed_at,
+            "outputs": outputs,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What a compaction is about to write, written before its first output:
+    ``_compactions/<number>.intent.json``, ``number`` being the id its record will take.
+    Recovery deletes an output only when the intent of a compaction that provably never
+    committed names it (``recover``); the intent goes once the record is committed and
+    published, or once recovery deleted its outputs."""
+
+    number: int
+    written_at: str
+    outputs: dict[str, tuple[Piece, ...]]  # output path -> the files it replaces
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "intent": self.number,
+            "written_at": self.written_at,
             "outputs": [
-                {**piece(o.piece), "bytes": o.bytes, "replaces": [piece(r) for r in o.replaces]}
-                for o in self.outputs
+                {"path": path, "replaces": [_piece_json(r) for r in replaces]}
+                for path, replaces in self.outputs.items()
             ],
         }
 
 
-def _bad(key: str, problem: str) -> IntegrityError:
+def _bad(key: str, problem: str, what: str = "compaction record") -> IntegrityError:
     return IntegrityError(
-        f"compaction record {key} {problem}",
-        hint="compaction records are commit points like the manifests: restore it from a "
-        "backup; nothing was changed in the landing zone",
+        f"{what} {key} {problem}",
+        hint="compaction records and intents are commit records like the manifests: restore "
+        "_compactions/ from a backup; nothing was changed in the landing zone",
     )
 
 
-def _piece(item: object, key: str) -> Piece:
+def _missing(store: Store, number: int, proof: str) -> IntegrityError:
+    """A record that existed is gone: nothing may be deleted until it is back."""
+    return IntegrityError(
+        f"compaction record {store.uri(record_key(number))} is missing: {proof}",
+        hint=f"restore {record_key(number)} (and any later records) from a backup of "
+        "_compactions/; nothing was deleted: without it, committed outputs cannot be told "
+        "from leftovers, nor the files they replaced be found",
+    )
+
+
+def _path(item: object, key: str, what: str = "compaction record") -> str:
     if not isinstance(item, dict):
-        raise _bad(key, "lists a file that is not an object")
+        raise _bad(key, "lists a file that is not an object", what)
     path = item.get("path")
     if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
-        raise _bad(key, f"lists an invalid path {path!r}")
+        raise _bad(key, f"lists an invalid path {path!r}", what)
+    return path
+
+
+def _piece(item: object, key: str, what: str = "compaction record") -> Piece:
+    path = _path(item, key, what)
+    assert isinstance(item, dict)
     numbers = []
     for name in ("rows", "first_seq", "last_seq"):
         value = item.get(name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise _bad(key, f"lists {path} without a valid {name!r}")
+            raise _bad(key, f"lists {path} without a valid {name!r}", what)
         numbers.append(value)
     table = item.get("table")
     if not isinstance(table, str):
-        raise _bad(key, f"lists {path} without its table")
+        raise _bad(key, f"lists {path} without its table", what)
     return Piece(path, table, numbers[0], numbers[1], numbers[2])
 
 
@@ -192,6 +274,9 @@ def parse_record(key: str, raw: bytes) -> Record:
         size = item.get("bytes")
         if not isinstance(size, int) or len(replaces) < 2:
             raise _bad(key, f"lists output {piece.path} without its bytes or replaced files")
+        digest = item.get(DIGEST_KEY)  # absent in records written before hashes
+        if digest is not None and not is_digest(digest):
+            raise _bad(key, f"lists output {piece.path} with an invalid {DIGEST_KEY} {digest!r}")
         folder, _, name = piece.path.rpartition("/")
         if name != output_name(piece.first_seq, piece.last_seq):
             raise _bad(key, f"names output {piece.path}, not named after its _seq range")
@@ -208,35 +293,133 @@ def parse_record(key: str, raw: bytes) -> Record:
             or replaces[-1].last_seq != piece.last_seq
         ):
             raise _bad(key, f"says {piece.path} holds other rows than the files it replaces")
-        outputs.append(Output(piece, size, replaces))
+        outputs.append(Output(piece, size, replaces, digest))
     landing = data.get(LANDING_ID_KEY)
     return Record(
         number, data["committed_at"], None if landing is None else str(landing), tuple(outputs)
     )
 
 
-def read_records(store: Store) -> list[Record]:
-    """Every committed compaction record, numbered 1, 2, ... without a gap."""
-    records: list[Record] = []
+def parse_intent(key: str, raw: bytes) -> Intent:
+    """One intent's content checked: its number matches its name, and each output it names
+    is a compaction output's name in a table's folder (recovery may delete those)."""
+    what = "compaction intent"
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _bad(key, f"is not valid JSON: {exc}", what) from None
+    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
+        raise _bad(key, "has no 'outputs' list", what)
+    number = data.get("intent")
+    if (
+        not isinstance(number, int)
+        or number < 1
+        or key.rpartition("/")[2] != f"{number:020d}.intent.json"
+    ):
+        raise _bad(key, f"says it is compaction {number!r}, which does not match its name", what)
+    if not isinstance(data.get("written_at"), str):
+        raise _bad(key, "has no 'written_at' time", what)
+    outputs: dict[str, tuple[Piece, ...]] = {}
+    for item in data["outputs"]:
+        path = _path(item, key, what)
+        assert isinstance(item, dict)
+        if path.count("/") != 2 or not _OUTPUT.fullmatch(path.rpartition("/")[2]):
+            raise _bad(key, f"names {path}, which is not a compaction output", what)
+        replaces = item.get("replaces")
+        if not isinstance(replaces, list) or not replaces:
+            raise _bad(key, f"names output {path} without the files it replaces", what)
+        outputs[path] = tuple(_piece(r, key, what) for r in replaces)
+    return Intent(number, data["written_at"], outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """What ``_compactions/`` holds: record numbers (1, 2, ... without a gap), intent
+    numbers, and temps of records or intents never written (``LocalStore.write``)."""
+
+    records: list[int]
+    intents: list[int]
+    temps: list[str]
+
+
+def _compaction_keys(store: Store) -> _Keys:
+    """Records found by number, as ``manifests.manifest_keys`` finds manifests: after the
+    listing, the records following the last one listed, and the intent of the next number,
+    are asked for by name (an object store's listing may lag behind a completed upload; a
+    record it hides would make its outputs look like leftovers). A gap stops with the
+    missing record named; anything that is not a record, an intent or a temp is refused."""
+    records: list[int] = []
+    intents: set[int] = set()
+    temps: list[str] = []
+    strangers: list[str] = []
     for key in store.list(COMPACTIONS):
-        name = key.rpartition("/")[2]
-        if name.startswith("."):
-            continue  # a record being written (LocalStore.write's temp): not committed
-        if not _RECORD.fullmatch(name):
-            raise IntegrityError(
-                f"{store.location}/{COMPACTIONS} holds a file that is not a compaction record: "
-                f"{name!r}",
-                hint="move it out of _compactions/ (only <20-digit id>.json files belong there)",
-            )
+        name = key[len(COMPACTIONS) + 1 :]
+        if found := _RECORD.fullmatch(name):
+            records.append(int(found[1]))
+        elif found := _INTENT.fullmatch(name):
+            intents.add(int(found[1]))
+        elif _META_TEMP.fullmatch(name):
+            temps.append(key)
+        else:
+            strangers.append(name)
+    if strangers:
+        shown = ", ".join(repr(s) for s in sorted(strangers)[:5])
+        raise IntegrityError(
+            f"{store.uri(COMPACTIONS)} holds a file that is not a compaction record or "
+            f"intent: {shown}",
+            hint="move it out of _compactions/ (only <20-digit id>.json records and "
+            "<20-digit id>.intent.json intents belong there); if it is a renamed record, "
+            "restore its name",
+        )
+    records = _probe_records(store, sorted(records))
+    last = records[-1] if records else 0
+    if last + 1 not in intents and store.exists(intent_key(last + 1)):
+        intents.add(last + 1)
+    for expected, number in enumerate(records, start=1):
+        if number != expected:
+            raise _missing(store, expected, f"the records go on with {record_key(number)}")
+    return _Keys(records, sorted(intents), temps)
+
+
+def _probe_records(store: Store, numbers: list[int]) -> list[int]:
+    """``numbers`` and the records after the last of them, asked for by name."""
+    last = numbers[-1] if numbers else 0
+    while store.exists(record_key(last + 1)):
+        last += 1
+        numbers.append(last)
+    return numbers
+
+
+def _read_records(store: Store, numbers: Sequence[int]) -> list[Record]:
+    records = []
+    for number in numbers:
+        key = record_key(number)
+        try:
+            raw = store.read(key)
+        except FileNotFoundError:
+            raise _missing(store, number, "it was there a moment ago") from None
+        records.append(parse_record(key, raw))
+    return records
+
+
+def _read_intents(store: Store, numbers: Sequence[int]) -> dict[int, Intent]:
+    """The intents still there (one may go meanwhile: its compaction committed, or a
+    recovery deleted its outputs, then the intent)."""
+    intents = {}
+    for number in numbers:
+        key = intent_key(number)
         try:
             raw = store.read(key)
         except FileNotFoundError:
             continue
-        record = parse_record(key, raw)
-        if record.number != len(records) + 1:
-            raise _bad(key, f"follows compaction {len(records)}: a record is missing")
-        records.append(record)
-    return records
+        intents[number] = parse_intent(key, raw)
+    return intents
+
+
+def read_records(store: Store) -> list[Record]:
+    """Every committed compaction record, numbered 1, 2, ... without a gap, found by number
+    (``_compaction_keys``)."""
+    return _read_records(store, _compaction_keys(store).records)
 
 
 @dataclass(slots=True)
@@ -283,10 +466,18 @@ def live_files(manifests: Sequence[Manifest], records: Sequence[Record]) -> Live
 
 
 def superseded(store: Store) -> set[str]:
-    """Paths committed records superseded (gone after retention, or about to be)."""
-    live = Live()
-    for record in read_records(store):
-        live.apply(record, strict=False)
+    """Paths committed records superseded (gone after retention, or about to be), once the
+    records are proven complete (``_check_complete``): with a record lost, the files it
+    superseded are gone for a reason no record shows, and the lost record is what is named.
+    Needs no lock: the table folders are listed first, then the intents read, then the
+    records asked for again: an output listed was named by an intent then (it is written
+    after its intent), and an intent gone meanwhile went after its record was written (or
+    after its outputs were deleted: ``_check_complete`` looks again)."""
+    listed = _table_keys(store)
+    keys = _compaction_keys(store)
+    intents = _read_intents(store, keys.intents)
+    records = _read_records(store, _probe_records(store, list(keys.records)))
+    live = _check_complete(store, records, intents, listed)[0]
     return set(live.superseded)
 
 
@@ -432,33 +623,132 @@ def _table_keys(store: Store) -> list[str]:
     return [k for k in store.list() if k.count("/") == 2 and not k.startswith(("_", "."))]
 
 
-def recover(store: Store, records: Sequence[Record] | None = None) -> int:
-    """Under the compaction lock: publish committed outputs still staged, delete outputs and
-    record temps no committed record names. Returns how many files were deleted."""
-    records = read_records(store) if records is None else records
+def _output_of(key: str) -> str | None:
+    """The compaction output a table folder's key is, or stages; None for other files."""
+    folder, _, name = key.rpartition("/")
+    if _OUTPUT.fullmatch(name):
+        return key
+    if _STAGED.fullmatch(name):
+        return f"{folder}/{name[1 : -len('.tmp')]}"
+    return None
+
+
+def _check_complete(
+    store: Store, records: Sequence[Record], intents: dict[int, Intent], listed: Sequence[str]
+) -> tuple[Live, Intent | None]:
+    """Prove that no record is lost before anything is deleted: with records 1..n, an intent
+    may only be of a committed compaction (its record names its outputs) or of compaction
+    n + 1, and every compaction output in the table folders (``listed``, read before the
+    records) is named by a record or by that intent (outputs are written only after their
+    intent, and the intent is removed only after the record). Returns what the records
+    make live, and the intent of compaction n + 1 (a run that died before its record)."""
     live = Live()
     for record in records:
         live.apply(record, strict=False)
-    committed = live.outputs
+    number = len(records) + 1
+    for found, intent in sorted(intents.items()):
+        if found > number:
+            raise _missing(store, number, f"the intent {intent_key(found)} is there")
+        written = {o.piece.path for o in records[found - 1].outputs} if found < number else set()
+        if found < number and not set(intent.outputs) <= written:
+            raise IntegrityError(
+                f"compaction intent {store.uri(intent_key(found))} names outputs its record "
+                f"{record_key(found)} does not",
+                hint="two compactors wrote this landing zone at once: restore _compactions/ "
+                "from a backup; nothing was deleted",
+            )
+    pending = intents.get(number)
+    named = set(live.outputs)
+    if pending is not None:
+        for path in pending.outputs:
+            if path in named:
+                raise _bad(
+                    intent_key(number), f"names {path}, an output of a record", "compaction intent"
+                )
+        named.update(pending.outputs)
+    strays = [k for k in listed if (o := _output_of(k)) is not None and o not in named]
+    strays = [k for k in strays if store.exists(k)]  # a recovery deletes outputs, then intents
+    if strays:
+        shown = ", ".join(store.uri(k) for k in strays[:3])
+        raise IntegrityError(
+            f"{len(strays)} compaction output(s) are named by no compaction record or intent: "
+            f"{shown}; compaction record {store.uri(record_key(number))} is missing (an output "
+            "is written after its intent, and the intent is removed after the record), or "
+            "they were copied in",
+            hint=f"restore {record_key(number)} (and any later records) from a backup of "
+            "_compactions/; if none is missing, move these files out of the landing zone. "
+            "Nothing was deleted",
+        )
+    return live, pending
+
+
+def recover(store: Store, records: Sequence[Record] | None = None) -> int:
+    """Under the compaction lock: once the records are proven complete (``_check_complete``),
+    publish committed outputs still staged, delete the outputs the intent of a compaction
+    that never committed names, then the intents and the temps of records never written.
+    Returns how many files were deleted.
+
+    A compaction provably never committed when its intent has the next record number, no
+    record has it, no output it names was renamed into place (directories: that comes after
+    the record) and every file it would replace is still there (retention deletes them only
+    after the record): otherwise its record was lost, and deleting its outputs would delete
+    the only copy of rows, so nothing is deleted."""
+    listed = _table_keys(store)
+    keys = _compaction_keys(store)
+    intents = _read_intents(store, keys.intents)
+    records = _read_records(store, keys.records) if records is None else records
+    live, pending = _check_complete(store, records, intents, listed)
+    number = len(records) + 1
+    seen = set(listed)
+
+    def there(key: str) -> bool:  # a listing may lag: what it misses is asked for by name
+        return key in seen or store.exists(key)
+
+    for path, replaces in (pending.outputs if pending is not None else {}).items():
+        if store.renames and store.exists(path):
+            raise _missing(
+                store,
+                number,
+                f"{store.uri(path)}, an output its intent names, is in place, which an output "
+                "is only after its record",
+            )
+        for old in replaces:
+            if not (there(old.path) or there(store.staged(old.path))):
+                raise _missing(
+                    store,
+                    number,
+                    f"{store.uri(old.path)}, which its intent says it replaces, is gone "
+                    "(retention deletes such files only after the record)",
+                )
     removed = 0
     folders: set[str] = set()
-    for path in sorted(live.pieces):
-        if path in committed and not store.exists(path):
-            staged = store.staged(path)
-            if staged != path and store.exists(staged):
-                store.publish(staged, path)
-                folders.add(path.rpartition("/")[0])
-    for key in _table_keys(store):
-        folder, _, name = key.rpartition("/")
-        if (_OUTPUT.fullmatch(name) and key not in committed) or _STAGED.fullmatch(name):
-            store.delete(key)
-            folders.add(folder)
+    for path in sorted(live.outputs):  # committed: roll forward
+        staged = store.staged(path)
+        if staged == path or staged not in seen:  # staged only on a directory: listed
+            continue
+        if store.exists(path):  # a copy of an output in place: not read by anyone
+            store.delete(staged)
             removed += 1
-    for key in store.list(COMPACTIONS):
-        if key.rpartition("/")[2].startswith("."):
-            store.delete(key)
+        else:
+            store.publish(staged, path)
+        folders.add(path.rpartition("/")[0])
+    for path in sorted(pending.outputs if pending is not None else ()):
+        staged = store.staged(path)  # an object store's is the final key
+        if store.exists(staged):
+            store.delete(staged)
+            folders.add(path.rpartition("/")[0])
             removed += 1
+            log.info(
+                "uncommitted compaction output deleted", file=store.uri(staged), compaction=number
+            )
     store.sync(folders)
+    for found in intents:
+        store.delete(intent_key(found))
+    for key in keys.temps:
+        store.delete(key)
+        removed += 1
+    if intents or keys.temps:
+        store.sync({COMPACTIONS})
     return removed
 
 
@@ -556,6 +846,10 @@ class Candidate:
 class Group:
     table: str
     members: tuple[Candidate, ...]
+
+    @property
+    def output_replaces(self) -> tuple[Piece, ...]:
+        return tuple(m.piece for m in self.members)
 
     @property
     def output(self) -> Piece:
@@ -714,16 +1008,18 @@ def _increasing(seqs: pa.Array) -> bool:
 def _write_output(
     store: Store, group: Group, settings: Settings, keep: Callable[[], None]
 ) -> Output:
-    """Copy the group's files, in order, into the output's staged key; every row once.
-    ``keep`` is called before each file (it renews the compaction lease)."""
+    """Copy the group's files, in order, into the output's staged key; every row once, and
+    the bytes hashed on their way out. ``keep`` is called before each file (it renews the
+    compaction lease)."""
     target = group.output
     staged = store.staged(target.path)
     schema = group.members[0].schema
     assert schema is not None
     fs, base = store.filesystem()
     sink = store.open_output(staged)
+    stream = HashingStream(sink.stream)
     try:
-        writer = pq.ParquetWriter(sink.stream, schema, **writer_options(settings.compression))
+        writer = pq.ParquetWriter(stream, schema, **writer_options(settings.compression))
         previous = -1
         rows = 0
         for member in group.members:
@@ -765,19 +1061,51 @@ def _write_output(
                 )
             rows += count
         writer.close()
-        sink.close()
+        written = sink.close()
     except BaseException:
         sink.abort()
         raise
-    size = store.size(staged)
-    return Output(target, size, tuple(m.piece for m in group.members))
+    if written != stream.size:  # every byte must have gone through the hash
+        raise SinkError(
+            f"compaction output {store.uri(staged)} holds {written} bytes, {stream.size} were "
+            "written and hashed",
+            hint="nothing of this run was committed; run it again",
+        )
+    return Output(target, written, group.output_replaces, stream.hexdigest())
+
+
+_CHANGED_HINT = (
+    "another compactor or a daemon's recovery ran meanwhile, or something else wrote there; "
+    "nothing of this run was committed, run it again"
+)
 
 
 def _confirm_outputs(store: Store, outputs: Sequence[Output], lock: CompactionGuard | None) -> None:
-    """Before the commit point: the lock is still ours (renewed: the record is written well
-    within it) and every output is there, as written. On an object store outputs lie at
+    """Before the commit point: every output is there as written (its size and ``sha256``
+    read back), and the lock is still ours (renewed after the reading: the record is
+    written well within it, and checked again by size). On an object store outputs lie at
     their final keys, where a recovery that took an expired lease deletes them as leftovers:
-    a record naming an output that is gone would lose rows."""
+    a record naming an output that is gone, or that other bytes replaced, would lose rows."""
+    for output in outputs:
+        if lock is not None:
+            lock.check()
+        staged = store.staged(output.piece.path)
+        try:
+            size, digest = hash_key(store, staged)
+        except FileNotFoundError:
+            size, digest = -1, ""
+        if size != output.bytes:
+            raise SinkError(
+                f"compaction output {store.uri(staged)} is gone or changed before its commit "
+                f"({size} bytes, {output.bytes} written)",
+                hint=_CHANGED_HINT,
+            )
+        if digest != output.sha256:
+            raise SinkError(
+                f"compaction output {store.uri(staged)} is gone or changed before its commit: "
+                f"{DIGEST_KEY} {digest}, {output.sha256} written",
+                hint=_CHANGED_HINT,
+            )
     if lock is not None:
         lock.renew()
     for output in outputs:
@@ -789,8 +1117,7 @@ def _confirm_outputs(store: Store, outputs: Sequence[Output], lock: CompactionGu
         if size != output.bytes:
             raise SinkError(
                 f"compaction output {store.uri(staged)} is gone or changed before its commit",
-                hint="another compactor or a daemon's recovery ran meanwhile; nothing of this "
-                "run was committed, run it again",
+                hint=_CHANGED_HINT,
             )
 
 
@@ -816,15 +1143,22 @@ def compact(
         return Result(None, 0, 0, len(deleted), before, before)
     if fault is not None:
         fault.next_batch()
+    number = len(records) + 1
+    for group in groups:  # an intent never names a file that is there: recovery deletes them
+        path = group.output.path
+        if path in live.outputs or store.exists(path) or store.exists(store.staged(path)):
+            raise IntegrityError(
+                f"compaction output {path} exists already",
+                hint="a committed output is never written again: restore _compactions/ "
+                "from a backup",
+            )
+    intent = Intent(number, _now_iso(), {g.output.path: g.output_replaces for g in groups})
+    _write_new(store, intent_key(number), intent.to_json())
+    if fault is not None:
+        fault.at("compact-intent")
     outputs: list[Output] = []
     try:
         for group in groups:
-            if group.output.path in live.outputs or store.exists(group.output.path):
-                raise IntegrityError(
-                    f"compaction output {group.output.path} exists already",
-                    hint="a committed output is never written again: restore _compactions/ "
-                    "from a backup",
-                )
             outputs.append(_write_output(store, group, settings, keep))
             if fault is not None and len(outputs) == 1:
                 fault.at("compact-data-mid")
@@ -835,15 +1169,13 @@ def compact(
         raise SinkError(
             f"cannot write compaction outputs in {store.location}: {exc.strerror or exc}",
             hint="check free space and permissions; nothing was committed, the next run "
-            "starts over",
+            "(or the daemon's start) removes what its intent names and starts over",
         ) from exc
     if fault is not None:
         fault.at("compact-data")
     _confirm_outputs(store, outputs, lock)
-    record = Record(len(records) + 1, _now_iso(), _landing_id(manifests), tuple(outputs))
-    store.write(
-        record_key(record.number), json.dumps(record.to_json(), indent=1).encode() + b"\n"
-    )  # the commit point
+    record = Record(number, _now_iso(), _landing_id(manifests), tuple(outputs))
+    _write_new(store, record_key(record.number), record.to_json())  # the commit point
     if fault is not None:
         fault.at("compact-record")
     folders: set[str] = set()
@@ -853,6 +1185,7 @@ def compact(
             store.publish(staged, output.piece.path)
             folders.add(output.piece.path.rpartition("/")[0])
     store.sync(folders)
+    store.delete(intent_key(number))  # a crash before: recovery sees it committed
     if fault is not None:
         fault.at("compact-publish")
     records.append(record)

@@ -17,12 +17,19 @@ A batch commits in these steps (each a named fault-injection point for the crash
 3. ``publish``: each temp file is renamed to its final name; directories fsync'd.
 4. ``checkpoint``: the checkpoint moves to the batch's end, atomically.
 
+Each manifest entry records its file's size and SHA-256 (computed as it was written,
+``sink.digest``), and the manifest pins the schema history it names by its SHA-256
+(``schema_history_sha256``; ``load_history`` refuses other content).
+
 Recovery at start (``recover``) first checks the manifests, their chain and the checkpoint
-against them (``sink.manifests``; anything that does not add up stops with exit 4 and changes
-nothing), makes the landing zone's id when it has none (``sink.identity``; every manifest
-carries it), then rolls every manifest newer than the checkpoint forward (renames its files if a
-crash came between 2 and 3, then advances the checkpoint) and deletes temp files no manifest
-names (a batch that never reached step 2; its transactions are replayed from the checkpoint).
+against them (``sink.manifests``), and every committed file (``sink.verify``: each data file
+and committed compaction output there with its recorded size, the files of the batches after
+the checkpoint and of the last ``HASHED_BATCHES`` with their hash); anything that does not add
+up stops with exit 4 and changes nothing. It makes the landing zone's id when it has none
+(``sink.identity``; every manifest carries it), then rolls every manifest newer than the
+checkpoint forward (renames its files if a crash came between 2 and 3, then advances the
+checkpoint) and deletes temp files no manifest names (a batch that never reached step 2; its
+transactions are replayed from the checkpoint).
 A data file therefore appears under its final name only once its batch is committed, and a
 replayed batch rewrites the same names (they derive from ``_seq``, which the checkpoint
 carries), never adding duplicates. A final file that would overwrite a committed one is
@@ -74,10 +81,11 @@ from ..errors import IntegrityError, SinkError
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
 from ..storage import LocalStore, Output, Store
-from . import compaction
+from . import compaction, verify
 from .changes import HeldXa, Run, TableVersion, rows_in
+from .digest import DIGEST_KEY, HISTORY_DIGEST_KEY, check_history, hash_bytes
 from .identity import LANDING_ID_KEY, establish
-from .manifests import MANIFESTS, Manifest, manifest_key, read_manifests
+from .manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile
 from .stores import landing_store
 
@@ -91,6 +99,9 @@ _MANIFEST_TEMP = re.compile(r"_manifests/\.\d{20}\.json\.tmp")
 HELD_XA_FORMAT = 2  # bump when HeldXa, Run or Block change shape
 HISTORY_DIR = "_schema"
 COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
+# a start hashes the files of the batches after the checkpoint and of this many before it
+# (every size is checked; ``replicator verify --deep`` hashes every file)
+HASHED_BATCHES = 8
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
 FAIL_ENV = "REPLICATOR_FAULT_FAIL_AT"
 
@@ -205,6 +216,7 @@ class Batch:
         history: SchemaHistory | None = None,
         replay_until: StreamPosition | None = None,
         snapshot: SnapshotState | None = None,
+        source: dict[str, Any] | None = None,
     ) -> Checkpoint:
         """Run the commit protocol; returns the new checkpoint. ``held``: the XA transactions
         prepared and undecided at ``end`` (stored with the batch's data); ``records``: the
@@ -212,7 +224,8 @@ class Batch:
         ``end`` when it changed (written with the data, named by the manifest);
         ``snapshot``: the snapshot progress as of ``end`` (None: unchanged);
         ``replay_until``: set while the stream re-reads what landed before a ``checkpoint
-        set`` moved it back (the batch says ``replay`` then)."""
+        set`` moved it back (the batch says ``replay`` then); ``source``: the proof of the
+        last transaction landed (``source.proof``; None: none yet)."""
         zone = self.zone
         held = held or {}
         pending = tuple(sorted(h.name for h in held.values()))
@@ -223,9 +236,10 @@ class Batch:
                 written.append((target, target.writer.close()))
             zone.store.sync({posixpath.dirname(t.temp) for t in self._files.values()})
             zone.store_held([h for h in held.values() if not h.stored])
-            history_path = (
-                zone.history if history is None else zone.store_history(self.number, history)
-            )
+            if history is None:
+                history_path, history_pin = zone.history, zone.history_sha256
+            else:
+                history_path, history_pin = zone.store_history(self.number, history)
         except OSError as exc:
             self.abort()
             raise SinkError(
@@ -247,8 +261,10 @@ class Batch:
             "end": position_to_json(end),
             "xa_pending": list(pending),
             "schema_history": history_path,
+            HISTORY_DIGEST_KEY: history_pin,  # what load_history accepts (digest)
             "schema_changes": list(records),
             "replay": replay_until is not None,
+            PROOF_KEY: source,
             "snapshot": (zone.snapshot if snapshot is None else snapshot).to_json(),
             "files": [
                 {
@@ -256,6 +272,7 @@ class Batch:
                     "path": target.final,
                     "rows": info.rows,
                     "bytes": info.bytes,
+                    DIGEST_KEY: info.sha256,  # of the bytes as written (digest)
                     "first_seq": info.first_seq,
                     "last_seq": info.last_seq,
                     "invalid_temporals": info.invalid_temporals,  # zero dates written as null
@@ -293,6 +310,7 @@ class Batch:
         for item in held.values():
             item.stored = True
         zone.drop_held_except(pending)
+        zone.history_sha256, zone.history_batch = history_pin, self.number
         if history_path != zone.history:
             zone.history = history_path
             zone.drop_histories_except(history_path)
@@ -317,8 +335,11 @@ class LandingZone:
         # overwrite a leftover of an uncommitted batch, never one of these)
         self.committed_through = 0
         self.last_manifest: dict[str, Any] | None = None
-        # the schema history file the last committed manifest names (relative to root)
+        # the schema history file the last committed manifest names (relative to root), the
+        # sha256 that manifest pins it to (None: a manifest from before pins) and its batch
         self.history: str | None = None
+        self.history_sha256: str | None = None
+        self.history_batch: int | None = None
         # where the last committed batch ended (the schema history holds as of there); set by
         # recover()
         self.committed_end: StreamPosition | None = None
@@ -330,10 +351,23 @@ class LandingZone:
         return self.store.uri(manifest_key(batch))
 
     def write_state(self, key: str, data: bytes) -> None:
-        """Replace a small file (manifest, checkpoint) atomically and durably: rename on a
-        directory, one PUT on an object store."""
+        """Write a manifest atomically and durably: rename on a directory (which the writer's
+        flock guards), one PUT on an object store, there conditional on no object of that
+        name existing (``If-None-Match: *``, where the store has conditional writes), so two
+        writers can never both commit one batch number."""
         try:
-            self.store.write(key, data)
+            if self.store.renames:
+                self.store.write(key, data)
+            else:
+                self.store.create(key, data)
+        except FileExistsError as exc:
+            raise IntegrityError(
+                f"{self.store.uri(key)} was committed by another writer while this process "
+                "wrote the same batch; this process stops without committing it",
+                hint="two writers ran on one landing zone: stop the other one (one writer per "
+                "landing zone); the next start checks every committed file against its "
+                "manifest",
+            ) from exc
         except OSError as exc:
             raise SinkError(
                 f"cannot write {self.store.uri(key)}: {exc.strerror or exc}",
@@ -444,10 +478,11 @@ class LandingZone:
 
     # -- the schema history ------------------------------------------------------------------
 
-    def store_history(self, batch: int, history: SchemaHistory) -> str:
+    def store_history(self, batch: int, history: SchemaHistory) -> tuple[str, str]:
         """Write the history as of ``batch`` durably (before the manifest that names it);
-        returns its path relative to the root. Fault points: ``history-mid`` (written, not
-        yet in place) and ``history`` (in place, manifest not yet written)."""
+        returns its path relative to the root and its sha256 (the manifest pins it). Fault
+        points: ``history-mid`` (written, not yet in place) and ``history`` (in place,
+        manifest not yet written)."""
         key = f"{HISTORY_DIR}/history-{batch:020d}.json"
         staged = self.store.staged(key)
         data = json.dumps(history.to_json(), sort_keys=True, separators=(",", ":")).encode()
@@ -462,15 +497,20 @@ class LandingZone:
         self.store.publish(staged, key)
         self.store.sync({HISTORY_DIR})
         self.fault.at("history")
-        return key
+        return key, hash_bytes(data)
 
     def load_history(self) -> SchemaHistory | None:
-        """The schema history the last committed batch names (None: none written yet)."""
+        """The schema history the last committed batch names (None: none written yet), as
+        that batch's manifest pins it (``digest.check_history``: other content stops with an
+        IntegrityError). A history no manifest pins yet (written before pins) is taken as it
+        is, and pinned by the next manifest."""
         if self.history is None:
             return None
         path = self.store.uri(self.history)
         try:
-            return SchemaHistory.from_json(json.loads(self.store.read(self.history)))
+            raw = self.store.read(self.history)
+            check_history(raw, self.history_sha256, path, self.history_batch)
+            history = SchemaHistory.from_json(json.loads(raw))
         except FileNotFoundError as exc:
             raise IntegrityError(
                 f"the schema history {path} that the last manifest names is gone",
@@ -482,6 +522,9 @@ class LandingZone:
                 f"the schema history {path} cannot be read: {exc}",
                 hint="restore it from a backup",
             ) from exc
+        if self.history_sha256 is None:
+            self.history_sha256 = hash_bytes(raw)
+        return history
 
     def drop_histories_except(self, keep: str | None) -> None:
         """Delete history files other than ``keep`` (superseded, or of uncommitted batches)."""
@@ -518,8 +561,9 @@ class LandingZone:
         checkpoint = self.checkpoints.load()
         manifests = read_manifests(store)
         self._check_checkpoint(checkpoint, manifests)
-        listed = set(store.list())
-        referenced = self._check_files(manifests, checkpoint, listed)
+        sizes = store.list_sizes()
+        listed = set(sizes)
+        referenced = self._check_files(manifests, checkpoint, sizes)
         history = manifests[-1].data.get("schema_history") if manifests else None
         if history is not None and not (history in listed or store.exists(history)):
             raise IntegrityError(
@@ -551,6 +595,8 @@ class LandingZone:
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None
+        self.history_sha256 = manifests[-1].history_pin if manifests else None
+        self.history_batch = manifests[-1].batch if manifests else None
         self.drop_histories_except(self.history)
         last = manifests[-1] if manifests else None
         self.committed_end = (
@@ -660,34 +706,49 @@ class LandingZone:
             )
 
     def _check_files(
-        self, manifests: list[Manifest], checkpoint: Checkpoint, listed: set[str]
+        self, manifests: list[Manifest], checkpoint: Checkpoint, sizes: dict[str, int]
     ) -> set[str]:
-        """Every file a manifest names must be there (or, on a directory, for a batch the
-        checkpoint has not reached, still under its hidden temp name). Returns the committed
-        keys. ``listed``: every key a listing showed; a file it misses is looked up by name
-        before it counts as gone (an object store's listing may lag)."""
+        """Every file that holds committed rows (a manifest's, or the compaction output that
+        superseded it) must be there with the size its record gives (on a directory, for a
+        batch the checkpoint has not reached, maybe still under its hidden temp name), and
+        the files of the batches after the checkpoint and of the last ``HASHED_BATCHES``
+        with their hash (``sink.verify``). Returns the keys manifests name. ``sizes``: a
+        listing; a file it misses is looked up by name before it counts as gone (an object
+        store's listing may lag)."""
         store = self.store
-        referenced: set[str] = set()
-        missing: list[tuple[int, str]] = []
-        for manifest in manifests:
-            for item in manifest.files:
-                final = str(item["path"])
-                referenced.add(final)
-                if final in listed or store.exists(final):
-                    continue
-                unpublished = store.renames and manifest.batch > checkpoint.batch
-                if unpublished and store.exists(store.staged(final)):
-                    continue
-                missing.append((manifest.batch, str(item["path"])))
-        # compaction may have superseded them (read after the check: a file is deleted only
-        # after the record superseding it is committed)
-        gone = compaction.superseded(self.store) if missing else set()
-        for batch, path in missing:
-            if path not in gone:
-                raise IntegrityError(
-                    f"batch {batch} is committed but its file {path} is gone",
-                    hint="restore the file from a backup; nothing was changed in the landing zone",
-                )
+        referenced = {str(item["path"]) for m in manifests for item in m.files}
+        # read after the listing: a file is deleted only after the record superseding it is
+        # committed, so one the listing missed is found superseded here or in ``check``
+        records = compaction.read_records(store)
+        files = verify.committed(manifests, records, strict=False)
+        newest = manifests[-1].batch if manifests else 0
+        hashed_from = min(checkpoint.batch, newest - HASHED_BATCHES)
+
+        def staged_ok(item: verify.Committed) -> bool:
+            return store.renames and (
+                item.record is not None or item.batches[-1] > checkpoint.batch
+            )
+
+        report = verify.check(
+            store,
+            files,
+            sizes,
+            staged_ok=staged_ok,
+            hash_it=lambda item: item.record is None and item.batches[-1] > hashed_from,
+            superseded=lambda: compaction.superseded(store),
+        )
+        if report.problems:
+            lines = [problem.line() for problem in report.problems]
+            shown = "; ".join(lines[:5]) + (
+                f"; and {len(lines) - 5} more" if len(lines) > 5 else ""
+            )
+            raise IntegrityError(
+                shown
+                if len(lines) == 1
+                else f"{len(lines)} committed files are not as committed: {shown}",
+                hint="restore the file(s) from a backup (`replicator verify` lists every one); "
+                "nothing was changed in the landing zone",
+            )
         return referenced
 
     def _check_no_strays(self, referenced: set[str], listed: set[str]) -> list[str]:

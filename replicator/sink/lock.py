@@ -18,11 +18,14 @@ Object stores (S3 and the like) have no such lock: there the writer holds a *lea
 (``sink.object_store.lease_seconds`` ahead), renewed by the holder every few seconds while it
 runs. A process finding an unexpired lease of another owner refuses to start; a lease a
 killed holder left expires, so the next start waits at most ``lease_seconds`` (none when
-the holder ran on the same host and its process is gone). Object stores
-(without conditional writes, which pyarrow does not offer) cannot make "read the lease, then
-write ours" atomic: the lease guards against the mistake of a second writer configured on a
-landing zone in use, not against two writers started in the same instant. The holder reads
-the lease back each time it renews it and stops when another owner took it.
+the holder ran on the same host and its process is gone). Every write of the lease is
+conditional on the version last read or written (``Store.create``: ``If-None-Match: *``;
+``Store.replace``: ``If-Match``; ``conditional_s3``), so of two writers started in the same
+instant only one gets it. A store without conditional writes (``Store.conditional`` says why:
+a store that ignores the headers, or one pyarrow alone reaches) cannot make "read the lease,
+then write ours" atomic; the start says so in a warning, and there the lease guards only
+against a second writer configured on a landing zone in use. The holder reads the lease back
+each time it renews it and stops when another owner took it.
 
 The record also says what the holder is, for the commands that only read a landing zone:
 ``replicator run`` adds its ``server_id``, the name it registers with the source as a replica
@@ -51,8 +54,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import structlog
+
 from ..errors import ConfigError, SinkError
 from ..storage import LocalStore, Store
+
+log = structlog.get_logger("replicator")
 
 LOCK_FILE = Path("_state") / "lock"
 LEASE_KEY = "_state/lease.json"
@@ -279,26 +286,48 @@ class LeaseLock:
         self._record: dict[str, object] = {}
         self._held = False
         self._renewed = 0.0
+        # the version of the lease object we read or wrote last: every write of ours is
+        # conditional on it (``Store.create``/``replace``), so of two writers that read the
+        # same lease only one can write theirs
+        self._tag: str | None = None
+        self._exists = False
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            record = json.loads(self.store.read(self.key))
+            raw, self._tag = self.store.read_tagged(self.key)
         except FileNotFoundError:
+            self._exists, self._tag = False, None
             return None
-        except ValueError:
-            return None  # torn by hand: nobody's lease
         except OSError as exc:
             raise SinkError(
                 f"cannot read the landing zone lease {self.where}: {exc.strerror or exc}",
                 hint="check sink.root, sink.object_store and the credentials",
             ) from exc
+        self._exists = True
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            return None  # torn by hand: nobody's lease
         return record if isinstance(record, dict) else None
 
     def _write(self) -> None:
         now = time.time()
         self._record["expires"] = now + self.lease_seconds
+        data = json.dumps(self._record).encode() + b"\n"
         try:
-            self.store.write(self.key, json.dumps(self._record).encode() + b"\n")
+            if self._exists:
+                self._tag = self.store.replace(self.key, data, self._tag)
+            else:
+                self._tag = self.store.create(self.key, data)
+                self._exists = True
+        except FileExistsError as exc:
+            self._held = False
+            raise LandingZoneBusyError(
+                f"the landing zone lease {self.where} was written by another process between "
+                "this one's reading and writing it",
+                hint="run one writer per landing zone (a second one started at the same "
+                "instant, or this one stalled past its lease); this process stops writing",
+            ) from exc
         except OSError as exc:
             raise SinkError(
                 f"cannot write the landing zone lease {self.where}: {exc.strerror or exc}",
@@ -308,6 +337,23 @@ class LeaseLock:
 
     def acquire(self, purpose: str, **facts: object) -> LeaseLock:
         """Take the lease unless another owner holds an unexpired one (never waits)."""
+        try:
+            self.store.ensure()  # a missing bucket is named as such (ConfigError)
+            missing = self.store.conditional()
+        except OSError as exc:
+            raise SinkError(
+                f"cannot reach the landing zone {self.store.location}: {exc.strerror or exc}",
+                hint="check sink.root, sink.object_store and the credentials",
+            ) from exc
+        if missing is not None:
+            log.warning(
+                "no conditional writes: two writers started in the same instant could both "
+                "take the lease",
+                lease=self.where,
+                why=missing,
+                hint="run one writer per landing zone (a Deployment with replicas: 1 and the "
+                "Recreate strategy)",
+            )
         found = self._read()
         if found is not None and found.get("ended") is None and found.get("owner") != self.owner:
             expires = found.get("expires")
@@ -378,7 +424,7 @@ class LeaseLock:
             return
         self._held = False
         self._record["ended"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        with contextlib.suppress(SinkError):  # it expires anyway
+        with contextlib.suppress(SinkError, LandingZoneBusyError):  # it expires anyway
             self._write()
 
     def __enter__(self) -> LeaseLock:

@@ -14,6 +14,9 @@ the fields of the format and the right types) and the chain they form:
 * each batch starts where the previous one ended, unless ``checkpoint set`` moved the
   position in between (``start_moved`` in the manifest);
 * each file entry's ``_seq`` range lies within its batch's, and no path is named twice;
+* a file entry's ``bytes`` and ``sha256`` (``sink.digest``), and the manifest's pin of its
+  schema history (``schema_history_sha256``), when there (manifests written before hashes
+  have none), are a size and a hash;
 * every manifest carries the same landing zone id (``sink.identity``) from the first one that
   carries one on (the manifests written before ids existed come first, without one).
 
@@ -32,11 +35,14 @@ from typing import Any
 
 from ..errors import IntegrityError
 from ..storage import LocalStore, Store
+from .digest import DIGEST_KEY, HISTORY_DIGEST_KEY, is_digest
 from .identity import LANDING_ID_KEY, is_landing_id
 
 MANIFESTS = "_manifests"
 _NAME = re.compile(r"\d{20}\.json")
 _TEMP = re.compile(r"\.\d{20}\.json\.tmp")
+PROOF_KEY = "source"  # the proof of the last transaction landed (source.proof)
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +71,34 @@ class Manifest:
         return None if value is None else str(value)
 
     @property
+    def history_pin(self) -> str | None:
+        """The sha256 of the schema history file this batch names; None in manifests written
+        before pins (and when it names none)."""
+        value = self.data.get(HISTORY_DIGEST_KEY)
+        return None if value is None else str(value)
+
+    @property
     def files(self) -> list[dict[str, Any]]:
         files: list[dict[str, Any]] = self.data["files"]
         return files
+
+
+def valid_proof(value: object) -> bool:
+    """The shape of a manifest's ``source`` field (None allowed: nothing to prove)."""
+    if value is None:
+        return True
+    if not isinstance(value, dict):
+        return False
+    gtid, before, events = value.get("gtid"), value.get("before"), value.get("events")
+    return (
+        (gtid is None or isinstance(gtid, str))
+        and (before is None or (isinstance(before, dict) and isinstance(before.get("file"), str)))
+        and isinstance(value.get("digest"), str)
+        and _DIGEST.fullmatch(value["digest"]) is not None
+        and isinstance(events, int)
+        and not isinstance(events, bool)
+        and events >= 0
+    )
 
 
 def _bad(path: Path | str, problem: str) -> IntegrityError:
@@ -125,6 +156,9 @@ def parse_manifest(path: Path | str, raw: bytes) -> Manifest:
     history = data.get("schema_history")
     if history is not None and (not isinstance(history, str) or ".." in history.split("/")):
         raise _bad(path, f"names an invalid schema history {history!r}")
+    pin = data.get(HISTORY_DIGEST_KEY)
+    if pin is not None and (history is None or not is_digest(pin)):
+        raise _bad(path, f"has an invalid {HISTORY_DIGEST_KEY!r} {pin!r}")
     records = data.get("schema_changes", [])
     if not isinstance(records, list):
         raise _bad(path, "has an invalid 'schema_changes' list")
@@ -137,6 +171,8 @@ def parse_manifest(path: Path | str, raw: bytes) -> Manifest:
     pending = data.get("xa_pending", [])
     if not isinstance(pending, list) or not all(isinstance(p, str) for p in pending):
         raise _bad(path, "has an invalid 'xa_pending' list")
+    if not valid_proof(data.get(PROOF_KEY)):  # the source proof (source.continuity)
+        raise _bad(path, f"has an invalid {PROOF_KEY!r} proof")
     landing_id = data.get(LANDING_ID_KEY)
     if landing_id is not None and not is_landing_id(landing_id):
         raise _bad(path, f"has an invalid landing zone id {landing_id!r}")
@@ -156,6 +192,10 @@ def _check_file_entry(entry: object, first: int, last: int, path: Path | str) ->
         raise _bad(path, f"lists {name} with _seq {lo}..{hi}, outside the batch's {first}..{last}")
     if _int(entry, "rows", path) < 0:
         raise _bad(path, f"lists {name} with a negative row count")
+    if "bytes" in entry and _int(entry, "bytes", path) < 0:
+        raise _bad(path, f"lists {name} with a negative size")
+    if DIGEST_KEY in entry and not is_digest(entry[DIGEST_KEY]):
+        raise _bad(path, f"lists {name} with an invalid {DIGEST_KEY!r} {entry[DIGEST_KEY]!r}")
 
 
 def manifest_key(batch: int) -> str:

@@ -8,8 +8,10 @@ consecutive runs become one array (built by the core for plain types, else one
 columns are made once per run and spread over its rows. Converted batches are buffered and
 written as row groups of ``row_group_rows`` rows, or sooner once they hold ``row_group_bytes``
 (large BLOBs); a batch whose text or binary column would pass Arrow's 2 GiB per-array limit is
-split. ``close()`` writes the rest, closes the file and fsyncs it. Making the file visible
-(rename) and durable in its directory is the commit protocol's job.
+split. ``close()`` writes the rest, closes the file and fsyncs it; the file's SHA-256 is
+computed from the bytes on their way to it (``digest.HashingStream``: nothing is read back) and
+returned with its size for the manifest. Making the file visible (rename) and durable in its
+directory is the commit protocol's job.
 
 Values land as the decoder produced them (docs/type-mapping.md), with these conversions:
 
@@ -88,6 +90,7 @@ from .arrow_types import (
     arrow_schema,
 )
 from .changes import Run, TableVersion
+from .digest import HashingStream
 from .parquet_options import writer_options
 
 __all__ = ["BEFORE_KEY_FIELD", "PRIMARY_KEY_KEY", "ParquetTableWriter", "WrittenFile", "identity"]
@@ -116,6 +119,7 @@ class WrittenFile:
     first_seq: int | None  # None for a file without rows
     last_seq: int | None
     invalid_temporals: int  # zero/invalid dates written as null
+    sha256: str = ""  # the content hash (``digest``), computed as the bytes were written
 
 
 class _Absent(Enum):
@@ -297,12 +301,15 @@ class ParquetTableWriter:
         self._invalid_temporals = 0
         self._done = False
         self._file: Output | None = None
+        self._hashing: HashingStream | None = None
         self._writer: Any = None
         try:
-            # a local path, or a store's output (a data file straight into an object store)
+            # a local path, or a store's output (a data file straight into an object store);
+            # every byte is hashed on its way there (the manifest records it: ``digest``)
             self._file = local_output(path) if isinstance(path, Path) else path
+            self._hashing = HashingStream(self._file.stream)
             self._writer = pq.ParquetWriter(
-                self._file.stream, self.schema, **writer_options(compression)
+                self._hashing, self.schema, **writer_options(compression)
             )
         except OSError as exc:
             self._fail(exc, "create")
@@ -351,11 +358,18 @@ class ParquetTableWriter:
         try:
             self._flush(final=True)
             self._writer.close()
-            assert self._file is not None
+            assert self._file is not None and self._hashing is not None
             size = self._file.close()  # fsync'd (local) or uploaded whole (object store)
         except OSError as exc:
             self._fail(exc, "write")
         self._done = True
+        if size != self._hashing.size:  # the hash would not be the stored file's
+            self._file.abort()
+            raise SinkError(
+                f"{self.path}: {size} bytes were stored, {self._hashing.size} written",
+                hint="the landing zone's storage lost or added bytes: check it; the batch is "
+                "replayed from the last checkpoint on restart",
+            )
         return WrittenFile(
             self.path,
             self._rows,
@@ -363,6 +377,7 @@ class ParquetTableWriter:
             self._first_seq,
             self._last_seq,
             self._invalid_temporals,
+            self._hashing.hexdigest(),
         )
 
     def abort(self) -> None:

@@ -10,11 +10,19 @@ build values (the column's ``columns.converter`` handles whatever the C fast pat
 and raises the exact error). A row the server split over several packets (16 MiB and more) is joined
 here and parsed by ``_rowcore.text_row``. Without the native core, pymysql reads the rows and
 the converters decode each value (the same values, several times slower).
+
+A read may be capped by bytes (``snapshot.chunk_bytes``): the row whose packet brings the
+bytes read to the cap is the last one taken (a single larger row goes alone; rows read as
+objects stop at the end of a read buffer instead), the rest of the result set is read and
+dropped unparsed, and ``ReadStats.cut`` says so. Every read honours the connection's socket
+timeout (pymysql's ``read_timeout``): a timeout or a broken socket comes out as pymysql's
+``OperationalError`` 2013, like a read of pymysql's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pymysql
 import pymysql.cursors
@@ -100,15 +108,50 @@ def buffer_spec(col: ColumnDef) -> tuple[tuple[int, int, int], NativeKind] | Non
     return None
 
 
+@dataclass(slots=True)
+class ReadStats:
+    """What one ``read_rows`` read: bytes of row packets, and whether the byte cap cut it
+    (rows of the result set after the cut were dropped: the next chunk reads them)."""
+
+    bytes: int = 0
+    cut: bool = False
+
+
 def read_rows(
-    conn: pymysql.connections.Connection, sql: str, columns: Sequence[ColumnDef], batch: int
+    conn: pymysql.connections.Connection,
+    sql: str,
+    columns: Sequence[ColumnDef],
+    batch: int,
+    max_bytes: int | None = None,
+    stats: ReadStats | None = None,
+    block_bytes: int | None = None,
 ) -> Iterator[tuple[Block, tuple[object, ...]]]:
-    """The rows of ``sql`` (a SELECT of ``columns``) as blocks of about ``batch`` rows, each
-    with its last row as a tuple (where the next chunk starts)."""
+    """The rows of ``sql`` (a SELECT of ``columns``) as blocks of about ``batch`` rows (or
+    about ``block_bytes``), each with its last row as a tuple (where the next chunk starts);
+    with ``max_bytes``, only the rows up to that many bytes (see the module doc; ``stats``
+    tells)."""
+    stats = ReadStats() if stats is None else stats
+    try:
+        yield from _read_rows(conn, sql, columns, batch, max_bytes, stats, block_bytes)
+    except OSError as exc:  # a socket timeout or reset under the reads made here
+        raise pymysql.err.OperationalError(
+            2013, f"Lost connection to the source during a snapshot read ({exc or 'timed out'})"
+        ) from exc
+
+
+def _read_rows(
+    conn: pymysql.connections.Connection,
+    sql: str,
+    columns: Sequence[ColumnDef],
+    batch: int,
+    max_bytes: int | None,
+    stats: ReadStats,
+    block_bytes: int | None,
+) -> Iterator[tuple[Block, tuple[object, ...]]]:
     converters = tuple(converter(c) for c in columns)
     width = len(columns)
     if not native.available():
-        for fetched in _slow(conn, sql, converters, batch):
+        for fetched in _slow(conn, sql, converters, batch, max_bytes, stats, block_bytes):
             yield Block.from_rows(fetched, width), fetched[-1]
         return
     kinds = tuple(kind(c) for c in columns)
@@ -131,6 +174,7 @@ def read_rows(
     count = 0
     last: tuple[object, ...] = ()
     objects = False
+    yielded = 0  # stats.bytes at the last block yielded
     try:
         while True:
             block = rfile.read1(READ_BYTES)
@@ -143,8 +187,14 @@ def read_rows(
                     got, offset, state = core.text_rows(buf, offset, kinds, converters, False)
                     rows.extend(got)
                 else:
+                    room = batch - count
+                    if max_bytes is not None and stats.bytes + len(buf) >= max_bytes:
+                        room = _rows_within(buf, offset, max_bytes - stats.bytes - offset, room)
+                        if room == 0:  # the cap is reached at offset
+                            state = 0
+                            break
                     vectors, n, offset, state, at = core.text_block(
-                        buf, offset, specs, kinds, converters, False, batch - count
+                        buf, offset, specs, kinds, converters, False, room
                     )
                     if n:
                         pieces.append(vectors)
@@ -153,21 +203,23 @@ def read_rows(
                         last = core.text_row(buf[at + 4 : at + 4 + size], kinds, converters)
                     full = count >= batch
                     if full:
-                        yield _block(pieces, count, natives), last
-                        pieces, count = [], 0
+                        made, pieces, count = _block(pieces, count, natives), [], 0
+                        yield made, last  # the pieces are not kept beside the block
                     if state == 4:  # a value the buffers cannot hold: objects from here on
                         objects = True
                         continue
                     if full and state == 0:  # whole packets may follow in buf
                         continue
                 if state == 3:  # a row over several packets
+                    stats.bytes += offset
                     joined, offset = _joined(rfile, buf, offset)
+                    stats.bytes += len(joined[0])
                     buf, offset = joined[1], 0
                     row = core.text_row(joined[0], kinds, converters)
                     if not objects:
                         if pieces:
-                            yield _block(pieces, count, natives), last
-                            pieces, count = [], 0
+                            made, pieces, count = _block(pieces, count, natives), [], 0
+                            yield made, last
                         objects = True
                     rows.append(row)
                     continue
@@ -179,9 +231,23 @@ def read_rows(
                 break
             if state == 2:
                 _raise_error(rfile, buf[offset:])
+            stats.bytes += offset
             buf = buf[offset:]
+            if max_bytes is not None and stats.bytes >= max_bytes:  # rows only: > 0
+                _drain(rfile, buf)  # the rows after the cap: the next chunk reads them
+                stats.cut = True
+                break
+            if block_bytes is not None and stats.bytes - yielded >= block_bytes:
+                yielded = stats.bytes  # wide rows: a block of fewer rows
+                if pieces:
+                    made, pieces, count = _block(pieces, count, natives), [], 0
+                    yield made, last
+                if rows:
+                    made, tail, rows = Block.from_rows(rows, width), rows[-1], []
+                    yield made, tail
         if pieces:
-            yield _block(pieces, count, natives), last
+            made, pieces = _block(pieces, count, natives), []
+            yield made, last
         if rows:
             yield Block.from_rows(rows, width), rows[-1]
     finally:
@@ -231,6 +297,46 @@ def _more(rfile: object) -> bytes:
     return block
 
 
+def _rows_within(buf: bytes, offset: int, budget: int, most: int) -> int:
+    """How many whole row packets from ``offset`` bring the bytes to ``budget`` (the one
+    reaching it included); ``most`` when the buffer holds fewer (or another packet comes)."""
+    rows = 0
+    while budget > 0 and rows < most:
+        if offset + 5 > len(buf):
+            return most
+        size = buf[offset] | buf[offset + 1] << 8 | buf[offset + 2] << 16
+        first = buf[offset + 4]
+        if size == MAX_PAYLOAD or first == 0xFF or (first == 0xFE and size < 9):
+            return most  # a split row, an error or the end: text_block tells
+        budget -= 4 + size
+        offset += 4 + size
+        rows += 1
+    return rows
+
+
+def _drain(rfile: object, data: bytes) -> None:
+    """Read and drop the rest of a result set, up to its EOF packet, without parsing a row
+    (an ERR packet raises the server's error). ``data`` starts at a packet."""
+    continued = False  # the packet before had the maximum payload: this one ends its row
+    while True:
+        while len(data) < (4 if continued else 5):
+            data += _more(rfile)
+        size = data[0] | data[1] << 8 | data[2] << 16
+        if not continued:
+            if data[4] == 0xFF:
+                _raise_error(rfile, data)
+            if data[4] == 0xFE and size < 9:  # EOF (see _rowcore.c, packet_kind)
+                while len(data) < 4 + size:  # read whole: the next reply follows it
+                    data += _more(rfile)
+                return
+        continued = size == MAX_PAYLOAD
+        skip = 4 + size
+        while skip > len(data):
+            skip -= len(data)
+            data = _more(rfile)
+        data = data[skip:]
+
+
 def _raise_error(rfile: object, data: bytes) -> None:
     while len(data) < 4:
         data += _more(rfile)
@@ -241,18 +347,37 @@ def _raise_error(rfile: object, data: bytes) -> None:
 
 
 def _slow(
-    conn: pymysql.connections.Connection, sql: str, converters: tuple[Convert, ...], batch: int
+    conn: pymysql.connections.Connection,
+    sql: str,
+    converters: tuple[Convert, ...],
+    batch: int,
+    max_bytes: int | None,
+    stats: ReadStats,
+    block_bytes: int | None,
 ) -> Iterator[list[tuple[object, ...]]]:
     cur = conn.cursor(pymysql.cursors.SSCursor)
     try:
         cur.execute(sql)
+        rows: list[tuple[object, ...]] = []
+        yielded = 0
         while True:
-            fetched = cur.fetchmany(batch)
-            if not fetched:
-                return
-            yield [
+            row = cur.fetchone()
+            if row is None:
+                break
+            stats.bytes += sum(len(v) for v in row if v is not None)
+            rows.append(
                 tuple(None if v is None else f(v) for f, v in zip(converters, row, strict=True))
-                for row in fetched
-            ]
+            )
+            if max_bytes is not None and stats.bytes >= max_bytes:
+                stats.cut = True  # closing the cursor below reads the rest and drops it
+                break
+            if len(rows) >= batch or (
+                block_bytes is not None and stats.bytes - yielded >= block_bytes
+            ):
+                yielded = stats.bytes
+                yield rows
+                rows = []
+        if rows:
+            yield rows
     finally:
         cur.close()

@@ -15,12 +15,20 @@ The chunk's rows are then read by primary key order, ``chunk_rows`` at a time, a
 key landed (``WHERE (k1 > v1) OR (k1 = v1 AND k2 > v2) ...``, which both servers turn into an
 index range), or, for a table without a usable key, the whole table in the one transaction.
 Only SELECT and the replication privileges are needed.
+
+Every read and write on the connection waits at most ``snapshot.query_timeout`` (connect and
+handshake: ``source.connect_timeout``): a stalled source comes out as
+``SourceUnavailableError`` and the runner reads the chunk again on a new connection. A table
+dropped, renamed or rebuilt at the source after the read view opened (server errors 1146,
+1412) comes out as ``TableChanged``: the stream has that DDL ahead, and the runner lets it
+decide. ``abort`` (any thread) wakes a read blocked on the socket, for a prompt shutdown.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -39,11 +47,18 @@ from ..errors import IntegrityError, ReplicatorError
 from ..source.connection import describe_source, open_connection
 from ..source.errors import translate_error
 from .columns import quote, select_expression
-from .fastread import read_rows
+from .fastread import ReadStats, read_rows
 
 log = structlog.get_logger("replicator")
 _AGREE_ATTEMPTS = 50
 FETCH_ROWS = 8192
+ER_NO_SUCH_TABLE = 1146
+ER_TABLE_DEF_CHANGED = 1412  # "Table definition has changed, please retry transaction"
+
+
+class TableChanged(ReplicatorError):
+    """The table a chunk reads is gone or rebuilt at the source since its read view opened
+    (a DROP, RENAME or ALTER the stream has not reached yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,17 +72,26 @@ class ReadPoint:
         return self.position.describe()
 
 
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """The server's figures for a table (InnoDB's are samples: off by tens of percent)."""
+
+    rows: int | None  # for the ETA
+    row_bytes: int | None  # AVG_ROW_LENGTH: the first chunk's LIMIT under chunk_bytes
+
+
 class SnapshotReader:
     """One connection reading chunks (blocking; run it in a worker thread)."""
 
-    def __init__(self, cfg: SourceConfig, flavor: str) -> None:
+    def __init__(self, cfg: SourceConfig, flavor: str, timeout: float = 60.0) -> None:
         self.cfg = cfg
         self.flavor = flavor
+        self.timeout = timeout
         self._conn: pymysql.connections.Connection | None = None
 
     def _connect(self) -> pymysql.connections.Connection:
         if self._conn is None:
-            conn = open_connection(self.cfg, read_timeout=600)
+            conn = open_connection(self.cfg, read_timeout=self.timeout)
             conn.decoders = {}  # every value as the bytes SELECT sent; columns.converter decodes
             with conn.cursor() as cur:
                 cur.execute("SET SESSION character_set_results = binary")
@@ -123,22 +147,23 @@ class SnapshotReader:
             hint="snapshot at a quieter time; nothing was landed for this chunk",
         )
 
-    def estimate_rows(self, schema: str, table: str) -> int | None:
-        """The server's estimate of the table's rows (InnoDB's is a sample: off by tens of
-        percent), for the ETA; None when it has none."""
+    def estimate_rows(self, schema: str, table: str) -> Estimate:
+        """The server's estimate of the table's rows and of their average width (None where
+        it has none)."""
         try:
             with self._connect().cursor() as cur:
                 cur.execute(
-                    "SELECT TABLE_ROWS FROM information_schema.TABLES "
+                    "SELECT TABLE_ROWS, AVG_ROW_LENGTH FROM information_schema.TABLES "
                     "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
                     (schema, table),
                 )
                 row = cur.fetchone()
         except pymysql.err.Error as exc:
             raise self._fail(exc) from exc
-        if not row or row[0] is None:
-            return None
-        return int(row[0])  # text or bytes: int() takes either
+        if not row:
+            return Estimate(None, None)
+        rows, width = (None if v is None else int(v) for v in row)  # int() takes text or bytes
+        return Estimate(rows, width or None)
 
     def rows(
         self,
@@ -148,9 +173,14 @@ class SnapshotReader:
         key: Sequence[int],
         after: tuple[object, ...] | None,
         limit: int | None,
+        max_bytes: int | None = None,
+        stats: ReadStats | None = None,
+        block_bytes: int | None = None,
     ) -> Iterator[tuple[Block, tuple[object, ...]]]:
         """The rows after ``after`` (by ``key``, column indexes) in key order, at most
-        ``limit``; with no key, the whole table. Yields blocks, each with its last row."""
+        ``limit`` and ``max_bytes`` (``stats.cut``: the rows stopped at the bytes); with no
+        key, the whole table. Yields blocks (of about ``block_bytes`` at most), each with its
+        last row."""
         sql = f"SELECT {', '.join(select_expression(c) for c in columns)} FROM "
         sql += f"{quote(schema)}.{quote(table)}"
         names = [quote(columns[i].name or "") for i in key]
@@ -162,8 +192,15 @@ class SnapshotReader:
             if limit is not None:
                 sql += f" LIMIT {int(limit)}"
         try:
-            yield from read_rows(conn, sql, columns, FETCH_ROWS)
+            yield from read_rows(conn, sql, columns, FETCH_ROWS, max_bytes, stats, block_bytes)
         except pymysql.err.Error as exc:
+            if exc.args and exc.args[0] in (ER_NO_SUCH_TABLE, ER_TABLE_DEF_CHANGED):
+                self.close()
+                raise TableChanged(
+                    f"{schema}.{table} at {describe_source(self.cfg)}: {exc.args[-1]}",
+                    hint="the chunk is read again past the stream's DROP, RENAME or ALTER of "
+                    "it, which decides what follows",
+                ) from exc
             raise self._fail(exc) from exc
         except BaseException:
             self.close()  # a result set read part way leaves the connection unusable
@@ -178,6 +215,15 @@ class SnapshotReader:
                 cur.execute("COMMIT")
         except pymysql.err.Error as exc:
             raise self._fail(exc) from exc
+
+    def abort(self) -> None:
+        """Wake a read blocked on the connection (from another thread): it fails at once and
+        the connection is dropped (closing the socket alone would not wake it)."""
+        conn = self._conn
+        sock = None if conn is None else conn._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -12,26 +12,46 @@ before its commit was visible), the read view is dropped and opened again.
 Because the stream stands at P while a chunk is read, the schema history is exactly as of P
 too: the columns a chunk is read with are the ones its rows had, even with DDL going on.
 
-A chunk is ``snapshot.chunk_rows`` rows after the last key landed; a table without a primary
-key (or with one a range cannot walk: ENUM, SET, FLOAT, DOUBLE, BIT, GEOMETRY) is one chunk,
-read in one read view and landed in one batch. The progress (``state``) is committed with
-the batch that holds the rows.
+A chunk is ``snapshot.chunk_rows`` rows after the last key landed, or fewer once its rows
+reach ``snapshot.chunk_bytes`` (the SELECT's LIMIT follows the table's row width as read so
+far, and a read that reaches the bytes stops there): a chunk is read whole before any of it is
+handed to the pipeline, so a chunk that fails part way lands nothing, and what it holds is
+bounded by bytes, not rows. A table without a primary key (or with one a range cannot walk:
+ENUM, SET, FLOAT, DOUBLE, BIT, GEOMETRY) is one chunk, read in one read view and streamed to
+the pipeline as it is read; it starts with a ``truncate`` record, so a read of it that fails
+part way is superseded by the next one. The progress (``state``) is committed with the batch
+that holds the rows.
+
+The source can fail under a chunk: a query that gets no answer within
+``snapshot.query_timeout``, a dropped connection. Nothing of the chunk has landed then; the
+failure is logged, ``trouble`` names it (``/readyz``), and the chunk is read again on a new
+connection after the source's reconnect back-off. A stop (the service's stop event) ends any
+wait at once (``SnapshotStopped``): a blocked read is woken, committed chunks stay.
+
+A table dropped or renamed under its snapshot: the chunk's SELECT fails (1146; 1412 for a
+table rebuilt), and the next chunk's read view is past the DDL, so the stream has taken it
+when the next chunk would be read. A dropped table's snapshot ends there (a warning; its
+``drop`` record governs what landed); a renamed one goes on under its new name from the same
+key (the ``rename`` record moves what landed to the new name).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import enum
 import fnmatch
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
 from ..binlog import events as ev
+from ..binlog.block import Block
 from ..binlog.constants import ColumnType as T
 from ..binlog.gtid import MysqlGtid
 from ..binlog.position import StreamPosition, is_past, position_reached
@@ -39,14 +59,34 @@ from ..binlog.transaction import Transaction, TransactionPart
 from ..config import SnapshotConfig, SourceConfig
 from ..errors import IntegrityError
 from ..pipeline.pipeline import Pipeline
+from ..schema import ddl
 from ..snapshot_progress import SnapshotState
+from ..source.connection import describe_source
+from ..source.errors import SourceUnavailableError
 from .columns import SnapshotTypeError, column_defs
-from .reader import ReadPoint, SnapshotReader
+from .fastread import ReadStats
+from .reader import ReadPoint, SnapshotReader, TableChanged
 
 log = structlog.get_logger("replicator")
 _UNWALKABLE = frozenset({T.ENUM, T.SET, T.FLOAT, T.DOUBLE, T.BIT, T.GEOMETRY, T.JSON, T.VECTOR})
 _RETRY_SECONDS = 0.02
 _MAX_RETRIES = 500  # about 10 s of reopened read views
+_BUSY_NOTICE = 30.0  # seconds a query may wait before readiness names it
+_MAX_CHANGED = 2  # chunks in a row that find the table gone while the history still has it
+_T = TypeVar("_T")
+
+
+class SnapshotStopped(Exception):
+    """The service's stop event ended a snapshot wait (nothing of the chunk landed)."""
+
+
+class _SourceFailed(Exception):
+    """A snapshot query failed on the source side (retried by ``step``)."""
+
+    def __init__(self, cause: SourceUnavailableError, doing: str) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.doing = doing
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +146,19 @@ class SnapshotRunner:
         config: SnapshotConfig,
         flavor: str,
         pipeline: Pipeline,
+        stop: asyncio.Event | None = None,
     ) -> None:
+        self.source = source
         self.config = config
         self.pipeline = pipeline
-        self.reader = SnapshotReader(source, flavor)
+        self.reader = SnapshotReader(source, flavor, config.query_timeout)
+        self._stop = stop  # set: every wait ends with SnapshotStopped
+        self._failures = 0  # chunks in a row the source failed under
+        self._trouble: str | None = None  # why no chunk lands now (readiness)
+        self._busy: tuple[str, float] | None = None  # the query waiting, since when
+        self._changed = 0  # chunks in a row whose table was gone at the source
+        self._row_bytes: float | None = None  # the current table's bytes per row
+        self._measured = False  # ...as read (else the server's estimate)
         self.server_id = 0
         self._pending: object | None = None  # the first stream item after the point
         self._seen: tuple[str, int] | None = None  # the stream's last event end
@@ -154,22 +203,138 @@ class SnapshotRunner:
     def close(self) -> None:
         self.reader.close()
 
+    def trouble(self) -> str | None:
+        """Why no snapshot chunk is landing now, for readiness (None: nothing known)."""
+        if self._trouble is not None:
+            return self._trouble
+        busy = self._busy
+        if busy is not None and time.monotonic() - busy[1] >= _BUSY_NOTICE:
+            waited = time.monotonic() - busy[1]
+            return f"snapshot: waiting {waited:.0f} s for the source to answer ({busy[0]})"
+        return None
+
     async def step(self, take: Take, handle: Handle) -> None:
-        """Land one chunk of the current table (or move past a table that is gone)."""
+        """Land one chunk of the current table (or move past a table that is gone). A source
+        query that fails or stalls is logged and retried after a back-off (nothing of the
+        chunk landed); a stop ends any wait with ``SnapshotStopped``."""
+        try:
+            await self._step(take, handle)
+        except _SourceFailed as exc:
+            await self._back_off(exc)
+            return
+        except TableChanged as exc:
+            self._table_changed(exc)
+            return
+        if self._failures:
+            log.info(
+                "snapshot source query works again",
+                table=self.pipeline.snapshot.current,
+                attempts=self._failures,
+            )
+        self._failures = 0
+        self._trouble = None
+        self._changed = 0
+
+    async def _io(self, doing: str, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` (a blocking reader call) in a worker thread; a stop wakes it and
+        raises ``SnapshotStopped``; a source that fails raises ``_SourceFailed``."""
         loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, fn, *args)
+        self._busy = (doing, time.monotonic())
+        try:
+            if self._stop is None:
+                return await future
+            stop = asyncio.ensure_future(self._stop.wait())
+            waits: set[asyncio.Future[Any]] = {future, stop}
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if not future.done():
+                self.reader.abort()  # the blocked read fails at once; its error is dropped
+                future.add_done_callback(lambda f: f.cancelled() or f.exception())
+                raise SnapshotStopped(doing)
+            return future.result()
+        except SourceUnavailableError as exc:
+            raise _SourceFailed(exc, doing) from exc
+        finally:
+            self._busy = None
+
+    async def _back_off(self, failed: _SourceFailed) -> None:
+        """Log a failed chunk, and wait (the source's reconnect back-off) before the next."""
+        self._failures += 1
+        cfg = self.source
+        delay = min(
+            cfg.reconnect_initial_delay * 2 ** min(self._failures - 1, 30), cfg.reconnect_max_delay
+        )
+        delay = delay / 2 + random.uniform(0, delay) / 2  # backoff jitter, not cryptography
+        state = self.pipeline.snapshot
+        self.reader.close()
+        self._trouble = (
+            f"snapshot: the source query on {state.current} failed ({failed.doing}), "
+            f"reconnecting (attempt {self._failures})"
+        )
+        log.warning(
+            "snapshot source query failed, reconnecting",
+            table=state.current,
+            doing=failed.doing,
+            cause=str(failed.cause),
+            source=describe_source(cfg),
+            timeout_s=self.config.query_timeout,
+            attempt=self._failures,
+            retry_in_s=round(delay, 2),
+            resume="the table's first row" if state.after is None else "after the last key landed",
+        )
+        await self._pause(delay)
+
+    async def _pause(self, seconds: float) -> None:
+        if self._stop is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+            raise SnapshotStopped("waiting to reconnect")
+
+    def _table_changed(self, exc: TableChanged) -> None:
+        """The chunk's table is gone at the source: the stream has the DDL ahead (the next
+        chunk's read view is past it). More than twice in a row with the history still
+        knowing the table: the source and the binlog disagree (a DDL not logged)."""
+        self._changed += 1
+        state = self.pipeline.snapshot
+        if self._changed > _MAX_CHANGED:
+            raise IntegrityError(
+                f"the snapshot of {state.current} finds no such table at the source "
+                f"{self._changed} times in a row, but the binlog never dropped or renamed it: "
+                f"{exc}",
+                hint="a DDL statement was run without the binary log (sql_log_bin=0); leave "
+                "the table out (`filters`) or start a new landing zone",
+            ) from exc
+        log.warning(
+            "snapshot table changed at the source",
+            table=state.current,
+            cause=exc.args[0],
+            hint=exc.hint,
+        )
+
+    async def _step(self, take: Take, handle: Handle) -> None:
         state = self.pipeline.snapshot
         table = self._table(state)
         if table is None:
-            await self._finish(state, 0, "the table is not in the schema history (dropped?)")
-            return
+            table = await self._follow(state)
+            if table is None:
+                return
+            state = self.pipeline.snapshot
         if state.current != self._reading:
             self._reading = state.current
             self._table_started = time.monotonic()
             self._table_rows = 0
-            self._estimate = await loop.run_in_executor(
-                None, self.reader.estimate_rows, table.schema, table.name
+            self._row_bytes = None
+            estimate = await self._io(
+                f"estimate of {state.current}", self.reader.estimate_rows, table.schema, table.name
             )
-        point = await loop.run_in_executor(None, self.reader.begin)
+            self._estimate = estimate.rows
+            self._row_bytes, self._measured = estimate.row_bytes, False
+        point = await self._io("open a read view", self.reader.begin)
         retries = 0
         try:
             while True:
@@ -185,9 +350,9 @@ class SnapshotRunner:
                             hint="the source's binlog and its consistent snapshots disagree; "
                             "report the server version. Nothing of this chunk was landed",
                         )
-                    await loop.run_in_executor(None, self.reader.end)
-                    await asyncio.sleep(_RETRY_SECONDS)
-                    point = await loop.run_in_executor(None, self.reader.begin)
+                    await self._io("close a read view", self.reader.end)
+                    await self._pause(_RETRY_SECONDS)
+                    point = await self._io("open a read view", self.reader.begin)
                     continue
                 item = self.take_pending()
                 if item is None:
@@ -200,7 +365,8 @@ class SnapshotRunner:
                 await handle(item)
             await self._read(point, self.pipeline.snapshot)
         finally:
-            await loop.run_in_executor(None, self.reader.end)
+            with contextlib.suppress(SnapshotStopped):  # a stop: the connection is dropped
+                await self._io("close a read view", self.reader.end)
 
     def progress(self) -> Progress:
         state = self.pipeline.snapshot
@@ -220,12 +386,55 @@ class SnapshotRunner:
         schema, _, table = name.partition(".")
         return history.catalog.table(schema, table)
 
+    async def _follow(self, state: SnapshotState) -> Any:
+        """The current table is not in the schema history: the stream took its DROP or
+        RENAME. Renamed (and still replicated): the snapshot goes on under the new name from
+        the same key (the ``rename`` record moved what landed), and that table is returned.
+        Otherwise the table's snapshot ends here (None)."""
+        history = self.pipeline.history
+        name = state.current
+        assert history is not None and name is not None
+        catalog = history.catalog
+        schema, _, table = name.partition(".")
+        key = catalog.key(schema, table)
+        # the last change that took the name away, then the renames of the table after it
+        changes = history.changes
+        index = _taken_away(catalog, changes, range(len(changes) - 1, -1, -1), key)
+        fate: object = None
+        at = None
+        while index is not None:
+            fate = _fate(catalog, changes[index], key)
+            if fate is _DROPPED or not isinstance(fate, tuple):
+                break
+            key, at = fate, changes[index].point
+            index = _taken_away(catalog, changes, range(index + 1, len(changes)), key)
+        found = None if fate is _DROPPED or at is None else catalog.tables.get(key)
+        if found is not None and at is not None:
+            if not self.pipeline.filter.wants(found.schema, found.name):
+                await self._finish(state, 0, f"renamed to {found.qualified}, not replicated")
+                return None
+            log.warning(
+                "snapshot table renamed, going on under the new name",
+                table=name,
+                renamed_to=found.qualified,
+                at=at.describe(),
+            )
+            self.pipeline.snapshot = state.renamed(found.qualified)
+            self._reading = found.qualified if self._reading == name else self._reading
+            return found
+        why = "not in the schema history"
+        if fate is _DROPPED:
+            why = "dropped at the source (its drop record governs the rows landed)"
+        await self._finish(state, 0, why)
+        return None
+
     async def _read(self, point: ReadPoint, state: SnapshotState) -> None:
-        loop = asyncio.get_running_loop()
         table = self._table(state)
-        if table is None:  # dropped while the stream came to the point
-            await self._finish(state, 0, "the table was dropped")
-            return
+        if table is None:  # dropped or renamed while the stream came to the point
+            table = await self._follow(state)
+            if table is None:
+                return
+            state = self.pipeline.snapshot
         if not self.pipeline.filter.wants(table.schema, table.name):
             await self._finish(state, 0, "the table is no longer replicated")
             return
@@ -236,19 +445,30 @@ class SnapshotRunner:
         )
         walkable = bool(key) and not any(defs[i].real_type in _UNWALKABLE for i in key)
         version, keep = self.pipeline.filter.project(table.schema, table.name, defs, key)
-        limit = self.config.chunk_rows if walkable else None
+        limit = self._limit() if walkable else None
         after = state.after if walkable else None
         at = point.position if point.position.file else (self.pipeline.position or point.position)
         ts = dt.datetime.now(dt.UTC)
+        stats = ReadStats()
         rows_iter = self.reader.rows(
-            table.schema, table.name, defs, key if walkable else (), after, limit
+            table.schema,
+            table.name,
+            defs,
+            key if walkable else (),
+            after,
+            limit,
+            self.config.chunk_bytes if walkable else None,
+            stats,
+            None if walkable else self.config.chunk_bytes,  # a table read whole: its blocks
         )
         total = 0
         last: tuple[object, ...] | None = None
+        held: list[Block] = []  # a walkable chunk is handed over once read whole
         reset = not walkable  # the whole table at once: it replaces what landed before
+        doing = f"read {state.current}"
         while True:
             try:
-                rows = await loop.run_in_executor(None, next, rows_iter, None)
+                rows = await self._io(doing, next, rows_iter, None)
             except (SnapshotTypeError, ValueError) as exc:
                 raise IntegrityError(
                     f"snapshot of {version.name} at {point.describe()}: {exc}",
@@ -258,19 +478,45 @@ class SnapshotRunner:
             if rows is None:
                 break
             block, last = rows
+            total += block.count
+            if walkable:
+                held.append(block)
+                continue
             await self.pipeline.snapshot_rows(
                 version, keep, block, at, ts, self.server_id, reset=reset
             )
             reset = False
-            total += block.count
+        for block in held:
+            await self.pipeline.snapshot_rows(version, keep, block, at, ts, self.server_id)
+        held.clear()
         self.rows_read += total
         self._table_rows += total
-        if walkable and limit is not None and total == limit and last is not None:
+        if total:
+            self._row_bytes, self._measured = stats.bytes / total, True
+        more = limit is not None and (total == limit or stats.cut)
+        if walkable and more and last is not None:
             progress = state.advanced(tuple(last[i] for i in key), total)
             await self.pipeline.snapshot_chunk_done(progress)
-            log.debug("snapshot chunk", table=state.current, rows=total, at=point.describe())
+            log.debug(
+                "snapshot chunk",
+                table=state.current,
+                rows=total,
+                bytes=stats.bytes,
+                at=point.describe(),
+            )
             return
         await self._finish(state, total, None)
+
+    def _limit(self) -> int:
+        """The next chunk's LIMIT: ``chunk_rows``, or fewer when the table's rows are wide:
+        as many as fill ``chunk_bytes`` at the width read so far, four times that at the
+        server's estimate (the read stops at the bytes in any case; rows the LIMIT let
+        through beyond them are read and dropped)."""
+        rows = self.config.chunk_rows
+        if self._row_bytes:
+            share = 1 if self._measured else 4
+            rows = min(rows, int(share * self.config.chunk_bytes / self._row_bytes) + 1)
+        return max(rows, 1)
 
     async def _finish(self, state: SnapshotState, rows: int, why: str | None) -> None:
         seconds = max(time.monotonic() - self._table_started, 1e-6)
@@ -327,3 +573,29 @@ class SnapshotRunner:
         if mark.mysql_gtid is not None:
             return item.gtid is None or not mark.mysql_gtid.contains(MysqlGtid.parse(item.gtid))
         return position_reached(item.file, item.position, mark.file, mark.position)
+
+
+_DROPPED = object()
+
+
+def _fate(catalog: Any, change: Any, key: tuple[str, str]) -> object:
+    """What ``change`` did to the table named ``key``: None (kept its name), ``_DROPPED``, or
+    the key it was renamed to."""
+    now = key
+    for effect in change.effects:
+        if isinstance(effect, ddl.TableRenamed):
+            if catalog.key(effect.before.schema, effect.before.name) == now:
+                now = catalog.key(effect.after.schema, effect.after.name)
+        elif isinstance(effect, ddl.TableDropped):
+            if catalog.key(effect.table.schema, effect.table.name) == now:
+                return _DROPPED
+        elif isinstance(effect, ddl.DatabaseDropped) and any(
+            catalog.key(t.schema, t.name) == now for t in effect.tables
+        ):
+            return _DROPPED
+    return None if now == key else now
+
+
+def _taken_away(catalog: Any, changes: Any, indexes: range, key: tuple[str, str]) -> int | None:
+    """The first of ``indexes`` whose change dropped or renamed the table ``key``."""
+    return next((i for i in indexes if _fate(catalog, changes[i], key) is not None), None)

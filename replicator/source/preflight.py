@@ -19,6 +19,7 @@ without the PROCESS privilege the account sees only its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import textwrap
 from dataclasses import dataclass
@@ -26,9 +27,12 @@ from typing import Any
 
 import pymysql
 
-from ..config import SourceConfig
+from ..config import Config, SourceConfig
+from ..errors import IntegrityError
+from ..sink.stores import landing_store
 from .binlog_probe import ProbeResult, first_event_time
 from .connection import describe_source, open_connection
+from .continuity import landed, prove
 from .errors import ER_SPECIFIC_ACCESS_DENIED, error_code, translate_error
 from .grants import read_grants
 from .preflight_checks import Finding, PreflightFacts, ReplicaHost, Severity, evaluate
@@ -38,6 +42,7 @@ __all__ = [
     "Finding",
     "PreflightReport",
     "Severity",
+    "check_continuity",
     "format_report",
     "gather_facts",
     "run_preflight",
@@ -45,6 +50,7 @@ __all__ = [
 
 ER_PARSE_ERROR = 1064
 QUERY_TIMEOUT = 30.0
+CONTINUITY_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,43 @@ def run_preflight(
         server=facts.server,
         findings=evaluate(facts),
     )
+
+
+def check_continuity(config: Config) -> Finding:
+    """``replicator check --config``: does the source continue the history the landing zone
+    holds? The proof ``replicator run`` makes at start (``source.continuity``), as a finding."""
+    try:
+        zone = landed(landing_store(config.sink))
+        verdict = asyncio.run(
+            asyncio.wait_for(
+                prove(
+                    config.source,
+                    zone,
+                    snapshot_mode=config.snapshot.mode or "",
+                ),
+                CONTINUITY_TIMEOUT,
+            )
+        )
+    except IntegrityError as exc:
+        return Finding("error", "continuity", str(exc.args[0]), action=exc.hint)
+    except OSError as exc:
+        return Finding(
+            "warning",
+            "continuity",
+            f"the landing zone's last manifest cannot be read: {exc}",
+            action="check sink.root; `replicator run` proves continuity at start",
+        )
+    except TimeoutError:
+        return Finding(
+            "warning",
+            "continuity",
+            f"the landing zone's last transaction could not be read back from the server "
+            f"within {CONTINUITY_TIMEOUT:g} s",
+            action="`replicator run` proves it at start (and stops with exit 4 if the server "
+            "does not continue the landing zone's history)",
+        )
+    severity: Severity = "ok" if verdict.proven or zone.batch == 0 else "warning"
+    return Finding(severity, "continuity", verdict.detail)
 
 
 def gather_facts(

@@ -12,7 +12,9 @@ a protocol error, the thread reconnects with exponential backoff and jitter and 
 the last transaction it handed over: a transaction is delivered whole or not at all, so
 nothing is skipped or repeated. A CRC mismatch that recurs at the same position
 ``max_checksum_retries`` times, or a purged binlog (ERR 1236), ends the stream with an error.
-Each reconnect is logged (warning) with its cause.
+Each attempt is logged (warning) with its cause. ``StreamStats`` counts outages (a loss of the
+source, however many attempts it takes to come back: a session that streams ends one) apart
+from attempts. ``stop()`` ends the stream at once, dropping what the consumer has not taken.
 
 A start given as a binlog file and position carries no GTID state, yet a checkpoint should
 (it survives failover and purged files). The stream learns it: on MariaDB at connect
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import random
 import re
 import socket
@@ -39,11 +42,11 @@ import pymysql
 import structlog
 
 from ..binlog import events as ev
-from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
-from ..binlog.errors import ChecksumError, DecodeError, ServerError
+from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF, EventType
+from ..binlog.errors import ChecksumError, DecodeError, SchemaMismatchError, ServerError
 from ..binlog.framing import EndOfStream, _NeedData
 from ..binlog.gtid import MariadbGtidPosition, MysqlGtidSet
-from ..binlog.position import StreamPosition, position_reached
+from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Ending, Transaction, TransactionAssembler, TransactionPart
@@ -94,6 +97,18 @@ _READ_SIZE = 256 * 1024
 # While the socket has more bytes waiting (a full read), decoded items are handed to the loop
 # at most this often: each hand-over is a round trip between the threads (and a GIL hand-off)
 _HAND_OVER_SECONDS = 0.02
+# what the server sends before it reaches the start position (a new file's preamble), and how
+# long it may then be silent while it reads its binlog up to the start (``_read_events``)
+_PREAMBLE = frozenset(
+    {
+        EventType.ROTATE,
+        EventType.FORMAT_DESCRIPTION,
+        EventType.MARIADB_GTID_LIST,
+        EventType.MARIADB_BINLOG_CHECKPOINT,
+        EventType.PREVIOUS_GTIDS,
+    }
+)
+START_SCAN_SECONDS = 120.0
 log = structlog.get_logger("replicator")
 # MariaDB ER_SLAVE_SAME_ID (4052) "A slave with the same server_uuid/server_id is already
 # connected"; MySQL sends 1236 "A slave with the same server_uuid/server_id as this slave has
@@ -115,7 +130,8 @@ class StreamStats:
     """Counters for metrics and tests (read from the loop, written by the reader thread)."""
 
     connects: int = 0
-    reconnects: int = 0
+    reconnects: int = 0  # outages: losses of the source, however many attempts each took
+    reconnect_attempts: int = 0  # every attempt to connect again, failed or not
     checksum_errors: int = 0
     transactions: int = 0
     bytes_received: int = 0
@@ -140,10 +156,23 @@ class ServerFacts:
 def server_facts(info: ServerInfo) -> ServerFacts:
     """What the stream needs from ``server_info``: flavor, checksum, and the end of the
     binlog (file, position, GTID state) when we connected."""
-    if not info.log_bin or info.binlog_end is None:
+    if not info.log_bin:
         raise ServerRefusedError(
-            "the server's binary log is off (or its position cannot be read)",
-            hint="enable log_bin and grant REPLICATION CLIENT; see `replicator check`",
+            "the server's binary log is off (log_bin = OFF)",
+            hint="turn it on in the server's my.cnf (log_bin, binlog_format = ROW, server_id; "
+            "docs/source-setup.md) and restart the server; `replicator check` lists every "
+            "setting",
+        )
+    if info.binlog_end is None:
+        monitor = (
+            "BINLOG MONITOR"
+            if info.is_mariadb and info.version >= (10, 5, 2)
+            else "REPLICATION CLIENT"
+        )
+        raise ServerRefusedError(
+            "the account may not read the end of the binary log"
+            + (f" ({', '.join(info.denied)} refused)" if info.denied else ""),
+            hint=f"GRANT {monitor} ON *.* TO <the replication account>; (see `replicator check`)",
         )
     mariadb_gtid = mysql_gtid = None
     if info.is_mariadb:
@@ -176,7 +205,8 @@ class ReplicaStream:
     ``start`` is where to begin: a ``StreamPosition`` (GTID state and/or file/position), or
     None for "now" (the end of the binlog at connect time). With ``stop_at_end`` the stream
     ends once everything up to the end of the binlog at start has been delivered.
-    ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE).
+    ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE); None:
+    it does not register (a short read, as ``source.continuity`` makes with server_id 0).
     ``row_images=False`` makes it a read of statements only (a DDL scan): rows and TABLE_MAP
     events are checked and passed over (inside a TRANSACTION_PAYLOAD: decoded without their
     rows), and only the transactions left holding a statement are delivered (the others still
@@ -197,7 +227,7 @@ class ReplicaStream:
         row_images: bool = True,
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
-        report_host: str = "replicator",
+        report_host: str | None = "replicator",
     ) -> None:
         self.cfg = cfg
         self.stats = StreamStats()
@@ -236,6 +266,7 @@ class ReplicaStream:
         self._room = threading.Condition()
         self._batch: list[tuple[Item | BaseException | _End, int]] = []  # see _deliver
         self._clashes: list[float] = []  # monotonic times of same-server_id refusals
+        self._join_within = 30.0  # seconds aclose waits for the reader thread (see stop)
 
     # -- asyncio side ----------------------------------------------------------------------
 
@@ -286,7 +317,13 @@ class ReplicaStream:
             raise item
         return item
 
-    async def aclose(self) -> None:
+    def stop(self, *, join_within: float = 30.0) -> None:
+        """Stop now (the consumer is shutting down): the reader reads no more, and what it
+        decoded that the consumer has not taken is dropped (the consumer's checkpoint is
+        before it: it is read again at the next start). ``aclose`` then waits at most
+        ``join_within`` seconds for the reader thread (a daemon thread: it cannot hold the
+        process)."""
+        self._join_within = min(self._join_within, join_within)
         self._stopping.set()
         self._close_socket()
         with self._room:  # unblock a reader waiting for room in the queue
@@ -294,9 +331,13 @@ class ReplicaStream:
         if self._queue is not None:
             while not self._queue.empty():
                 self._queue.get_nowait()
+
+    async def aclose(self) -> None:
+        self.stop()
         thread = self._thread
         if thread is not None and thread.is_alive():
-            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
+            join = functools.partial(thread.join, max(0.0, self._join_within))
+            await asyncio.get_running_loop().run_in_executor(None, join)
 
     # -- reader thread ---------------------------------------------------------------------
 
@@ -372,7 +413,9 @@ class ReplicaStream:
 
     def _run(self) -> None:
         delay = self.cfg.reconnect_initial_delay
+        lost = False  # in an outage: the source was lost and no session has streamed since
         while not self._stopping.is_set():
+            received = self.stats.bytes_received  # moves once this session's dump streams
             if self._tracker is not None:
                 self._tracker.rewind()  # (re)start after the last transaction handed over
             try:
@@ -380,6 +423,10 @@ class ReplicaStream:
                     self._deliver(_End())
                     return
                 delay = self.cfg.reconnect_initial_delay
+            except SchemaMismatchError as exc:
+                # the table changed since these events were written: final, not a torn stream
+                self._deliver(exc)
+                return
             except DecodeError as exc:
                 # torn or corrupted bytes: re-read from the last whole transaction, unless the
                 # same position keeps failing (then the binlog itself is bad)
@@ -402,8 +449,15 @@ class ReplicaStream:
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._close_socket()
+            # One outage, however many attempts it takes: a new one begins when the source is
+            # lost after a session that streamed (or at the first failure).
+            outage = not lost or self.stats.bytes_received != received
+            if outage:
+                lost = True
+                if self.stats.bytes_received != received:
+                    delay = self.cfg.reconnect_initial_delay  # it streamed: back off afresh
             if not self._stopping.is_set():
-                self._log_reconnect(delay)
+                self._log_reconnect(delay, outage=outage)
             if self._open_parts is not False and not self._stopping.is_set():
                 gtid = self._open_parts if isinstance(self._open_parts, str) else None
                 self._open_parts = False
@@ -411,26 +465,33 @@ class ReplicaStream:
                     return
             if self._stopping.is_set():
                 return
-            self.stats.reconnects += 1
+            self.stats.reconnects += outage
+            self.stats.reconnect_attempts += 1
             jitter = random.uniform(0, delay)  # backoff jitter, not cryptography
             self._stopping.wait(delay / 2 + jitter / 2)
             delay = min(delay * 2, self.cfg.reconnect_max_delay)
 
-    def _log_reconnect(self, delay: float) -> None:
-        """One warning per lost connection or failed attempt, with its cause; repeated
-        same-id refusals (another replica registered with our ``server_id``) say so."""
+    def _log_reconnect(self, delay: float, *, outage: bool) -> None:
+        """One warning per lost connection (``outage``: the first failure since the stream
+        last ran) and one per further failed attempt, with its cause; repeated same-id
+        refusals (another replica registered with our ``server_id``) say so."""
         cause = self.stats.last_error
         now = time.monotonic()
         if _SAME_ID.search(cause):
             self._clashes = [t for t in self._clashes if now - t < CLASH_WINDOW] + [now]
+        if not self.stats.streaming_seen:
+            event = "cannot stream from the source, retrying"
+        elif outage:
+            event = "source connection lost, reconnecting"
+        else:
+            event = "source still unreachable, retrying"
         log.warning(
-            "source connection lost, reconnecting"
-            if self.stats.streaming_seen
-            else "cannot stream from the source, retrying",
+            event,
             cause=cause,
             source=describe_source(self.cfg),
             resume=None if self.position is None else self.position.describe(),
-            attempt=self.stats.reconnects + 1,
+            outage=self.stats.reconnects + outage,
+            attempt=self.stats.reconnect_attempts + 1,
             retry_in_s=round(delay, 2),
         )
         if len(self._clashes) >= CLASH_COUNT:
@@ -490,7 +551,8 @@ class ReplicaStream:
             checksum = CHECKSUM_CRC32 if facts.checksum == "CRC32" else CHECKSUM_OFF
             try:
                 self._prepare_session(conn, facts, start)
-                self._register(conn)
+                if self._report_host is not None:  # None: a reader that does not register
+                    self._register(conn)
                 self._send_dump(conn, facts, start)
             except pymysql.err.Error as exc:
                 # privileges (REPLICATION SLAVE) are refusals; a dropped link is retried
@@ -502,7 +564,9 @@ class ReplicaStream:
             sock.settimeout(max(1.0, 2 * cfg.heartbeat_seconds))
             with self._socket_lock:
                 self._socket = sock
-            return self._read(sock, start, checksum, end)
+            # a start behind the binlog's end: the server reads up to it first (_read_events)
+            behind = not is_past(start, facts.end)
+            return self._read(sock, start, checksum, end, behind=behind)
         finally:
             self.stats.streaming = False
             with contextlib.suppress(Exception):
@@ -556,7 +620,9 @@ class ReplicaStream:
                 cur.execute(sql)
 
     def _register(self, conn: pymysql.connections.Connection) -> None:
-        payload = register_replica_payload(self.cfg.server_id, host=self._report_host, user="")
+        payload = register_replica_payload(
+            self.cfg.server_id, host=self._report_host or "", user=""
+        )
         conn._execute_command(COM_REGISTER_SLAVE, payload)
         conn._read_ok_packet()
 
@@ -581,6 +647,8 @@ class ReplicaStream:
         start: StreamPosition,
         checksum: int,
         end: StreamPosition | None,
+        *,
+        behind: bool = True,
     ) -> bool:
         decoder = DumpStreamDecoder(
             file=start.file,
@@ -593,7 +661,7 @@ class ReplicaStream:
         decoder.parser.row_images = self._row_images
         assembler = TransactionAssembler(part_rows=self._part_rows)
         try:
-            return self._read_events(sock, decoder, assembler, end)
+            return self._read_events(sock, decoder, assembler, end, behind)
         finally:
             self._flush()  # whatever was handed over (position moved) reaches the consumer
 
@@ -603,6 +671,7 @@ class ReplicaStream:
         decoder: DumpStreamDecoder,
         assembler: TransactionAssembler,
         end: StreamPosition | None,
+        behind: bool,
     ) -> bool:
         buffer = bytearray(_READ_SIZE)
         view = memoryview(buffer)
@@ -615,10 +684,27 @@ class ReplicaStream:
         decoded = decoder.parser.events_decoded
         events_here = 0
         by_type = self.stats.events_by_type
+        # Before the first event past the start, the server may be silent for long while
+        # heartbeats are not late: it sends the new file's preamble (rotate, format
+        # description, GTID list) at once, then reads its binlog up to the start position,
+        # sending nothing, and heartbeats only once it waits at the end. A start early in a
+        # large binlog (or one on a slow disk) took longer than 2x the heartbeat period and
+        # was reported as a silent server. So the silence allowed grows until then (only for
+        # a start behind the binlog's end: at the end there is nothing to read up to).
+        scanning = behind
+        sock.settimeout(max(silence, START_SCAN_SECONDS) if behind else silence)
         while not self._stopping.is_set():
             try:
                 count = sock.recv_into(view)
             except TimeoutError as exc:
+                if scanning:
+                    raise SourceUnavailableError(
+                        f"no event past the start position for {max(silence, START_SCAN_SECONDS):g}"
+                        " s after the binlog dump began (the server reads its binlog up to the "
+                        "start position first)",
+                        hint="the connection is reconnected automatically; a start in a very "
+                        "large binlog on a slow disk takes long: check the server's disk",
+                    ) from exc
                 raise SourceUnavailableError(
                     f"no event or heartbeat for {silence:g} s",
                     hint="the connection is reconnected automatically",
@@ -640,6 +726,9 @@ class ReplicaStream:
                 events_here += 1
                 code = event.header.type_code
                 by_type[code] = by_type.get(code, 0) + 1
+                if scanning and code not in _PREAMBLE:
+                    scanning = False  # at the start position: heartbeats are due from now
+                    sock.settimeout(silence)
                 for item in feed(assembler, tracker, event):
                     if not self._hand_over(item, assembler):
                         return False
@@ -750,8 +839,9 @@ class ReplicaStream:
         return ServerRefusedError(
             f"the server refused to serve the binlog to {self.cfg.user!r}: {message}",
             hint=(
-                "grant the replication privileges: GRANT REPLICATION SLAVE, REPLICATION "
-                f"CLIENT ON *.* TO '{self.cfg.user}'@'%'; (see replicator check)"
+                "reading the binary log needs REPLICATION SLAVE: GRANT REPLICATION SLAVE ON "
+                f"*.* TO '{self.cfg.user}'@'%'; (use the account's host; `replicator check` "
+                "lists every privilege the account lacks)"
             ),
         )
 
@@ -826,6 +916,8 @@ def _refuse_statement_format(facts: ServerFacts) -> None:
 
 def _is_transient(exc: BaseException) -> bool:
     """Failures worth a reconnect: the network, the server going away, torn bytes."""
+    if isinstance(exc, SchemaMismatchError):
+        return False
     if isinstance(exc, (OSError, EOFError, DecodeError)):
         return True
     if isinstance(exc, pymysql.err.OperationalError):

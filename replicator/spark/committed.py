@@ -6,7 +6,12 @@ the manifests, never by listing directories: a file no manifest names is not dat
 left it, or it is still hidden as ``.part-*.tmp``), and a manifest whose files are not all in
 place yet is a commit still being published by a running daemon. ``read_manifests`` returns
 the committed batches in order up to the first such one; later batches wait for the next run,
-so changes are never applied out of order.
+so changes are never applied out of order. Each file in place must have the size its commit
+record gives (``bytes``: the manifest's, or the compaction output's record), checked before
+anything reads it (a stat, or one listing of an object store): a truncated or replaced file
+stops the read with an IntegrityError naming it, rather than failing late in Spark or
+reading other rows. Hashes are not checked here (Spark reads the files itself): ``replicator
+verify --deep`` checks them.
 
 A manifest also carries the batch's lifecycle records (``schema_changes``: what each DDL
 statement did to a replicated table, numbered in the ``_seq`` order of the row changes;
@@ -109,6 +114,9 @@ class CommittedFile:
     # a slice of a compaction output (``compacted``): only its rows with ``_seq`` in this
     # range are this entry's; None: the whole file is
     within: tuple[int, int] | None = None
+    # the size of the file at ``path`` as its commit record gives it (the manifest's, or the
+    # compaction output's); None: not recorded
+    bytes: int | None = None
 
     @property
     def table_dir(self) -> Path:
@@ -320,7 +328,12 @@ def _file(
         key=key,
         store=store,
         within=None if held is None else held.within,
+        bytes=_size(item.get("bytes")) if held is None else held.bytes,
     )
+
+
+def _size(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _manifest(key: str, store: Store, moved: dict[str, Holding] | None = None) -> Manifest:
@@ -434,7 +447,7 @@ def _read_manifests(
         while store.exists(f"{MANIFESTS}/{last + 1:020d}.json"):
             last += 1
             numbered.append((last, f"{MANIFESTS}/{last:020d}.json"))
-    listed: set[str] | None = None
+    listed: dict[str, int] | None = None  # key -> size (object stores: one listing)
 
     def present(item: CommittedFile) -> bool:
         """On a directory: the file is in place (published). On an object store, where a
@@ -444,8 +457,28 @@ def _read_manifests(
         if store.renames:
             return item.exists()
         if listed is None:
-            listed = set(store.list())
+            listed = store.list_sizes()
         return item.key in listed or item.exists()
+
+    def check_size(item: CommittedFile, batch: int) -> None:
+        """A file in place has the size its commit record gives (a truncated or replaced
+        file must not reach Spark, which would fail on it late or read other rows)."""
+        if item.bytes is None:
+            return
+        size = None if listed is None else listed.get(item.key)
+        if size is None:
+            try:
+                size = store.size(item.key)
+            except FileNotFoundError:
+                return  # gone since ``present``: a retention run (read again, ``_Recompacted``)
+        if size != item.bytes:
+            said = "its manifest" if item.within is None else "the compaction record"
+            raise IntegrityError(
+                f"committed file {item.path} (batch {batch}) has {size} bytes, {said} says "
+                f"{item.bytes}",
+                hint="it was truncated or replaced after its commit: restore it from a backup "
+                "(`replicator verify --deep` checks every file of the landing zone)",
+            )
 
     out: list[Manifest] = []
     waiting: int | None = None
@@ -473,6 +506,9 @@ def _read_manifests(
             waiting = number
             if not unpublished:
                 break
+        if missing is None:
+            for item in manifest.files:
+                check_size(item, number)
         out.append(manifest)
         previous = number
     return Manifests(tuple(out), waiting)

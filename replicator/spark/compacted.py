@@ -53,10 +53,12 @@ _RECORD = re.compile(r"\d{20}\.json")
 
 @dataclass(frozen=True, slots=True)
 class Holding:
-    """Where a manifest entry's rows are: ``path`` (relative), ``_seq`` in ``within``."""
+    """Where a manifest entry's rows are: ``path`` (relative), ``_seq`` in ``within``;
+    ``bytes``: the output's size as its record gives it (readers check it before reading)."""
 
     path: str
     within: tuple[int, int]
+    bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,7 @@ def holders(store: Store) -> dict[str, Holding]:
     )
     replaces: dict[str, list[_Entry]] = {}  # output -> the files it replaces (direct)
     entries: dict[str, list[_Entry]] = {}  # output -> the manifest entries it holds
+    sizes: dict[str, int | None] = {}  # output -> its size as its record says
     live: set[str] = set()
     for number, key in enumerate(names, start=1):
         path = Path(store.uri(key))
@@ -116,6 +119,8 @@ def holders(store: Store) -> dict[str, Holding]:
             live.add(output.path)
             replaces[output.path] = direct
             entries[output.path] = held
+            size = item.get("bytes")
+            sizes[output.path] = size if isinstance(size, int) else None
     out: dict[str, Holding] = {}
 
     def place(holder: str) -> None:
@@ -130,7 +135,7 @@ def holders(store: Store) -> dict[str, Holding]:
             return
         low = entries[holder][0].first_seq
         for entry in entries[holder]:
-            out[entry.path] = Holding(holder, (low, entry.last_seq))
+            out[entry.path] = Holding(holder, (low, entry.last_seq), sizes[holder])
             low = entry.last_seq + 1
 
     for holder in sorted(live):

@@ -185,6 +185,10 @@ def test_a_checkpoint_moved_back_by_hand_is_refused_and_checkpoint_set_marks_the
     checkpoint.unlink()  # rebuilt from the manifests, as the refusal's hint says
     _set(config, "--gtid", after[1].gtid_binlog_pos)
     run_to_end(config, tmp_path / "run3.log", port)
+    lines = (tmp_path / "run3.log").read_text().splitlines()
+    (replaying,) = [json.loads(line) for line in lines if '"event": "replaying"' in line]
+    assert replaying["replay_from"] == f"gtid {after[1].gtid_binlog_pos}"
+    assert replaying["replay_until"].endswith(f"(gtid {after[3].gtid_binlog_pos})")
     new = sorted((root / "_manifests").glob("*.json"))[len(manifests) :]
     replayed = [json.loads(path.read_text()) for path in new]
     assert sum(m["rows"] for m in replayed) == 2

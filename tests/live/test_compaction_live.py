@@ -365,6 +365,7 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         new = rest.get(table, [])
         assert old + new == after[table], table
     assert not list(root.glob("shop/*/.*"))
+    assert not list(root.glob("_compactions/*.intent.json"))  # every killed run cleaned up
 
 
 @pytest.mark.parametrize("where", ["directory", "s3"])
@@ -581,4 +582,4 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
     # retention 0s and no leftover: a listing of the bucket shows exactly the live files
     assert after_live == after_files
     assert sum(after_live.values()) < sum(written.values())
-    assert not [key for key in store.list() if key.endswith(".tmp")]
+    assert not [key for key in store.list() if key.endswith((".tmp", ".intent.json"))]

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pytest
 
 from replicator.binlog import events as ev
-from replicator.schema.show import load_committed_history
+from replicator.sink.committed_history import load_committed_history
 from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
 from replicator.spark.committed import committed_files, read_file

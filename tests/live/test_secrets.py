@@ -184,7 +184,14 @@ def test_no_object_store_secret_in_logs_metrics_or_objects(
         assert refused.returncode == 2, refused.stderr
         assert b"credentials" in refused.stderr
         seen += [refused.stdout, refused.stderr]
-    store = open_store(url, ObjectStoreOptions(endpoint=s3_server.endpoint, region=REGION))
+    # read with the daemon's keys: the objects it wrote are its account's
+    options = ObjectStoreOptions(
+        endpoint=s3_server.endpoint,
+        region=REGION,
+        access_key=OBJECT_KEY_ID,
+        secret_key=OBJECT_SECRET,
+    )
+    store = open_store(url, options)
     objects = {key: store.read(key) for key in store.list()}
     assert any(key.endswith(".parquet") for key in objects)
     assert "_state/lease.json" in objects and "_state/checkpoint.json" in objects

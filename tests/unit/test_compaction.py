@@ -24,13 +24,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import structlog
+from click.testing import CliRunner
 from structlog.testing import LogCapture
 
 from replicator.checkpoint import Checkpoint, CheckpointStore, position_from_json
+from replicator.cli import main
 from replicator.config import CompactionConfig, Config, SinkConfig
 from replicator.errors import IntegrityError, SinkError
 from replicator.service import RunOptions, Service
 from replicator.sink import compaction as cp
+from replicator.sink.digest import hash_key, is_digest
 from replicator.sink.landing import LandingZone
 from replicator.spark.committed import committed_files, read_manifests
 from replicator.spark.compacted import read_arrow
@@ -101,7 +104,7 @@ class Zone:
                     "table": table,
                     "path": rel,
                     "rows": count,
-                    "bytes": 1,
+                    "bytes": (self.root / rel).stat().st_size,
                     "first_seq": seqs[0],
                     "last_seq": seqs[-1],
                 }
@@ -296,6 +299,7 @@ class FailAt:
 
 
 STEPS = (
+    "compact-intent",
     "compact-data-mid",
     "compact-data",
     "compact-record",
@@ -344,12 +348,13 @@ def test_uncommitted_outputs_are_removed_and_a_running_compactor_is_left_alone(
 ) -> None:
     zone = Zone(tmp_path)
     for _ in range(3):
-        zone.add({"db.t": 2})
-    stray = tmp_path / "db" / "t" / cp.output_name(1, 6)  # an object store's uncommitted one
-    staged = tmp_path / "db" / "t" / f".{cp.output_name(1, 6)}.tmp"
-    stray.write_bytes(b"x")
-    staged.write_bytes(b"x")
+        zone.add({"db.t": 2, "db.u": 1})
     store = LocalStore(tmp_path)
+    with pytest.raises(Boom):  # killed after its first output: intent and output are left
+        cp.run_compaction(store, _settings(), FailAt("compact-data-mid"))
+    staged = tmp_path / "db" / "t" / f".{cp.output_name(1, 8)}.tmp"
+    intent = tmp_path / cp.intent_key(1)
+    assert staged.exists() and intent.exists()
     lock = cp.CompactionLock(store)
     assert lock.take_or_holder() is None
     try:
@@ -359,11 +364,11 @@ def test_uncommitted_outputs_are_removed_and_a_running_compactor_is_left_alone(
         assert holder in str(caught.value)
         assert caught.value.hint == "wait for it to finish; one compactor at a time"
         LandingZone(SinkConfig(root=str(tmp_path))).recover()
-        assert stray.exists() and staged.exists()  # a compactor may be writing them
+        assert staged.exists() and intent.exists()  # a compactor may be writing them
     finally:
         lock.release()
     LandingZone(SinkConfig(root=str(tmp_path))).recover()
-    assert not stray.exists() and not staged.exists()
+    assert not staged.exists() and not intent.exists()
 
 
 def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_path: Path) -> None:
@@ -514,7 +519,7 @@ def test_a_missing_record_or_a_foreign_file_stops(tmp_path: Path) -> None:
     _record(tmp_path, 2).write_text(json.dumps(data))
     original = path.read_bytes()
     path.unlink()
-    with pytest.raises(IntegrityError, match="a record is missing"):
+    with pytest.raises(IntegrityError, match=r"_compactions/00000000000000000001\.json is missing"):
         cp.read_records(LocalStore(tmp_path))
     with pytest.raises(IntegrityError, match="a record is missing"):
         committed_files(tmp_path)
@@ -532,6 +537,217 @@ def test_a_record_naming_a_file_that_is_not_live_stops(tmp_path: Path) -> None:
     _record(tmp_path, 2).write_text(json.dumps(second))  # supersedes the same files again
     with pytest.raises(IntegrityError, match="which is not a committed, live file"):
         cp.run_compaction(LocalStore(tmp_path), _settings())
+
+
+# ------------------------------------------------------------------------------ lost records
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of the landing zone but the daemon's and the lock's state, with its bytes."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).parts[0] != "_state"
+    }
+
+
+def _compacted_thrice(root: Path) -> Zone:
+    """Three compactions with retention 0, four batches before each: each merged the
+    previous output and the newer files, and retention deleted all they superseded."""
+    zone = Zone(root)
+    for _ in range(3):
+        for _ in range(4):
+            zone.add({"db.t": 2, "db.u": 1})
+        cp.run_compaction(LocalStore(root), _settings(retention=0.0))
+    return zone
+
+
+@pytest.mark.parametrize("lost", [3, 2], ids=["the-last", "one-in-the-middle"])
+def test_a_lost_record_stops_compaction_and_the_daemon_naming_it_and_nothing_is_deleted(
+    tmp_path: Path, lost: int
+) -> None:
+    """Retention deleted what the records superseded; then a record is lost. Its outputs are
+    the only copy of their rows: nobody may take them for leftovers."""
+    _compacted_thrice(tmp_path)
+    before = _rows(tmp_path)
+    assert _data_files(tmp_path) == [cp.output_name(1, 35)]  # the only copy of db.t's rows
+    record = tmp_path / cp.record_key(lost)
+    saved = record.read_bytes()
+    record.unlink()
+    kept = _files(tmp_path)
+    named = rf"compaction record {tmp_path}/_compactions/{lost:020d}\.json is missing"
+    store = LocalStore(tmp_path)
+    with pytest.raises(IntegrityError, match=named) as caught:
+        cp.run_compaction(store, _settings(retention=0.0))
+    assert f"restore _compactions/{lost:020d}.json" in caught.value.hint
+    assert _files(tmp_path) == kept
+    config = tmp_path.parent / f"{tmp_path.name}.yaml"
+    config.write_text(
+        "source:\n  host: 127.0.0.1\n  user: repl\n  server_id: 9\n"
+        f"sink:\n  root: {tmp_path}\n  compaction:\n    older_than: 0\n    retention: 0\n"
+    )
+    ran = CliRunner().invoke(main, ["compact", "--config", str(config)])
+    assert ran.exit_code == 4, ran.output
+    assert f"_compactions/{lost:020d}.json is missing" in ran.output
+    assert _files(tmp_path) == kept
+    with pytest.raises(IntegrityError, match=named):  # the daemon's start names it too
+        LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    with pytest.raises(IntegrityError, match=named):
+        cp.recover_if_idle(store)
+    assert _files(tmp_path) == kept
+    record.write_bytes(saved)  # restored from a backup: everything reads as before
+    LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert _rows(tmp_path) == before
+
+
+BEFORE_RECORD = ("compact-intent", "compact-data-mid", "compact-data")
+
+
+@pytest.mark.parametrize("cleaner", ["next-run", "daemon-start"])
+@pytest.mark.parametrize("step", BEFORE_RECORD)
+def test_a_run_killed_before_its_record_is_cleaned_up_exactly(
+    tmp_path: Path, step: str, cleaner: str
+) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(6):
+        zone.add({"db.t": 2, "db.u": 1})
+    before, originals = _rows(tmp_path), _files(tmp_path)
+    store = LocalStore(tmp_path)
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(), FailAt(step))
+    intent = json.loads((tmp_path / cp.intent_key(1)).read_text())
+    assert intent["intent"] == 1
+    t_out, u_out = f"db/t/{cp.output_name(1, 17)}", f"db/u/{cp.output_name(3, 18)}"
+    assert [o["path"] for o in intent["outputs"]] == [t_out, u_out]
+    assert [len(o["replaces"]) for o in intent["outputs"]] == [6, 6]
+    written = {"compact-intent": [], "compact-data-mid": [t_out], "compact-data": [t_out, u_out]}
+    left = set(_files(tmp_path)) - set(originals)
+    assert left == {cp.intent_key(1), *(store.staged(o) for o in written[step])}
+    assert _rows(tmp_path) == before
+    if cleaner == "next-run":
+        cp.recover(store)  # what a run does first
+    else:
+        LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert _files(tmp_path) == originals  # exactly what it left is gone, the rest as it was
+    assert _rows(tmp_path) == before
+    assert cp.run_compaction(store, _settings()).record == 1
+
+
+@pytest.mark.parametrize("stray", ["in-place", "staged"])
+@pytest.mark.parametrize("intent", [False, True], ids=["no-intent", "another-intent"])
+def test_an_output_no_record_or_intent_names_is_refused_not_deleted(
+    tmp_path: Path, stray: str, intent: bool
+) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(3):
+        zone.add({"db.t": 2})
+    store = LocalStore(tmp_path)
+    if intent:  # a killed run's intent names compact-1-6, not the stray
+        with pytest.raises(Boom):
+            cp.run_compaction(store, _settings(), FailAt("compact-intent"))
+    name = cp.output_name(1, 4)
+    path = tmp_path / "db" / "t" / (name if stray == "in-place" else f".{name}.tmp")
+    path.write_bytes(b"rows of a compaction whose record is lost")
+    kept = _files(tmp_path)
+    named = rf"{path}; compaction record {tmp_path}/_compactions/00000000000000000001\.json"
+    with pytest.raises(IntegrityError, match=named):
+        cp.run_compaction(store, _settings())
+    assert _files(tmp_path) == kept
+    with pytest.raises(IntegrityError, match=named):
+        LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert _files(tmp_path) == kept
+    path.unlink()  # moved out by hand: then the leftovers of the killed run go
+    LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert not (tmp_path / cp.intent_key(1)).exists()
+
+
+def _intent_to_2(root: Path) -> None:
+    intent = root / cp.intent_key(1)
+    data = json.loads(intent.read_text())
+    data["intent"] = 2
+    (root / cp.intent_key(2)).write_text(json.dumps(data))
+    intent.unlink()
+
+
+def _publish_one(root: Path) -> None:
+    staged = root / "db" / "t" / f".{cp.output_name(1, 17)}.tmp"
+    staged.rename(staged.with_name(cp.output_name(1, 17)))
+
+
+def _replaced_gone(root: Path) -> None:
+    (root / "db" / "u" / "part-00000000000000000003.parquet").unlink()
+
+
+@pytest.mark.parametrize("change", [_intent_to_2, _publish_one, _replaced_gone])
+def test_an_intent_that_shows_its_record_was_lost_stops_recovery(
+    tmp_path: Path, change: Any
+) -> None:
+    """The run committed (killed after its record), then the record was lost: an intent
+    beyond the next number, an output in place (renamed only after the record), or a file
+    it replaced gone (deleted only after the record) prove it; nothing is deleted."""
+    zone = Zone(tmp_path)
+    for _ in range(6):
+        zone.add({"db.t": 2, "db.u": 1})
+    store = LocalStore(tmp_path)
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(), FailAt("compact-record"))
+    (tmp_path / cp.record_key(1)).unlink()
+    change(tmp_path)
+    kept = _files(tmp_path)
+    with pytest.raises(IntegrityError, match=r"_compactions/00000000000000000001\.json is missing"):
+        cp.recover(store)
+    assert _files(tmp_path) == kept
+
+
+class Then(FailAt):
+    """A fault injector that does something at one step instead of failing."""
+
+    def __init__(self, step: str, action: Any) -> None:
+        super().__init__(step)
+        self.action = action
+
+    def at(self, step: str) -> None:
+        if step == self.step:
+            self.action()
+
+
+def test_outputs_carry_their_hash_and_one_changed_before_the_record_is_not_committed(
+    tmp_path: Path,
+) -> None:
+    zone = Zone(tmp_path)
+    for _ in range(6):
+        zone.add({"db.t": 2, "db.u": 1})
+    before = _rows(tmp_path)
+    store = LocalStore(tmp_path)
+    staged = tmp_path / "db" / "u" / f".{cp.output_name(3, 18)}.tmp"
+
+    def flip_a_byte() -> None:  # the same size, other bytes
+        data = bytearray(staged.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        staged.write_bytes(bytes(data))
+
+    with pytest.raises(SinkError, match=r"is gone or changed before its commit: sha256") as caught:
+        cp.run_compaction(store, _settings(), Then("compact-data", flip_a_byte))
+    assert str(staged) in str(caught.value)
+    assert not cp.read_records(store) and _rows(tmp_path) == before
+    assert cp.run_compaction(store, _settings()).record == 1
+    record = json.loads(_record(tmp_path).read_text())
+    for output in record["outputs"]:
+        assert (output["bytes"], output["sha256"]) == hash_key(store, output["path"])
+    assert _rows(tmp_path) == before
+
+
+def test_records_from_before_hashes_are_read_and_an_invalid_hash_stops(tmp_path: Path) -> None:
+    path = _compacted(tmp_path)
+    data = json.loads(path.read_text())
+    assert is_digest(data["outputs"][0].pop("sha256"))
+    path.write_text(json.dumps(data))  # as written before hashes
+    assert cp.read_records(LocalStore(tmp_path))[0].outputs[0].sha256 is None
+    assert len(_rows(tmp_path)["db.t"]) == 8
+    data["outputs"][0]["sha256"] = "0" * 63
+    path.write_text(json.dumps(data))
+    with pytest.raises(IntegrityError, match="with an invalid sha256 '0000"):
+        cp.read_records(LocalStore(tmp_path))
 
 
 def test_retention_keeps_superseded_files_until_the_grace_period_ends(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from replicator.cli import main
 from replicator.config import ObjectStoreConfig, Secret, SinkConfig
-from replicator.errors import SinkError
+from replicator.errors import IntegrityError, SinkError
 from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
 from replicator.spark.committed import committed_files, read_manifests
@@ -188,8 +188,7 @@ def test_the_lease_keeps_a_second_compactor_and_the_daemons_recovery_out(
 ) -> None:
     store = _store(s3_server, url)
     _zone(tmp_path, store, batches=3)
-    leftover = f"db/t/{cp.output_name(1, 8)}"  # an output a compactor is writing, say
-    store.write(leftover, b"x")
+    leftover = _killed_after_an_output(store)  # as a compactor writing it leaves it
     holder = cp.compaction_lock(store, lease_seconds=30)
     assert isinstance(holder, cp.CompactionLease)
     assert holder.take_or_holder() is None
@@ -201,12 +200,22 @@ def test_the_lease_keeps_a_second_compactor_and_the_daemons_recovery_out(
         assert named in str(caught.value)
         assert not cp.recover_if_idle(store)
         LandingZone(_sink(s3_server, url)).recover()
-        assert store.exists(leftover)  # the compactor may be writing it
+        assert store.exists(leftover) and store.exists(cp.intent_key(1))  # may be writing
         assert not cp.read_records(store)
     finally:
         holder.release()
     LandingZone(_sink(s3_server, url)).recover()
-    assert not store.exists(leftover)
+    assert not store.exists(leftover) and not store.exists(cp.intent_key(1))
+
+
+def _killed_after_an_output(store: Store) -> str:
+    """What a compactor killed after its first output leaves (its intent, and that output at
+    its final key): the output's key."""
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(), FailAt("compact-data-mid"))
+    leftover = f"db/t/{cp.output_name(1, 8)}"
+    assert store.exists(leftover) and store.exists(cp.intent_key(1))
+    return leftover
 
 
 def test_a_compactor_waits_for_a_daemons_start_recovery_lease(
@@ -230,8 +239,7 @@ def test_a_killed_compactors_lease_is_taken_over(
 ) -> None:
     store = _store(s3_server, url)
     _zone(tmp_path, store, batches=3)
-    leftover = f"db/t/{cp.output_name(1, 8)}"
-    store.write(leftover, b"x")
+    leftover = _killed_after_an_output(store)
     # a compactor of another host, its lease unexpired: kept out
     _lease(store, host="elsewhere.example", pid=1)
     assert not cp.recover_if_idle(store)
@@ -241,12 +249,13 @@ def test_a_killed_compactors_lease_is_taken_over(
     assert cp.recover_if_idle(store)
     assert not store.exists(leftover)
     # a compactor on this host whose process is gone (SIGKILL): taken over at once
-    store.write(leftover, b"x")
+    assert _killed_after_an_output(store) == leftover
     _lease(store, pid=_dead_pid())
     before = _rows(store)
     assert cp.run_compaction(store, _settings()).record == 1
     # the leftover was deleted first; the output of that name is written anew and committed
-    assert _live(store)["db.t"] == [cp.output_name(1, 8)] and store.size(leftover) > 1
+    assert _live(store)["db.t"] == [cp.output_name(1, 8)]
+    assert not store.exists(cp.intent_key(1)) and not store.exists(cp.intent_key(2))
     assert _rows(store) == before
 
 
@@ -338,3 +347,89 @@ def test_a_read_that_a_compaction_overtakes_reads_again(
     monkeypatch.setattr(committed, "holders", holders)
     assert _rows(store) == before
     assert next(calls, "used") == "used"  # the stale records were read, then fresh ones
+
+
+def _objects(store: Store) -> dict[str, bytes]:
+    """Every object but the daemon's and the lease's state, with its bytes."""
+    return {key: store.read(key) for key in store.list() if not key.startswith("_state/")}
+
+
+def test_a_lost_last_record_stops_and_nothing_is_deleted(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    """Retention deleted what the record superseded, then the record was lost: its outputs,
+    at their final keys like a killed run's leftovers, are the only copy of their rows."""
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    assert cp.run_compaction(store, _settings(retention=0.0)).record == 1
+    assert _listed(store) == [T_OUT]
+    saved = store.read(cp.record_key(1))
+    store.delete(cp.record_key(1))
+    kept = _objects(store)
+    named = r"compaction record s3://.*/_compactions/00000000000000000001\.json is missing"
+    with pytest.raises(IntegrityError, match=named) as caught:
+        cp.run_compaction(store, _settings(retention=0.0))
+    assert f"db/t/{T_OUT}" in str(caught.value)
+    assert _objects(store) == kept
+    with pytest.raises(IntegrityError, match=named):  # the daemon's start names the record
+        LandingZone(_sink(s3_server, url)).recover()
+    assert _objects(store) == kept
+    store.write(cp.record_key(1), saved)
+    assert LandingZone(_sink(s3_server, url)).recover().batch == 6
+    assert _rows(store) == before
+
+
+@pytest.mark.parametrize("step", ["compact-data-mid", "compact-data"])
+def test_a_run_killed_before_its_record_is_cleaned_up_exactly(
+    tmp_path: Path, s3_server: S3Server, url: str, step: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before, originals = _rows(store), _objects(store)
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(), FailAt(step))
+    outputs = [f"db/t/{T_OUT}"] + ([f"db/u/{U_OUT}"] if step == "compact-data" else [])
+    assert set(_objects(store)) - set(originals) == {cp.intent_key(1), *outputs}
+    LandingZone(_sink(s3_server, url)).recover()
+    assert _objects(store) == originals
+    assert _rows(store) == before
+
+
+def test_an_output_no_intent_names_is_refused_not_deleted(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store = _store(s3_server, url)
+    _zone(tmp_path, store, batches=3)
+    stray = f"db/t/{cp.output_name(1, 8)}"
+    store.write(stray, b"rows of a compaction whose record is lost")
+    kept = _objects(store)
+    with pytest.raises(IntegrityError, match=r"named by no compaction record or intent: s3://"):
+        cp.run_compaction(store, _settings())
+    with pytest.raises(IntegrityError, match=r"named by no compaction record or intent: s3://"):
+        LandingZone(_sink(s3_server, url)).recover()
+    assert _objects(store) == kept
+
+
+def test_a_daemons_start_sees_a_compaction_that_commits_while_it_reads(
+    tmp_path: Path, s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``superseded`` holds no lock: a compactor may write its record and remove its intent
+    between the listing and the reading of that intent. Its outputs, listed before, are then
+    named by the record, not taken for the work of a lost one."""
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    with pytest.raises(Boom):  # record, intent and outputs there
+        cp.run_compaction(store, _settings(), FailAt("compact-record"))
+    record = store.read(cp.record_key(1))
+    store.delete(cp.record_key(1))  # as just before the commit point
+    read = store.read
+
+    def commit_then_read(key: str) -> bytes:
+        if key == cp.intent_key(1) and not store.exists(cp.record_key(1)):
+            store.write(cp.record_key(1), record)  # the compactor commits meanwhile
+            store.delete(cp.intent_key(1))
+        return read(key)
+
+    monkeypatch.setattr(store, "read", commit_then_read)
+    assert len(cp.superseded(store)) == 12

@@ -261,6 +261,35 @@ def test_bad_config_exits_2_naming_the_key(
     assert SECRET not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("source:\n  password: 3.14159265\n", "source.password", "3.14159265"),
+        ("source:\n  password: 271828\n", "source.password", "271828"),
+        ("source:\n  password: 0123\n", "source.password", "0123"),
+        ("source:\n  password: 1_000\n", "source.password", "1_000"),
+        ("mqtt:\n  username: u\n  password: 2.5e+3\n", "mqtt.password", "2.5e+3"),
+        ("source:\n  password_file: 42\n", "source.password_file", "42"),
+        ("source:\n  password: true\n", "source.password", "True"),
+        ("source:\n  password: off\n", "source.password", "False"),
+    ],
+)
+def test_a_secret_written_as_a_number_or_boolean_is_refused(
+    tmp_path: Path, text: str, key: str, value: str
+) -> None:
+    """YAML reads an unquoted 3.14159265 as a number and ``yes`` as a boolean: a secret must
+    be quoted text. Exit 2 naming the key and saying to quote it; the value is not shown."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, environ={})
+    assert caught.value.exit_code == 2
+    message = str(caught.value)
+    assert message.startswith(f"{key}: "), message
+    assert "quote" in message
+    assert value not in message
+
+
 def _numeric_settings(cls: type, prefix: str = "") -> dict[str, object]:
     """Every int/float setting, dotted, with its default."""
     out: dict[str, object] = {}
@@ -304,7 +333,7 @@ def test_numbers_are_read_as_written(tmp_path: Path) -> None:
     """YAML numbers stay text until a setting types them: a string setting gets the text."""
     path = tmp_path / "c.yaml"
     path.write_text(
-        "source:\n  password: 0123\n  user: 1.50\n  heartbeat_seconds: 2.5\n"
+        "source:\n  password: '0123'\n  user: 1.50\n  heartbeat_seconds: 2.5\n"
         "  connect_timeout: 7\n  buffer_rows: 1_000\n  port: +3307\n"
         "sink:\n  keep_before_image: yes\nmqtt:\n  password: 1e3\n  username: 010\n"
     )

@@ -86,8 +86,9 @@ def test_committed_but_unpublished_batch_rolls_forward(tmp_path: Path) -> None:
     zone = LandingZone(SinkConfig(root=str(tmp_path)))
     table = tmp_path / "db" / "t"
     table.mkdir(parents=True)
-    (table / ".part-00000000000000000001.parquet.tmp").write_bytes(b"one")
-    (table / "part-00000000000000000005.parquet").write_bytes(b"two")  # already renamed
+    # one byte each, as the manifest says (``_manifest``)
+    (table / ".part-00000000000000000001.parquet.tmp").write_bytes(b"1")
+    (table / "part-00000000000000000005.parquet").write_bytes(b"2")  # already renamed
     _manifest(
         tmp_path,
         1,
@@ -96,7 +97,7 @@ def test_committed_but_unpublished_batch_rolls_forward(tmp_path: Path) -> None:
         9,
     )
     checkpoint = zone.recover()
-    assert (table / "part-00000000000000000001.parquet").read_bytes() == b"one"
+    assert (table / "part-00000000000000000001.parquet").read_bytes() == b"1"
     assert not list(table.glob(".*"))
     assert checkpoint.batch == 1 and checkpoint.next_seq == 10
     assert checkpoint.position is not None

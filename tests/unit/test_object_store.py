@@ -17,14 +17,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import structlog
 
 from replicator.binlog.constants import ColumnType
 from replicator.binlog.gtid import MariadbGtidPosition
 from replicator.binlog.position import StreamPosition
 from replicator.binlog.schema import ColumnDef
+from replicator.checkpoint import Checkpoint
 from replicator.config import ObjectStoreConfig, Secret, SinkConfig, load_config
 from replicator.errors import ConfigError, IntegrityError
 from replicator.sink.changes import TableVersion
@@ -320,3 +323,81 @@ def test_readers_refuse_a_committed_file_that_is_gone(s3_server: S3Server, url: 
     zone.store.delete("shop/orders/part-00000000000000000003.parquet")
     with pytest.raises(IntegrityError, match=r"batch 2 is committed but its file .* is gone"):
         read_manifests(zone.store)
+
+
+def test_conditional_writes_create_once_and_replace_only_what_was_read(
+    s3_server: S3Server, url: str
+) -> None:
+    store = open_store(url, _options(s3_server))
+    assert store.conditional() is None  # moto's server honours If-None-Match and If-Match
+    tag = store.create("_state/x.json", b"one")
+    with pytest.raises(FileExistsError):
+        store.create("_state/x.json", b"two")
+    assert store.read("_state/x.json") == b"one"
+    data, read_tag = store.read_tagged("_state/x.json")
+    assert (data, read_tag) == (b"one", tag)
+    newer = store.replace("_state/x.json", b"three", tag)
+    with pytest.raises(FileExistsError):
+        store.replace("_state/x.json", b"four", tag)  # changed since `tag` was read
+    assert store.read_tagged("_state/x.json") == (b"three", newer)
+    assert store.list("_state") == ["_state/x.json"]  # the probe left nothing behind
+
+
+def test_two_writers_reading_the_lease_at_the_same_instant_cannot_both_take_it(
+    s3_server: S3Server, url: str
+) -> None:
+    """Both read "nobody holds it"; the one that writes second is refused (If-None-Match),
+    and so is one that read an expired lease after another took it over (If-Match)."""
+    store = open_store(url, _options(s3_server))
+    late = LeaseLock(store, lease_seconds=30)
+    assert late._read() is None  # the same instant: nobody holds it yet
+    first = LeaseLock(store, lease_seconds=30).acquire("replicator run")
+    late._record = {"owner": late.owner, "pid": 1, "host": "h", "purpose": "replicator run"}
+    with pytest.raises(LandingZoneBusyError, match="written by another process"):
+        late._write()
+    assert json.loads(store.read("_state/lease.json"))["owner"] == first.owner
+    first.release()
+
+    ended = LeaseLock(store, lease_seconds=30)
+    assert ended._read() is not None  # an ended lease: free to take
+    taker = LeaseLock(store, lease_seconds=30).acquire("replicator run")
+    ended._record = {"owner": ended.owner, "pid": 1, "host": "h", "purpose": "replicator run"}
+    with pytest.raises(LandingZoneBusyError, match="written by another process"):
+        ended._write()
+    assert json.loads(store.read("_state/lease.json"))["owner"] == taker.owner
+    taker.release()
+
+
+def test_two_writers_cannot_both_commit_a_batch_number(s3_server: S3Server, url: str) -> None:
+    first, second = LandingZone(_sink(s3_server, url)), LandingZone(_sink(s3_server, url))
+    first.recover()
+    second.recover()
+    rows = itertools.count(1)
+    _land(first, rows, 3)
+    store = open_store(url, _options(s3_server))
+    manifest = store.read("_manifests/00000000000000000001.json")
+    batch = second.begin(Checkpoint(batch=0, next_seq=100, position=None))  # it saw no batch
+    batch.add(VERSION, [change(100, [999, "other"])])
+    with pytest.raises(IntegrityError, match="committed by another writer"):
+        batch.commit(_end(1), 101)
+    assert store.read("_manifests/00000000000000000001.json") == manifest
+
+
+def test_a_store_without_conditional_writes_says_so_at_start(tmp_path: Path) -> None:
+    store = open_store(f"mock://{tmp_path.as_posix()}/zone")  # pyarrow's in-memory store
+    assert isinstance(store, ObjectStore)
+    store.fs.create_dir(f"{store.base}/_state")  # it has directories, unlike S3
+    assert "no conditional writes" in (store.conditional() or "")
+    with structlog.testing.capture_logs() as logs:
+        LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+    warned = [e for e in logs if e["event"].startswith("no conditional writes")]
+    assert len(warned) == 1 and "pyarrow offers no conditional writes" in warned[0]["why"]
+
+
+def test_a_missing_bucket_is_named_with_how_to_create_it(s3_server: S3Server) -> None:
+    store = open_store("s3://no-such-bucket-here/zone", _options(s3_server))
+    with pytest.raises(ConfigError) as missing:
+        LeaseLock(store, lease_seconds=30).acquire("replicator run")
+    assert "the bucket 'no-such-bucket-here' does not exist" in str(missing.value)
+    assert "aws s3 mb s3://no-such-bucket-here" in (missing.value.hint or "")
+    assert "credentials" not in str(missing.value)

@@ -5,6 +5,7 @@ documented conversions (arrow_types, parquet_writer); metadata columns, ``_befor
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Sequence
@@ -528,7 +529,9 @@ def test_close_fsyncs_a_complete_file(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(os, "fsync", spy)
     written = write(path, version_of(col(0, T.LONG)), [change(1, (7,))])
     assert synced == [path.stat().st_ino]
-    assert written == WrittenFile(path, 1, path.stat().st_size, 1, 1, 0)
+    # the hash of the bytes as written is the stored file's (nothing read back)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert written == WrittenFile(path, 1, path.stat().st_size, 1, 1, 0, digest)
     assert pq.read_table(path).column("c0").to_pylist() == [7]
 
 

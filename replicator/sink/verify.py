@@ -1,0 +1,274 @@
+"""Every committed byte checked against its commit record: sizes, hashes, the schema history pin.
+
+A manifest records each data file's size and SHA-256 (``bytes``, ``sha256``: ``digest``), a
+compaction record each output's, and the manifest the schema history file it names
+(``schema_history_sha256``). ``committed`` lists the files that hold the committed rows now
+(each manifest entry, or the compaction output that superseded it) with what their records
+say; ``check`` compares each with the store: present (under its final name, or its hidden
+staged name where the protocol allows), of the recorded size (from one listing: no request per
+file on an object store), and, for the files asked for, of the recorded hash (read in chunks).
+
+Two callers: the daemon's start (``LandingZone.recover``: every size, and the hashes of the
+newest batches only, so a start stays fast on a landing zone of 100k files) and ``replicator
+verify`` (``verify_landing``: offline, read-only, every size and with ``--deep`` every hash,
+plus the chain of manifests and records and the schema history pin). Files a compaction
+superseded are not checked (their rows are read from the output, which is). Entries written
+before hashes existed (no ``sha256``) are checked on their size alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import IntegrityError
+from ..storage import Store
+from . import compaction
+from .digest import DIGEST_KEY, check_history, hash_key
+from .manifests import Manifest, manifest_key, read_manifests
+
+__all__ = [
+    "Committed",
+    "Problem",
+    "Report",
+    "check",
+    "committed",
+    "verify_landing",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A file that holds committed rows, and what its commit record says of it."""
+
+    key: str  # relative to the root
+    bytes: int | None  # None: not recorded
+    sha256: str | None  # None: written before hashes
+    batches: tuple[int, ...]  # the batches whose rows it holds
+    record: int | None = None  # the compaction record that committed it (an output)
+
+    def origin(self) -> str:
+        """``batch 3`` or ``compaction 2, batches 3-7``: what committed it."""
+        held = describe_batches(self.batches)
+        return held if self.record is None else f"compaction {self.record}, {held}"
+
+    @property
+    def recorder(self) -> str:
+        return "its manifest" if self.record is None else "its compaction record"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A committed file that is not as committed."""
+
+    file: Committed
+    uri: str  # where it is (for messages)
+    found: str  # "is gone", "has 10 bytes, its manifest says 20", ...
+
+    def line(self) -> str:
+        if self.found == "is gone":
+            what = "its file" if self.file.record is None else "its output"
+            return f"{self.file.origin()} is committed but {what} {self.file.key} is gone"
+        return f"{self.uri} ({self.file.origin()}) {self.found}"
+
+
+@dataclass(slots=True)
+class Report:
+    """What ``check`` (and ``verify_landing``) found."""
+
+    problems: list[Problem] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)  # problems that are not one file's
+    files: int = 0
+    bytes: int = 0
+    hashed: int = 0
+    batches: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.other
+
+    def lines(self) -> list[str]:
+        return [p.line() for p in self.problems] + self.other
+
+    def summary(self) -> str:
+        state = "OK" if self.ok else f"{len(self.lines())} problem(s)"
+        return (
+            f"{state}: {self.files} files ({self.bytes} bytes; {self.hashed} hashed) of "
+            f"{self.batches} batches checked"
+        )
+
+
+def describe_batches(batches: Sequence[int]) -> str:
+    """``batch 3``, ``batches 3-7`` or ``batches 3, 5, 9``."""
+    if not batches:
+        return "no batch"
+    if len(batches) == 1:
+        return f"batch {batches[0]}"
+    if list(batches) == list(range(batches[0], batches[0] + len(batches))):
+        return f"batches {batches[0]}-{batches[-1]}"
+    return "batches " + ", ".join(str(b) for b in batches)
+
+
+def committed(
+    manifests: Sequence[Manifest], records: Sequence[compaction.Record], *, strict: bool = True
+) -> list[Committed]:
+    """The files that hold the committed rows: each manifest entry not superseded, each
+    committed output not superseded again (with its ``sha256`` when its record gives one).
+    ``strict``: a record replacing a file that is not live as it says is an error."""
+    live = compaction.Live()
+    batch_of: dict[str, int] = {}
+    for manifest in manifests:
+        for item in manifest.files:
+            path = str(item["path"])
+            batch_of[path] = manifest.batch
+            live.pieces[path] = compaction.Piece(
+                path,
+                str(item["table"]),
+                int(item["rows"]),
+                int(item["first_seq"]),
+                int(item["last_seq"]),
+            )
+    outputs: dict[str, tuple[int, int, str | None]] = {}  # path -> (record, bytes, sha256)
+    for record in records:
+        live.apply(record, strict=strict)
+        for output in record.outputs:
+            digest = getattr(output, DIGEST_KEY, None)  # None: a record from before hashes
+            outputs[output.piece.path] = (record.number, output.bytes, digest)
+    out: list[Committed] = []
+    for manifest in manifests:
+        for item in manifest.files:
+            path = str(item["path"])
+            if path in live.pieces and path not in outputs:
+                size = item.get("bytes")
+                digest = item.get(DIGEST_KEY)
+                out.append(
+                    Committed(
+                        path,
+                        None if size is None else int(size),
+                        None if digest is None else str(digest),
+                        (manifest.batch,),
+                    )
+                )
+    for path, (number, size, digest) in outputs.items():
+        if path in live.pieces:
+            held = sorted({batch_of.get(p, 0) for p in live.origins.get(path, [])} - {0})
+            out.append(Committed(path, size, digest, tuple(held), number))
+    return out
+
+
+def check(
+    store: Store,
+    files: Iterable[Committed],
+    sizes: dict[str, int],
+    *,
+    staged_ok: Callable[[Committed], bool],
+    hash_it: Callable[[Committed], bool],
+    superseded: Callable[[], set[str]],
+) -> Report:
+    """Compare each file with the store. ``sizes``: a listing (``Store.list_sizes``); a file
+    it does not show is looked up by name (a listing may lag, or the file came after it).
+    ``staged_ok``: the file may still be under its staged name (committed, not yet renamed
+    into place); ``hash_it``: hash this one too; ``superseded``: the paths committed
+    compaction records superseded, read again for a file that is gone (a compaction may have
+    committed, and its retention deleted the file, since the records were read)."""
+    report = Report()
+    gone: list[tuple[Committed, str]] = []
+    for item in files:
+        where = item.key
+        size = _size(store, where, sizes)
+        if size is None and staged_ok(item):
+            staged = store.staged(item.key)
+            if staged != item.key:
+                where = staged
+                size = _size(store, staged, sizes)
+        uri = store.uri(item.key) + ("" if where == item.key else f" (staged as {where})")
+        if size is None:
+            gone.append((item, uri))
+            continue
+        report.files += 1
+        report.bytes += size
+        if item.bytes is not None and size != item.bytes:
+            found = f"has {size} bytes, {item.recorder} says {item.bytes}"
+            report.problems.append(Problem(item, uri, found))
+            continue
+        if item.sha256 is None or not hash_it(item):
+            continue
+        try:
+            _, digest = hash_key(store, where)
+        except FileNotFoundError:
+            gone.append((item, uri))
+            continue
+        report.hashed += 1
+        if digest != item.sha256:
+            found = f"has sha256 {digest}, {item.recorder} says {item.sha256}"
+            report.problems.append(Problem(item, uri, found))
+    if gone:
+        now_superseded = superseded()
+        report.problems.extend(
+            Problem(item, uri, "is gone") for item, uri in gone if item.key not in now_superseded
+        )
+    return report
+
+
+def _size(store: Store, key: str, sizes: dict[str, int]) -> int | None:
+    size = sizes.get(key)
+    if size is not None:
+        return size
+    try:
+        return store.size(key)
+    except FileNotFoundError:
+        return None
+
+
+def check_pinned_history(store: Store, manifests: Sequence[Manifest]) -> str | None:
+    """The schema history the last manifest names, against its pin: None when fine, else
+    what is wrong. Manifests naming one history file must pin it alike."""
+    if not manifests:
+        return None
+    last = manifests[-1]
+    name = last.data.get("schema_history")
+    if name is None:
+        return None
+    for manifest in manifests:
+        pin = manifest.history_pin
+        if manifest.data.get("schema_history") == name and pin not in (None, last.history_pin):
+            return (
+                f"the manifests of batches {manifest.batch} and {last.batch} pin the schema "
+                f"history {name} to different hashes"
+            )
+    where = store.uri(str(name))
+    try:
+        raw = store.read(str(name))
+    except FileNotFoundError:
+        if store.exists(manifest_key(last.batch + 1)):
+            return None  # a daemon committed meanwhile and replaced the history
+        return f"the schema history {where} that batch {last.batch} names is gone"
+    try:
+        check_history(raw, last.history_pin, where, last.batch)
+    except IntegrityError as exc:
+        return str(exc.args[0])
+    return None
+
+
+def verify_landing(store: Store, *, deep: bool) -> Report:
+    """Check the whole landing zone, read-only: the manifests one by one and as a chain, the
+    compaction records, every committed file's size (``deep``: and hash), the schema
+    history's pin. Raises IntegrityError when the manifests or records themselves cannot be
+    trusted (nothing further can be checked then)."""
+    manifests = read_manifests(store)
+    sizes = store.list_sizes()  # after the manifests: a file of theirs is there by now
+    records = compaction.read_records(store)  # after the listing (see ``check``)
+    files = committed(manifests, records)
+    report = check(
+        store,
+        files,
+        sizes,
+        staged_ok=lambda item: True,  # a running daemon or compactor may be renaming it
+        hash_it=lambda item: deep,
+        superseded=lambda: compaction.superseded(store),
+    )
+    report.batches = len(manifests)
+    problem = check_pinned_history(store, manifests)
+    if problem is not None:
+        report.other.append(problem)
+    return report
