@@ -105,9 +105,11 @@ def _anonymous_account(params: dict[str, Any]) -> str | None:
     ``''@'localhost'`` is chosen for ``repl`` connecting from localhost before ``'repl'@'%'``
     is looked at, and the login fails with "Access denied for user 'repl'@'localhost'"
     (https://mariadb.com/kb/en/create-user/#fixing-a-legacy-default-anonymous-account).
-    An anonymous login (no user, no password) that succeeds shows that such an account exists;
-    ``CURRENT_USER()`` names it."""
-    probe = {**params, "user": "", "password": b""}
+    A login as the same user without a password shows it: the server takes it for the
+    anonymous account (whose password is empty) only when that account is matched before any
+    account of the user, and ``CURRENT_USER()`` then names it (``@localhost``). An anonymous
+    account that does not shadow the user (``'repl'@'localhost'`` exists too) refuses it."""
+    probe = {**params, "password": b""}
     try:
         conn = pymysql.connections.Connection(**probe)
         conn.connect()
@@ -121,7 +123,8 @@ def _anonymous_account(params: dict[str, Any]) -> str | None:
         return None
     finally:
         conn.close()
-    return str(row[0]) if row else None
+    account = str(row[0]) if row else ""
+    return account if account.startswith("@") else None
 
 
 def _shadowed(refused: ReplicatorError, user: str, anonymous: str) -> ServerRefusedError:

@@ -543,7 +543,16 @@ def check_retention(facts: PreflightFacts) -> Finding | None:
         oldest_age = max(0.0, facts.server_now - probe.timestamp)
         keeps += f"; the oldest ({probe.file}) starts {human_duration(oldest_age)} ago"
     elif probe is not None:
-        keeps += f"; the start of the oldest binlog is unknown ({probe.problem or 'no answer'})"
+        unknown = f"{keeps}; the start of the oldest binlog is unknown"
+        return Finding(
+            "warning",
+            "retention",
+            f"{unknown} ({probe.problem or 'no answer'}): how far back the server still has "
+            "the binlog cannot be told",
+            action="grant REPLICATION SLAVE (see the privilege findings)"
+            if probe.denied
+            else "run check again; the retention is checked from the oldest binlog's first event",
+        )
     age = facts.checkpoint_age_seconds
     if age is None:
         if expire is not None and expire < SHORT_RETENTION:

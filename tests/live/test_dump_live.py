@@ -90,6 +90,33 @@ def test_live_dump_bad_password_exits_3(tmp_path: Path, mariadb: MariaDBServer) 
     assert "wrong-secret-42" not in result.stderr + result.stdout
 
 
+def test_live_dump_across_a_dropped_column_stops_at_once_naming_the_change(
+    tmp_path: Path,
+) -> None:
+    """MINIMAL metadata logs no names, so dump takes them from the catalog as it is now; after
+    a DROP COLUMN the older events no longer line up. That is a schema change, said at once
+    (exit 4), not a lost connection retried and then blamed on a corrupt stream."""
+    with MariaDBServer(["--binlog-row-metadata=MINIMAL"]) as server:
+        server.execute("CREATE DATABASE shop")
+        server.execute("CREATE TABLE shop.items (id INT PRIMARY KEY, gone INT, name TEXT)")
+        status = server.binlog_status()
+        server.execute("INSERT INTO shop.items VALUES (1, 2, 'x')")
+        server.execute("ALTER TABLE shop.items DROP COLUMN gone")
+        config = tmp_path / "replicator.yaml"
+        config.write_text(
+            f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+            "  password: replpass\n  server_id: 778\n  heartbeat_seconds: 1\n"
+            "  reconnect_initial_delay: 0.1\n"
+        )
+        dumped = _dump("--config", str(config), "--start-gtid", status.gtid_binlog_pos,
+                       "--stop-at-end")  # fmt: skip
+    assert dumped.returncode == 4, dumped.stderr
+    assert "TABLE_MAP for shop.items has 3 columns but the table now has 2" in dumped.stderr
+    assert "binlog_row_metadata=FULL" in dumped.stderr
+    assert "lost" not in dumped.stderr and "mysqlbinlog" not in dumped.stderr
+    assert "failed 1 times" not in dumped.stderr and "retry" not in dumped.stderr.lower()
+
+
 EARLY_DATES = [
     # (id, DATE, DATETIME(6)) as written; SELECT shows them the same way
     (1, "0018-04-01", "0018-04-01 12:34:56"),

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from pymysql import _auth
 
+from replicator.errors import ServerRefusedError
 from replicator.source.binlog_probe import ProbeResult
 from replicator.source.grants import Grants, parse_grants, quote_account
 from replicator.source.preflight import PreflightReport, format_report
@@ -27,6 +28,7 @@ from replicator.source.preflight_checks import (
     human_duration,
 )
 from replicator.source.server_info import BinlogFile, BinlogPosition, ServerInfo, parse_version
+from replicator.source.stream import server_facts
 
 NOW = 1_800_000_000.0
 DAY = 86400.0
@@ -349,3 +351,31 @@ def test_caching_sha2_full_auth_rsa_step_works() -> None:
     )
     plain = bytes(b ^ scramble[i % len(scramble)] for i, b in enumerate(opened))
     assert plain == password + b"\0"
+
+
+def test_an_unreadable_oldest_binlog_is_not_an_ok_retention() -> None:
+    refused = ProbeResult("", None, denied=True, problem="Access denied")
+    found = finding(evaluate(facts(oldest=refused)), "retention")
+    assert found.severity == "warning"
+    assert "Access denied" in found.found and "cannot be told" in found.found
+    assert "REPLICATION SLAVE" in (found.action or "")
+
+
+@pytest.mark.parametrize(
+    ("server", "grant"),
+    [
+        (MYSQL, "GRANT REPLICATION CLIENT ON"),
+        (MARIADB, "GRANT BINLOG MONITOR ON"),  # MariaDB 10.5.2+
+        (dataclasses.replace(MARIADB, version=(10, 4, 30)), "GRANT REPLICATION CLIENT ON"),
+    ],
+)
+def test_the_stream_names_only_the_fix_that_applies(server: ServerInfo, grant: str) -> None:
+    with pytest.raises(ServerRefusedError) as off:
+        server_facts(dataclasses.replace(server, log_bin=False))
+    assert "binary log is off" in str(off.value)
+    assert "GRANT" not in (off.value.hint or "")  # no privilege turns a binlog on
+    assert "log_bin" in (off.value.hint or "")
+    with pytest.raises(ServerRefusedError) as denied:
+        server_facts(dataclasses.replace(server, binlog_end=None, denied=("SHOW BINLOG STATUS",)))
+    assert "may not read the end of the binary log" in str(denied.value)
+    assert grant in (denied.value.hint or "")
