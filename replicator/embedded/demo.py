@@ -46,7 +46,7 @@ from types import TracebackType
 
 import structlog
 
-from ..config import Config, FilterConfig, Secret, SinkConfig, SourceConfig, StartConfig
+from ..config import Config, load_config
 from ..durable import write_atomic
 from ..sink.identity import establish
 from ..sink.manifests import read_manifests
@@ -168,23 +168,30 @@ def demo_config(server: MariaDBServer, landing: Path, *, database: str = DEMO_DA
 def _config(
     host: str, port: int, landing: Path, *, start: str | None, database: str = DEMO_DATABASE
 ) -> Config:
-    return Config(
-        source=SourceConfig(
-            host=host,
-            port=port,
-            user=REPL_USER,
-            password=Secret(REPL_PASSWORD),
-            heartbeat_seconds=1.0,
-            reconnect_max_delay=5.0,
-        ),
-        start=StartConfig(file=start, position=4) if start else StartConfig(),
-        sink=SinkConfig(
-            root=str(landing),
-            batch_max_rows=10_000,
-            batch_max_bytes=8 * 1024 * 1024,
-            batch_max_seconds=1.0,
-        ),
-        filters=FilterConfig(include=(f"{database}.*",)),
+    # every setting from the environment applies over the demo's defaults (as over a config
+    # file), except where its server and landing zone are: those are the demo's own
+    return load_config(
+        None,
+        defaults={
+            "source": {"heartbeat_seconds": 1.0, "reconnect_max_delay": 5.0},
+            "sink": {
+                "batch_max_rows": 10_000,
+                "batch_max_bytes": 8 * 1024 * 1024,
+                "batch_max_seconds": 1.0,
+            },
+            "filters": {"include": [f"{database}.*"]},
+        },
+        fixed={
+            "source": {
+                "host": host,
+                "port": port,
+                "user": REPL_USER,
+                "password": REPL_PASSWORD,
+                "unix_socket": None,
+            },
+            "start": {"file": start, "position": 4} if start else {},
+            "sink": {"root": str(landing)},
+        },
     )
 
 

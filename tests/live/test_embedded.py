@@ -24,6 +24,7 @@ from replicator.embedded.demo import Demo, demo_config, start_demo
 from replicator.embedded.workload import TABLES
 from replicator.service import RunOptions, Service
 from replicator.source.binlog_file import read_binlog_files
+from tests.harness import free_tcp_port
 from tests.harness.mariadb import MariaDBServer
 
 pytestmark = pytest.mark.live
@@ -223,12 +224,16 @@ def test_run_without_a_source_is_the_demo(tmp_path: Path) -> None:
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPLICATOR_")}
+    # every setting from the environment applies to the demo too (docs/configuration.md)
+    port = free_tcp_port()
+    env["REPLICATOR_SERVICE__HTTP_PORT"] = str(port)
     done = subprocess.run(
         [sys.executable, "-m", "replicator.cli", "run", "--for", "6"],
         cwd=tmp_path, env=env, capture_output=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     landing = tmp_path / "landing"
+    assert json.loads((landing / "_state" / "lock").read_text())["http_port"] == port
     manifests = sorted((landing / "_manifests").glob("*.json"))
     assert len(manifests) >= 2
     tables = {f["table"] for m in manifests for f in json.loads(m.read_text())["files"]}
