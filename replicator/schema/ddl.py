@@ -93,6 +93,15 @@ class DdlError(Exception):
         self.tables: tuple[TableName, ...] | None = None if tables is None else tuple(tables)
 
 
+class UnknownTableError(DdlError):
+    """A statement on a table the history does not know (``table``): one that changed between
+    a stream's start and the moment the history was read from the server, say."""
+
+    def __init__(self, message: str, table: TableName, tables: Sequence[TableName]) -> None:
+        super().__init__(message, tables)
+        self.table = table
+
+
 # -- effects -----------------------------------------------------------------------------
 
 
@@ -1096,9 +1105,10 @@ def _create(run: _Run) -> None:
         parser.accept(")")
         source = run.catalog.table(*source_name)
         if source is None:
-            raise DdlError(
+            raise UnknownTableError(
                 f"CREATE TABLE ... LIKE {source_name[0]}.{source_name[1]}, a table the schema "
                 "history does not know",
+                source_name,
                 [name, source_name],
             )
         first = run.catalog.next_column_id  # a new table: new column ids
@@ -1349,8 +1359,9 @@ def _rename_tables(run: _Run) -> None:
 def _rename(run: _Run, source: TableName, target: TableName) -> None:
     before = run.catalog.table(*source)
     if before is None:
-        raise DdlError(
+        raise UnknownTableError(
             f"RENAME of {source[0]}.{source[1]}, a table the schema history does not know",
+            source,
             [source, target],
         )
     run.add(TableRenamed(before, dataclasses.replace(before, schema=target[0], name=target[1])))
@@ -1415,8 +1426,10 @@ def _alter(run: _Run) -> None:
     _skip_wait(parser)
     before = run.catalog.table(*name)
     if before is None:
-        raise DdlError(
-            f"ALTER TABLE of {name[0]}.{name[1]}, a table the schema history does not know", [name]
+        raise UnknownTableError(
+            f"ALTER TABLE of {name[0]}.{name[1]}, a table the schema history does not know",
+            name,
+            [name],
         )
     state = _Altering.of(before, run.catalog.next_column_id)
     try:

@@ -210,6 +210,26 @@ class SchemaTracker:
         """A statement the parser refused: stop if it may touch a replicated table, else
         forget the (unreplicated) tables it names."""
         tables = exc.tables
+        catalog = self.history.catalog
+        if (
+            isinstance(exc, ddl.UnknownTableError)
+            and self.replicated(*exc.table)
+            and self.history.seed_point is not None
+        ):
+            # not a statement the parser failed on: a table whose columns at the stream's
+            # start were never known (it changed between the start and the seed)
+            names = f"{exc.table[0]}.{exc.table[1]}"
+            seeded = self.history.seed_point.describe()
+            raise IntegrityError(
+                f"DDL statement at {point.describe()} changes {names}, whose columns at this "
+                f"position are not known: the schema history was read from the server's "
+                f"catalog at {seeded}, and {names} changed between the stream's start and "
+                f"there, so its columns at the start could not be taken from it: "
+                f"{shown(statement)!r}",
+                hint="start the landing zone at a position after this statement (start.gtid), "
+                "or start it now with a snapshot of the tables (no start position: "
+                "snapshot.mode: initial), or leave the table out (filters.exclude)",
+            ) from exc
         if tables is None or any(self.replicated(db, t) for db, t in tables):
             raise IntegrityError(
                 f"DDL statement at {point.describe()} cannot be applied to the schema "
@@ -218,7 +238,6 @@ class SchemaTracker:
                 "go on, start a new landing zone after this position (its history is then "
                 "read from the server), or exclude the table with filters.exclude",
             ) from exc
-        catalog = self.history.catalog
         return [Forgotten(db, t) for db, t in tables if catalog.table(db, t) is not None]
 
 
