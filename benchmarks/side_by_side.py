@@ -28,10 +28,12 @@ Targets (issue "one row flow"): (b) >= 25x (a); (c) >= 20x (a); (c) peak RSS <= 
 (f) >= 10x (a).
 
 Run: ``.venv/bin/python benchmarks/side_by_side.py [--rows 1000000] [--repeat 3]``;
-``--quick`` is a small smoke run. Needs python-mysql-replication in the venv
-(``.venv/bin/pip install 'mysql-replication>=1.0.17'``). ``--data-dir DIR`` keeps the
-server and its workload there and reuses them on the next run; ``--profile DIR`` also records
-py-spy profiles of (b), (c) and (f) there (slower; needs ``pip install py-spy``).
+``--quick`` is a small smoke run; ``--baseline DIR`` also runs (c) from another checkout,
+interleaved, and prints the ratio (how a change moved end-to-end time, side by side). Needs
+python-mysql-replication in the venv (``.venv/bin/pip install 'mysql-replication>=1.0.17'``).
+``--data-dir DIR`` keeps the server and its workload there and reuses them on the next run;
+``--profile DIR`` also records py-spy profiles of (b), (c) and (f) there (slower; needs
+``pip install py-spy``).
 """
 
 from __future__ import annotations
@@ -224,12 +226,17 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def _child(command: list[str], *, stdout: int | None = subprocess.PIPE) -> tuple[str, float, float]:
-    """Run ``command``; (stdout, wall seconds, peak RSS MB of the command's process)."""
+def _child(
+    command: list[str], *, stdout: int | None = subprocess.PIPE, cwd: Path | None = None
+) -> tuple[str, float, float]:
+    """Run ``command`` (in ``cwd``); (stdout, wall seconds, peak RSS MB of its process)."""
     with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile("r") as rss:
         began = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-S", "-c", _LAUNCHER, rss.name, *command], stdout=stdout, stderr=err
+            [sys.executable, "-S", "-c", _LAUNCHER, rss.name, *command],
+            stdout=stdout,
+            stderr=err,
+            cwd=cwd,
         )
         out, _ = proc.communicate()
         seconds = time.perf_counter() - began
@@ -260,8 +267,15 @@ def run_worker(kind: str, spec: dict[str, Any], profile: Path | None = None) -> 
 
 
 def run_daemon(
-    server: MariaDBServer, workload: Workload, tmp: Path, rep: int, profile: Path | None
+    server: MariaDBServer,
+    workload: Workload,
+    tmp: Path,
+    rep: int,
+    profile: Path | None,
+    tree: Path | None = None,
 ) -> Run:
+    """(c): ``replicator run --stop-at-end``; ``tree``: the package of another checkout (run
+    from its directory, so ``-m replicator.cli`` imports it), for a baseline in the same run."""
     root = tmp / f"landing-{rep}"
     config = tmp / f"replicator-{rep}.yaml"
     config.write_text(
@@ -273,7 +287,7 @@ def run_daemon(
     )
     command = [sys.executable, "-m", "replicator.cli", "run", "--stop-at-end", "--config"]
     _, seconds, peak = _child(
-        _profiled([*command, str(config)], profile, "run"), stdout=subprocess.DEVNULL
+        _profiled([*command, str(config)], profile, "run"), stdout=subprocess.DEVNULL, cwd=tree
     )
     landed = sum(
         pq.ParquetFile(f).metadata.num_rows for f in (root / "bench" / "t").glob("*.parquet")
@@ -398,6 +412,12 @@ def main() -> None:
         help="comma-separated subset of a,b,b',c,e,f (default: all)",
     )
     parser.add_argument("--data-dir", type=Path, help="keep (and reuse) server and workload here")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (e.g. a git worktree of an older commit, its native core built): "
+        "also measure (c0), `run` from it, interleaved with (c)",
+    )
     parser.add_argument("--profile", type=Path, help="record py-spy profiles of (b), (c), (f) here")
     args = parser.parse_args()
     if args.quick:
@@ -452,6 +472,11 @@ def main() -> None:
                 lambda rep: run_daemon(server, workload, tmp, rep, args.profile),
             ),
             (
+                "c0",
+                "(c0) the same, from --baseline",
+                lambda rep: run_daemon(server, workload, tmp, 50 + rep, None, args.baseline),
+            ),
+            (
                 "e",
                 "(e) mariadb-binlog -v (C), stream",
                 lambda rep: run_mariadb_binlog(server, workload),
@@ -462,6 +487,8 @@ def main() -> None:
                 lambda rep: run_dump(server, workload, args.profile),
             ),
         ]
+        if args.baseline is not None:
+            wanted.add("c0")
         plan = [p for p in plan if p[0] in wanted]
         measures = [Measure(key, title, []) for key, title, _ in plan]
         for rep in range(args.repeat):
@@ -469,6 +496,14 @@ def main() -> None:
                 run = measure(rep)
                 into.runs.append(run)
                 print(f"run {rep + 1}/{args.repeat} {title}: {run.seconds:.2f} s", flush=True)
+    by_key = {m.key: m for m in measures}
+    if "c" in by_key and "c0" in by_key:
+        c, c0 = by_key["c"], by_key["c0"]
+        print(
+            f"(c) / (c0): {c.seconds / c0.seconds:.3f} of the baseline's time "
+            f"({c.seconds:.2f} s against {c0.seconds:.2f} s, medians of {args.repeat}; "
+            f"peak RSS {c.peak:.0f} MB against {c0.peak:.0f} MB)"
+        )
     if not any(m.key == "a" for m in measures):
         for m in measures:
             print(f"{m.title}: {m.runs[0].images / m.seconds:,.0f} images/s, peak {m.peak:.0f} MB")

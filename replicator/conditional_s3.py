@@ -66,13 +66,32 @@ class ConditionalS3:
 
     def create(self, key: str, data: bytes) -> str:
         """PUT ``key`` only if no object is there; returns its ETag. ``PreconditionFailed``
-        when one is."""
-        return self._put(key, data, IfNoneMatch="*")
+        when one is (and it is not this very write: ``_ours``)."""
+        try:
+            return self._put(key, data, IfNoneMatch="*")
+        except PreconditionFailed:
+            return self._ours(key, data)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         """PUT ``key`` only if it is still the object ``etag`` names; returns the new ETag.
-        ``PreconditionFailed`` when it changed or is gone."""
-        return self._put(key, data, IfMatch=etag)
+        ``PreconditionFailed`` when it changed or is gone (and not to this very write)."""
+        try:
+            return self._put(key, data, IfMatch=etag)
+        except PreconditionFailed:
+            return self._ours(key, data)
+
+    def _ours(self, key: str, data: bytes) -> str:
+        """A conditional PUT refused: botocore retries a PUT whose reply was lost, and the
+        retry finds the object the first attempt stored. It is this write when the stored
+        bytes are the bytes sent (leases name their owner and expiry, commit records their
+        time: another writer's never equal them); returns its ETag."""
+        try:
+            found, etag = self.read(key)
+        except FileNotFoundError:
+            found, etag = b"", ""
+        if found == data:
+            return etag
+        raise PreconditionFailed(f"{key}: written by another process meanwhile")
 
     def read(self, key: str) -> tuple[bytes, str]:
         """The object and its ETag (``FileNotFoundError`` when there is none)."""
@@ -89,17 +108,18 @@ class ConditionalS3:
             raise _os_error(exc, key) from None
 
     def probe(self, key: str) -> bool:
-        """Whether the store honours ``If-None-Match`` (two creates of ``key``: the second
-        must fail). The probe object is removed again."""
-        self.delete(key)
-        self.create(key, b"conditional write probe\n")
+        """Whether the store honours ``If-None-Match``: two creates of ``key`` (a name of
+        this process's own, so that processes starting together do not probe one object),
+        with other bytes; the second must fail. The probe object is removed again."""
         try:
-            self.create(key, b"conditional write probe\n")
-        except PreconditionFailed:
-            return True
+            self.create(key, b"conditional write probe 1\n")
+            try:
+                self.create(key, b"conditional write probe 2\n")
+            except PreconditionFailed:
+                return True
+            return False
         finally:
             self.delete(key)
-        return False
 
     def _put(self, key: str, data: bytes, **condition: str) -> str:
         try:

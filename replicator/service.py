@@ -27,8 +27,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -57,6 +58,7 @@ from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
 
 log = structlog.get_logger("replicator")
+_T = TypeVar("_T")
 GUARD_SECONDS = 2.0
 OVERRUN_SECONDS = 1.0
 """How long past ``service.shutdown_timeout`` a stop may still have work under way (a commit
@@ -273,41 +275,11 @@ class Service:
         Returns the last manifest's proof, which batches without transactions carry on."""
         loop = asyncio.get_running_loop()
         zone = await loop.run_in_executor(None, landed, self.zone.store, checkpoint.batch)
-        delay = self.config.source.reconnect_initial_delay
-        attempt = 0
-        while True:
-            proving = asyncio.ensure_future(
-                prove(self.config.source, zone, snapshot_mode=self._snapshot_mode())
-            )
-            stop = asyncio.ensure_future(self._stop.wait())
-            try:
-                await asyncio.wait({proving, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop.cancel()
-            if not proving.done():
-                proving.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await proving
-                raise SourceUnavailableError(
-                    "stopped before the source's continuity with the landing zone was proven",
-                    hint="nothing was landed; start again once the source is reachable",
-                )
-            try:
-                verdict = proving.result()
-                break
-            except SourceUnavailableError as exc:
-                attempt += 1
-                log.warning(
-                    "cannot reach the source to prove its continuity, retrying",
-                    cause=str(exc),
-                    source=describe_source(self.config.source),
-                    attempt=attempt,
-                    retry_in_s=round(delay, 2),
-                )
-            try:
-                await asyncio.wait_for(self._stop.wait(), delay)
-            except TimeoutError:
-                delay = min(delay * 2, self.config.source.reconnect_max_delay)
+        verdict = await self._until_answered(
+            lambda: prove(self.config.source, zone, snapshot_mode=self._snapshot_mode()),
+            retrying="cannot reach the source to prove its continuity, retrying",
+            stopped="stopped before the source's continuity with the landing zone was proven",
+        )
         if verdict.proven:
             log.info("source continuity proven", detail=verdict.detail)
         elif zone.batch:
@@ -382,19 +354,42 @@ class Service:
                     self.config.source, history, end, start, wants, report_host=self.replica_host
                 )
             return history, start, dropped > 0
+        seed = await self._until_answered(
+            lambda: seed_history(self.config.source, start, report_host=self.replica_host),
+            retrying="cannot read the source's tables, retrying",
+            stopped="stopped before the source's tables could be read",
+        )
+        return seed.history, seed.start, False
+
+    async def _until_answered(
+        self, attempt: Callable[[], Awaitable[_T]], *, retrying: str, stopped: str
+    ) -> _T:
+        """``attempt()`` until the source answers it: a ``SourceUnavailableError`` is logged
+        (``retrying``) and tried again after the source's back-off; a stop (SIGTERM) ends the
+        attempt, or the wait, at once with a ``SourceUnavailableError`` (``stopped``)."""
         delay = self.config.source.reconnect_initial_delay
-        attempt = 0
+        tries = 0
         while True:
+            task = asyncio.ensure_future(attempt())
+            stop = asyncio.ensure_future(self._stop.wait())
             try:
-                seed = await seed_history(self.config.source, start, report_host=self.replica_host)
-                return seed.history, seed.start, False
+                await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                break
+            try:
+                return task.result()
             except SourceUnavailableError as exc:
-                attempt += 1
+                tries += 1
                 log.warning(
-                    "cannot read the source's tables, retrying",
+                    retrying,
                     cause=str(exc),
                     source=describe_source(self.config.source),
-                    attempt=attempt,
+                    attempt=tries,
                     retry_in_s=round(delay, 2),
                 )
             try:
@@ -402,10 +397,10 @@ class Service:
             except TimeoutError:
                 delay = min(delay * 2, self.config.source.reconnect_max_delay)
                 continue
-            raise SourceUnavailableError(
-                "stopped before the source's tables could be read",
-                hint="nothing was landed; start again once the source is reachable",
-            )
+            break
+        raise SourceUnavailableError(
+            stopped, hint="nothing was landed; start again once the source is reachable"
+        )
 
     async def _stream(
         self,

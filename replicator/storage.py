@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -452,7 +453,8 @@ class ObjectStore(Store):
                 )
                 return None
             client = self._connect_conditional()
-            supported = client.probe(self._object_key("_state/.conditional-write-probe"))
+            probe = f"_state/.conditional-write-probe-{uuid.uuid4().hex}"
+            supported = client.probe(self._object_key(probe))
             if supported:
                 self._conditional = client
             else:

@@ -40,7 +40,7 @@ import functools
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -393,7 +393,9 @@ class Pipeline:
                 result = future.result()
             except BaseException as exc:  # the batch's rows or its commit
                 self._stop_at(exc, batch)
-                if self.on_commit_failed is not None:
+                # cancelled by close() running out of time: abandoned, not a failed commit
+                cancelled = self._abandoned and isinstance(exc, CancelledError)
+                if self.on_commit_failed is not None and not cancelled:
                     self.on_commit_failed(exc)
                 return
             if result is _SKIPPED:  # dropped by abandon(): nothing landed
@@ -410,11 +412,12 @@ class Pipeline:
         self._failed = self._failed or exc  # nothing more runs in the writer thread
         self._failed_batch = batch  # its open files are dropped by close()
 
-    async def _reap(self, *, everything: bool = False) -> None:
+    async def _reap(self, *, everything: bool = False, hand_overs: int | None = None) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
-        or ``MAX_INFLIGHT_COMMITS`` commits are waiting for it (or, with ``everything``, until
-        it is idle). Raises the first error of the writer thread (again on every later call:
-        the pipeline is done). Raises PipelineInterrupted once ``interrupt`` was called."""
+        or ``MAX_INFLIGHT_COMMITS`` commits (or ``hand_overs`` hand-overs of any kind) are
+        waiting for it (or, with ``everything``, until it is idle). Raises the first error of
+        the writer thread (again on every later call: the pipeline is done). Raises
+        PipelineInterrupted once ``interrupt`` was called."""
         while True:
             self._collect_done()
             if self._error is not None:
@@ -427,6 +430,7 @@ class Pipeline:
                 everything
                 or self._inflight_rows > INFLIGHT_ROWS
                 or self._inflight_commits > MAX_INFLIGHT_COMMITS
+                or (hand_overs is not None and len(self._inflight) > hand_overs)
             ):
                 return
             if self._wake is None:
@@ -734,9 +738,7 @@ class Pipeline:
         self._count(groups)
         await self._stage(batch, groups)
         await self._hand_over(batch)  # a block is big enough alone; staged, blocks pile up
-        while len(self._inflight) > SNAPSHOT_INFLIGHT:
-            await asyncio.wait([self._inflight[0][0]])
-            await self._reap()
+        await self._reap(hand_overs=SNAPSHOT_INFLIGHT)  # interrupt() ends this wait too
 
     async def snapshot_chunk_done(self, progress: SnapshotState) -> None:
         """A chunk was added whole: the progress lands with it."""

@@ -580,12 +580,15 @@ class LandingZone:
                 if store.renames and not store.exists(final):
                     self._publish(store.staged(final), final)
                     self._sync({posixpath.dirname(final)})
+            end = position_from_json(manifest.data["end"], str(manifest.path))
+            replaying = checkpoint.replay_until  # a replay goes on as Batch.commit would
             checkpoint = Checkpoint(
                 batch=manifest.batch,
                 next_seq=manifest.last_seq + 1,
-                position=position_from_json(manifest.data["end"], str(manifest.path)),
+                position=end,
                 committed_at=str(manifest.data["committed_at"]),
                 xa_pending=tuple(manifest.data.get("xa_pending", ())),
+                replay_until=None if replaying is None or is_past(end, replaying) else replaying,
                 snapshot=SnapshotState.from_json(manifest.data.get("snapshot"), str(manifest.path)),
             )
             self.checkpoints.save(checkpoint)
@@ -724,16 +727,11 @@ class LandingZone:
         newest = manifests[-1].batch if manifests else 0
         hashed_from = min(checkpoint.batch, newest - HASHED_BATCHES)
 
-        def staged_ok(item: verify.Committed) -> bool:
-            return store.renames and (
-                item.record is not None or item.batches[-1] > checkpoint.batch
-            )
-
         report = verify.check(
             store,
             files,
             sizes,
-            staged_ok=staged_ok,
+            staged_ok=lambda item: item.may_be_staged(store, checkpoint.batch),
             hash_it=lambda item: item.record is None and item.batches[-1] > hashed_from,
             superseded=lambda: compaction.superseded(store),
         )

@@ -48,6 +48,7 @@ import fcntl
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -291,6 +292,9 @@ class LeaseLock:
         # same lease only one can write theirs
         self._tag: str | None = None
         self._exists = False
+        # a renewal runs in a worker thread while the loop may note facts or release: each
+        # read-then-write of the lease (and its tag) is done under this lock
+        self._mutex = threading.RLock()
 
     def _read(self) -> dict[str, Any] | None:
         try:
@@ -398,9 +402,10 @@ class LeaseLock:
             )
 
     def note(self, **facts: object) -> None:
-        self._record.update(facts)
-        if self._held:
-            self._write()
+        with self._mutex:
+            self._record.update(facts)
+            if self._held:
+                self._write()
 
     def check(self) -> None:
         """Renew the lease when a third of it has passed, after reading it back: a lease
@@ -414,18 +419,20 @@ class LeaseLock:
     def renew(self) -> None:
         """Read the lease back (``LandingZoneBusyError`` when another owner took it), then
         extend it by ``lease_seconds`` from now, whenever it was last renewed."""
-        if not self._held:
-            raise SinkError(f"the landing zone lease {self.where} is not held")
-        self._confirm()
-        self._write()
+        with self._mutex:
+            if not self._held:
+                raise SinkError(f"the landing zone lease {self.where} is not held")
+            self._confirm()
+            self._write()
 
     def release(self) -> None:
-        if not self._held:
-            return
-        self._held = False
-        self._record["ended"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        with contextlib.suppress(SinkError, LandingZoneBusyError):  # it expires anyway
-            self._write()
+        with self._mutex:
+            if not self._held:
+                return
+            self._held = False
+            self._record["ended"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+            with contextlib.suppress(SinkError, LandingZoneBusyError):  # it expires anyway
+                self._write()
 
     def __enter__(self) -> LeaseLock:
         return self

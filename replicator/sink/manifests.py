@@ -42,7 +42,6 @@ MANIFESTS = "_manifests"
 _NAME = re.compile(r"\d{20}\.json")
 _TEMP = re.compile(r"\.\d{20}\.json\.tmp")
 PROOF_KEY = "source"  # the proof of the last transaction landed (source.proof)
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +92,7 @@ def valid_proof(value: object) -> bool:
     return (
         (gtid is None or isinstance(gtid, str))
         and (before is None or (isinstance(before, dict) and isinstance(before.get("file"), str)))
-        and isinstance(value.get("digest"), str)
-        and _DIGEST.fullmatch(value["digest"]) is not None
+        and is_digest(value.get("digest"))
         and isinstance(events, int)
         and not isinstance(events, bool)
         and events >= 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..checkpoint import CheckpointStore
 from ..errors import IntegrityError
 from ..storage import Store
 from . import compaction
@@ -46,6 +47,12 @@ class Committed:
     sha256: str | None  # None: written before hashes
     batches: tuple[int, ...]  # the batches whose rows it holds
     record: int | None = None  # the compaction record that committed it (an output)
+
+    def may_be_staged(self, store: Store, checkpoint_batch: int) -> bool:
+        """Whether the file may still be under its staged name (directories only): committed
+        but not yet renamed into place, which a batch after the checkpoint (a crash between
+        manifest and rename) or a compaction output (renamed after its record) can be."""
+        return store.renames and (self.record is not None or self.batches[-1] > checkpoint_batch)
 
     def origin(self) -> str:
         """``batch 3`` or ``compaction 2, batches 3-7``: what committed it."""
@@ -132,8 +139,8 @@ def committed(
     for record in records:
         live.apply(record, strict=strict)
         for output in record.outputs:
-            digest = getattr(output, DIGEST_KEY, None)  # None: a record from before hashes
-            outputs[output.piece.path] = (record.number, output.bytes, digest)
+            # sha256 None: a record from before hashes
+            outputs[output.piece.path] = (record.number, output.bytes, output.sha256)
     out: list[Committed] = []
     for manifest in manifests:
         for item in manifest.files:
@@ -259,11 +266,12 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
     sizes = store.list_sizes()  # after the manifests: a file of theirs is there by now
     records = compaction.read_records(store)  # after the listing (see ``check``)
     files = committed(manifests, records)
+    checkpoint = CheckpointStore(store).load().batch
     report = check(
         store,
         files,
         sizes,
-        staged_ok=lambda item: True,  # a running daemon or compactor may be renaming it
+        staged_ok=lambda item: item.may_be_staged(store, checkpoint),
         hash_it=lambda item: deep,
         superseded=lambda: compaction.superseded(store),
     )

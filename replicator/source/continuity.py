@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ..binlog.gtid import GtidParseError, MariadbGtid, MysqlGtid
 from ..binlog.position import StreamPosition
-from ..binlog.transaction import Transaction
+from ..binlog.transaction import Transaction, TransactionPart
 from ..checkpoint import position_from_json
 from ..config import SourceConfig
 from ..errors import (
@@ -47,13 +47,15 @@ from ..errors import (
 from ..sink.manifests import manifest_key, manifest_keys, parse_manifest
 from ..storage import Store
 from .connection import describe_source, open_connection
-from .proof import PROOF_KEY, Proof
+from .proof import PROOF_KEY, Digest, Proof
 from .server_info import server_info
 from .stream import ReplicaStream, server_facts
 
 __all__ = ["Landed", "Verdict", "landed", "prove"]
 
 _READ_TIMEOUT = 60.0  # seconds a query for the server's state may take
+# row images per part when the proof's transaction is read back (any size gives one digest)
+READ_BACK_PART_ROWS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,14 +255,22 @@ async def _read_back(cfg: SourceConfig, proof: Proof) -> Proof | None:
         stop_at_end=True,
         name="continuity-proof",
         report_host=None,
+        part_rows=READ_BACK_PART_ROWS,  # a large transaction is hashed part by part, not held
     )
+    parts: Digest | None = None  # the digest the open transaction's parts were fed to
     async with stream:
         async for item in stream:
+            if isinstance(item, TransactionPart):
+                if parts is None:
+                    parts = Digest(item.gtid)
+                parts.add(item.events)
+                continue
             if not isinstance(item, Transaction):
                 continue
             typed = item.typed_gtid
             if wanted is None or item.gtid == proof.gtid or _same_stream(typed, wanted):
-                return Proof.of(item, proof.before, None)
+                return Proof.of(item, proof.before, parts)
+            parts = None
     return None
 
 

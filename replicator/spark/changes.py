@@ -411,6 +411,8 @@ def read_committed(
     if schema is not None and "_seq" not in schema.names:
         schema = T.StructType([*schema.fields, T.StructField("_seq", T.LongType())])
     reader = spark.read if schema is None else spark.read.schema(schema)
+    for item in files:
+        item.check_size()
     planned = reads(files)
     frames: list[DataFrame] = []
     whole = [spark_uri(str(r.path)) for r in planned if r.ranges is None]

@@ -6,12 +6,12 @@ the manifests, never by listing directories: a file no manifest names is not dat
 left it, or it is still hidden as ``.part-*.tmp``), and a manifest whose files are not all in
 place yet is a commit still being published by a running daemon. ``read_manifests`` returns
 the committed batches in order up to the first such one; later batches wait for the next run,
-so changes are never applied out of order. Each file in place must have the size its commit
-record gives (``bytes``: the manifest's, or the compaction output's record), checked before
-anything reads it (a stat, or one listing of an object store): a truncated or replaced file
-stops the read with an IntegrityError naming it, rather than failing late in Spark or
-reading other rows. Hashes are not checked here (Spark reads the files itself): ``replicator
-verify --deep`` checks them.
+so changes are never applied out of order. A file must have the size its commit record gives
+(``bytes``: the manifest's, or the compaction output's record), checked just before it is read
+(``CommittedFile.check_size``: a stat, or a HEAD on an object store; only the files a run
+reads): a truncated or replaced file stops the read with an IntegrityError naming it, rather
+than failing late in Spark or reading other rows. Hashes are not checked here (Spark reads
+the files itself): ``replicator verify --deep`` checks them.
 
 A manifest also carries the batch's lifecycle records (``schema_changes``: what each DDL
 statement did to a replicated table, numbered in the ``_seq`` order of the row changes;
@@ -136,6 +136,30 @@ class CommittedFile:
         if self.store is None or isinstance(self.path, Path):
             return Path(self.path).is_file()
         return self.store.exists(self.key)
+
+    def check_size(self) -> None:
+        """The file has the size its commit record gives (``bytes``), checked before it is
+        read: a truncated or replaced file must not reach Spark, which would fail on it late
+        or read other rows. Only files about to be read are checked (an incremental run
+        costs by its changes, not by the landing zone's size); a file gone meanwhile is left
+        to the read (a retention run: see ``_Recompacted``)."""
+        if self.bytes is None:
+            return
+        try:
+            if self.store is None or isinstance(self.path, Path):
+                size = Path(self.path).stat().st_size
+            else:
+                size = self.store.size(self.key)
+        except FileNotFoundError:
+            return
+        if size != self.bytes:
+            said = "its manifest" if self.within is None else "the compaction record"
+            raise IntegrityError(
+                f"committed file {self.path} (batch {self.batch}) has {size} bytes, {said} "
+                f"says {self.bytes}",
+                hint="it was truncated or replaced after its commit: restore it from a backup "
+                "(`replicator verify --deep` checks every file of the landing zone)",
+            )
 
     def source(self) -> tuple[Any, Any]:
         """(what pyarrow reads, its filesystem or None) for this file."""
@@ -460,26 +484,6 @@ def _read_manifests(
             listed = store.list_sizes()
         return item.key in listed or item.exists()
 
-    def check_size(item: CommittedFile, batch: int) -> None:
-        """A file in place has the size its commit record gives (a truncated or replaced
-        file must not reach Spark, which would fail on it late or read other rows)."""
-        if item.bytes is None:
-            return
-        size = None if listed is None else listed.get(item.key)
-        if size is None:
-            try:
-                size = store.size(item.key)
-            except FileNotFoundError:
-                return  # gone since ``present``: a retention run (read again, ``_Recompacted``)
-        if size != item.bytes:
-            said = "its manifest" if item.within is None else "the compaction record"
-            raise IntegrityError(
-                f"committed file {item.path} (batch {batch}) has {size} bytes, {said} says "
-                f"{item.bytes}",
-                hint="it was truncated or replaced after its commit: restore it from a backup "
-                "(`replicator verify --deep` checks every file of the landing zone)",
-            )
-
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
@@ -506,9 +510,6 @@ def _read_manifests(
             waiting = number
             if not unpublished:
                 break
-        if missing is None:
-            for item in manifest.files:
-                check_size(item, number)
         out.append(manifest)
         previous = number
     return Manifests(tuple(out), waiting)
@@ -543,6 +544,7 @@ def file_schema(item: Path | CommittedFile) -> pa.Schema:
 
 def read_file(item: CommittedFile, columns: Sequence[str] | None = None) -> pa.Table:
     """A committed file's rows (``columns`` only), through the landing zone's filesystem."""
+    item.check_size()
     path, fs = item.source()
     try:
         return pq.read_table(path, columns=columns, filesystem=fs)

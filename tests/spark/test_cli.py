@@ -201,7 +201,7 @@ def test_a_failed_spark_read_shows_the_java_cause_and_the_s3a_fix(spark: SparkSe
     reports it: not only "An error occurred while calling o27.parquet"."""
     from replicator.spark.cli import spark_failure
 
-    with pytest.raises(Exception) as failed:  # a Py4JJavaError
+    with pytest.raises(Exception, match="An error occurred while calling") as failed:  # Py4J
         spark.read.parquet("s3a://landing-bucket/zone/shop/orders/part-1.parquet").collect()
     message, hint = spark_failure(failed.value)
     assert "An error occurred while calling" in message

@@ -359,3 +359,26 @@ def test_a_checkpoint_behind_rolls_forward_when_the_next_batch_started_there(
         Checkpoint(batch=2, next_seq=21, position=position_from_json(_end(2), "test"))
     )
     assert (zone.recover().batch, zone.recover().next_seq) == (3, 31)
+
+
+def test_a_replay_stays_marked_across_a_crash_before_its_checkpoint(tmp_path: Path) -> None:
+    """`checkpoint set` back, then a batch committed (manifest) but not checkpointed: the
+    rolled-forward checkpoint still marks replays up to where the stream had been."""
+    zone = _zone_with_batches(tmp_path, 3)
+    moved = Checkpoint(
+        batch=3,
+        next_seq=31,
+        position=position_from_json(_end(1), "test"),
+        moved=True,
+        replay_until=position_from_json(_end(3), "test"),
+    )
+    CheckpointStore(tmp_path).save(moved)
+    replay = json.loads((tmp_path / "_manifests" / f"{3:020d}.json").read_text())
+    replay.update(
+        batch=4, first_seq=31, last_seq=31, start=_end(1), start_moved=True, replay=True,
+        end={"file": "mysql-bin.000001", "position": 1002, "mariadb_gtid": "0-1-2"}, files=[],
+    )  # fmt: skip
+    (tmp_path / "_manifests" / f"{4:020d}.json").write_text(json.dumps(replay))
+    rolled = zone.recover()
+    assert rolled.batch == 4
+    assert rolled.replay_until == position_from_json(_end(3), "test")  # 0-1-2 is before it

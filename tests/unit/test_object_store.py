@@ -334,11 +334,14 @@ def test_conditional_writes_create_once_and_replace_only_what_was_read(
     with pytest.raises(FileExistsError):
         store.create("_state/x.json", b"two")
     assert store.read("_state/x.json") == b"one"
+    # a PUT retried after its reply was lost finds its own write: that is no conflict
+    assert store.create("_state/x.json", b"one") == tag
     data, read_tag = store.read_tagged("_state/x.json")
     assert (data, read_tag) == (b"one", tag)
     newer = store.replace("_state/x.json", b"three", tag)
     with pytest.raises(FileExistsError):
         store.replace("_state/x.json", b"four", tag)  # changed since `tag` was read
+    assert store.replace("_state/x.json", b"three", tag) == newer  # our own write, retried
     assert store.read_tagged("_state/x.json") == (b"three", newer)
     assert store.list("_state") == ["_state/x.json"]  # the probe left nothing behind
 
