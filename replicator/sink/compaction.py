@@ -1005,12 +1005,54 @@ def _increasing(seqs: pa.Array) -> bool:
     return len(seqs) < 2 or bool(pc.all(pc.greater(seqs[1:], seqs[:-1])).as_py())
 
 
+def _recorded(
+    manifests: Sequence[Manifest], records: Sequence[Record]
+) -> dict[str, tuple[int | None, str | None]]:
+    """Each committed file's size and hash as its commit record gives them (None: not
+    recorded, in records written before)."""
+    out: dict[str, tuple[int | None, str | None]] = {}
+    for manifest in manifests:
+        for item in manifest.files:
+            size = item.get("bytes")
+            out[str(item["path"])] = (
+                size if isinstance(size, int) else None,
+                item.get(DIGEST_KEY),
+            )
+    for record in records:
+        for output in record.outputs:
+            out[output.piece.path] = (output.bytes, output.sha256)
+    return out
+
+
+def _check_input(store: Store, path: str, recorded: tuple[int | None, str | None]) -> None:
+    """A file about to be merged is what its commit record says (size, and hash where
+    recorded): an output made of a damaged file would carry the damage under a new, valid
+    hash, and retention would then delete the file that shows it."""
+    size, digest = recorded
+    if size is None and digest is None:
+        return
+    found_size, found = hash_key(store, path) if digest is not None else (store.size(path), None)
+    if (size is not None and found_size != size) or (digest is not None and found != digest):
+        raise IntegrityError(
+            f"committed file {store.uri(path)} is not what its commit record says (size "
+            f"{found_size}, recorded {size}; sha256 {found}, recorded {digest}); nothing "
+            "was compacted",
+            hint="restore the file from a backup (`replicator verify --deep` lists every "
+            "damaged file)",
+        )
+
+
 def _write_output(
-    store: Store, group: Group, settings: Settings, keep: Callable[[], None]
+    store: Store,
+    group: Group,
+    settings: Settings,
+    keep: Callable[[], None],
+    recorded: dict[str, tuple[int | None, str | None]] | None = None,
 ) -> Output:
     """Copy the group's files, in order, into the output's staged key; every row once, and
-    the bytes hashed on their way out. ``keep`` is called before each file (it renews the
-    compaction lease)."""
+    the bytes hashed on their way out. Each file is checked against its commit record first
+    (``recorded``) and its Parquet page checksums as it is read. ``keep`` is called before
+    each file (it renews the compaction lease)."""
     target = group.output
     staged = store.staged(target.path)
     schema = group.members[0].schema
@@ -1018,6 +1060,7 @@ def _write_output(
     fs, base = store.filesystem()
     sink = store.open_output(staged)
     stream = HashingStream(sink.stream)
+    writer: pq.ParquetWriter | None = None
     try:
         writer = pq.ParquetWriter(stream, schema, **writer_options(settings.compression))
         previous = -1
@@ -1025,8 +1068,9 @@ def _write_output(
         for member in group.members:
             keep()
             piece = member.piece
+            _check_input(store, piece.path, (recorded or {}).get(piece.path, (None, None)))
             with fs.open_input_file(f"{base}/{piece.path}") as handle:
-                source = pq.ParquetFile(handle)
+                source = pq.ParquetFile(handle, page_checksum_verification=True)
                 if not source.schema_arrow.equals(schema, check_metadata=True):
                     raise IntegrityError(
                         f"{store.uri(piece.path)} changed its schema while being compacted",
@@ -1063,6 +1107,9 @@ def _write_output(
         writer.close()
         written = sink.close()
     except BaseException:
+        if writer is not None:  # closed now, or its finalizer writes to the aborted file
+            with contextlib.suppress(Exception):
+                writer.close()
         sink.abort()
         raise
     if written != stream.size:  # every byte must have gone through the hash
@@ -1138,6 +1185,7 @@ def compact(
     live = live_files(manifests, records)
     before = len(live.pieces)
     tables, boundaries = candidates(store, manifests, live, checkpoint_batch, settings.older_than)
+    recorded = _recorded(manifests, records)
     groups = plan(tables, boundaries, settings.target_bytes)
     if not groups:
         return Result(None, 0, 0, len(deleted), before, before)
@@ -1159,7 +1207,7 @@ def compact(
     outputs: list[Output] = []
     try:
         for group in groups:
-            outputs.append(_write_output(store, group, settings, keep))
+            outputs.append(_write_output(store, group, settings, keep, recorded))
             if fault is not None and len(outputs) == 1:
                 fault.at("compact-data-mid")
         store.sync({o.piece.path.rpartition("/")[0] for o in outputs})

@@ -11,6 +11,7 @@ and the daemon's recovery accepts them gone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -772,3 +773,28 @@ def test_durations_and_sizes_of_the_command(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         _bytes("12", "--target-size")
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_damaged_input_is_not_merged(tmp_path: Path) -> None:
+    """A committed file that is not what its manifest says (a byte changed in its data, same
+    size, footer intact) is never merged: its damage would live on in an output with a new,
+    valid hash, and retention would then delete the file that shows it."""
+    zone = Zone(tmp_path)
+    for _ in range(6):
+        zone.add({"db.t": 3})
+    damaged = tmp_path / "db" / "t" / f"part-{4:020d}.parquet"
+    manifest = tmp_path / "_manifests" / f"{2:020d}.json"
+    data = json.loads(manifest.read_text())
+    data["files"][0]["sha256"] = hashlib.sha256(damaged.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(data))  # as the daemon records it
+    raw = bytearray(damaged.read_bytes())
+    raw[8] ^= 0xFF  # inside the first column chunk's data
+    damaged.write_bytes(bytes(raw))
+    before = _files(tmp_path)
+    with pytest.raises(IntegrityError, match="is not what its commit record says") as refused:
+        cp.run_compaction(LocalStore(tmp_path), _settings())
+    assert "part-00000000000000000004.parquet" in str(refused.value)
+    assert "nothing was compacted" in str(refused.value)
+    after = {k: v for k, v in _files(tmp_path).items() if not k.endswith(".intent.json")}
+    assert after == before
+    assert not (tmp_path / "_compactions" / f"{1:020d}.json").exists()
