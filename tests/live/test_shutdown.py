@@ -62,7 +62,7 @@ def test_sigterm_with_a_backlog_stops_within_the_shutdown_timeout(tmp_path: Path
     timeout = 3.0
     with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
         start = _prepare(server)
-        total = _backlog(server, 2000)
+        total = _backlog(server, 1000)
         root = tmp_path / "landing"
         port = new_http_port()
         config = daemon_config(
@@ -129,7 +129,7 @@ def test_sigterm_with_a_commit_stuck_on_the_store_exits_on_time(
 
     with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
         start = _prepare(server)
-        total = _backlog(server, 300)
+        total = _backlog(server, 100)
         port = new_http_port()
         config = daemon_config(
             tmp_path / "c.yaml",
@@ -180,7 +180,7 @@ def test_the_logged_lag_is_the_age_of_what_was_committed(tmp_path: Path) -> None
     delay = 4.0
     with MariaDBServer(["--binlog-row-metadata=FULL"]) as server:
         start = _prepare(server)
-        total = _backlog(server, 600)
+        total = _backlog(server, 300)
         written = time.time()
         time.sleep(delay)
         root = tmp_path / "landing"

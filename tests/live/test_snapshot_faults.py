@@ -99,7 +99,7 @@ def test_a_silent_snapshot_query_is_logged_and_the_chunk_read_again(
     mariadb_full_metadata: MariaDBServer, tmp_path: Path
 ) -> None:
     server = mariadb_full_metadata
-    db, rows = "snap_stall", 20_000
+    db, rows = "snap_stall", 8_000
     _fill(server, db, {"t": rows}, pad=200)
     root = tmp_path / "landing"
     with FaultProxy(server.host, server.port) as proxy:
@@ -222,8 +222,8 @@ def test_drop_and_rename_of_tables_under_their_snapshot(
     mariadb_full_metadata: MariaDBServer, tmp_path: Path
 ) -> None:
     server = mariadb_full_metadata
-    db, rows = "snap_ddl", 20_000
-    _fill(server, db, {"a": rows, "b": rows, "c": 3_000}, pad=100)
+    db, rows = "snap_ddl", 5_000
+    _fill(server, db, {"a": rows, "b": rows, "c": 1_000}, pad=100)
     root = tmp_path / "landing"
     daemon = _daemon(tmp_path, server, db, snapshot="  chunk_rows: 10\n").start()
     try:
@@ -253,6 +253,6 @@ def test_drop_and_rename_of_tables_under_their_snapshot(
     b, b2 = _ids(root, f"{db}.b"), _ids(root, f"{db}.b2")
     assert b and b2
     assert sorted(b + b2) == list(range(1, rows + 1))
-    assert sorted(_ids(root, f"{db}.c")) == list(range(1, 3_001))
+    assert sorted(_ids(root, f"{db}.c")) == list(range(1, 1_001))
     done = {d["table"] for d in _events(daemon, "snapshot table done")}
     assert done == {f"{db}.b2", f"{db}.c"}
