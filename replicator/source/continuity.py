@@ -15,8 +15,9 @@ anything lands, and compare:
   GTID and the same ``digest``.
 
 The digest and what it covers: ``source.proof``. The commit side hashes only the last
-transaction of each batch, from the events the pipeline holds (a large transaction's parts as
-they pass), so the row path pays nothing per row.
+transaction of each batch, from the events the pipeline holds: an ordinary transaction costs a
+reference kept until the next one. A large transaction's parts are not kept, so they are
+hashed as they pass, on the event loop (their row-image bytes once, SHA-256).
 
 What cannot be proven: the transaction was purged from the server's binlog (refused with exit 4
 unless ``snapshot.mode: when_needed``, which then resyncs and logs that continuity was not
