@@ -761,21 +761,29 @@ def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     cached = p.table_maps.get(key)
     if cached is None:
         looked_up = False
+        missing = False
         lookup = p.schema_lookup
 
         def tracked(schema: str, table: str) -> TableSchema | None:
-            nonlocal looked_up
+            nonlocal looked_up, missing
             looked_up = True
             assert lookup is not None
-            return lookup(schema, table)
+            found = lookup(schema, table)
+            missing = found is None
+            return found
 
+        exact = bool(getattr(lookup, "exact", False))
         decoded = decode_table_map(
-            body,
-            post_header,
-            None if lookup is None else tracked,
-            mariadb=mariadb,
-            exact=bool(getattr(lookup, "exact", False)),
+            body, post_header, None if lookup is None else tracked, mariadb=mariadb, exact=exact
         )
+        # a lookup that can learn a table it does not know from the event itself (a schema
+        # history learning a table unknown at the stream's start): the event is decoded
+        # again with what it learned
+        learn = getattr(lookup, "learn", None)
+        if missing and learn is not None and learn(decoded, w.file, w.position):
+            generation = getattr(lookup, "generation", None)
+            key = (post_header, mariadb, body, generation)
+            decoded = decode_table_map(body, post_header, tracked, mariadb=mariadb, exact=exact)
         decoder = p.table_decoder(decoded.columns)
         cached = (decoded, decoder)
         if not looked_up or generation is not None:

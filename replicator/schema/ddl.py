@@ -150,6 +150,18 @@ class DatabaseDropped:
 
 
 @dataclass(frozen=True, slots=True)
+class UnknownRenamed:
+    """A table whose columns are not known (``Catalog.unknown``) renamed: it stays unknown
+    under its new name. No rows of it have landed (they need its columns), so this changes
+    only the history."""
+
+    schema: str
+    name: str
+    to_schema: str
+    to_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Unrepresentable:
     """The statement rewrote rows of ``table`` without logging them."""
 
@@ -166,6 +178,7 @@ Effect = (
     | DatabaseCreated
     | DatabaseAltered
     | DatabaseDropped
+    | UnknownRenamed
     | Unrepresentable
 )
 
@@ -187,6 +200,9 @@ def apply_effect(catalog: Catalog, effect: Effect) -> Catalog:
         return catalog.with_database(effect.after)
     if isinstance(effect, DatabaseDropped):
         return catalog.without_database(effect.database.name)
+    if isinstance(effect, UnknownRenamed):
+        before, after = (effect.schema, effect.name), (effect.to_schema, effect.to_name)
+        return catalog.with_unknown_renamed(before, after)
     return catalog  # truncate, unrepresentable: the columns stay
 
 
@@ -1098,7 +1114,8 @@ def _create(run: _Run) -> None:
     if_not_exists = parser.accept("IF", "NOT", "EXISTS")
     name = run.table_name()
     existing = run.catalog.table(*name)
-    if existing is not None and if_not_exists and not replace:
+    exists = existing is not None or run.catalog.is_unknown(*name)
+    if exists and if_not_exists and not replace:
         return
     if parser.accept_any("LIKE", "( LIKE"):
         source_name = run.table_name()
@@ -1358,6 +1375,9 @@ def _rename_tables(run: _Run) -> None:
 
 def _rename(run: _Run, source: TableName, target: TableName) -> None:
     before = run.catalog.table(*source)
+    if before is None and run.catalog.is_unknown(*source):
+        run.add(UnknownRenamed(*source, *target))
+        return
     if before is None:
         raise UnknownTableError(
             f"RENAME of {source[0]}.{source[1]}, a table the schema history does not know",
@@ -1425,6 +1445,9 @@ def _alter(run: _Run) -> None:
     name = run.table_name()
     _skip_wait(parser)
     before = run.catalog.table(*name)
+    if before is None and run.catalog.is_unknown(*name):
+        _alter_unknown(run, name)
+        return
     if before is None:
         raise UnknownTableError(
             f"ALTER TABLE of {name[0]}.{name[1]}, a table the schema history does not know",
@@ -1462,6 +1485,26 @@ def _alter(run: _Run) -> None:
         run.add(TableAltered(before, table))
     if state.rename_to is not None and state.rename_to != name:
         _rename(run, name, state.rename_to)
+
+
+def _alter_unknown(run: _Run, name: TableName) -> None:
+    """ALTER TABLE of a table whose columns are not known: the clauses cannot be applied to
+    columns the history does not have, so the table stays unknown (its columns after this
+    are learned from its next TABLE_MAP); only a rename of the table itself is followed."""
+    parser = run.parser
+    target: TableName | None = None
+    while not parser.done():
+        if parser.accept("RENAME"):
+            if parser.accept_any("COLUMN", "INDEX", "KEY"):
+                parser.skip_until(",")
+            else:
+                parser.accept_any("TO", "AS")
+                target = run.table_name()
+        else:
+            parser.skip_until(",")
+        parser.accept(",")
+    if target is not None and target != name:
+        run.add(UnknownRenamed(*name, *target))
 
 
 # ALTER TABLE ... <word> PARTITION clauses that change no row

@@ -41,7 +41,17 @@ class Forgotten:
     name: str
 
 
-Effect = ddl.Effect | Forgotten
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """A table whose columns were not known (``Catalog.unknown``), as a TABLE_MAP with full
+    metadata showed it (``schema.learned``). It changes only the history: the table existed
+    all along, so the landing zone gets no lifecycle record for it; files written after it
+    carry its column ids."""
+
+    table: Table
+
+
+Effect = ddl.Effect | Forgotten | Learned
 _EFFECT_TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
@@ -53,8 +63,10 @@ _EFFECT_TYPES: dict[str, type[Any]] = {
         ddl.DatabaseCreated,
         ddl.DatabaseAltered,
         ddl.DatabaseDropped,
+        ddl.UnknownRenamed,
         ddl.Unrepresentable,
         Forgotten,
+        Learned,
     )
 }
 
@@ -149,6 +161,8 @@ def apply_effect(catalog: Catalog, effect: Effect) -> Catalog:
     """The catalog after one effect (effects carry whole tables, so this needs no parsing)."""
     if isinstance(effect, Forgotten):
         return catalog.without_table(effect.schema, effect.name)
+    if isinstance(effect, Learned):
+        return catalog.with_table(effect.table)
     return ddl.apply_effect(catalog, effect)
 
 
@@ -186,6 +200,11 @@ class SchemaHistory:
     # the first stream position the history describes (the start the seed was fitted to), as
     # the checkpoint writes positions; None: the seed point
     valid_from: dict[str, Any] | None = None
+    # the tables taken out of the seed because DDL between the start and ``seed_point``
+    # changed them, as the server's catalog showed them at ``seed_point``: what a TABLE_MAP
+    # cannot tell about a column is taken from here when such a table is learned
+    # (``schema.learned``), so a replay learns the same without the server
+    seen_later: dict[tuple[str, str], Table] = field(default_factory=dict)
     catalog: Catalog = field(init=False)
 
     def __post_init__(self) -> None:
@@ -208,7 +227,9 @@ class SchemaHistory:
 
     def copy(self) -> SchemaHistory:
         """An independent history with the same seed and changes."""
-        return SchemaHistory(self.seed, self.seed_point, list(self.changes), self.valid_from)
+        return SchemaHistory(
+            self.seed, self.seed_point, list(self.changes), self.valid_from, self.seen_later
+        )
 
     def rewind(self, keep: Callable[[Point], bool]) -> int:
         """Drop the changes from the first one ``keep`` rejects on; returns how many went.
@@ -252,13 +273,16 @@ class SchemaHistory:
             current = now
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "seed_point": None if self.seed_point is None else self.seed_point.to_json(),
             "seed": self.seed.to_json(),
             "changes": [c.to_json() for c in self.changes],
             "valid_from": self.valid_from,
         }
+        if self.seen_later:
+            out["seen_later"] = [t.to_json() for _, t in sorted(self.seen_later.items())]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SchemaHistory:
@@ -270,6 +294,10 @@ class SchemaHistory:
             seed_point=None if point is None else Point.from_json(point),
             changes=[SchemaChange.from_json(c) for c in data.get("changes", ())],
             valid_from=data.get("valid_from"),
+            seen_later={
+                (t.schema, t.name): t
+                for t in (Table.from_json(x) for x in data.get("seen_later", ()))
+            },
         )
 
 
@@ -288,6 +316,8 @@ def resync_change(old: Catalog, new: Catalog, point: Point, statement: str) -> S
             effects.append(ddl.TableTruncated(table))
         else:
             effects.append(ddl.TableDropped(table))
+    for schema, name in sorted(old.unknown - new.tables.keys()):  # never landed: gone
+        effects.append(ddl.TableDropped(Table(schema, name, ())))
     for name, database in sorted(old.databases.items()):
         if name not in new.databases:
             effects.append(ddl.DatabaseDropped(database, ()))  # its tables are dropped above

@@ -241,6 +241,11 @@ class Catalog:
     # reused (a table created again, or another table renamed into a name, gets ids of its
     # own), so files of unrelated tables that end up under one name never share an id.
     next_column_id: int = 1
+    # Tables that exist here but whose columns are not known: a stream started before DDL
+    # that changed them, with the seed read after it (``source.seeding``). DDL moves or drops
+    # the names; their columns are learned from a TABLE_MAP with full metadata
+    # (``schema.learned``), which makes them ordinary tables.
+    unknown: frozenset[tuple[str, str]] = frozenset()
 
     def table(self, schema: str, name: str) -> Table | None:
         return self.tables.get(self.key(schema, name))
@@ -251,11 +256,21 @@ class Catalog:
             return schema.lower(), name.lower()
         return schema, name
 
+    def is_unknown(self, schema: str, name: str) -> bool:
+        """A table that exists here with columns not known (see ``unknown``)."""
+        return bool(self.unknown) and self.key(schema, name) in self.unknown
+
     def with_table(self, table: Table) -> Catalog:
         tables = dict(self.tables)
-        tables[(table.schema, table.name)] = table
+        key = (table.schema, table.name)
+        tables[key] = table
         top = max((c.id for c in table.columns), default=0)
-        return replace(self, tables=tables, next_column_id=max(self.next_column_id, top + 1))
+        return replace(
+            self,
+            tables=tables,
+            next_column_id=max(self.next_column_id, top + 1),
+            unknown=self.unknown - {key},
+        )
 
     def numbered(self) -> Catalog:
         """The catalog with its columns numbered 1..n across all tables (for a seed)."""
@@ -269,8 +284,14 @@ class Catalog:
 
     def without_table(self, schema: str, name: str) -> Catalog:
         tables = dict(self.tables)
-        tables.pop(self.key(schema, name), None)
-        return replace(self, tables=tables)
+        key = self.key(schema, name)
+        tables.pop(key, None)
+        return replace(self, tables=tables, unknown=self.unknown - {key})
+
+    def with_unknown_renamed(self, before: tuple[str, str], after: tuple[str, str]) -> Catalog:
+        """A table whose columns are not known renamed: it stays unknown under ``after``."""
+        moved = (self.unknown - {self.key(*before)}) | {self.key(*after)}
+        return replace(self, unknown=moved)
 
     def with_database(self, database: Database) -> Catalog:
         databases = dict(self.databases)
@@ -280,15 +301,19 @@ class Catalog:
     def without_database(self, name: str) -> Catalog:
         databases = {k: v for k, v in self.databases.items() if k != name}
         tables = {k: v for k, v in self.tables.items() if k[0] != name}
-        return replace(self, databases=databases, tables=tables)
+        unknown = frozenset(k for k in self.unknown if k[0] != name)
+        return replace(self, databases=databases, tables=tables, unknown=unknown)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "traits": self.traits.to_json(),
             "databases": [d.to_json() for _, d in sorted(self.databases.items())],
             "tables": [t.to_json() for _, t in sorted(self.tables.items())],
             "next_column_id": self.next_column_id,
         }
+        if self.unknown:
+            out["unknown"] = [list(key) for key in sorted(self.unknown)]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Catalog:
@@ -300,4 +325,5 @@ class Catalog:
             databases={d.name: d for d in databases},
             tables={(t.schema, t.name): t for t in tables},
             next_column_id=max(int(data.get("next_column_id", 1)), top + 1),
+            unknown=frozenset((str(db), str(t)) for db, t in data.get("unknown", ())),
         )

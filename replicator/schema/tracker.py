@@ -14,6 +14,13 @@ landing records and keeps its own copy of the history, written with the batch th
 The reader resumes after the last transaction it handed over when a connection breaks, so the
 tracker keeps a mark there (``mark``) and forgets what it applied after it (``rewind``).
 
+A table whose columns are not known at the stream's start (``Catalog.unknown``: the history
+was seeded after DDL that changed it) is learned from its first TABLE_MAP that logs full
+metadata (``learn``, called by the decoder; ``schema.learned``): the definition is recorded
+as a history-only change that the TABLE_MAP event carries to the pipeline
+(``TableLearnedEvent``), and the TABLE_MAP is decoded again with it. Without full metadata
+the stream stops there. DDL on such a table before then keeps it unknown (``schema.ddl``).
+
 A statement it cannot apply exactly stops the stream (``IntegrityError`` naming the statement
 and its position) when it touches a replicated table, or when the tables it touches cannot be
 told; on tables that are not replicated the history forgets those tables instead.
@@ -32,9 +39,11 @@ from ..binlog import events as ev
 from ..binlog.charsets import charset_for_collation
 from ..binlog.parser import query_status
 from ..binlog.schema import ColumnSchema, TableSchema
+from ..binlog.tablemap import TableMapBody
 from ..errors import IntegrityError
 from . import ddl
-from .history import Effect, Forgotten, Point, SchemaChange, SchemaHistory
+from .history import Effect, Forgotten, Learned, Point, SchemaChange, SchemaHistory
+from .learned import has_full_metadata, learned_table
 from .model import Column, Table
 
 Replicated = Callable[[str, str], bool]
@@ -56,6 +65,14 @@ _TEXT_FORMS = frozenset({"uuid", "inet4", "inet6"})
 @dataclass(frozen=True, slots=True)
 class SchemaChangeEvent(ev.QueryEvent):
     """A QUERY event whose DDL statement changed the catalog, with the recorded change."""
+
+    change: SchemaChange
+
+
+@dataclass(frozen=True, slots=True)
+class TableLearnedEvent(ev.TableMapEvent):
+    """The TABLE_MAP a table unknown at the stream's start was learned from, with the
+    recorded change (one ``Learned`` effect, no lifecycle record)."""
 
     change: SchemaChange
 
@@ -105,6 +122,9 @@ class SchemaTracker:
         self._mark = len(history.changes)
         self._gtid: str | None = None
         self._cache: dict[tuple[str, str], TableSchema | None] = {}
+        # changes ``learn`` recorded while a TABLE_MAP was decoded, in decoding order, until
+        # that event comes through ``on_event``
+        self._learned: list[SchemaChange] = []
 
     def __call__(self, schema: str, table: str) -> TableSchema | None:
         key = (schema, table)
@@ -116,6 +136,53 @@ class SchemaTracker:
         assert not isinstance(found, SchemaTracker)
         return found
 
+    def learn(self, table_map: TableMapBody, file: str, position: int) -> bool:
+        """The decoder found no table for ``table_map``: when it is a replicated table whose
+        columns are not known (see the module doc), record them from the event and return
+        True (the event is decoded again); a TABLE_MAP without names stops the stream."""
+        schema, name = table_map.schema, table_map.table
+        if not self.history.catalog.is_unknown(schema, name) or not self.replicated(schema, name):
+            return False
+        point = Point(file, position, self._gtid)
+        qualified = f"{schema}.{name}"
+        if not has_full_metadata(table_map.columns):
+            seeded = self.history.seed_point
+            read_at = "" if seeded is None else f" at {seeded.describe()}"
+            raise IntegrityError(
+                f"rows of {qualified} at {point.describe()}, whose columns at this position are "
+                f"not known: the schema history was read from the server's catalog{read_at}, "
+                f"and {qualified} changed between the stream's start and there, so its "
+                "columns at the start could not be taken from it; the binlog does not log "
+                "their names here (binlog_row_metadata is not FULL), so they cannot be "
+                "learned from it either",
+                hint="start the landing zone at a position after the statement that changed "
+                "the table (start.gtid), or start it now with a snapshot of the tables (no "
+                "start position: snapshot.mode: initial), or leave the table out "
+                "(filters.exclude); with binlog_row_metadata=FULL on the source, binlog "
+                "written from then on can be started at any position",
+            )
+        catalog = self.history.catalog
+        key = catalog.key(schema, name)
+        table = learned_table(
+            *key,
+            table_map.columns,
+            table_map.primary_key,
+            first_id=catalog.next_column_id,
+            seen_later=self.history.seen_later.get(key),
+            at=point.describe(),
+        )
+        statement = f"-- {qualified} learned from its TABLE_MAP (binlog_row_metadata=FULL)"
+        change = self.history.record(SchemaChange(point, statement, (Learned(table),)))
+        self._learned.append(change)
+        self._changed()
+        log.info(
+            "learned a table unknown at the start from its TABLE_MAP",
+            table=qualified,
+            at=point.describe(),
+            columns=[c.name for c in table.columns],
+        )
+        return True
+
     def mark(self) -> None:
         """A transaction was handed over: the changes so far are final."""
         self._mark = len(self.history.changes)
@@ -126,6 +193,7 @@ class SchemaTracker:
             self.history.truncate(self._mark)
             self._changed()
         self._gtid = None
+        self._learned.clear()
 
     def discard_open(self, current: ev.Event) -> None:
         """The assembler dropped an incomplete group (no XID/COMMIT came): forget the DDL it
@@ -141,6 +209,7 @@ class SchemaTracker:
         if len(self.history.changes) > self._mark:
             self.history.truncate(self._mark)
             self._changed()
+        self._learned.clear()
 
     def _changed(self) -> None:
         self.generation += 1
@@ -154,6 +223,8 @@ class SchemaTracker:
     def on_event(self, event: ev.Event) -> ev.Event:
         """Follow one decoded event; a DDL QUERY comes back as a ``SchemaChangeEvent``."""
         kind = type(event)
+        if kind is ev.TableMapEvent and self._learned:
+            return self._learned_from(event)  # type: ignore[arg-type]
         if kind is ev.RowsEvent or kind is ev.TableMapEvent:  # most events: nothing to follow
             return event
         if isinstance(event, ev.MariadbGtidEvent):
@@ -166,6 +237,25 @@ class SchemaTracker:
             inner = tuple(self.on_event(e) for e in event.events)
             if any(a is not b for a, b in zip(inner, event.events, strict=True)):
                 return dataclasses.replace(event, events=inner)
+        return event
+
+    def _learned_from(self, event: ev.TableMapEvent) -> ev.Event:
+        """The TABLE_MAP ``learn`` recorded a change for comes out carrying it (the events
+        of a transaction payload are all decoded before the first comes through here)."""
+        key = self.history.catalog.key(event.schema, event.table)
+        for i, change in enumerate(self._learned):
+            (effect,) = change.effects
+            assert isinstance(effect, Learned)
+            point = change.point
+            if (point.file, point.position) == (event.file, event.position) and key == (
+                effect.table.schema,
+                effect.table.name,
+            ):
+                del self._learned[i]
+                fields = {
+                    f.name: getattr(event, f.name) for f in dataclasses.fields(ev.TableMapEvent)
+                }
+                return TableLearnedEvent(**fields, change=change)
         return event
 
     def _query(self, event: ev.QueryEvent) -> ev.Event:

@@ -10,8 +10,11 @@ When the stream starts before ``e1`` (a configured start position, or an existin
 zone written before schema histories existed), the DDL of ``start..e1`` is scanned too: a
 table that one of those statements touched is taken out of the seed, because its columns at
 ``start`` are not what the catalog shows now. A table the range created simply did not exist
-yet; for any other the first rows event or DDL statement that needs its columns stops the
-stream, unless the binlog logs column names (``binlog_row_metadata=FULL``) for its rows.
+yet; any other stays in the history as a table whose columns are not known
+(``Catalog.unknown``): DDL on it only moves or drops its name, and its columns are learned
+from its first TABLE_MAP that logs them (``binlog_row_metadata=FULL``; ``schema.learned``,
+which takes the column types a TABLE_MAP cannot show from the catalog read here, kept as
+``SchemaHistory.seen_later``). Its first rows without full metadata stop the stream.
 
 For a start given as a file and position on MariaDB, the GTID state there is looked up
 (``BINLOG_GTID_POS``), so the checkpoint carries GTIDs from the first batch on.
@@ -34,7 +37,7 @@ from ..config import SourceConfig
 from ..errors import IntegrityError
 from ..schema import ddl
 from ..schema.history import Point, SchemaHistory
-from ..schema.model import Catalog
+from ..schema.model import Catalog, Table
 from ..schema.tracker import SchemaTracker, context_of, may_change_tables
 from .catalog import read_catalog, read_traits
 from .connection import open_connection
@@ -82,9 +85,12 @@ async def seed_history(
         with contextlib.suppress(pymysql.err.Error):
             conn.close()
     unknown: tuple[tuple[str, str], ...] = ()
+    seen_later: dict[tuple[str, str], Table] = {}
     if _before(start, e1):
         scanned = await scan_ddl(cfg, start, e1, report_host=report_host)
+        now = catalog
         catalog, unknown = fit_to_start(catalog, scanned)
+        seen_later = {k: t for k, t in now.tables.items() if k not in catalog.tables}
     point = Point(e1.file, e1.position, None)
     log.info(
         "schema history seeded",
@@ -93,7 +99,9 @@ async def seed_history(
         start=start.describe(),
         unknown_at_start=[f"{db}.{t}" for db, t in unknown] or None,
     )
-    history = SchemaHistory(catalog, point, valid_from=position_to_json(start))
+    history = SchemaHistory(
+        catalog, point, valid_from=position_to_json(start), seen_later=seen_later
+    )
     return Seed(history, start, unknown)
 
 
@@ -179,7 +187,7 @@ def fit_to_start(
 ) -> tuple[Catalog, tuple[tuple[str, str], ...]]:
     """The seed as of the start of ``statements``: every table they touch is taken out.
     Returns it with the tables whose columns at the start are unknown (touched first by
-    something other than their creation)."""
+    something other than their creation), which it lists as ``unknown``."""
     work = Catalog(traits=catalog.traits, databases=dict(catalog.databases))
     seen: set[tuple[str, str]] = set()
     unknown: list[tuple[str, str]] = []
@@ -214,7 +222,8 @@ def fit_to_start(
         name: replace(db, charset=None, collation=None) if name in redefined else db
         for name, db in catalog.databases.items()
     }
-    return replace(catalog, tables=tables, databases=databases), tuple(unknown)
+    fitted = replace(catalog, tables=tables, databases=databases, unknown=frozenset(unknown))
+    return fitted, tuple(unknown)
 
 
 def _touched(effect: object, catalog: Catalog) -> list[tuple[tuple[str, str], bool]]:
