@@ -48,6 +48,7 @@ from .schema.tracker import SchemaTracker
 from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
 from .sink.lock import writer_lock
+from .snapshot.columns import column_defs
 from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner, SnapshotStopped
 from .source.connection import describe_source, open_connection
@@ -487,6 +488,7 @@ class Service:
             on_commit_failed=self._commit_failed,
             history=history,
             proof=self._proof,
+            columns=column_defs,  # create and alter records carry the table's file schema
         )
 
     def _commit_failed(self, exc: BaseException) -> None:

@@ -17,27 +17,76 @@ replicated table becomes one record in the manifest of the batch that holds the 
 Each record carries where it came from (``gtid``, ``file``, ``position``), the transaction's
 commit time ``ts`` and the statement. A rename from a table that is not replicated into one
 that is cannot land: the rows the table holds never did.
+
+A ``create`` or ``alter`` record also carries ``schema``: the schema the table's files have
+from then on (``landed_schema``: the Arrow schema, IPC-serialized, base64), so that Spark shows
+a table without rows yet with its columns. Row files say nothing of a table that has none.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import IntegrityError
+import pyarrow as pa
+
+from ..binlog.schema import ColumnDef
+from ..errors import IntegrityError, ReplicatorError
 from ..schema import ddl
 from ..schema.history import SchemaChange
 from ..schema.model import Table
+from ..sink.changes import TableVersion
 
 Replicated = Callable[[str, str], bool]
+# the landed version of a table: (database, table, columns, key ordinals) -> (version, kept)
+Project = Callable[
+    [str, str, tuple[ColumnDef, ...], tuple[int, ...]], tuple[TableVersion, tuple[int, ...] | None]
+]
+Landed = Callable[[Table], str | None]
+Columns = Callable[[Table], tuple[ColumnDef, ...]]  # a history table's columns as they land
 STATEMENT_LIMIT = 4000  # characters of the statement kept in a record
+SCHEMA_KEY = "schema"  # a create or alter record's landed file schema
+
+
+def schema_text(schema: pa.Schema) -> str:
+    """A file schema as a record carries it: Arrow IPC, base64."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def landed_schema(
+    table: Table,
+    columns: Columns,
+    project: Project,
+    file_schema: Callable[[TableVersion], pa.Schema],
+) -> str | None:
+    """The schema ``table``'s files will have (``schema_text``): its columns as the snapshot
+    reads them (``columns``: ``snapshot.columns.column_defs``), with the column filters
+    (``project``) and the landing zone's writer settings (``file_schema``); None when it
+    cannot be told (a type without a snapshot reading, names the writer refuses): Spark then
+    shows no columns until rows land, as for a landing zone written before records carried
+    schemas."""
+    where = {c.name.casefold(): i for i, c in enumerate(table.columns)}
+    if any(name.casefold() not in where for name in table.primary_key):
+        return None
+    key = tuple(where[name.casefold()] for name in table.primary_key)
+    try:
+        version, _ = project(table.schema, table.name, columns(table), key)
+        return schema_text(file_schema(version))
+    except ReplicatorError:
+        return None
 
 
 def schema_records(
-    change: SchemaChange, ts: dt.datetime, seq: int, replicated: Replicated
+    change: SchemaChange,
+    ts: dt.datetime,
+    seq: int,
+    replicated: Replicated,
+    landed: Landed | None = None,
 ) -> list[dict[str, Any]]:
-    """The lifecycle records of one change, numbered from ``seq``."""
+    """The lifecycle records of one change, numbered from ``seq``; ``landed`` gives a create
+    or alter record its ``schema``."""
     point = change.point
     base = {
         "gtid": point.gtid,
@@ -51,11 +100,15 @@ def schema_records(
     def add(op: str, table: Table, **extra: str) -> None:
         out.append({"seq": seq + len(out), "op": op, "table": table.qualified, **extra, **base})
 
+    def shaped(op: str, table: Table) -> None:
+        schema = None if landed is None else landed(table)
+        add(op, table, **({} if schema is None else {SCHEMA_KEY: schema}))
+
     for effect in change.effects:
         if isinstance(effect, ddl.TableCreated) and _wants(replicated, effect.table):
-            add("create", effect.table)
+            shaped("create", effect.table)
         elif isinstance(effect, ddl.TableAltered) and _wants(replicated, effect.after):
-            add("alter", effect.after)
+            shaped("alter", effect.after)
         elif isinstance(effect, ddl.TableTruncated) and _wants(replicated, effect.table):
             add("truncate", effect.table)
         elif isinstance(effect, ddl.TableDropped) and _wants(replicated, effect.table):

@@ -48,6 +48,7 @@ import structlog
 
 from ..binlog import events as ev
 from ..binlog.block import Block
+from ..binlog.constants import EventType
 from ..binlog.position import StreamPosition
 from ..binlog.schema import ColumnDef
 from ..binlog.transaction import Ending, Transaction, TransactionPart
@@ -56,16 +57,19 @@ from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
 from ..schema.history import SchemaChange, SchemaHistory
-from ..schema.tracker import SchemaChangeEvent
+from ..schema.tracker import SchemaChangeEvent, TableLearnedEvent
 from ..sink.changes import HeldXa, Run, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
 from ..snapshot_progress import SnapshotState
 from ..source.proof import Digest, Proof
 from ..source.stream import GtidStateLearned, TransactionAborted
-from .lifecycle import schema_records
+from .lifecycle import Columns, landed_schema, schema_records
 from .statements import StatementLoggedError, check_statement
 
 log = structlog.get_logger("replicator")
+_PRE_GA_ROWS = frozenset(
+    {EventType.PRE_GA_WRITE_ROWS, EventType.PRE_GA_UPDATE_ROWS, EventType.PRE_GA_DELETE_ROWS}
+)
 Groups = list[tuple[TableVersion, list[Run]]]
 STAGE_ROWS = 16_384
 """Row changes staged in the loop before they are handed to the writer thread."""
@@ -233,8 +237,12 @@ class Pipeline:
         on_commit_failed: Callable[[BaseException], None] | None = None,
         history: SchemaHistory | None = None,
         proof: dict[str, Any] | None = None,
+        columns: Columns | None = None,
     ) -> None:
         self.sink = sink
+        # how a history table's columns land (``snapshot.columns.column_defs``): gives create
+        # and alter records the table's file schema (``lifecycle.landed_schema``); None: none
+        self._columns = columns
         self.zone = zone
         self.filter = TableFilter(filters)
         self.checkpoint = checkpoint
@@ -468,7 +476,10 @@ class Pipeline:
         out: Groups = []
         for event in events:
             if not isinstance(event, ev.RowsEvent):
-                if isinstance(event, ev.OpaqueEvent) and event.header.type_code in (20, 21, 22):
+                if isinstance(event, TableLearnedEvent):  # a history change, no record
+                    seq = self._schema_change(event.change, ts, seq)
+                    continue
+                if isinstance(event, ev.OpaqueEvent) and event.header.type_code in _PRE_GA_ROWS:
                     raise IntegrityError(
                         f"pre-GA rows event at {event.file}:{event.position} cannot be landed",
                         hint="this binlog comes from a MySQL 5.1 development build",
@@ -519,7 +530,17 @@ class Pipeline:
     def _schema_change(self, change: SchemaChange, ts: dt.datetime, seq: int) -> int:
         """Record a DDL statement: its lifecycle records join the open batch (numbered from
         ``seq``) and the change the pipeline's history. Returns the next ``_seq``."""
-        records = schema_records(change, ts, seq, self.filter.wants)
+        landed = (
+            None
+            if self._columns is None
+            else functools.partial(
+                landed_schema,
+                columns=self._columns,
+                project=self.filter.project,
+                file_schema=self.zone.file_schema,
+            )
+        )
+        records = schema_records(change, ts, seq, self.filter.wants, landed)
         if self.history is not None:
             self.history.record(dataclasses.replace(change, seq=seq))
         self._records.extend(records)

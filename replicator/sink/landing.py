@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import structlog
 
 from ..binlog.position import StreamPosition, is_past
@@ -86,7 +87,7 @@ from .changes import HeldXa, Run, TableVersion, rows_in
 from .digest import DIGEST_KEY, HISTORY_DIGEST_KEY, check_history, hash_bytes
 from .identity import LANDING_ID_KEY, establish
 from .manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_manifests
-from .parquet_writer import ParquetTableWriter, WrittenFile
+from .parquet_writer import ParquetTableWriter, WrittenFile, file_schema
 from .stores import landing_store
 
 log = structlog.get_logger("replicator")
@@ -382,6 +383,16 @@ class LandingZone:
                 f"cannot sync {self.location}: {exc.strerror or exc}",
                 hint="the batch is committed (its manifest exists); restart to finish it",
             ) from exc
+
+    def file_schema(self, version: TableVersion) -> pa.Schema:
+        """The schema this landing zone's files of ``version`` have (``_open_file``)."""
+        return file_schema(
+            version,
+            with_before=self.cfg.keep_before_image,
+            with_absent=True,
+            with_before_key=True,
+            geometry_srid=self.cfg.geometry_srid,
+        )
 
     def _open_file(self, version: TableVersion, first_seq: int) -> _TableFile:
         directory = f"{_safe(version.schema)}/{_safe(version.table)}"

@@ -93,7 +93,14 @@ from .changes import Run, TableVersion
 from .digest import HashingStream
 from .parquet_options import writer_options
 
-__all__ = ["BEFORE_KEY_FIELD", "PRIMARY_KEY_KEY", "ParquetTableWriter", "WrittenFile", "identity"]
+__all__ = [
+    "BEFORE_KEY_FIELD",
+    "PRIMARY_KEY_KEY",
+    "ParquetTableWriter",
+    "WrittenFile",
+    "file_schema",
+    "identity",
+]
 
 BEFORE_KEY_FIELD = "_before_key"
 PRIMARY_KEY_KEY = b"replicator.primary_key"
@@ -276,17 +283,13 @@ class ParquetTableWriter:
         self.row_group_bytes = row_group_bytes
         self.with_before_key = with_before_key
         self._plans = tuple(_plan(col, geometry_srid) for col in version.columns)
-        self._key, keyed = identity(version)
-        self.schema = _with_identity(
-            arrow_schema(
-                version,
-                with_before=with_before,
-                with_absent=with_absent,
-                geometry_srid=geometry_srid,
-            ),
+        self._key, _ = identity(version)
+        self.schema = file_schema(
             version,
-            [self._plans[pos] for pos in self._key] if keyed else [],
-            [self._plans[pos] for pos in self._key] if with_before_key else None,
+            with_before=with_before,
+            with_absent=with_absent,
+            with_before_key=with_before_key,
+            geometry_srid=geometry_srid,
         )
         self._before_type = self.schema.field(BEFORE_FIELD).type if with_before else None
         self._before_key_type = (
@@ -780,6 +783,29 @@ def _fitting(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(array, pa.ChunkedArray):
         raise _TooLarge
     return array
+
+
+def file_schema(
+    version: TableVersion,
+    *,
+    with_before: bool,
+    with_absent: bool,
+    with_before_key: bool,
+    geometry_srid: bool = False,
+) -> pa.Schema:
+    """The schema of a file of ``version`` (what ``ParquetTableWriter`` writes), with its
+    primary key metadata and ``_before_key`` field; also for a table without rows yet (a
+    lifecycle record carries it: ``pipeline.lifecycle``)."""
+    plans = [_plan(col, geometry_srid) for col in version.columns]
+    key, keyed = identity(version)
+    return _with_identity(
+        arrow_schema(
+            version, with_before=with_before, with_absent=with_absent, geometry_srid=geometry_srid
+        ),
+        version,
+        [plans[pos] for pos in key] if keyed else [],
+        [plans[pos] for pos in key] if with_before_key else None,
+    )
 
 
 def _with_identity(

@@ -17,8 +17,10 @@ newest one's columns in two steps:
 segments only (other rows of the same files belong to other tables, or to the state before a
 truncate), without the row changes a replay landed a second time (``replayed``: a change
 counts only from the lowest batch that holds its source identity, ``_gtid`` or else
-``_binlog_file`` and ``_binlog_pos``, among the files of the same landed name). ``read_files``
-reads given files whole, as an incremental run and ``read_changes`` do.
+``_binlog_file`` and ``_binlog_pos``, among the files of the same landed name); a lineage
+without any file yet is an empty read in the columns of its newest create or alter record
+(``Record.schema``). ``read_files`` reads given files whole, as an incremental run and
+``read_changes`` do. Every path goes to Spark through ``spark_uri`` (taken literally).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .lineage import Lineage, Segment
 from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel
 from .options import MaterializeOptions
 from .schema import conform, conform_frame, find_field, unify
+from .type_map import spark_schema
 
 __all__ = [
     "AUX",
@@ -449,10 +452,11 @@ def read_lineage(
 ) -> tuple[Read, list[CommittedFile]] | None:
     """The row changes of ``lineage``'s current state (``files``: every committed file of
     the landing zone, or of its landed tables), each once; and the files they come from.
-    None when the lineage has no file yet (no schema to show)."""
+    A lineage without a file yet has no rows: its columns are those its newest create or
+    alter record gives (``Record.schema``); None when none does (no schema to show)."""
     schema_files = lineage.files(files)
     if not schema_files:
-        return None
+        return _no_rows(spark, lineage, options)
     data_files = lineage.files(files, data=True)
     wanted = {f.path for f in data_files}
     drop = (
@@ -480,3 +484,19 @@ def read_lineage(
     keyed = [v for v in keyed if v.files] or [versions[-1]]
     read = _assemble(lineage.name, versions, frames, keyed, options)
     return read, data_files
+
+
+def _no_rows(
+    spark: SparkSession, lineage: Lineage, options: MaterializeOptions
+) -> tuple[Read, list[CommittedFile]] | None:
+    """A table without any row yet, in the columns its newest record with a schema gives: an
+    empty read of a file of that schema, aligned and keyed as the files will be."""
+    schema = next((r.schema for r in reversed(lineage.records) if r.schema is not None), None)
+    if schema is None:
+        return None
+    frame = spark.createDataFrame([], spark_schema(schema))
+    aligned = align(frame, schema, schema, frame.schema)
+    override = options.keys.get(lineage.name)
+    key = tuple(override) if override is not None else (file_key(schema) or ())
+    model = table_model(lineage.name, [aligned], key, options)
+    return Read(model, normalize(aligned, model)), []

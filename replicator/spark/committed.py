@@ -41,6 +41,7 @@ by the manifests only, and a file a manifest names is looked up by name, never b
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import json
 from collections.abc import Iterable, Sequence
@@ -54,7 +55,14 @@ import pyarrow.parquet as pq
 from ..errors import ConfigError, IntegrityError
 from ..storage import LocalStore, Store, is_url, open_store
 from .compacted import Holding, holders
-from .contract import LANDING_ID_KEY, LIFECYCLE_OPS, MANIFESTS, PRIMARY_KEY_KEY, table_rel
+from .contract import (
+    LANDING_ID_KEY,
+    LIFECYCLE_OPS,
+    MANIFESTS,
+    PRIMARY_KEY_KEY,
+    RECORD_SCHEMA_KEY,
+    table_rel,
+)
 
 __all__ = [
     "CommittedFile",
@@ -88,10 +96,22 @@ def open_landing(landing: Path | str | Store) -> Store:
     return LocalStore(Path(landing))
 
 
-def spark_uri(uri: str) -> str:
-    """An object store's URL as Spark's Hadoop connectors name it (``s3://`` is ``s3a://``;
-    the other schemes pyarrow and Hadoop share)."""
-    return "s3a://" + uri[len("s3://") :] if uri.startswith("s3://") else uri
+# what Hadoop's globber (``FileSystem.globStatus``, which ``spark.read`` applies to every path
+# holding one of them) reads as a pattern; a backslash before each makes it literal
+GLOB_CHARS = frozenset("\\[]{}*?")
+
+
+def spark_uri(uri: str | Path) -> str:
+    """A path or an object store's URL as Spark reads it, taken literally: ``s3://`` is
+    ``s3a://`` (Hadoop's connector; the other schemes pyarrow and Hadoop share), and glob
+    characters are escaped. ``spark.read`` globs any path holding one of ``GLOB_CHARS``, and
+    MySQL allows them in quoted database and table names: unescaped, ``shop[1]/t`` would
+    read ``shop1/t``, or nothing and fail. Hadoop's globber unescapes ``\\x`` to ``x``
+    (``GlobPattern``), on every filesystem."""
+    text = str(uri)
+    if text.startswith("s3://"):
+        text = "s3a://" + text[len("s3://") :]
+    return "".join("\\" + ch if ch in GLOB_CHARS else ch for ch in text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +148,8 @@ class CommittedFile:
 
     @property
     def spark_path(self) -> str:
-        """The file's address for ``spark.read.parquet``."""
-        return str(self.path) if isinstance(self.path, Path) else spark_uri(self.path)
+        """The file's address for ``spark.read.parquet`` (taken literally: ``spark_uri``)."""
+        return spark_uri(self.path)
 
     def exists(self) -> bool:
         """The file is there (looked up by name: a listing of an object store may lag)."""
@@ -184,6 +204,9 @@ class Record:
     ts: str
     statement: str
     batch: int
+    # a create's or alter's schema of the table's files from then on (None: not recorded,
+    # e.g. written before records carried it): the columns of a table without rows yet
+    schema: pa.Schema | None = None
 
     @property
     def identity(self) -> tuple[object, ...] | None:
@@ -300,11 +323,17 @@ def table_dirs(root: Path | Store) -> list[TableDir]:
 def select_tables(tables: Sequence[TableDir], patterns: Sequence[str] | None) -> list[TableDir]:
     """The tables ``patterns`` (``db.t`` names or globs) select; all when None.
 
-    A pattern without glob characters that names no table is a ConfigError."""
+    A pattern that is a table's name selects it (MySQL allows ``[``, ``*``, ``?`` in names, so
+    ``shop.t[1]`` is that table, not a glob); a pattern without glob characters that names
+    no table is a ConfigError."""
     if not patterns:
         return list(tables)
-    chosen = [t for t in tables if any(fnmatch.fnmatchcase(t.name, p) for p in patterns)]
     names = {t.name for t in tables}
+    chosen = [
+        t
+        for t in tables
+        if any(t.name == p if p in names else fnmatch.fnmatchcase(t.name, p) for p in patterns)
+    ]
     for pattern in patterns:
         if not any(ch in pattern for ch in "*?[") and pattern not in names:
             raise ConfigError(
@@ -329,7 +358,20 @@ def _record(item: dict[str, Any], batch: int) -> Record:
         ts=str(item.get("ts", "")),
         statement=str(item.get("statement", "")),
         batch=batch,
+        schema=_record_schema(item.get(RECORD_SCHEMA_KEY)),
     )
+
+
+def _record_schema(text: object) -> pa.Schema | None:
+    """A record's ``schema`` (base64 Arrow IPC); ValueError when it is not one."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"record schema {text!r}")
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+    except (pa.ArrowException, ValueError) as exc:
+        raise ValueError(f"record schema: {exc}") from exc
 
 
 def _where(store: Store, key: str) -> Path | str:

@@ -19,6 +19,7 @@ __all__ = [
     "LIFECYCLE_OPS",
     "MANIFESTS",
     "PRIMARY_KEY_KEY",
+    "RECORD_SCHEMA_KEY",
     "safe_part",
     "table_rel",
 ]
@@ -30,6 +31,9 @@ PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's co
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id
 FIELD_FILL_KEY = b"replicator.fill"  # field metadata: what rows older than the column hold
 LIFECYCLE_OPS = frozenset({"create", "alter", "truncate", "drop", "rename"})
+# a create or alter record's schema of the table's files from then on (Arrow IPC, base64;
+# pipeline.lifecycle): a table without rows yet has no file to show its columns
+RECORD_SCHEMA_KEY = "schema"
 
 
 def safe_part(name: str) -> str:

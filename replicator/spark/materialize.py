@@ -18,7 +18,8 @@ atomically (``state``); ``table_job`` decides per table what to do:
 * Incremental: the state records the last landing batch it holds. A re-run merges the row
   changes of later batches into it; a table a later lifecycle record names, or a later replay
   batch touches, is rebuilt from scratch instead. Either way the result equals a run from
-  scratch (``full_refresh``). A table that no longer exists has its output removed. Batches
+  scratch (``full_refresh``). A table that no longer exists has its output removed; one
+  without rows (created, or created again) an empty state in its record's columns. Batches
   are applied in order only: a committed batch whose files are not all in place yet (a
   running daemon is publishing it) and everything after it wait for the next run
   (``TableResult.waiting``).
@@ -28,7 +29,11 @@ name, one schema), ``lineage_changes`` (the changes that make up a table's curre
 across renames, after its last truncate, replays left out) and ``current_state`` (a table's
 state as a lazy DataFrame, nothing written). Spark-side errors that mean the data cannot be
 applied exactly (``merge``) come back as IntegrityError (exit 4); wrong options as
-ConfigError (exit 2).
+ConfigError (exit 2). A table that fails does not stop the others (``_failed``).
+
+Names are taken literally: a database or table name may hold what Spark reads as a glob
+(``[``, ``*``, ...; MySQL allows them quoted), so every path handed to Spark goes through
+``committed.spark_uri``.
 """
 
 from __future__ import annotations
@@ -219,4 +224,34 @@ def materialize(
         # every table of the output first: none is changed when one comes from elsewhere
         identity.check_output(st.outputs(target), target, root, found.landing_id, found.end)
         chosen = select_tables(landing_tables(found), tables)
-        return [run_table(spark, found, target, table, options) for table in chosen]
+        results: list[TableResult] = []
+        failures: list[tuple[str, BaseException]] = []
+        for table in chosen:
+            try:
+                results.append(run_table(spark, found, target, table, options))
+            except Exception as exc:  # one table's failure leaves the others' outputs alone
+                failures.append((table.name, exc))
+        if failures:
+            raise _failed(results, failures)
+        return results
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _failed(
+    results: Sequence[TableResult], failures: Sequence[tuple[str, BaseException]]
+) -> BaseException:
+    """The first table's failure (its own type and exit code), with a note naming the table,
+    the other tables that failed and those brought up to date: each table's output is its
+    own (a failed one keeps its last complete state), so the run went on with the others."""
+    name, first = failures[0]
+    note = f"materialize failed for table {name}"
+    if len(failures) > 1:
+        others = "; ".join(f"{t}: {_first_line(e)}" for t, e in failures[1:])
+        note += f"; and for {len(failures) - 1} more: {others}"
+    note += f"; {len(results)} other tables are up to date"
+    first.add_note(note)
+    return first

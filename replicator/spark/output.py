@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from . import state as st
+from .committed import spark_uri
 from .merge import ABSENT, META, Merged, TableModel, failure
 from .schema import conform_frame
 
@@ -95,7 +96,9 @@ def read_state(
     """An earlier state's rows, cast to ``model``'s columns, with the metadata and
     ``_absent`` columns ``model`` keeps."""
     previous, directory = found
-    frame = spark.read.schema(state_schema(previous)).parquet(str(directory))
+    # read literally (``spark_uri``): the directory is named after the table; Spark's writer
+    # above takes its path literally already
+    frame = spark.read.schema(state_schema(previous)).parquet(spark_uri(directory))
     extra = {m: F.col(m) for m in META} if model.keep_metadata else {}
     if model.allow_unknown:
         extra[ABSENT] = F.col(ABSENT)

@@ -156,8 +156,10 @@ def conform(col: Column, src: T.DataType, dst: T.DataType) -> Column:
         element_src, element_dst = src.elementType, dst.elementType
         return F.transform(col, lambda x: conform(x, element_src, element_dst))
     if isinstance(dst, T.StringType) and isinstance(src, T.DecimalType):
-        # exact digits without exponent, as the landing zone writes DECIMAL(p > 38)
-        return F.format_string(f"%.{src.scale}f", col)
+        # exact digits without exponent, as the landing zone writes DECIMAL(p > 38): Spark's
+        # own cast gives 0E-10, and format_string cannot take a Decimal; format_number is
+        # exact (java.math.BigDecimal, US symbols) once its grouping commas are gone
+        return F.regexp_replace(F.format_number(col, src.scale), ",", "")
     return col.cast(dst)
 
 

@@ -49,7 +49,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from ..errors import ConfigError, SinkError
 from ..storage import is_url, redact_url
 from . import state as st
-from .committed import CommittedFile, TableDir, read_manifests
+from .committed import CommittedFile, TableDir, read_manifests, spark_uri
 from .contract import MANIFESTS
 from .materialize import landing_tables
 from .options import MaterializeOptions
@@ -87,7 +87,7 @@ def stream_schema(spark: SparkSession, landing: Path | str, table: str) -> T.Str
             hint="start the stream once the table has committed changes",
         )
     newest = max(files, key=lambda f: (f.batch, f.last_seq or -1))
-    schema: T.StructType = spark.read.parquet(str(newest.path)).schema
+    schema: T.StructType = spark.read.parquet(newest.spark_path).schema
     return schema
 
 
@@ -177,7 +177,7 @@ def start_current_state_stream(
     if max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     return (
-        reader.json(str(root / MANIFESTS))
+        reader.json(spark_uri(root / MANIFESTS))  # a landing path taken literally
         .writeStream.queryName(f"current_state_{found.rel.parent.name}_{found.rel.name}")
         .foreachBatch(merge)
         .option("checkpointLocation", str(checkpoint))

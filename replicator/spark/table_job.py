@@ -14,8 +14,10 @@ Before anything, the state must come from this landing zone (``identity``: the l
 ids of the state and of the manifests agree); a state from before ids adopts the id.
 
 A table the lineage says does not exist at the end (dropped, renamed away) has its output
-removed (``state.remove``); one that exists without any file yet (created, no rows) has no
-columns to show: no output either (``empty``).
+removed (``state.remove``). One that exists without any file yet (created, or dropped and
+created again, no rows) is built empty in the columns its create or alter record gives
+(``changes.read_lineage``); without such a record (a landing zone written before records
+carried schemas) it has no columns to show: no output either (``empty``).
 """
 
 from __future__ import annotations

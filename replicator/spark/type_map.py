@@ -37,17 +37,20 @@ Notes:
   DATETIME is ``timestamp_ntz``: no zone is ever applied.
 * Spark's decimals stop at 38 digits, hence the string for wider DECIMALs. When an ALTER
   TABLE widens a DECIMAL past 38 digits, ``materialize`` turns the older decimal values into
-  the same exact text (``format_string('%.<scale>f')``; Spark's own cast would print
-  ``0E-10``).
+  the same exact text (``format_number`` without its grouping commas; Spark's own cast
+  would print ``0E-10``).
 * The files carry ``org.apache.spark.version`` so that Spark reads dates before 1582 and
   timestamps before 1900 as written (proleptic Gregorian) instead of refusing them.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
+import re
 
-__all__ = ["spark_type_name"]
+import pyarrow as pa
+from pyspark.sql import types as T
+
+__all__ = ["spark_schema", "spark_type", "spark_type_name"]
 
 _SIMPLE: dict[pa.DataType, str] = {
     pa.int8(): "tinyint",
@@ -87,3 +90,44 @@ def spark_type_name(arrow_type: pa.DataType) -> str:
         )
         return f"struct<{fields}>"
     raise ValueError(f"the landing zone writes no {arrow_type} column")
+
+
+_LEAVES: dict[str, T.DataType] = {
+    "tinyint": T.ByteType(),
+    "smallint": T.ShortType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "float": T.FloatType(),
+    "double": T.DoubleType(),
+    "string": T.StringType(),
+    "binary": T.BinaryType(),
+    "date": T.DateType(),
+    "timestamp": T.TimestampType(),
+    "timestamp_ntz": T.TimestampNTZType(),
+    "boolean": T.BooleanType(),
+}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def spark_type(arrow_type: pa.DataType) -> T.DataType:
+    """``spark_type_name`` as a Spark type (what ``spark.read.parquet`` would show)."""
+    if pa.types.is_struct(arrow_type):
+        return T.StructType(
+            [
+                T.StructField(arrow_type.field(i).name, spark_type(arrow_type.field(i).type))
+                for i in range(arrow_type.num_fields)
+            ]
+        )
+    if pa.types.is_list(arrow_type):
+        return T.ArrayType(spark_type(arrow_type.value_type))
+    name = spark_type_name(arrow_type)
+    decimal = _DECIMAL.fullmatch(name)
+    if decimal is not None:
+        return T.DecimalType(int(decimal[1]), int(decimal[2]))
+    return _LEAVES[name]
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """A landing-zone file's schema as Spark reads the file (without reading one: a table
+    without rows has none)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in schema])

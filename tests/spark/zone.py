@@ -7,7 +7,8 @@ hands them over, with the before image of every update (the writer keeps its key
 ``_before_key``; ``None`` as the fourth item leaves it out, as older pipelines did).
 
 A ``Ddl`` among the changes is a lifecycle record (``schema_changes`` of the manifest) at its
-place in the ``_seq`` order, as the pipeline numbers them. Consecutive changes are one
+place in the ``_seq`` order, as the pipeline numbers them (with ``version``, a create or alter
+record carries that version's file schema, as the pipeline's do). Consecutive changes are one
 transaction (one GTID, ``0-1-<n>``; with ``gtids=False`` none, and the binlog position is the
 identity), each ``Ddl`` its own. ``Zone.replay`` lands earlier batches again, with their
 identities and new ``_seq`` numbers, as the daemon does after ``checkpoint set`` moved it
@@ -29,6 +30,7 @@ from replicator.binlog.position import StreamPosition
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT
 from replicator.config import SinkConfig
+from replicator.pipeline.lifecycle import SCHEMA_KEY, schema_text
 from replicator.sink.changes import Run, TableVersion
 from replicator.sink.landing import LandingZone
 from tests.blocks import row_change
@@ -64,6 +66,9 @@ class Ddl:
     to: str | None = None
     statement: str = ""
     joined: bool = False  # another effect of the previous Ddl's statement (same identity)
+    # a create's or alter's columns from then on: the record's ``schema``, as the pipeline
+    # writes it (``pipeline.lifecycle``); None leaves it out, as older pipelines did
+    version: TableVersion | None = None
 
 
 Item = Change | Ddl
@@ -139,6 +144,8 @@ class Zone:
                 }
                 if item.to is not None:
                     record["to"] = item.to
+                if item.version is not None:
+                    record[SCHEMA_KEY] = schema_text(self.zone.file_schema(item.version))
                 records.append(record)
                 if not replay:
                     self.records.append((seq, item))
