@@ -24,19 +24,19 @@ RUN apt-get update \
     && useradd --create-home --uid 10001 replicator \
     && mkdir -p /current && chown replicator /current
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir "$(ls /wheels/replicator-*.whl)[spark]" && rm -rf /wheels
+RUN pip install --no-cache-dir "$(ls /wheels/replicator-*.whl)[spark,delta]" && rm -rf /wheels
 USER replicator
 WORKDIR /home/replicator
 ENTRYPOINT ["replicator"]
 CMD ["materialize", "--help"]
 
-# The daemon.
+# The daemon; also `replicator materialize --format delta` (delta-rs: no Java).
 FROM python:3.11-slim AS daemon
 RUN useradd --create-home --uid 10001 replicator \
-    && mkdir -p /landing /etc/replicator \
-    && chown replicator /landing
+    && mkdir -p /landing /current /etc/replicator \
+    && chown replicator /landing /current
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir "$(ls /wheels/replicator-*.whl)[delta]" && rm -rf /wheels
 COPY config/replicator.example.yaml /etc/replicator/replicator.yaml
 USER replicator
 WORKDIR /home/replicator

@@ -13,10 +13,12 @@ directory).
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["materialize", "parse_keys"]
 
 _INSTALL_HINT = "pip install 'replicator[spark]' (Spark also needs Java 17)"
+_DELTA_HINT = "pip install 'replicator[delta]'"
 
 
 def parse_keys(values: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -130,13 +133,65 @@ def _java_root_cause(exc: BaseException) -> str | None:
         return None
 
 
+def _notes(exc: BaseException) -> None:
+    """What ``materialize`` adds to a table's failure: the table, and the others' fate."""
+    for note in getattr(exc, "__notes__", ()):
+        click.echo(f"error: {note}", err=True)
+
+
+def _delta() -> Any:
+    try:
+        from ..delta import materialize as delta  # noqa: PLC0415 - optional
+    except ImportError as exc:
+        raise ConfigError(f"deltalake is not installed ({exc})", hint=_DELTA_HINT) from exc
+    return delta
+
+
+def _optimize(out: Path | str, tables: Sequence[str], retention_hours: float) -> None:
+    for done in _delta().optimize_delta(
+        out, tables=tables or None, retention_hours=retention_hours
+    ):
+        click.echo(
+            f"{done.table}: optimized, {done.files_removed} files -> {done.files_added}; "
+            f"{done.vacuumed} files of old versions vacuumed"
+        )
+
+
+def _follow(
+    landing: Path | str,
+    out: Path | str,
+    tables: Sequence[str],
+    options: MaterializeOptions,
+    interval: float,
+) -> None:
+    """``--follow`` until SIGTERM or SIGINT: the commit under way ends first."""
+    stop = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: stop.set())
+    _delta().follow_delta(
+        landing,
+        out,
+        tables=list(tables) or None,
+        options=options,
+        interval=interval,
+        stop=stop,
+        report=lambda result: click.echo(_describe(result)),
+    )
+
+
 def _run(
     landing: Path | str,
-    out: Path,
+    out: Path | str,
     tables: Sequence[str],
     master: str,
     options: MaterializeOptions,
+    output_format: str = "parquet",
 ) -> list[TableResult]:
+    if output_format == "delta":
+        found: list[TableResult] = _delta().materialize_delta(
+            landing, out, tables=list(tables) or None, options=options
+        )
+        return found
     with _session(master) as spark:
         from .materialize import materialize as run  # noqa: PLC0415 - imports pyspark
 
@@ -153,9 +208,19 @@ def _run(
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path),
+    "out_arg",
     required=True,
-    help="Output directory: <out>/<db>/<table>/ current-state Parquet.",
+    help="Output directory: <out>/<db>/<table>/ current-state Parquet or Delta tables; "
+    "--format delta also takes s3://bucket/prefix.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["parquet", "delta"]),
+    default="parquet",
+    show_default=True,
+    help="parquet: a Spark job writes Parquet directories; delta: Delta Lake tables, kept "
+    "up to date by MERGE with delta-rs (no Spark, no Java).",
 )
 @click.option(
     "--tables",
@@ -163,7 +228,9 @@ def _run(
     metavar="DB.T",
     help="Tables (names or globs; repeat or comma-separate). Default: all.",
 )
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option(
+    "--master", default="local[*]", show_default=True, help="Spark master URL (--format parquet)."
+)
 @click.option(
     "--key",
     "keys",
@@ -184,9 +251,35 @@ def _run(
     help="Files without _before_key: assume updates never change the primary key.",
 )
 @click.option("--full-refresh", is_flag=True, help="Rebuild from every manifest.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="--format delta: keep running, applying each batch as it lands, until SIGTERM.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=0.5,
+    show_default=True,
+    help="--follow: seconds between looks for new batches.",
+)
+@click.option(
+    "--optimize",
+    is_flag=True,
+    help="--format delta: compact each table's files (Z-ordered by key) and vacuum old "
+    "versions, instead of applying batches.",
+)
+@click.option(
+    "--retention-hours",
+    type=click.FloatRange(min=0),
+    default=168.0,
+    show_default=True,
+    help="--optimize: keep the files older versions need for this long.",
+)
 def materialize(
     landing: str,
-    out: Path,
+    out_arg: str,
+    output_format: str,
     tables: tuple[str, ...],
     master: str,
     keys: tuple[str, ...],
@@ -194,8 +287,12 @@ def materialize(
     allow_unknown: bool,
     assume_stable_keys: bool,
     full_refresh: bool,
+    follow: bool,
+    interval: float,
+    optimize: bool,
+    retention_hours: float,
 ) -> None:
-    """Turn the landing zone into current-state Parquet tables (PySpark).
+    """Turn the landing zone into current-state tables (Parquet with PySpark, or Delta).
 
     Incremental: a re-run applies only the batches committed since the last one.
     """
@@ -207,10 +304,13 @@ def materialize(
                 f"landing zone {landing} is not a directory",
                 hint="pass --landing the sink.root directory that `replicator run` writes",
             )
-        try:
-            from .materialize import MaterializeOptions  # noqa: PLC0415 - imports pyspark
-        except ImportError as exc:
-            raise ConfigError("pyspark is not installed", hint=_INSTALL_HINT) from exc
+        if output_format == "parquet":
+            try:
+                import pyspark  # noqa: F401, PLC0415 - optional
+            except ImportError as exc:
+                raise ConfigError("pyspark is not installed", hint=_INSTALL_HINT) from exc
+        from .options import MaterializeOptions  # noqa: PLC0415 - as the others: lazily
+
         options = MaterializeOptions(
             keep_metadata=keep_metadata,
             allow_unknown=allow_unknown,
@@ -219,13 +319,34 @@ def materialize(
             full_refresh=full_refresh,
         )
         names = [n.strip() for value in tables for n in value.split(",") if n.strip()]
-        results = _run(root, out, names, master, options)
+        out: Path | str = out_arg if is_url(out_arg) else Path(out_arg)
+        if isinstance(out, str) and output_format != "delta":
+            raise ConfigError(
+                f"--out {out} is not a directory: the Parquet output is written to one",
+                hint="pass a directory, or --format delta for an object store",
+            )
+        if (follow or optimize) and output_format != "delta":
+            raise ConfigError(
+                f"--{'follow' if follow else 'optimize'} needs --format delta",
+                hint="the Parquet output has the Structured Streaming helper (docs/spark.md)",
+            )
+        if follow and optimize:
+            raise ConfigError("--follow and --optimize are separate runs", hint="pick one")
+        if optimize:
+            _optimize(out, names, retention_hours)
+            return
+        if follow:
+            _follow(root, out, names, options, interval)
+            return
+        results = _run(root, out, names, master, options, output_format)
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)
+        _notes(exc)
         sys.exit(exc.exit_code)
     except Exception as exc:  # a Spark job failed (Py4JJavaError and friends)
         message, hint = spark_failure(exc)
         click.echo(f"error: materialize failed: {message}", err=True)
+        _notes(exc)
         if hint:
             click.echo(f"hint: {hint}", err=True)
         sys.exit(1)

@@ -25,10 +25,11 @@ class MaterializeOptions:
 @dataclass(frozen=True, slots=True)
 class TableResult:
     table: str
-    path: Path
-    # "built" (from scratch), "merged" (incremental), "unchanged", "empty" (no committed
-    # file yet: no columns to show), "removed" (the table does not exist: dropped or renamed
-    # away; its output, if any, was removed)
+    path: Path | str  # a directory, or an object store URL (Delta output)
+    # "built" (from scratch; also a table without rows, in its record's columns), "merged"
+    # (incremental), "unchanged", "empty" (no committed file and no record's schema yet: no
+    # columns to show), "removed" (the table does not exist: dropped or renamed away; its
+    # output, if any, was removed)
     action: str
     batches: int  # landing batches with changes of this table read now
     changes: int  # row changes read now

@@ -4,8 +4,9 @@ A seeded random workload (``flagship_workload``: six tables, every type, 50k+ ro
 inserts, updates, primary-key updates, deletes, multi-table and rolled-back transactions, and
 ADD COLUMN / MODIFY COLUMN / CREATE TABLE mid-stream) runs on a throwaway MariaDB. The real
 daemon replicates it (``replicator run --stop-at-end``), ``materialize`` turns the landing zone
-into current-state tables with PySpark, and every table is compared with the source's own
-``SELECT``: zero differing rows or values. Once with ``binlog_row_metadata=FULL`` (names and
+into current-state tables with PySpark, and ``materialize --format delta`` into Delta tables
+(read back by DuckDB), and every table of both is compared with the source's own ``SELECT``:
+zero differing rows or values. Once with ``binlog_row_metadata=FULL`` (names and
 labels in the binlog), once with ``MINIMAL`` (from information_schema, read after all the DDL).
 """
 
@@ -19,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 import pytest
 
+from replicator.delta.materialize import materialize_delta
 from replicator.spark.materialize import materialize
+from tests.harness.duckdb_delta import read_delta_arrow
 from tests.harness.mariadb import MariaDBServer
 from tests.spark.flagship_workload import (
     DB,
@@ -40,9 +43,9 @@ ROW_CHANGES = 50_000
 
 
 def _actual_rows(
-    path: Path, table: str, kind: dict[str, str]
+    path: Path, table: str, kind: dict[str, str], *, delta: bool = False
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    rows = pq.read_table(path).to_pylist()
+    rows = (read_delta_arrow(path) if delta else pq.read_table(path)).to_pylist()
     key = KEYS.get(table, ("id",))
     out = {}
     for row in rows:
@@ -90,17 +93,23 @@ def test_source_tables_equal_the_materialized_landing_zone(
         assert done.returncode == 0, done.stderr.decode()[-3000:]
         out = tmp_path / "current"
         results = materialize(spark, root, out)
+        delta = tmp_path / "delta"
+        delta_results = materialize_delta(root, delta)
         expected = {t: expected_rows(conn, t, workload.cols) for t in workload.cols}
         conn.close()
 
     assert stats.row_changes >= ROW_CHANGES
     assert (stats.rolled_back, stats.pk_updates, stats.ddl) >= (20, 100, 3)
     assert {r.table for r in results} == {f"{DB}.{t}" for t in workload.cols}
+    assert {r.table for r in delta_results} == {f"{DB}.{t}" for t in workload.cols}
     differences: dict[str, list[str]] = {}
     for table in workload.cols:
-        actual = _actual_rows(out / DB / table, table, kinds(table, workload.cols))
         assert len(expected[table]) > 100
-        found = _differences(expected[table], actual)
-        if found:
-            differences[table] = [*found[:10], f"... {len(found)} in all"]
+        # the Parquet output as pyarrow reads it, and the Delta output as DuckDB reads it
+        for shown, path, is_delta in (("parquet", out, False), ("delta", delta, True)):
+            kind = kinds(table, workload.cols)
+            actual = _actual_rows(path / DB / table, table, kind, delta=is_delta)
+            found = _differences(expected[table], actual)
+            if found:
+                differences[f"{shown} {table}"] = [*found[:10], f"... {len(found)} in all"]
     assert differences == {}

@@ -1,0 +1,663 @@
+"""``materialize --format delta``: each table's current state as a Delta Lake table.
+
+``materialize_delta(landing, out)`` brings ``<out>/<db>/<table>/`` up to date with the
+landing zone's committed batches, with delta-rs (``deltalake``) and no Spark:
+
+* **Exactly once.** Every commit this writes carries a Delta *app transaction*
+  (``txn``) whose application id names the landing zone (``replicator-<landing id>``) and
+  whose version is the last landing batch the table holds, in the same commit as the data.
+  A run applies the batches after that version; a crash at any instant leaves either the
+  old version or the new one, never half. A Delta table under ``<out>`` without this landing
+  zone's application id was built from something else: the run stops (exit 4) before any
+  table is changed.
+* **Incremental by MERGE.** A run reads only the row changes of later batches, folds them
+  (``fold``) together with the output's rows of the identities they touch (a keyed table's
+  keys, a keyless table's whole rows, read by a filtered scan), and MERGEs the result in
+  one commit: keys that no longer exist are deleted, the others inserted or replaced; a
+  keyless table's touched rows are replaced by their new number of copies. Its cost follows
+  the number of changes, not the table's size.
+* **Rebuilt when the shape changes.** A lifecycle record naming the table (truncate, drop,
+  create, rename), a replay batch touching it, or a schema change (a column added, dropped,
+  renamed or widened) rewrites the table from its whole lineage in one overwrite commit.
+  Delta's column mapping would keep renames without a rewrite, but delta-rs 1.6 reads
+  column-mapped tables back as nulls through ``DeltaTable.to_pyarrow_table`` (Polars and
+  pandas users), so the tables stay unmapped and a schema change costs one rewrite.
+* A table that no longer exists (dropped, renamed away) has its output deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConfigError, IntegrityError
+from ..spark import state as st
+from ..spark.committed import (
+    CommittedFile,
+    Manifest,
+    TableDir,
+    check_landing,
+    landing_id_of,
+    open_landing,
+    read_manifests,
+    select_tables,
+    table_dirs,
+)
+from ..spark.lineage import Ended, Plan, orphans, plan
+from ..spark.options import MaterializeOptions, TableResult
+from ..storage import LocalStore, Store, is_url, open_store
+from .build import Built, build
+from .changes import read_files, read_lineage, scan_lineage
+from .files import write_files
+from .fold import Folded, fold, identities
+from .layout import ABSENT, Model, output_schema
+
+__all__ = ["APP_PREFIX", "follow_delta", "materialize_delta"]
+
+APP_PREFIX = "replicator-"  # + the landing zone's id: the app transaction's application id
+_ACTION = "__replicator_action"
+_INDEX = "__replicator_row"
+_RECORD = "replicator"  # the commit-info key of what a run recorded (options, key, batch)
+
+
+@dataclass(frozen=True)
+class _Landing:
+    root: Path | Store
+    manifests: tuple[Manifest, ...]
+    waiting: int | None
+    # kept from earlier reads (``--follow``): the files of older batches may have been
+    # compacted since, so a rebuild reads the manifests again (``current``)
+    cached: bool = False
+    files: tuple[CommittedFile, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", tuple(f for m in self.manifests for f in m.files))
+
+    @property
+    def end(self) -> int:
+        return self.manifests[-1].batch if self.manifests else 0
+
+    @cached_property
+    def app_id(self) -> str:
+        found = landing_id_of(self.manifests)
+        return APP_PREFIX + (found or "unidentified")
+
+    @cached_property
+    def plan(self) -> Plan:
+        return plan(self.manifests)
+
+    @cached_property
+    def rereading(self) -> frozenset[int]:
+        return frozenset(m.batch for m in self.manifests if m.rereads)
+
+    def current(self) -> _Landing:
+        if not self.cached:
+            return self
+        found = read_manifests(self.root)
+        return _Landing(self.root, found.manifests, found.waiting)
+
+    def of(self, tables: Sequence[str]) -> list[CommittedFile]:
+        wanted = set(tables)
+        return [f for f in self.files if f.table in wanted]
+
+    def tables(self) -> list[TableDir]:
+        found = {t.name: t for t in table_dirs(self.root)}
+        for name in self.plan.names:
+            found.setdefault(name, TableDir.named(name))
+        return sorted(found.values(), key=lambda t: t.name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Existing:
+    """A Delta table at a table's output path, and what this writer recorded in it."""
+
+    table: Any  # deltalake.DeltaTable
+    version: int | None  # the last landing batch it holds (None: not of this landing zone)
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Out:
+    """Where the tables go: a directory, or an object store's URL (``s3://bucket/prefix``;
+    credentials and endpoint from the environment, as for the landing zone)."""
+
+    root: str
+    store: Store
+    storage: dict[str, str]  # delta-rs's storage options
+
+    @classmethod
+    def of(cls, out: Path | str, landing: Path | Store | None = None) -> _Out:
+        if isinstance(out, str) and is_url(out):
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            storage = {"AWS_ALLOW_HTTP": "true"} if (endpoint or "").startswith("http:") else {}
+            return cls(out.rstrip("/"), open_store(out), storage)
+        target = Path(out).resolve()
+        if isinstance(landing, Path) and (target == landing or landing in target.parents):
+            raise ConfigError(
+                f"output directory {target} is inside the landing zone",
+                hint="pass --out a directory outside --landing",
+            )
+        target.mkdir(parents=True, exist_ok=True)
+        return cls(str(target), LocalStore(target), {})
+
+    @property
+    def local(self) -> Path | None:
+        return self.store.root if isinstance(self.store, LocalStore) else None
+
+    def uri(self, rel: str) -> str:
+        return f"{self.root}/{rel}"
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        """One run per directory (a lock file); on an object store, Delta's own optimistic
+        commits keep two runs from applying a batch twice (the second one fails)."""
+        return st.lock(self.local) if self.local is not None else contextlib.nullcontext()
+
+    def holds_files(self, rel: str) -> bool:
+        return bool(self.store.list(rel + "/"))
+
+    def remove(self, rel: str) -> None:
+        """Delete a table's output (after the table was dropped or renamed away)."""
+        if self.local is not None:
+            shutil.rmtree(self.local / rel, ignore_errors=True)
+            return
+        for key in self.store.list(rel + "/"):
+            self.store.delete(key)
+
+
+def _landing_root(landing: Path | str | Store) -> Path | Store:
+    store = open_landing(landing)
+    if isinstance(store, LocalStore):
+        check_landing(store.root)
+        return store.root.resolve()
+    return store
+
+
+def materialize_delta(
+    landing: Path | str | Store,
+    out: Path | str,
+    *,
+    tables: Sequence[str] | None = None,
+    options: MaterializeOptions | None = None,
+) -> list[TableResult]:
+    """Bring ``<out>/<db>/<table>/`` (Delta tables) up to date; see the module doc."""
+    options = options or MaterializeOptions()
+    root = _landing_root(landing)
+    target = _Out.of(out, root)
+    with target.lock():
+        found = read_manifests(root)
+        source = _Landing(root, found.manifests, found.waiting)
+        chosen = [t.name for t in select_tables(source.tables(), tables)]
+        return _apply(source, target, chosen, options)
+
+
+def follow_delta(
+    landing: Path | str | Store,
+    out: Path | str,
+    *,
+    tables: Sequence[str] | None = None,
+    options: MaterializeOptions | None = None,
+    interval: float = 0.5,
+    stop: threading.Event,
+    report: Callable[[TableResult], None] = lambda result: None,
+) -> None:
+    """Apply each committed batch as it lands (``--follow``), until ``stop`` is set: the
+    manifests after the last one seen are read every ``interval`` seconds, and only the
+    tables they touch are brought up to date (each in one commit, as ``materialize_delta``
+    does). ``stop`` is looked at between tables, never inside a commit."""
+    options = options or MaterializeOptions()
+    root = _landing_root(landing)
+    target = _Out.of(out, root)
+    with target.lock():
+        found = read_manifests(root)
+        known = list(found.manifests)
+        source = _Landing(root, tuple(known), found.waiting)
+        chosen = [t.name for t in select_tables(source.tables(), tables)]
+        for result in _apply(source, target, chosen, options, stop=stop):
+            report(result)
+        options = replace(options, full_refresh=False)
+        while not stop.wait(interval):
+            after = known[-1].batch if known else 0
+            found = read_manifests(root, after=after)
+            if not found.manifests:
+                continue
+            known.extend(found.manifests)
+            source = _Landing(root, tuple(known), found.waiting, cached=True)
+            touched = sorted(
+                {f.table for m in found.manifests for f in m.files}
+                | {n for m in found.manifests for r in m.records for n in (r.table, r.to) if n}
+            )
+            if tables:
+                touched = [
+                    n for n in touched if any(n == p or fnmatch.fnmatchcase(n, p) for p in tables)
+                ]
+            for result in _apply(source, target, touched, options, stop=stop):
+                report(result)
+
+
+def _apply(
+    landing: _Landing,
+    target: _Out,
+    names: Sequence[str],
+    options: MaterializeOptions,
+    *,
+    stop: threading.Event | None = None,
+) -> list[TableResult]:
+    # every table's output first: none is changed when one is of another landing zone
+    places = {name: _Place(target, TableDir.named(name).rel.as_posix()) for name in names}
+    existing = {name: _open(places[name], landing) for name in names}
+    results = []
+    for name in names:
+        if stop is not None and stop.is_set():
+            break
+        results.append(_run_table(landing, places[name], name, existing[name], options))
+    return results
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """One table's output."""
+
+    out: _Out
+    rel: str  # <db>/<table>, escaped as the landing zone's directories are
+
+    @property
+    def uri(self) -> str:
+        return self.out.uri(self.rel)
+
+    @property
+    def shown(self) -> Path | str:
+        local = self.out.local
+        return local / self.rel if local is not None else self.uri
+
+    def remove(self) -> None:
+        self.out.remove(self.rel)
+
+
+def _open(place: _Place, landing: _Landing) -> _Existing | None:
+    from deltalake import DeltaTable  # noqa: PLC0415 - optional dependency
+
+    storage = place.out.storage
+    if not DeltaTable.is_deltatable(place.uri, storage_options=storage):
+        if place.out.holds_files(place.rel):
+            raise IntegrityError(
+                f"{place.shown} exists and is not a Delta table",
+                hint="pass --out a directory that only materialize --format delta writes",
+            )
+        return None
+    table = DeltaTable(place.uri, storage_options=storage)
+    version = table.transaction_version(landing.app_id)
+    if version is None:
+        raise IntegrityError(
+            f"the Delta table {place.shown} was not built from this landing zone "
+            f"({landing.root}; it holds no app transaction {landing.app_id})",
+            hint="pass another --out, or delete the output to build it from this landing zone",
+        )
+    return _Existing(table, version, _recorded(table))
+
+
+def _recorded(table: Any) -> dict[str, Any]:
+    for commit in table.history(20):
+        text = commit.get(_RECORD)
+        if isinstance(text, str):
+            loaded = json.loads(text)
+            if isinstance(loaded, dict):
+                return loaded
+    return {}
+
+
+def _check_options(name: str, record: dict[str, Any], options: MaterializeOptions) -> None:
+    problems = []
+    for item in ("keep_metadata", "allow_unknown"):
+        if record.get(item) is not None and record[item] != getattr(options, item):
+            problems.append(f"it was built with {item}={record[item]}")
+    if problems:
+        raise ConfigError(
+            f"the existing Delta table of {name} does not match this run: " + "; ".join(problems),
+            hint="use the same options, another --out, or --full-refresh",
+        )
+
+
+def _why_rebuild(new: Sequence[Manifest], name: str) -> str | None:
+    for manifest in new:
+        for record in manifest.records:
+            if name in (record.table, record.to):
+                return f"rebuilt for the {record.describe()}"
+        if manifest.rereads and manifest.touches(name):
+            return f"rebuilt: batch {manifest.batch} replays transactions"
+    return None
+
+
+def _result(
+    landing: _Landing,
+    name: str,
+    place: _Place,
+    action: str,
+    files: Sequence[CommittedFile] = (),
+    **fields: Any,
+) -> TableResult:
+    base = TableResult(
+        table=name,
+        path=place.shown,
+        action=action,
+        batches=len({f.batch for f in files}),
+        changes=sum(f.rows for f in files),
+        rows=0,
+        unmatched=0,
+        last_batch=landing.end,
+        waiting=landing.waiting,
+    )
+    return replace(base, **fields)
+
+
+def _run_table(
+    landing: _Landing,
+    place: _Place,
+    name: str,
+    existing: _Existing | None,
+    options: MaterializeOptions,
+) -> TableResult:
+    if existing is not None and not options.full_refresh:
+        _check_options(name, existing.record, options)
+    done = existing.version if existing is not None else None
+    new = [m for m in landing.manifests if done is None or m.batch > done]
+    why = _why_rebuild(new, name) if existing is not None else None
+    if existing is None or options.full_refresh or why is not None:
+        return _rebuild(landing, place, name, existing, options, why)
+    files = [f for m in new for f in m.files if f.table == name]
+    if not files:
+        return _result(landing, name, place, "unchanged", rows=_count(existing.table))
+    return _merge(landing, place, name, existing, files, options)
+
+
+def _rebuild(
+    landing: _Landing,
+    place: _Place,
+    name: str,
+    existing: _Existing | None,
+    options: MaterializeOptions,
+    why: str | None,
+) -> TableResult:
+    landing = landing.current()
+    orphans(
+        landing.plan,
+        name,
+        [f for f in landing.files if f.table == name and f.batch not in landing.rereading],
+    )
+    target = landing.plan.table(name)
+    if isinstance(target, Ended):
+        if existing is not None:
+            place.remove()
+        return _result(landing, name, place, "removed", detail=target.describe())
+    files = landing.of(target.tables)
+    scan = scan_lineage(target, files, landing.rereading, options)
+    if scan is None:  # no file yet: the columns a create or alter record gives, if any
+        empty = read_lineage(target, files, landing.rereading, options)
+        if empty is None:
+            if existing is not None:
+                place.remove()
+            return _result(landing, name, place, "empty", detail="no committed rows yet")
+        model: Model = empty[0].model
+        built, used = Built(), []
+        _overwrite(place, [], landing, model)
+    else:
+        model = scan.model
+        parts, built = build(scan)
+        _overwrite(place, parts, landing, model)
+        used = scan.files
+    return _result(
+        landing,
+        name,
+        place,
+        "built",
+        used,
+        rows=built.rows,
+        unmatched=built.unmatched,
+        detail=why,
+    )
+
+
+def _merge(
+    landing: _Landing,
+    place: _Place,
+    name: str,
+    existing: _Existing,
+    files: Sequence[CommittedFile],
+    options: MaterializeOptions,
+) -> TableResult:
+    table = existing.table
+    recorded_key = existing.record.get("key")
+    previous_schema = _own_columns(pa.schema(table.schema().to_arrow()), options)
+    read = read_files(
+        name,
+        files,
+        options,
+        previous_key=tuple(recorded_key)
+        if recorded_key is not None and name not in options.keys
+        else None,
+        previous_schema=previous_schema,
+    )
+    model = read.model
+    if recorded_key is not None and list(model.key) != list(recorded_key):
+        raise ConfigError(
+            f"table {name}: the existing Delta table is keyed by ({', '.join(recorded_key)}), "
+            f"this run by ({', '.join(model.key)})",
+            hint="rebuild with --full-refresh to change a table's identity columns",
+        )
+    if not _same_columns(model.schema, previous_schema):
+        return _rebuild(landing, place, name, existing, options, "rebuilt: its columns changed")
+    state = _rows_of(table, identities(model, read.changes), model)
+    folded = fold(model, read.changes, state)
+    _merge_commit(table, folded, model, landing)
+    return _result(
+        landing,
+        name,
+        place,
+        "merged",
+        files,
+        rows=_count(table),
+        unmatched=folded.unmatched,
+    )
+
+
+# ------------------------------------------------------------------------------ Delta I/O
+
+
+def _commit(landing: _Landing, model: Model) -> Any:
+    from deltalake import CommitProperties, Transaction  # noqa: PLC0415
+
+    record = {
+        "table": model.name,
+        "landing": str(landing.root),
+        "batch": landing.end,
+        "key": list(model.key),
+        "keep_metadata": model.keep_metadata,
+        "allow_unknown": model.allow_unknown,
+    }
+    return CommitProperties(
+        app_transactions=[Transaction(app_id=landing.app_id, version=landing.end)],
+        custom_metadata={_RECORD: json.dumps(record)},
+    )
+
+
+def _overwrite(place: _Place, parts: Iterable[pa.Table], landing: _Landing, model: Model) -> None:
+    """Replace the table's rows (and schema) with ``parts``, in one commit (``files``)."""
+    from deltalake import DeltaTable  # noqa: PLC0415
+    from deltalake.schema import Schema  # noqa: PLC0415
+    from deltalake.transaction import create_table_with_add_actions  # noqa: PLC0415
+
+    schema = output_schema(model)
+    actions = list(write_files(place.out.store, place.rel, parts, model.key))
+    storage = place.out.storage
+    if DeltaTable.is_deltatable(place.uri, storage_options=storage):
+        DeltaTable(place.uri, storage_options=storage).create_write_transaction(
+            actions, mode="overwrite", schema=schema, commit_properties=_commit(landing, model)
+        )
+    else:
+        create_table_with_add_actions(
+            place.uri,
+            Schema.from_arrow(schema),
+            actions,
+            mode="overwrite",
+            storage_options=storage,
+            commit_properties=_commit(landing, model),
+        )
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _merge_commit(table: Any, folded: Folded, model: Model, landing: _Landing) -> None:
+    """One MERGE commit: every row of the touched identities replaced by ``folded.rows``."""
+    schema = output_schema(model)
+    columns = {_quote(f.name): f"s.{_quote(f.name)}" for f in schema}
+    action = f"s.{_quote(_ACTION)}"
+    commit = _commit(landing, model)
+    if model.key:
+        alive = folded.rows.select(list(model.key))
+        gone = folded.touched.join(alive, list(model.key), join_type="left anti")
+        source = _with_action(folded.rows, "u", schema)
+        source = pa.concat_tables([source, _with_action(_padded(gone, schema), "d", schema)])
+        on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in model.key)
+        merger = (
+            table.merge(source, on, source_alias="s", target_alias="t", commit_properties=commit)
+            .when_matched_delete(predicate=f"{action} = 'd'")
+            .when_matched_update(updates=columns, predicate=f"{action} = 'u'")
+            .when_not_matched_insert(updates=columns, predicate=f"{action} = 'u'")
+        )
+    else:
+        touched = _with_action(_padded(folded.touched, schema), "d", schema)
+        source = pa.concat_tables([touched, _with_action(folded.rows, "i", schema)])
+        on = " AND ".join(
+            [f"({action} = 'd')"]
+            + [
+                f"(t.{_quote(n)} IS NOT DISTINCT FROM s.{_quote(n)})"
+                for n in folded.touched.column_names
+            ]
+        )
+        merger = (
+            table.merge(source, on, source_alias="s", target_alias="t", commit_properties=commit)
+            .when_matched_delete()
+            .when_not_matched_insert(updates=columns, predicate=f"{action} = 'i'")
+        )
+    merger.execute()
+
+
+def _with_action(rows: pa.Table, action: str, schema: pa.Schema) -> pa.Table:
+    rows = rows.select(schema.names).cast(schema)
+    return rows.append_column(_ACTION, pa.array([action] * rows.num_rows, pa.string()))
+
+
+def _padded(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` (some of ``schema``'s columns) with the others null."""
+    arrays = [
+        rows[f.name] if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _rows_of(table: Any, touched: pa.Table, model: Model) -> pa.Table:
+    """The output's rows of the identities in ``touched``: a scan filtered on the first
+    identity column, then (keyed tables) the exact keys. Keyless tables keep every row
+    the filter found: folding them in again is exact, only a little more work."""
+    schema = output_schema(model)
+    first = touched.column_names[0]
+    values = touched[first]
+    test = pc.field(first).isin(values.drop_null())
+    if values.null_count:
+        test = test | pc.field(first).is_null()
+    found = table.to_pyarrow_dataset().to_table(filter=test, columns=schema.names)
+    found = found.cast(schema)
+    if model.key and found.num_rows:  # the exact keys (a join cannot carry list columns)
+        keys = list(model.key)
+        index = pa.array(np.arange(found.num_rows, dtype=np.int64))
+        narrow = found.select(keys).append_column(_INDEX, index)
+        hit = narrow.join(touched.select(keys), keys, join_type="left semi")
+        found = found.take(np.sort(hit.column(_INDEX).to_numpy()))
+    return found
+
+
+def _own_columns(schema: pa.Schema, options: MaterializeOptions) -> pa.Schema:
+    """A Delta table's columns without the metadata and ``_absent`` this writer adds."""
+    from .layout import META  # noqa: PLC0415
+
+    extra = set(META) if options.keep_metadata else set()
+    if options.allow_unknown:
+        extra.add(ABSENT)
+    return pa.schema([f for f in schema if f.name not in extra])
+
+
+def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
+    return [(f.name, f.type) for f in a] == [(f.name, f.type) for f in b]
+
+
+def _count(table: Any) -> int:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return int(pc.sum(actions["num_records"]).as_py() or 0) if actions.num_rows else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Optimized:
+    table: str
+    files_removed: int
+    files_added: int
+    vacuumed: int  # files of older versions deleted
+
+
+def optimize_delta(
+    out: Path | str,
+    *,
+    tables: Sequence[str] | None = None,
+    retention_hours: float = 168.0,
+) -> list[Optimized]:
+    """``--optimize``: rewrite each Delta table's small files into few large ones, ordered
+    by its key (Z-order; keyless tables are compacted), then delete the files no version
+    within ``retention_hours`` reads (vacuum). Readers of older versions than that fail,
+    as with any Delta vacuum; the current version is never touched."""
+    from deltalake import CommitProperties, DeltaTable  # noqa: PLC0415
+
+    target = _Out.of(out)
+    results = []
+    with target.lock():
+        logs = {k.split("/_delta_log/")[0] for k in target.store.list() if "/_delta_log/" in k}
+        for rel in sorted(r for r in logs if r.count("/") == 1 and not r.startswith(".")):
+            table = DeltaTable(target.uri(rel), storage_options=target.storage)
+            record = _recorded(table)
+            name = str(record.get("table") or rel.replace("/", "."))
+            if tables and not any(name == p or fnmatch.fnmatchcase(name, p) for p in tables):
+                continue
+            commit = CommitProperties(custom_metadata={_RECORD: json.dumps(record)})
+            key = record.get("key") or []
+            if key:
+                metrics = table.optimize.z_order(key, commit_properties=commit)
+            else:
+                metrics = table.optimize.compact(commit_properties=commit)
+            vacuumed = table.vacuum(
+                retention_hours=int(retention_hours),
+                enforce_retention_duration=False,
+                dry_run=False,
+                commit_properties=commit,
+            )
+            results.append(
+                Optimized(
+                    name,
+                    int(metrics.get("numFilesRemoved", 0)),
+                    int(metrics.get("numFilesAdded", 0)),
+                    len(vacuumed),
+                )
+            )
+    return results

@@ -1,0 +1,177 @@
+"""Exactly once: the last landing batch a Delta table holds is recorded in the same commit
+as its rows (an app transaction), so a ``materialize --format delta`` killed at any instant
+leaves every table as of some batch, whole, and the next run goes on from there. An output
+built from another landing zone is refused before anything is written."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from replicator.delta.materialize import APP_PREFIX, materialize_delta
+from replicator.errors import ConfigError, IntegrityError
+from replicator.spark.committed import landing_id_of, read_manifests
+from replicator.spark.options import MaterializeOptions
+from tests.delta.test_lifecycle import outputs
+from tests.harness.duckdb_delta import read_delta
+from tests.spark.zone import Zone, expected_tables, int_col, table, text_col
+
+pytestmark = pytest.mark.delta
+
+ITEMS = table("shop.items", int_col(0, "id"), text_col(1, "name"), key=[0])
+LOG = table("shop.log", int_col(0, "a"), text_col(1, "b"))  # copies show a batch applied twice
+
+
+def land(zone: Zone, batch: int) -> None:
+    zone.commit(
+        [(ITEMS, "c", (batch * 10 + i, f"b{batch}")) for i in range(3)]
+        + [(ITEMS, "u", (batch * 10 - 10, f"u{batch}"), (batch * 10 - 10, f"b{batch - 1}"))]
+        * (batch > 1)
+        + [(LOG, "c", (batch, "x"))] * 2
+        + [(LOG, "d", (batch - 1, "x"))] * (batch > 1)
+    )
+
+
+def command(landing: Path, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-c",
+        "from replicator.cli import main; main()",
+        "materialize",
+        "--format",
+        "delta",
+        "--landing",
+        str(landing),
+        "--out",
+        str(out),
+    ]
+
+
+def test_killed_at_random_instants_never_loses_or_doubles_a_batch(tmp_path: Path) -> None:
+    rng = random.Random(20261127)
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    app = APP_PREFIX + str(landing_id_of(read_manifests(zone.root).manifests) or "")
+    expected: dict[int, dict[str, Any]] = {}
+    kills = 0
+    for batch in range(1, 13):
+        land(zone, batch)
+        expected[batch] = expected_tables(zone)
+        app = APP_PREFIX + str(landing_id_of(read_manifests(zone.root).manifests))
+        run = subprocess.Popen(command(zone.root, out), stdout=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.2, 1.6))
+        if run.poll() is None:
+            os.kill(run.pid, signal.SIGKILL)
+            kills += 1
+        run.wait()
+        for name in ("shop.items", "shop.log"):
+            path = out / name.replace(".", "/")
+            if not DeltaTable.is_deltatable(str(path)):
+                continue
+            version = DeltaTable(str(path)).transaction_version(app)
+            assert version is not None
+            names, rows = read_delta(path)
+            got = sorted((dict(zip(names, r, strict=True)) for r in rows), key=repr)
+            assert got == expected[version][name], (name, version)
+    assert kills >= 4, "the runs ended before the kills: the test proves nothing"
+    materialize_delta(zone.root, out)
+    assert outputs(out) == expected_tables(zone)
+
+
+def test_an_output_of_another_landing_zone_is_refused(tmp_path: Path) -> None:
+    first, second = Zone(tmp_path / "a"), Zone(tmp_path / "b")
+    out = tmp_path / "out"
+    for zone in (first, second):
+        land(zone, 1)
+    materialize_delta(first.root, out)
+    before = read_delta(out / "shop" / "log")
+    with pytest.raises(IntegrityError, match="was not built from this landing zone"):
+        materialize_delta(second.root, out)
+    with pytest.raises(IntegrityError, match="was not built from this landing zone"):
+        materialize_delta(second.root, out, options=MaterializeOptions(full_refresh=True))
+    assert read_delta(out / "shop" / "log") == before
+
+
+def test_options_must_match_the_existing_output(tmp_path: Path) -> None:
+    zone = Zone(tmp_path / "landing")
+    land(zone, 1)
+    out = tmp_path / "out"
+    materialize_delta(zone.root, out)
+    land(zone, 2)
+    with pytest.raises(ConfigError, match="built with keep_metadata=False"):
+        materialize_delta(zone.root, out, options=MaterializeOptions(keep_metadata=True))
+    materialize_delta(
+        zone.root, out, options=MaterializeOptions(keep_metadata=True, full_refresh=True)
+    )
+    names, rows = read_delta(out / "shop" / "items", order_by="id")
+    assert names[2:] == ["_op", "_seq", "_gtid", "_ts", "_server_id", "_binlog_file", "_binlog_pos"]
+    assert [r[:3] for r in rows][-1] == (22, "b2", "c")
+
+
+def follow(landing: Path, out: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*command(landing, out), "--follow", "--interval", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def held_batch(out: Path, app: str) -> int | None:
+    path = out / "shop" / "log"
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    return DeltaTable(str(path)).transaction_version(app)
+
+
+def test_follow_applies_each_batch_within_two_seconds_and_survives_kills(
+    tmp_path: Path,
+) -> None:
+    """--follow lands each batch within 2 s of its manifest; SIGKILLed at random instants
+    and started again, it never loses or doubles a batch; SIGTERM ends it with exit 0."""
+    rng = random.Random(7)
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    land(zone, 1)
+    app = APP_PREFIX + str(landing_id_of(read_manifests(zone.root).manifests))
+    run = follow(zone.root, out)
+    latencies: list[float] = []
+    kills = 0
+    try:
+        for batch in range(2, 14):
+            deadline = time.monotonic() + 30
+            while held_batch(out, app) != batch - 1:  # the previous batch is in
+                assert run.poll() is None, run.stderr.read() if run.stderr else b""
+                assert time.monotonic() < deadline, "the follower stopped applying batches"
+                time.sleep(0.02)
+            land(zone, batch)
+            landed = time.monotonic()
+            if batch % 3 == 0:  # killed at a random instant after the batch landed
+                time.sleep(rng.uniform(0.0, 0.5))
+                run.kill()
+                run.wait()
+                kills += 1
+                run = follow(zone.root, out)
+                continue
+            while held_batch(out, app) != batch:
+                assert time.monotonic() - landed < 10, f"batch {batch} not applied"
+                time.sleep(0.02)
+            latencies.append(time.monotonic() - landed)
+        while held_batch(out, app) != 13:
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=20) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert kills == 4
+    assert max(latencies) < 2.0, latencies
+    assert outputs(out) == expected_tables(zone)
