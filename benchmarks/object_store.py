@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.large_transaction import COLUMNS, INSERT
-from replicator.spark.committed import committed_files, read_manifests
+from replicator.landed.committed import committed_files, read_manifests
 from replicator.storage import LocalStore, ObjectStoreOptions, Store, open_store
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server

@@ -2,7 +2,7 @@
 
 Write under a hidden temp name, fsync, ``rename(2)`` over the target, fsync the directory.
 It imports nothing of ours but ``errors``, so both sides use it (``spark/`` imports nothing of
-the daemon: ``spark.contract`` says why).
+the daemon: ``landed.contract`` says why).
 """
 
 from __future__ import annotations

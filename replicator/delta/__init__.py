@@ -1,9 +1,14 @@
 """``replicator materialize --format delta``: tables' current state as Delta Lake tables,
 with pyarrow and delta-rs only (no Spark, no JVM).
 
-``changes`` reads a table's committed row changes in one schema, as the Spark path
-(``replicator.spark.changes``) does, with the same types Spark shows, so that both formats
-hold the same values. It builds on the Spark-free modules of ``replicator.spark``
-(``committed``, ``compacted``, ``lineage``, ``columns``, ``contract``, ``options``) and never
-imports pyspark.
+* ``changes`` — a table's committed row changes in one schema, as the Spark path
+  (``replicator.spark.changes``) reads them, with the types Spark shows, so that both formats
+  hold the same values; ``layout`` — the change layout.
+* ``fold`` — the current-state algebra (``spark.merge``'s) with Arrow.
+* ``build`` — a table's state from its whole lineage, range by range in bounded memory;
+  ``files`` — its files written in key order and committed whole.
+* ``materialize`` — the runs: one-shot, ``--follow``, ``--optimize``.
+
+The landing zone is read through ``replicator.landed``; nothing here imports ``spark`` or
+pyspark (``tests/unit/test_layers.py``).
 """

@@ -43,11 +43,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
-from ..spark.columns import Fill, Source, match, table_columns, version_key
-from ..spark.committed import CommittedFile, file_key, file_schema, key_of
-from ..spark.compacted import reads
-from ..spark.lineage import Lineage, Segment
-from ..spark.options import MaterializeOptions
+from ..landed.columns import Fill, Source, match, table_columns, version_key
+from ..landed.committed import CommittedFile, file_key, file_schema, key_of
+from ..landed.compacted import reads
+from ..landed.lineage import Lineage, Segment
+from ..landed.options import MaterializeOptions
 from . import layout
 from .layout import ABSENT, BEFORE, BEFORE_KEY, META, META_SCHEMA, UNKNOWN
 

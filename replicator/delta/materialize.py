@@ -34,8 +34,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +43,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError, IntegrityError
-from ..spark import state as st
-from ..spark.committed import (
-    CommittedFile,
-    Manifest,
-    TableDir,
-    check_landing,
-    landing_id_of,
-    open_landing,
-    read_manifests,
-    select_tables,
-    table_dirs,
-)
-from ..spark.lineage import Ended, Plan, orphans, plan
-from ..spark.options import MaterializeOptions, TableResult
+from ..landed.batches import Landing, landing_root, why_rebuild
+from ..landed.committed import CommittedFile, TableDir, read_manifests, select_tables
+from ..landed.lineage import Ended, orphans
+from ..landed.options import MaterializeOptions, TableResult
+from ..landed.outputs import lock
 from ..storage import LocalStore, Store, is_url, open_store
 from .build import Built, build
 from .changes import read_files, read_lineage, scan_lineage
@@ -73,51 +63,9 @@ _INDEX = "__replicator_row"
 _RECORD = "replicator"  # the commit-info key of what a run recorded (options, key, batch)
 
 
-@dataclass(frozen=True)
-class _Landing:
-    root: Path | Store
-    manifests: tuple[Manifest, ...]
-    waiting: int | None
-    # kept from earlier reads (``--follow``): the files of older batches may have been
-    # compacted since, so a rebuild reads the manifests again (``current``)
-    cached: bool = False
-    files: tuple[CommittedFile, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", tuple(f for m in self.manifests for f in m.files))
-
-    @property
-    def end(self) -> int:
-        return self.manifests[-1].batch if self.manifests else 0
-
-    @cached_property
-    def app_id(self) -> str:
-        found = landing_id_of(self.manifests)
-        return APP_PREFIX + (found or "unidentified")
-
-    @cached_property
-    def plan(self) -> Plan:
-        return plan(self.manifests)
-
-    @cached_property
-    def rereading(self) -> frozenset[int]:
-        return frozenset(m.batch for m in self.manifests if m.rereads)
-
-    def current(self) -> _Landing:
-        if not self.cached:
-            return self
-        found = read_manifests(self.root)
-        return _Landing(self.root, found.manifests, found.waiting)
-
-    def of(self, tables: Sequence[str]) -> list[CommittedFile]:
-        wanted = set(tables)
-        return [f for f in self.files if f.table in wanted]
-
-    def tables(self) -> list[TableDir]:
-        found = {t.name: t for t in table_dirs(self.root)}
-        for name in self.plan.names:
-            found.setdefault(name, TableDir.named(name))
-        return sorted(found.values(), key=lambda t: t.name)
+def app_id(landing: Landing) -> str:
+    """The application id of this landing zone's app transactions."""
+    return APP_PREFIX + (landing.landing_id or "unidentified")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +111,7 @@ class _Out:
     def lock(self) -> contextlib.AbstractContextManager[None]:
         """One run per directory (a lock file); on an object store, Delta's own optimistic
         commits keep two runs from applying a batch twice (the second one fails)."""
-        return st.lock(self.local) if self.local is not None else contextlib.nullcontext()
+        return lock(self.local) if self.local is not None else contextlib.nullcontext()
 
     def holds_files(self, rel: str) -> bool:
         return bool(self.store.list(rel + "/"))
@@ -177,14 +125,6 @@ class _Out:
             self.store.delete(key)
 
 
-def _landing_root(landing: Path | str | Store) -> Path | Store:
-    store = open_landing(landing)
-    if isinstance(store, LocalStore):
-        check_landing(store.root)
-        return store.root.resolve()
-    return store
-
-
 def materialize_delta(
     landing: Path | str | Store,
     out: Path | str,
@@ -194,11 +134,10 @@ def materialize_delta(
 ) -> list[TableResult]:
     """Bring ``<out>/<db>/<table>/`` (Delta tables) up to date; see the module doc."""
     options = options or MaterializeOptions()
-    root = _landing_root(landing)
+    root = landing_root(landing)
     target = _Out.of(out, root)
     with target.lock():
-        found = read_manifests(root)
-        source = _Landing(root, found.manifests, found.waiting)
+        source = Landing.read(root)
         chosen = [t.name for t in select_tables(source.tables(), tables)]
         return _apply(source, target, chosen, options)
 
@@ -218,12 +157,12 @@ def follow_delta(
     tables they touch are brought up to date (each in one commit, as ``materialize_delta``
     does). ``stop`` is looked at between tables, never inside a commit."""
     options = options or MaterializeOptions()
-    root = _landing_root(landing)
+    root = landing_root(landing)
     target = _Out.of(out, root)
     with target.lock():
         found = read_manifests(root)
         known = list(found.manifests)
-        source = _Landing(root, tuple(known), found.waiting)
+        source = Landing(root, tuple(known), found.waiting)
         chosen = [t.name for t in select_tables(source.tables(), tables)]
         for result in _apply(source, target, chosen, options, stop=stop):
             report(result)
@@ -234,7 +173,7 @@ def follow_delta(
             if not found.manifests:
                 continue
             known.extend(found.manifests)
-            source = _Landing(root, tuple(known), found.waiting, cached=True)
+            source = Landing(root, tuple(known), found.waiting, cached=True)
             touched = sorted(
                 {f.table for m in found.manifests for f in m.files}
                 | {n for m in found.manifests for r in m.records for n in (r.table, r.to) if n}
@@ -248,7 +187,7 @@ def follow_delta(
 
 
 def _apply(
-    landing: _Landing,
+    landing: Landing,
     target: _Out,
     names: Sequence[str],
     options: MaterializeOptions,
@@ -286,7 +225,7 @@ class _Place:
         self.out.remove(self.rel)
 
 
-def _open(place: _Place, landing: _Landing) -> _Existing | None:
+def _open(place: _Place, landing: Landing) -> _Existing | None:
     from deltalake import DeltaTable  # noqa: PLC0415 - optional dependency
 
     storage = place.out.storage
@@ -298,11 +237,11 @@ def _open(place: _Place, landing: _Landing) -> _Existing | None:
             )
         return None
     table = DeltaTable(place.uri, storage_options=storage)
-    version = table.transaction_version(landing.app_id)
+    version = table.transaction_version(app_id(landing))
     if version is None:
         raise IntegrityError(
             f"the Delta table {place.shown} was not built from this landing zone "
-            f"({landing.root}; it holds no app transaction {landing.app_id})",
+            f"({landing.root}; it holds no app transaction {app_id(landing)})",
             hint="pass another --out, or delete the output to build it from this landing zone",
         )
     return _Existing(table, version, _recorded(table))
@@ -330,18 +269,8 @@ def _check_options(name: str, record: dict[str, Any], options: MaterializeOption
         )
 
 
-def _why_rebuild(new: Sequence[Manifest], name: str) -> str | None:
-    for manifest in new:
-        for record in manifest.records:
-            if name in (record.table, record.to):
-                return f"rebuilt for the {record.describe()}"
-        if manifest.rereads and manifest.touches(name):
-            return f"rebuilt: batch {manifest.batch} replays transactions"
-    return None
-
-
 def _result(
-    landing: _Landing,
+    landing: Landing,
     name: str,
     place: _Place,
     action: str,
@@ -363,7 +292,7 @@ def _result(
 
 
 def _run_table(
-    landing: _Landing,
+    landing: Landing,
     place: _Place,
     name: str,
     existing: _Existing | None,
@@ -373,7 +302,7 @@ def _run_table(
         _check_options(name, existing.record, options)
     done = existing.version if existing is not None else None
     new = [m for m in landing.manifests if done is None or m.batch > done]
-    why = _why_rebuild(new, name) if existing is not None else None
+    why = why_rebuild(new, name) if existing is not None else None
     if existing is None or options.full_refresh or why is not None:
         return _rebuild(landing, place, name, existing, options, why)
     files = [f for m in new for f in m.files if f.table == name]
@@ -383,7 +312,7 @@ def _run_table(
 
 
 def _rebuild(
-    landing: _Landing,
+    landing: Landing,
     place: _Place,
     name: str,
     existing: _Existing | None,
@@ -430,7 +359,7 @@ def _rebuild(
 
 
 def _merge(
-    landing: _Landing,
+    landing: Landing,
     place: _Place,
     name: str,
     existing: _Existing,
@@ -475,7 +404,7 @@ def _merge(
 # ------------------------------------------------------------------------------ Delta I/O
 
 
-def _commit(landing: _Landing, model: Model) -> Any:
+def _commit(landing: Landing, model: Model) -> Any:
     from deltalake import CommitProperties, Transaction  # noqa: PLC0415
 
     record = {
@@ -487,12 +416,12 @@ def _commit(landing: _Landing, model: Model) -> Any:
         "allow_unknown": model.allow_unknown,
     }
     return CommitProperties(
-        app_transactions=[Transaction(app_id=landing.app_id, version=landing.end)],
+        app_transactions=[Transaction(app_id=app_id(landing), version=landing.end)],
         custom_metadata={_RECORD: json.dumps(record)},
     )
 
 
-def _overwrite(place: _Place, parts: Iterable[pa.Table], landing: _Landing, model: Model) -> None:
+def _overwrite(place: _Place, parts: Iterable[pa.Table], landing: Landing, model: Model) -> None:
     """Replace the table's rows (and schema) with ``parts``, in one commit (``files``)."""
     from deltalake import DeltaTable  # noqa: PLC0415
     from deltalake.schema import Schema  # noqa: PLC0415
@@ -520,7 +449,7 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _merge_commit(table: Any, folded: Folded, model: Model, landing: _Landing) -> None:
+def _merge_commit(table: Any, folded: Folded, model: Model, landing: Landing) -> None:
     """One MERGE commit: every row of the touched identities replaced by ``folded.rows``."""
     schema = output_schema(model)
     columns = {_quote(f.name): f"s.{_quote(f.name)}" for f in schema}

@@ -6,7 +6,7 @@ _seq>-<last _seq>.parquet`` (the ``_seq`` range of the manifest entries it holds
 each) and commits them with one **compaction record**, ``_compactions/<id, 20 digits>.json``
 (docs/landing-zone.md, Compaction). Manifests are never rewritten: a record says which files
 (manifest entries, or outputs of earlier records) each output supersedes, and readers that go
-by the manifests (``spark.committed``) read the output instead.
+by the manifests (``landed.committed``) read the output instead.
 
 What may be merged (``plan``): consecutive files (by ``_seq``) of one landed table whose Parquet
 schemas are equal, footer and field metadata included (table version, column ids, fills, primary

@@ -1,13 +1,10 @@
 """The Spark side: turn the landing zone's change files into current-state tables.
 
-* ``contract`` — the names and footer keys the daemon writes (copied: ``spark`` imports
-  nothing of ``sink``, ``source``, ``binlog`` or the C core); ``durable`` — atomic writes.
-* ``committed`` — which files are committed (the manifests), their lifecycle records and
-  replay flags, and what the footers say (schema version, primary key); plain pyarrow.
-* ``lineage`` — the lifecycle records applied: which landed rows make up each table
-  (truncate, drop, create, renames); plain Python.
-* ``columns`` — column ids and fills from the footers: which column of an older schema
-  version holds each column of the newest; ``fills`` — a fill's value as a Spark literal.
+The landing zone is read through ``replicator.landed`` (manifests, compaction records,
+lifecycle records, column ids: Spark-free, shared with the Delta output); ``spark`` imports
+nothing of ``sink``, ``source``, ``binlog`` or the C core.
+
+* ``fills`` — a fill's value (``landed.columns``) as a Spark literal.
 * ``type_map`` — what Spark 3.5 shows for each Arrow type the landing zone writes.
 * ``schema`` — one Spark schema for all versions of a table (ALTER TABLE widening), and the
   casts that bring each version to it.
@@ -19,8 +16,9 @@
   removed tables; ``output`` — the Spark jobs that write and read it.
 * ``identity`` — an output goes on only from the landing zone it was built from (ids).
 * ``table_job`` — one table brought up to date: unchanged, merged, rebuilt or removed.
-* ``materialize`` — the batch job and its Python API; ``options`` its options and results;
-  ``cli`` its ``replicator materialize``.
+* ``materialize`` — the batch job and its Python API (its options and results:
+  ``landed.options``); ``cli`` — ``replicator materialize``, both formats (``--format
+  delta`` runs ``replicator.delta``, with no Spark).
 * ``streaming`` — a Structured Streaming helper driven by the manifests, sharing
   ``table_job``.
 

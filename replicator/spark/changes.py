@@ -35,13 +35,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConfigError, IntegrityError
-from .columns import Source, match, table_columns, version_key
-from .committed import CommittedFile, file_key, file_schema, key_of, spark_uri
-from .compacted import reads
+from ..landed.columns import Source, match, table_columns, version_key
+from ..landed.committed import CommittedFile, file_key, file_schema, key_of, spark_uri
+from ..landed.compacted import reads
+from ..landed.lineage import Lineage, Segment
+from ..landed.options import MaterializeOptions
 from .fills import fill_literal
-from .lineage import Lineage, Segment
 from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel
-from .options import MaterializeOptions
 from .schema import conform, conform_frame, find_field, unify
 from .type_map import spark_schema
 

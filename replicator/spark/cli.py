@@ -28,7 +28,7 @@ from ..storage import is_url
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .options import MaterializeOptions, TableResult
+    from ..landed.options import MaterializeOptions, TableResult
 
 __all__ = ["materialize", "parse_keys"]
 
@@ -309,7 +309,7 @@ def materialize(
                 import pyspark  # noqa: F401, PLC0415 - optional
             except ImportError as exc:
                 raise ConfigError("pyspark is not installed", hint=_INSTALL_HINT) from exc
-        from .options import MaterializeOptions  # noqa: PLC0415 - as the others: lazily
+        from ..landed.options import MaterializeOptions  # noqa: PLC0415 - as the others: lazily
 
         options = MaterializeOptions(
             keep_metadata=keep_metadata,

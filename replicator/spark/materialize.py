@@ -44,7 +44,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from ..errors import ConfigError
-from ..storage import LocalStore, Store
+from ..landed.batches import Landing, landing_root
+from ..landed.committed import (
+    TableDir,
+    select_tables,
+)
+from ..landed.lineage import Ended, orphans
+from ..landed.options import MaterializeOptions, TableResult
+from ..storage import Store
 from . import identity
 from . import state as st
 from .changes import (
@@ -57,20 +64,10 @@ from .changes import (
     table_model,
     union_all,
 )
-from .committed import (
-    TableDir,
-    check_landing,
-    open_landing,
-    read_manifests,
-    select_tables,
-    table_dirs,
-)
-from .lineage import Ended, orphans
 from .merge import UNKNOWN
 from .merge import current_state as merge_state
-from .options import MaterializeOptions, TableResult
 from .output import WRITE_CONF, read_state, session_conf, state_schema, write_state
-from .table_job import Landing, run_table
+from .table_job import run_table
 
 __all__ = [
     "FileVersion",
@@ -94,26 +91,16 @@ __all__ = [
 
 
 def _root(landing: Path | str | Store) -> Path | Store:
-    """A directory (as a path, the way outputs record it) or an object store."""
-    store = open_landing(landing)
-    if isinstance(store, LocalStore):
-        check_landing(store.root)
-        return store.root
-    return store
+    return landing_root(landing)
 
 
 def _landing(root: Path | Store) -> Landing:
-    found = read_manifests(root)
-    return Landing(root, found.manifests, found.waiting)
+    return Landing.read(root)
 
 
 def landing_tables(landing: Landing) -> list[TableDir]:
-    """Every table name of the landing zone: its directories and the names its lifecycle
-    records mention (a table renamed or created without rows has no directory yet)."""
-    found = {t.name: t for t in table_dirs(landing.root)}
-    for name in landing.plan.names:
-        found.setdefault(name, TableDir.named(name))
-    return sorted(found.values(), key=lambda t: t.name)
+    """Every table name of the landing zone (``Landing.tables``)."""
+    return landing.tables()
 
 
 def _known(landing: Landing, table: str) -> None:

@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..landed.committed import spark_uri
 from . import state as st
-from .committed import spark_uri
 from .merge import ABSENT, META, Merged, TableModel, failure
 from .schema import conform_frame
 

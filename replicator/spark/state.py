@@ -25,7 +25,6 @@ Needs a local (POSIX) filesystem.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import json
 import os
@@ -38,8 +37,10 @@ from typing import Any
 
 from ..durable import fsync_dir, write_atomic
 from ..errors import ConfigError, SinkError
+from ..landed.outputs import LOCK_FILE, lock
 
 __all__ = [
+    "LOCK_FILE",
     "STATE_FILE",
     "TableState",
     "clean",
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 STATE_FILE = "_replicator_state.json"
-LOCK_FILE = ".replicator.lock"
 FORMAT = 1
 
 
@@ -162,30 +162,6 @@ def outputs(out: Path) -> Iterator[tuple[Path, TableState]]:
                 gone = load_gone(link)
                 if gone is not None:
                     yield link, gone
-
-
-@contextlib.contextmanager
-def lock(out: Path) -> Iterator[None]:
-    """Hold the output directory's write lock (one writer at a time)."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        handle = open(out / LOCK_FILE, "a+b")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot use output directory {out}: {exc.strerror}",
-            hint="pass --out a writable directory",
-        ) from exc
-    try:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SinkError(
-                f"another materialize or stream is writing {out}",
-                hint="wait for it to finish, or give this one another --out",
-            ) from None
-        yield
-    finally:
-        handle.close()
 
 
 def publish(link: Path, write: Callable[[Path], int], state: TableState) -> TableState:

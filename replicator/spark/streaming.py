@@ -47,12 +47,12 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.query import StreamingQuery
 
 from ..errors import ConfigError, SinkError
+from ..landed.committed import CommittedFile, TableDir, read_manifests, spark_uri
+from ..landed.contract import MANIFESTS
+from ..landed.options import MaterializeOptions
 from ..storage import is_url, redact_url
 from . import state as st
-from .committed import CommittedFile, TableDir, read_manifests, spark_uri
-from .contract import MANIFESTS
 from .materialize import landing_tables
-from .options import MaterializeOptions
 from .table_job import Landing, run_table
 
 __all__ = ["CurrentStateStream", "start_current_state_stream", "stream_schema"]

@@ -24,58 +24,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from ..errors import ConfigError
-from ..storage import Store
+from ..landed.batches import Landing, why_rebuild
+from ..landed.committed import CommittedFile, TableDir
+from ..landed.lineage import Ended, Lineage, orphans
+from ..landed.options import MaterializeOptions, TableResult
 from . import identity
 from . import state as st
 from .changes import read_files, read_lineage
-from .committed import CommittedFile, Manifest, TableDir, landing_id_of
-from .lineage import Ended, Lineage, Plan, orphans, plan
 from .merge import Merged, current_state
-from .options import MaterializeOptions, TableResult
 from .output import WRITE_CONF, read_state, session_conf, state_schema, write_state
 
-__all__ = ["Landing", "run_table"]
-
-
-@dataclass(frozen=True)
-class Landing:
-    """The committed batches a run applies (every one, in order, up to ``end``)."""
-
-    root: Path | Store  # a directory, or an object store (storage)
-    manifests: tuple[Manifest, ...]
-    waiting: int | None = None  # the first committed batch not yet published
-    files: tuple[CommittedFile, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", tuple(f for m in self.manifests for f in m.files))
-
-    @property
-    def end(self) -> int:
-        return self.manifests[-1].batch if self.manifests else 0
-
-    @cached_property
-    def landing_id(self) -> str | None:
-        """The landing zone's id, as its manifests carry it (None: written before ids)."""
-        return landing_id_of(self.manifests)
-
-    @cached_property
-    def plan(self) -> Plan:
-        return plan(self.manifests)
-
-    @cached_property
-    def rereading(self) -> frozenset[int]:
-        return frozenset(m.batch for m in self.manifests if m.rereads)
-
-    def of(self, tables: Sequence[str]) -> list[CommittedFile]:
-        wanted = set(tables)
-        return [f for f in self.files if f.table in wanted]
+__all__ = ["Landing", "run_table"]  # Landing: re-exported for the streaming helper
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,17 +105,6 @@ def _check(previous: st.TableState, run: _Run) -> None:
         )
 
 
-def _why_rebuild(new: Sequence[Manifest], name: str) -> str | None:
-    """Why batches ``new`` call for a rebuild of ``name`` (None: they do not)."""
-    for manifest in new:
-        for record in manifest.records:
-            if name in (record.table, record.to):
-                return f"rebuilt for the {record.describe()}"
-        if manifest.rereads and manifest.touches(name):
-            return f"rebuilt: batch {manifest.batch} replays transactions"
-    return None
-
-
 def run_table(
     spark: SparkSession,
     landing: Landing,
@@ -196,7 +150,7 @@ def _run_table(
     new = [m for m in landing.manifests if m.batch > done]
     new_files = [f for m in new for f in m.files if f.table == table.name]
     # a state of an older materialize may miss records in the batches it holds
-    why = _why_rebuild(
+    why = why_rebuild(
         new if previous is None or previous.lineage else landing.manifests, table.name
     )
     if previous is None or why is not None or (gone is not None and new_files):

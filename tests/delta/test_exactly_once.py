@@ -19,8 +19,8 @@ from deltalake import DeltaTable
 
 from replicator.delta.materialize import APP_PREFIX, materialize_delta
 from replicator.errors import ConfigError, IntegrityError
-from replicator.spark.committed import landing_id_of, read_manifests
-from replicator.spark.options import MaterializeOptions
+from replicator.landed.committed import landing_id_of, read_manifests
+from replicator.landed.options import MaterializeOptions
 from tests.delta.test_lifecycle import outputs
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.zone import Zone, expected_tables, int_col, table, text_col

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from replicator.delta.materialize import materialize_delta
-from replicator.spark.options import MaterializeOptions, TableResult
+from replicator.landed.options import MaterializeOptions, TableResult
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.zone import Ddl, Zone, expected_tables, int_col, table, text_col
 

@@ -12,7 +12,7 @@ import pytest
 from replicator.binlog.values import ABSENT
 from replicator.delta.materialize import materialize_delta
 from replicator.errors import IntegrityError
-from replicator.spark.options import MaterializeOptions
+from replicator.landed.options import MaterializeOptions
 from tests.delta.test_lifecycle import LOG
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.zone import Zone, int_col, table, text_col

@@ -2,7 +2,7 @@
 batches while ``replicator compact`` runs again and again, killed by SIGKILL inside each of
 its steps (``REPLICATOR_FAULT_CRASH_AT``) and at random instants, and the daemon itself is
 killed and restarted twice. At the end the committed files are compacted to a few per table,
-and what the committed readers return (``spark.committed`` + ``spark.compacted``, pyarrow
+and what the committed readers return (``landed.committed`` + ``landed.compacted``, pyarrow
 only) is the same before and after the last compaction, and equals the source by its two
 oracles (as ``test_crash``): the binlog decoded apart from the landing, and ``SELECT *``. An
 incremental read started halfway (after the batch a reader had read then) returns exactly the
@@ -28,11 +28,11 @@ import pyarrow as pa
 import pytest
 
 from replicator.binlog import events as ev
+from replicator.landed.committed import CommittedFile, committed_files, read_manifests
+from replicator.landed.compacted import read_arrow
 from replicator.sink import compaction as cp
 from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
-from replicator.spark.committed import CommittedFile, committed_files, read_manifests
-from replicator.spark.compacted import read_arrow
 from replicator.storage import ObjectStoreOptions, Store, open_store
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server

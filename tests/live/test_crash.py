@@ -38,10 +38,10 @@ import pyarrow as pa
 import pytest
 
 from replicator.binlog import events as ev
+from replicator.landed.committed import committed_files, read_file
 from replicator.sink.committed_history import load_committed_history
 from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
-from replicator.spark.committed import committed_files, read_file
 from replicator.storage import LocalStore, ObjectStoreOptions, Store, open_store
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from replicator.checkpoint import position_from_json
-from replicator.spark.committed import committed_files, read_file
+from replicator.landed.committed import committed_files, read_file
 from replicator.storage import ObjectStoreOptions, open_store
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.proxy import FaultProxy

@@ -11,7 +11,7 @@ not taken from the product's converters.
 
 The workload runs a second time into a landing zone on an S3 API server (moto's, started by
 the tests): that landing zone is read back from the server through the committed-files
-readers (``spark.committed``: the manifests, then each file over pyarrow's S3 filesystem;
+readers (``landed.committed``: the manifests, then each file over pyarrow's S3 filesystem;
 Spark's own S3 reader needs hadoop-aws, which this machine has not) and checked as strictly,
 value by value and type by type.
 """
@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from replicator.binlog.values import InvalidTemporal
-from replicator.spark.committed import committed_files, file_schema, read_file
+from replicator.landed.committed import committed_files, file_schema, read_file
 from replicator.storage import ObjectStoreOptions, Store, open_store
 from tests.harness.mariadb import MariaDBServer, mariadbd_version
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from replicator.landed.committed import committed_files
 from replicator.sink import compaction as cp
-from replicator.spark.committed import committed_files
 from replicator.spark.materialize import MaterializeOptions, current_state, materialize
 from replicator.storage import LocalStore
 from tests.spark.zone import Ddl, Zone, expected_keyed, expected_multiset, int_col, table, text_col

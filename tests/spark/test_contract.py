@@ -1,4 +1,4 @@
-"""``replicator.spark.contract`` copies what the daemon writes instead of importing it: the
+"""``replicator.landed.contract`` copies what the daemon writes instead of importing it: the
 copies must match, and importing every module of ``replicator/spark`` must load nothing of
 ``sink/``, ``source/``, ``binlog/`` or the C core (checked in a fresh interpreter)."""
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from replicator.landed import contract
 from replicator.sink import arrow_types, compaction, identity, landing, manifests, parquet_writer
-from replicator.spark import contract
 
 pytestmark = pytest.mark.spark
 

@@ -19,8 +19,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from replicator.delta.changes import read_lineage as arrow_read_lineage
+from replicator.landed.options import MaterializeOptions
 from replicator.spark.changes import read_lineage as spark_read_lineage
-from replicator.spark.options import MaterializeOptions
 from replicator.spark.type_map import spark_type_name
 from tests.spark.zone import Ddl
 from tests.unit.test_delta_changes import E1, P2, compact, compacted_zone, lineage_of, schema_zone

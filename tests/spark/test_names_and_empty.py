@@ -25,9 +25,9 @@ from pyspark.sql import SparkSession
 from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.values import ABSENT
 from replicator.errors import IntegrityError
+from replicator.landed.committed import spark_uri
+from replicator.landed.contract import table_rel
 from replicator.spark.cli import materialize as command
-from replicator.spark.committed import spark_uri
-from replicator.spark.contract import table_rel
 from replicator.spark.materialize import MaterializeOptions, TableResult, materialize
 from replicator.spark.merge import META
 from replicator.spark.streaming import start_current_state_stream, stream_schema

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import types as T
 
 from replicator.errors import ConfigError, IntegrityError
-from replicator.spark.committed import read_manifests, table_identity
+from replicator.landed.committed import read_manifests, table_identity
 from replicator.spark.schema import unify, widen
 from tests.spark.zone import Zone, int_col, table, text_col
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from replicator.spark.committed import TableDir
+from replicator.landed.committed import TableDir
 from replicator.spark.materialize import materialize
 from replicator.spark.state import STATE_FILE
 from replicator.spark.streaming import CurrentStateStream, start_current_state_stream

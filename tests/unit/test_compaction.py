@@ -1,4 +1,4 @@
-"""Compaction and retention (``sink.compaction``) and reading through it (``spark.compacted``).
+"""Compaction and retention (``sink.compaction``) and reading through it (``landed.compacted``).
 
 Planning: only consecutive files of one table with equal schemas and footers merge, never
 across a lifecycle record, an unpublished, young or replay batch; groups close at the target
@@ -32,12 +32,12 @@ from replicator.checkpoint import Checkpoint, CheckpointStore, position_from_jso
 from replicator.cli import main
 from replicator.config import CompactionConfig, Config, SinkConfig
 from replicator.errors import IntegrityError, SinkError
+from replicator.landed.committed import committed_files, read_manifests
+from replicator.landed.compacted import read_arrow
 from replicator.service import RunOptions, Service
 from replicator.sink import compaction as cp
 from replicator.sink.digest import hash_key, is_digest
 from replicator.sink.landing import LandingZone
-from replicator.spark.committed import committed_files, read_manifests
-from replicator.spark.compacted import read_arrow
 from replicator.storage import LocalStore, Store
 
 OLD = "2026-01-01T00:00:00Z"

@@ -27,10 +27,10 @@ from click.testing import CliRunner
 from replicator.cli import main
 from replicator.config import ObjectStoreConfig, Secret, SinkConfig
 from replicator.errors import IntegrityError, SinkError
+from replicator.landed.committed import committed_files, read_manifests
+from replicator.landed.compacted import read_arrow
 from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
-from replicator.spark.committed import committed_files, read_manifests
-from replicator.spark.compacted import read_arrow
 from replicator.storage import ObjectStoreOptions, Store, open_store
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.unit.test_compaction import (
@@ -329,7 +329,7 @@ def test_a_read_that_a_compaction_overtakes_reads_again(
     """The reader took the compaction records, then a compaction committed and retention (at
     0 s) deleted what it merged before the reader looked at those files: the reader reads
     again rather than call a committed file gone."""
-    from replicator.spark import committed
+    from replicator.landed import committed
 
     store = _store(s3_server, url)
     _zone(tmp_path, store)

@@ -34,10 +34,10 @@ from replicator.delta.changes import (
     widen,
 )
 from replicator.errors import ConfigError, IntegrityError
+from replicator.landed.committed import CommittedFile, committed_files, read_manifests
+from replicator.landed.lineage import Lineage, plan
+from replicator.landed.options import MaterializeOptions
 from replicator.sink import compaction as cp
-from replicator.spark.committed import CommittedFile, committed_files, read_manifests
-from replicator.spark.lineage import Lineage, plan
-from replicator.spark.options import MaterializeOptions
 from replicator.storage import LocalStore, ObjectStoreOptions, Store, open_store
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.spark.zone import Ddl, Zone, col, int_col, table, text_col

@@ -5,10 +5,12 @@ A unit is a subpackage of ``replicator`` (``binlog``, ``sink``, ...) or a top-le
 
 * ``binlog/`` is the sans-I/O core: it imports nothing of ours but ``errors``;
 * ``sink/`` writes what it is given: never ``source/``, ``pipeline/`` or ``snapshot/``;
-* ``spark/`` reads the landing contract on its own: never ``source/``, ``binlog/`` or the C
-  core (a Spark job must not need the decoder built);
-* ``delta/`` (``materialize --format delta``) runs without Spark: it imports no pyspark, and
-  of ``spark/`` only the modules that need pyarrow alone (``SPARK_FREE``);
+* ``landed/`` is the one reader of the landing zone for both outputs: pyarrow only, never
+  ``spark/``, ``delta/``, pyspark or the daemon's units;
+* ``spark/`` reads the landing contract through ``landed/``: never ``source/``, ``binlog/``
+  or the C core (a Spark job must not need the decoder built);
+* ``delta/`` (``materialize --format delta``) runs without Spark: never ``spark/`` or
+  pyspark;
 * no cycles between units.
 
 Imports are read with ``ast`` (also those inside functions), so a test cannot be fooled by
@@ -26,15 +28,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "replicator"
 
 ALLOWED_ONLY = {"binlog": {"errors"}}
+_DAEMON = {"source", "binlog", "sink", "pipeline", "snapshot", "schema", "checkpoint"}
 FORBIDDEN = {
     "sink": {"source", "pipeline", "snapshot", "service", "cli"},
-    "spark": {"source", "binlog", "sink", "pipeline", "snapshot", "schema", "checkpoint"},
+    "spark": _DAEMON,
+    "landed": {*_DAEMON, "spark", "delta", "service", "cli"},
+    "delta": {*_DAEMON, "spark", "service", "cli"},
 }
-
-# the modules of spark/ that import no pyspark, which delta/ builds on
-SPARK_FREE = frozenset(
-    {"committed", "compacted", "lineage", "columns", "contract", "options", "state"}
-)
 
 
 def _unit(module: str) -> str:
@@ -145,45 +145,18 @@ def _imports_pyspark(path: Path) -> bool:
     return False
 
 
-def _spark_modules(path: Path) -> list[str]:
-    """The modules of ``spark/`` a file of ``delta/`` imports (``from ..spark import x``
-    names module ``x``)."""
-    found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = (
-                "replicator.delta." * (node.level == 1)
-                + "replicator." * (node.level == 2)
-                + (node.module or "")
-            )
-            if base == "replicator.spark":
-                found.extend(f"{base}.{alias.name}" for alias in node.names)
-            elif base.startswith("replicator.spark."):
-                found.append(base)
-        elif isinstance(node, ast.Import):
-            found.extend(a.name for a in node.names if a.name.startswith("replicator.spark"))
-    return found
-
-
-def test_delta_needs_no_spark() -> None:
-    wrong = sorted(
-        f"{path.name} imports {target}"
-        for path in (PACKAGE / "delta").rglob("*.py")
-        for target in _spark_modules(path)
-        if ".".join(target.split(".")[2:3]) not in SPARK_FREE
-    )
-    assert wrong == []
-    delta = sorted((PACKAGE / "delta").rglob("*.py"))
-    assert delta, "no delta package"
-    spark_free = [PACKAGE / "spark" / f"{name}.py" for name in sorted(SPARK_FREE)]
-    assert [str(p) for p in [*delta, *spark_free] if _imports_pyspark(p)] == []
+def test_delta_and_landed_import_no_pyspark() -> None:
+    files = sorted([*(PACKAGE / "delta").rglob("*.py"), *(PACKAGE / "landed").rglob("*.py")])
+    assert len(files) > 10, "no delta or landed package"
+    assert [str(p) for p in files if _imports_pyspark(p)] == []
 
 
 def test_delta_imports_without_pyspark_loaded() -> None:
     code = (
-        "import importlib, pkgutil, sys, replicator.delta as d\n"
-        "for m in pkgutil.iter_modules(d.__path__):\n"
-        "    importlib.import_module(f'replicator.delta.{m.name}')\n"
+        "import importlib, pkgutil, sys, replicator.delta as d, replicator.landed as l\n"
+        "for p in (d, l):\n"
+        "    for m in pkgutil.iter_modules(p.__path__):\n"
+        "        importlib.import_module(f'{p.__name__}.{m.name}')\n"
         "sys.exit(1 if any(m.split('.')[0] == 'pyspark' for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

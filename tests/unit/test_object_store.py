@@ -30,16 +30,16 @@ from replicator.binlog.schema import ColumnDef
 from replicator.checkpoint import Checkpoint
 from replicator.config import ObjectStoreConfig, Secret, SinkConfig, load_config
 from replicator.errors import ConfigError, IntegrityError
-from replicator.sink.changes import TableVersion
-from replicator.sink.landing import LandingZone
-from replicator.sink.lock import LandingZoneBusyError, LeaseLock, read_record
-from replicator.spark.committed import (
+from replicator.landed.committed import (
     committed_files,
     file_schema,
     open_landing,
     read_file,
     read_manifests,
 )
+from replicator.sink.changes import TableVersion
+from replicator.sink.landing import LandingZone
+from replicator.sink.lock import LandingZoneBusyError, LeaseLock, read_record
 from replicator.storage import ObjectStore, ObjectStoreOptions, open_store, redact_url
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.unit.test_parquet_writer import change

@@ -1,5 +1,5 @@
 """``spark.identity``: an output goes on only from the landing zone it was built from, and
-``spark.committed.landing_id_of``: the id the manifests carry (no Spark needed)."""
+``landed.committed.landing_id_of``: the id the manifests carry (no Spark needed)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from replicator.errors import IntegrityError
+from replicator.landed.committed import Manifest, landing_id_of
 from replicator.spark import identity
-from replicator.spark.committed import Manifest, landing_id_of
 from replicator.spark.state import TableState
 
 ROOT = Path("/data/landing")

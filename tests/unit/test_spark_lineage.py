@@ -1,4 +1,4 @@
-"""The lineage plan (``replicator.spark.lineage``) and column matching (``spark.columns``) on
+"""The lineage plan (``replicator.landed.lineage``) and column matching (``landed.columns``) on
 hand-made manifests and schemas: plain Python and pyarrow, no Spark.
 
 Truncate, drop, create again, renames (chains, a swap in one statement, away and back), DROP
@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from replicator.errors import IntegrityError
-from replicator.spark.columns import Fill, Source, match, table_columns
-from replicator.spark.committed import CommittedFile, Manifest, Record
-from replicator.spark.lineage import Ended, Lineage, Segment, orphans, plan
+from replicator.landed.columns import Fill, Source, match, table_columns
+from replicator.landed.committed import CommittedFile, Manifest, Record
+from replicator.landed.lineage import Ended, Lineage, Segment, orphans, plan
 
 
 def rec(

@@ -23,13 +23,13 @@ from click.testing import CliRunner
 from replicator.cli import main
 from replicator.config import SinkConfig
 from replicator.errors import IntegrityError
+from replicator.landed.committed import read_file, read_manifests
 from replicator.schema import ddl
 from replicator.schema.history import Point, SchemaHistory
 from replicator.schema.model import Catalog, ServerTraits
 from replicator.sink import compaction as cp
 from replicator.sink.committed_history import load_committed_history
 from replicator.sink.landing import HASHED_BATCHES, LandingZone
-from replicator.spark.committed import read_file, read_manifests
 from replicator.storage import LocalStore
 from tests.harness.s3 import REGION, S3Server
 from tests.unit.test_object_store import _end, _land, _sink

@@ -1,0 +1,98 @@
+"""The committed batches a materialize run applies, and what they ask of each table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from ..storage import LocalStore, Store
+from .committed import (
+    CommittedFile,
+    Manifest,
+    TableDir,
+    check_landing,
+    landing_id_of,
+    open_landing,
+    read_manifests,
+    table_dirs,
+)
+from .lineage import Plan, plan
+
+__all__ = ["Landing", "landing_root", "why_rebuild"]
+
+
+def landing_root(landing: Path | str | Store) -> Path | Store:
+    """A directory (checked, as an absolute path: outputs record it) or an object store."""
+    store = open_landing(landing)
+    if isinstance(store, LocalStore):
+        check_landing(store.root)
+        return store.root.resolve()
+    return store
+
+
+@dataclass(frozen=True)
+class Landing:
+    """The committed batches a run applies (every one, in order, up to ``end``)."""
+
+    root: Path | Store  # a directory, or an object store (storage)
+    manifests: tuple[Manifest, ...]
+    waiting: int | None = None  # the first committed batch not yet published
+    # kept from earlier reads (a long-running follower): the files of older batches may
+    # have been compacted since, so whoever reads them reads the manifests again (``current``)
+    cached: bool = False
+    files: tuple[CommittedFile, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", tuple(f for m in self.manifests for f in m.files))
+
+    @classmethod
+    def read(cls, root: Path | Store) -> Landing:
+        found = read_manifests(root)
+        return cls(root, found.manifests, found.waiting)
+
+    def current(self) -> Landing:
+        """The same landing zone with its manifests read now (this one when not cached)."""
+        return Landing.read(self.root) if self.cached else self
+
+    @property
+    def end(self) -> int:
+        return self.manifests[-1].batch if self.manifests else 0
+
+    @cached_property
+    def landing_id(self) -> str | None:
+        """The landing zone's id, as its manifests carry it (None: written before ids)."""
+        return landing_id_of(self.manifests)
+
+    @cached_property
+    def plan(self) -> Plan:
+        return plan(self.manifests)
+
+    @cached_property
+    def rereading(self) -> frozenset[int]:
+        return frozenset(m.batch for m in self.manifests if m.rereads)
+
+    def of(self, tables: Sequence[str]) -> list[CommittedFile]:
+        wanted = set(tables)
+        return [f for f in self.files if f.table in wanted]
+
+    def tables(self) -> list[TableDir]:
+        """Every table name of the landing zone: its directories and the names its lifecycle
+        records mention (a table renamed or created without rows has no directory yet)."""
+        found = {t.name: t for t in table_dirs(self.root)}
+        for name in self.plan.names:
+            found.setdefault(name, TableDir.named(name))
+        return sorted(found.values(), key=lambda t: t.name)
+
+
+def why_rebuild(new: Sequence[Manifest], name: str) -> str | None:
+    """Why batches ``new`` call for a rebuild of table ``name`` (None: they do not): a
+    lifecycle record names it, or a replay batch touches it."""
+    for manifest in new:
+        for record in manifest.records:
+            if name in (record.table, record.to):
+                return f"rebuilt for the {record.describe()}"
+        if manifest.rereads and manifest.touches(name):
+            return f"rebuilt: batch {manifest.batch} replays transactions"
+    return None
