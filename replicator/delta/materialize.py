@@ -113,6 +113,11 @@ class _Out:
         commits keep two runs from applying a batch twice (the second one fails)."""
         return lock(self.local) if self.local is not None else contextlib.nullcontext()
 
+    def tables(self) -> list[str]:
+        """The ``<db>/<table>`` of every Delta table under the output."""
+        logs = {k.split("/_delta_log/")[0] for k in self.store.list() if "/_delta_log/" in k}
+        return sorted(r for r in logs if r.count("/") == 1 and not r.startswith("."))
+
     def holds_files(self, rel: str) -> bool:
         return bool(self.store.list(rel + "/"))
 
@@ -138,6 +143,7 @@ def materialize_delta(
     target = _Out.of(out, root)
     with target.lock():
         source = Landing.read(root)
+        _check_output(target, source)
         chosen = [t.name for t in select_tables(source.tables(), tables)]
         return _apply(source, target, chosen, options)
 
@@ -163,6 +169,7 @@ def follow_delta(
         found = read_manifests(root)
         known = list(found.manifests)
         source = Landing(root, tuple(known), found.waiting)
+        _check_output(target, source)
         chosen = [t.name for t in select_tables(source.tables(), tables)]
         for result in _apply(source, target, chosen, options, stop=stop):
             report(result)
@@ -203,6 +210,13 @@ def _apply(
             break
         results.append(_run_table(landing, places[name], name, existing[name], options))
     return results
+
+
+def _check_output(target: _Out, landing: Landing) -> None:
+    """Every Delta table already under the output, chosen or not, must be of this landing
+    zone: an output that mixes two landing zones would hold tables one of them never had."""
+    for rel in target.tables():
+        _open(_Place(target, rel), landing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,8 +576,7 @@ def optimize_delta(
     target = _Out.of(out)
     results = []
     with target.lock():
-        logs = {k.split("/_delta_log/")[0] for k in target.store.list() if "/_delta_log/" in k}
-        for rel in sorted(r for r in logs if r.count("/") == 1 and not r.startswith(".")):
+        for rel in target.tables():
             table = DeltaTable(target.uri(rel), storage_options=target.storage)
             record = _recorded(table)
             name = str(record.get("table") or rel.replace("/", "."))

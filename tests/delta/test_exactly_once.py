@@ -101,6 +101,19 @@ def test_an_output_of_another_landing_zone_is_refused(tmp_path: Path) -> None:
     assert read_delta(out / "shop" / "log") == before
 
 
+def test_a_table_of_another_landing_zone_is_refused_even_when_not_chosen(tmp_path: Path) -> None:
+    """The second landing zone has no shop.log: the output's shop.log still marks the output
+    as another landing zone's, and nothing is written (not even shop.items)."""
+    first, second = Zone(tmp_path / "a"), Zone(tmp_path / "b")
+    land(first, 1)
+    second.commit([(ITEMS, "c", (1, "x"))])
+    out = tmp_path / "out"
+    materialize_delta(first.root, out, tables=["shop.log"])
+    with pytest.raises(IntegrityError, match=r"shop/log was not built from this landing zone"):
+        materialize_delta(second.root, out)
+    assert not (out / "shop" / "items").exists()
+
+
 def test_options_must_match_the_existing_output(tmp_path: Path) -> None:
     zone = Zone(tmp_path / "landing")
     land(zone, 1)
