@@ -219,3 +219,26 @@ def test_replayed_batches_count_once(tmp_path: Path) -> None:
     results = check(zone, out)
     assert results["shop.log"].detail == "rebuilt: batch 3 replays transactions"
     assert outputs(out)["shop.log"] == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+
+
+def test_tables_without_rows_have_their_columns(tmp_path: Path) -> None:
+    """A table created (or dropped and created again) without rows yet is an empty Delta
+    table with the columns its create record gives; its first rows then merge in."""
+    v1 = table("shop.t", int_col(0, "id", column_id=1), text_col(1, "name", column_id=2), key=[0])
+    v2 = table("shop.t", int_col(0, "id", column_id=3), int_col(1, "qty", column_id=4), key=[0])
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([Ddl("create", "shop.t", version=v1)])
+    results = check(zone, out)
+    assert results["shop.t"].action == "built"
+    assert read_delta(out / "shop" / "t") == (["id", "name"], [])
+
+    zone.commit([(v1, "c", (1, "a"))])
+    check(zone, out)
+    zone.commit([Ddl("drop", "shop.t"), Ddl("create", "shop.t", version=v2)])
+    results = check(zone, out)
+    assert read_delta(out / "shop" / "t") == (["id", "qty"], [])
+    zone.commit([(v2, "c", (5, 50))])
+    results = check(zone, out)
+    assert results["shop.t"].action == "merged"
+    assert read_delta(out / "shop" / "t") == (["id", "qty"], [(5, 50)])
