@@ -2,7 +2,7 @@
 
 A lineage with up to ``IN_MEMORY_ROWS`` row changes is read and folded at once. A larger one
 is split by ranges of its first identity column (the first key column, or a keyless
-table's first column) into about ``IN_MEMORY_ROWS``-sized parts:
+table's first column) into about ``IN_MEMORY_ROWS``-sized ranges:
 
 1. one pass over the changes takes a sample of that column and chooses the range bounds;
 2. a second pass writes each change to the spill file of the range its row is in (a change
@@ -34,7 +34,7 @@ from .layout import BEFORE_KEY, Model, identity
 
 __all__ = ["IN_MEMORY_ROWS", "Built", "build"]
 
-IN_MEMORY_ROWS = 1_000_000
+IN_MEMORY_ROWS = 250_000  # a fold of this many row changes stays within a few hundred MB
 _SAMPLE_EVERY = 64
 
 

@@ -683,6 +683,28 @@ def _read(path: Path | str, source: tuple[Any, Any], columns: Sequence[str] | No
         ) from exc
 
 
+PART_ROWS = 131_072  # rows a part holds at most (``LineageScan.parts``)
+
+
+def _read_parts(path: Path | str, source: tuple[Any, Any]) -> Iterator[pa.Table]:
+    """A committed file a part at a time (``PART_ROWS`` rows), so that reading a large file
+    never holds it whole."""
+    where, filesystem = source
+    try:
+        with pq.ParquetFile(
+            where, filesystem=filesystem, buffer_size=1 << 20, pre_buffer=False
+        ) as found:
+            schema = found.schema_arrow
+            for batch in found.iter_batches(batch_size=PART_ROWS, use_threads=False):
+                yield pa.Table.from_batches([batch], schema=schema)
+    except (OSError, pa.ArrowException) as exc:
+        raise IntegrityError(
+            f"cannot read committed file {path}: {exc}",
+            hint="the file is listed by a manifest, so it was complete when committed: "
+            "restore it from a backup",
+        ) from exc
+
+
 def _seq_in(seqs: pa.ChunkedArray, ranges: Iterable[tuple[int, int | None]]) -> pa.ChunkedArray:
     """``low <= _seq <= high`` for one of ``ranges`` (``high`` None: no end)."""
     mask: Any = None
@@ -1066,7 +1088,7 @@ class LineageScan:
     _drop: pa.Array | None  # ``_seq`` of replayed copies
 
     def parts(self) -> Iterator[pa.Table]:
-        """The changes, one physical file (or compaction slice set) at a time, each in the
+        """The changes, a piece of one physical file at a time (``PART_ROWS``), each in the
         change layout; ``_seq`` order holds within a part, not across parts."""
         newest = self._versions[-1][0].schema
         types = _output_schema(newest)
@@ -1077,16 +1099,17 @@ class LineageScan:
                 for entry in rows:
                     if entry.path == item.path:
                         entry.check_size()
-                frame = _read(item.path, item.source, None)
-                if item.ranges is not None:
-                    frame = frame.filter(_seq_in(frame.column("_seq"), item.ranges))
-                frame = _within(_as_output(frame), segments)
-                if self._drop is not None and len(self._drop):
-                    frame = frame.filter(
-                        pc.invert(pc.is_in(frame.column("_seq"), value_set=self._drop))
-                    )
-                if frame.num_rows:
-                    yield normalize(align(frame, version.schema, newest, types), self.model)
+                for read in _read_parts(item.path, item.source):
+                    frame = read
+                    if item.ranges is not None:
+                        frame = frame.filter(_seq_in(frame.column("_seq"), item.ranges))
+                    frame = _within(_as_output(frame), segments)
+                    if self._drop is not None and len(self._drop):
+                        frame = frame.filter(
+                            pc.invert(pc.is_in(frame.column("_seq"), value_set=self._drop))
+                        )
+                    if frame.num_rows:
+                        yield normalize(align(frame, version.schema, newest, types), self.model)
 
 
 def scan_lineage(

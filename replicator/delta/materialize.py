@@ -475,6 +475,9 @@ def _merge_commit(table: Any, folded: Folded, model: Model, landing: Landing) ->
         source = _with_action(folded.rows, "u", schema)
         source = pa.concat_tables([source, _with_action(_padded(gone, schema), "d", schema)])
         on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in model.key)
+        bounds = _bounds(folded.touched)
+        if bounds is not None:  # the MERGE then reads only the files the range may be in
+            on = f"{bounds.sql('t')} AND {on}"
         merger = (
             table.merge(source, on, source_alias="s", target_alias="t", commit_properties=commit)
             .when_matched_delete(predicate=f"{action} = 'd'")
@@ -484,8 +487,10 @@ def _merge_commit(table: Any, folded: Folded, model: Model, landing: Landing) ->
     else:
         touched = _with_action(_padded(folded.touched, schema), "d", schema)
         source = pa.concat_tables([touched, _with_action(folded.rows, "i", schema)])
+        bounds = _bounds(folded.touched)
         on = " AND ".join(
             [f"({action} = 'd')"]
+            + ([] if bounds is None else [bounds.sql("t")])
             + [
                 f"(t.{_quote(n)} IS NOT DISTINCT FROM s.{_quote(n)})"
                 for n in folded.touched.column_names
@@ -513,6 +518,43 @@ def _padded(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    """The range of the first identity column the touched identities lie in: what lets a
+    scan and a MERGE skip every file whose key range (its statistics) lies outside it."""
+
+    column: str
+    low: Any
+    high: Any
+
+    def expression(self) -> Any:
+        return (pc.field(self.column) >= self.low) & (pc.field(self.column) <= self.high)
+
+    def sql(self, alias: str) -> str:
+        name = f"{alias}.{_quote(self.column)}"
+        return f"({name} >= {_literal(self.low)} AND {name} <= {_literal(self.high)})"
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(int(value))
+
+
+def _bounds(touched: pa.Table) -> _Bounds | None:
+    """None when the first identity column is not an integer or text one (no plain literal
+    for the predicate), or holds a null (a range cannot hold it)."""
+    first = touched.column_names[0]
+    column = touched.column(first)
+    kind = column.type
+    if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
+        return None
+    if column.null_count or not len(column):
+        return None
+    found = pc.min_max(column)
+    return _Bounds(first, found["min"].as_py(), found["max"].as_py())
+
+
 def _rows_of(table: Any, touched: pa.Table, model: Model) -> pa.Table:
     """The output's rows of the identities in ``touched``: a scan filtered on the first
     identity column, then (keyed tables) the exact keys. Keyless tables keep every row
@@ -523,6 +565,9 @@ def _rows_of(table: Any, touched: pa.Table, model: Model) -> pa.Table:
     test = pc.field(first).isin(values.drop_null())
     if values.null_count:
         test = test | pc.field(first).is_null()
+    bounds = _bounds(touched)
+    if bounds is not None:  # lets the scan skip the files outside the range
+        test = bounds.expression() & test
     found = table.to_pyarrow_dataset().to_table(filter=test, columns=schema.names)
     found = found.cast(schema)
     if model.key and found.num_rows:  # the exact keys (a join cannot carry list columns)

@@ -95,4 +95,9 @@ def test_a_merge_of_few_keys_rewrites_only_their_files(
     metrics = commit["operationMetrics"]
     assert (metrics["num_target_files_removed"], metrics["num_target_files_added"]) == (1, 1)
     assert metrics["num_target_rows_copied"] == 9
+    # and reads only that file: the MERGE's predicate carries the touched keys' range
+    assert (
+        metrics["num_target_files_scanned"],
+        metrics["num_target_files_skipped_during_scan"],
+    ) == (1, 9)
     assert outputs(out) == expected_tables(zone)
