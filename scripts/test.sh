@@ -7,4 +7,6 @@ export PATH="/usr/sbin:/sbin:$PATH"
 .venv/bin/ruff check replicator tests benchmarks
 .venv/bin/ruff format --check replicator tests benchmarks
 .venv/bin/mypy
-exec .venv/bin/pytest -q -ra "$@"
+# two workers (pytest-xdist), a test file each at a time: most of the suite waits on servers
+# and subprocesses; REPLICATOR_TEST_WORKERS=0 runs it in this process
+exec .venv/bin/pytest -q -ra -n "${REPLICATOR_TEST_WORKERS:-2}" --dist loadfile "$@"
