@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
 from ..landed.columns import Fill, Source, match, table_columns, version_key
-from ..landed.committed import CommittedFile, file_key, file_schema, key_of
+from ..landed.committed import CommittedFile, file_key, file_schema, key_of, unreadable
 from ..landed.compacted import reads
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
@@ -676,11 +676,7 @@ def _read(path: Path | str, source: tuple[Any, Any], columns: Sequence[str] | No
             where, columns=None if columns is None else list(columns), filesystem=filesystem
         )
     except (OSError, pa.ArrowException) as exc:
-        raise IntegrityError(
-            f"cannot read committed file {path}: {exc}",
-            hint="the file is listed by a manifest, so it was complete when committed: "
-            "restore it from a backup",
-        ) from exc
+        raise unreadable(path, exc) from exc
 
 
 PART_ROWS = 131_072  # rows a part holds at most (``LineageScan.parts``)
@@ -698,11 +694,7 @@ def _read_parts(path: Path | str, source: tuple[Any, Any]) -> Iterator[pa.Table]
             for batch in found.iter_batches(batch_size=PART_ROWS, use_threads=False):
                 yield pa.Table.from_batches([batch], schema=schema)
     except (OSError, pa.ArrowException) as exc:
-        raise IntegrityError(
-            f"cannot read committed file {path}: {exc}",
-            hint="the file is listed by a manifest, so it was complete when committed: "
-            "restore it from a backup",
-        ) from exc
+        raise unreadable(path, exc) from exc
 
 
 def _seq_in(seqs: pa.ChunkedArray, ranges: Iterable[tuple[int, int | None]]) -> pa.ChunkedArray:

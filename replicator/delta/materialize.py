@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 from ..errors import ConfigError, IntegrityError
 from ..landed.batches import Landing, landing_root, why_rebuild
 from ..landed.committed import CommittedFile, TableDir, read_manifests, select_tables
-from ..landed.lineage import Ended, orphans
+from ..landed.lineage import Ended
 from ..landed.options import MaterializeOptions, TableResult
 from ..landed.outputs import lock
 from ..storage import LocalStore, Store, is_url, open_store
@@ -334,12 +334,7 @@ def _rebuild(
     why: str | None,
 ) -> TableResult:
     landing = landing.current()
-    orphans(
-        landing.plan,
-        name,
-        [f for f in landing.files if f.table == name and f.batch not in landing.rereading],
-    )
-    target = landing.plan.table(name)
+    target = landing.table(name)
     if isinstance(target, Ended):
         if existing is not None:
             place.remove()

@@ -18,7 +18,7 @@ from .committed import (
     read_manifests,
     table_dirs,
 )
-from .lineage import Plan, plan
+from .lineage import Ended, Lineage, Plan, orphans, plan
 
 __all__ = ["Landing", "landing_root", "why_rebuild"]
 
@@ -72,6 +72,16 @@ class Landing:
     @cached_property
     def rereading(self) -> frozenset[int]:
         return frozenset(m.batch for m in self.manifests if m.rereads)
+
+    def table(self, name: str) -> Lineage | Ended:
+        """What the landed rows make of table ``name`` at the end (its lineage, or how it
+        ended); rows landed under the name where no lineage owns them stop (``orphans``)."""
+        orphans(
+            self.plan,
+            name,
+            [f for f in self.files if f.table == name and f.batch not in self.rereading],
+        )
+        return self.plan.table(name)
 
     def of(self, tables: Sequence[str]) -> list[CommittedFile]:
         wanted = set(tables)

@@ -78,6 +78,7 @@ __all__ = [
     "landing_id_of",
     "open_landing",
     "read_file",
+    "unreadable",
     "read_manifests",
     "spark_uri",
     "select_tables",
@@ -577,11 +578,16 @@ def file_schema(item: Path | CommittedFile) -> pa.Schema:
     try:
         return pq.read_schema(path, filesystem=fs)
     except (OSError, pa.ArrowException) as exc:
-        raise IntegrityError(
-            f"cannot read the footer of committed file {shown}: {exc}",
-            hint="the file is listed by a manifest, so it was complete when committed: "
-            "restore it from a backup",
-        ) from exc
+        raise unreadable(shown, exc, "the footer of ") from exc
+
+
+def unreadable(path: Path | str, exc: Exception, what: str = "") -> IntegrityError:
+    """The error for a committed file (``what``: a part of it) that cannot be read."""
+    return IntegrityError(
+        f"cannot read {what}committed file {path}: {exc}",
+        hint="the file is listed by a manifest, so it was complete when committed: "
+        "restore it from a backup",
+    )
 
 
 def read_file(item: CommittedFile, columns: Sequence[str] | None = None) -> pa.Table:
@@ -591,11 +597,7 @@ def read_file(item: CommittedFile, columns: Sequence[str] | None = None) -> pa.T
     try:
         return pq.read_table(path, columns=columns, filesystem=fs)
     except (OSError, pa.ArrowException) as exc:
-        raise IntegrityError(
-            f"cannot read committed file {item.path}: {exc}",
-            hint="the file is listed by a manifest, so it was complete when committed: "
-            "restore it from a backup",
-        ) from exc
+        raise unreadable(item.path, exc) from exc
 
 
 def file_key(schema: pa.Schema) -> tuple[str, ...] | None:

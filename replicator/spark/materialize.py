@@ -49,7 +49,7 @@ from ..landed.committed import (
     TableDir,
     select_tables,
 )
-from ..landed.lineage import Ended, orphans
+from ..landed.lineage import Ended
 from ..landed.options import MaterializeOptions, TableResult
 from ..storage import Store
 from . import identity
@@ -143,12 +143,7 @@ def _lineage_read(
 ) -> Read:
     found = _landing(_root(landing))
     _known(found, table)
-    orphans(
-        found.plan,
-        table,
-        [f for f in found.files if f.table == table and f.batch not in found.rereading],
-    )
-    target = found.plan.table(table)
+    target = found.table(table)
     if isinstance(target, Ended):
         raise ConfigError(
             f"table {table} does not exist at the end of the landing zone: {target.describe()}",

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from ..errors import ConfigError
 from ..landed.batches import Landing, why_rebuild
 from ..landed.committed import CommittedFile, TableDir
-from ..landed.lineage import Ended, Lineage, orphans
+from ..landed.lineage import Ended, Lineage
 from ..landed.options import MaterializeOptions, TableResult
 from . import identity
 from . import state as st
@@ -232,12 +232,7 @@ def _rebuild(
 ) -> TableResult:
     """Build the table from every manifest, following its lineage."""
     landing, name = run.landing, run.table.name
-    orphans(
-        landing.plan,
-        name,
-        [f for f in landing.files if f.table == name and f.batch not in landing.rereading],
-    )
-    target = landing.plan.table(name)
+    target = landing.table(name)
     if isinstance(target, Ended):
         return _remove(run, found, "removed", target.describe())
     read = read_lineage(spark, target, landing.of(target.tables), landing.rereading, run.options)
