@@ -143,9 +143,9 @@ def materialize_delta(
     target = _Out.of(out, root)
     with target.lock():
         source = Landing.read(root)
-        _check_output(target, source)
+        opened = _check_output(target, source)
         chosen = [t.name for t in select_tables(source.tables(), tables)]
-        return _apply(source, target, chosen, options)
+        return _apply(source, target, chosen, options, opened=opened)
 
 
 def follow_delta(
@@ -169,9 +169,9 @@ def follow_delta(
         found = read_manifests(root)
         known = list(found.manifests)
         source = Landing(root, tuple(known), found.waiting)
-        _check_output(target, source)
+        opened = _check_output(target, source)
         chosen = [t.name for t in select_tables(source.tables(), tables)]
-        for result in _apply(source, target, chosen, options, stop=stop):
+        for result in _apply(source, target, chosen, options, stop=stop, opened=opened):
             report(result)
         options = replace(options, full_refresh=False)
         while not stop.wait(interval):
@@ -200,10 +200,17 @@ def _apply(
     options: MaterializeOptions,
     *,
     stop: threading.Event | None = None,
+    opened: dict[str, _Existing] | None = None,
 ) -> list[TableResult]:
+    """Bring the tables ``names`` up to date (``opened``: outputs already opened, by their
+    ``<db>/<table>``)."""
     # every table's output first: none is changed when one is of another landing zone
     places = {name: _Place(target, TableDir.named(name).rel.as_posix()) for name in names}
-    existing = {name: _open(places[name], landing) for name in names}
+    opened = opened or {}
+    existing = {
+        name: opened[place.rel] if place.rel in opened else _open(place, landing)
+        for name, place in places.items()
+    }
     results = []
     for name in names:
         if stop is not None and stop.is_set():
@@ -212,11 +219,16 @@ def _apply(
     return results
 
 
-def _check_output(target: _Out, landing: Landing) -> None:
+def _check_output(target: _Out, landing: Landing) -> dict[str, _Existing]:
     """Every Delta table already under the output, chosen or not, must be of this landing
-    zone: an output that mixes two landing zones would hold tables one of them never had."""
+    zone: an output that mixes two landing zones would hold tables one of them never had.
+    Returns them opened, by their ``<db>/<table>``."""
+    found = {}
     for rel in target.tables():
-        _open(_Place(target, rel), landing)
+        existing = _open(_Place(target, rel), landing)
+        if existing is not None:
+            found[rel] = existing
+    return found
 
 
 @dataclass(frozen=True, slots=True)
