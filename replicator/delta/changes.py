@@ -43,9 +43,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
-from ..landed.columns import Fill, Source, match, table_columns, version_key
+from ..landed.columns import (
+    Fill,
+    Source,
+    match,
+    renames,
+    resolve_key,
+    table_columns,
+    version_key,
+)
 from ..landed.committed import CommittedFile, file_key, file_schema, key_of, unreadable
 from ..landed.compacted import reads
+from ..landed.contract import AUX
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
 from . import layout
@@ -68,7 +77,6 @@ __all__ = [
     "widen",
 ]
 
-AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
 MAX_DECIMAL_DIGITS = 38
 # working columns of the Spark merge: a table column of one of these names is refused there,
 # and here too, so that both formats accept the same tables
@@ -840,12 +848,6 @@ def _append(lists: pa.ChunkedArray, extra: Sequence[str]) -> pa.Array:
     return pa.array([[*row, *extra] for row in lists.to_pylist()], _NAMES)
 
 
-def _renames(schema: pa.Schema, newest: pa.Schema) -> dict[str, str]:
-    """Older column name (lower case) -> newest name, for the columns both have."""
-    sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
-    return {s.old.lower(): s.name for s in sources if s.old is not None}
-
-
 # ------------------------------------------------------------------------------ the model
 
 
@@ -860,20 +862,10 @@ def table_model(
     if previous is not None:
         versions.insert(0, _table_columns(previous))
     columns = unify(versions)
-    resolved: list[str] = []
-    for name in key:
-        found = find_field(columns, name)
-        if found is None:
-            raise ConfigError(
-                f"table {table}: key column {name} is not among its columns "
-                f"({', '.join(columns.names)})",
-                hint=f"check --key {table}=...",
-            )
-        resolved.append(found.name)
     return ArrowModel(
         name=table,
         schema=columns,
-        key=tuple(resolved),
+        key=resolve_key(table, columns.names, key),
         keep_metadata=options.keep_metadata,
         allow_unknown=options.allow_unknown,
         assume_stable_keys=options.assume_stable_keys,
@@ -936,11 +928,11 @@ def _key(
         return tuple(override)
     keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
     for version in versions:
-        renames = _renames(version.schema, newest)
+        renamed = renames(version.schema, newest)
         for item in version.files:
             key = file_key(file_schema(item))
             keyed.append(
-                (item.path, None if key is None else tuple(renames.get(k.lower(), k) for k in key))
+                (item.path, None if key is None else tuple(renamed.get(k.lower(), k) for k in key))
             )
     return key_of(table, keyed, previous=previous)
 

@@ -15,6 +15,8 @@ from typing import Protocol
 
 import pyarrow as pa
 
+from ..landed.contract import ABSENT, BEFORE, BEFORE_KEY, META, STATE_SEQ, UNKNOWN
+
 __all__ = [
     "ABSENT",
     "BEFORE",
@@ -29,7 +31,6 @@ __all__ = [
     "output_schema",
 ]
 
-META = ("_op", "_seq", "_gtid", "_ts", "_server_id", "_binlog_file", "_binlog_pos")
 META_SCHEMA = pa.schema(
     [
         pa.field("_op", pa.string()),
@@ -41,11 +42,6 @@ META_SCHEMA = pa.schema(
         pa.field("_binlog_pos", pa.int64()),
     ]
 )
-ABSENT = "_absent"
-BEFORE = "_before"
-BEFORE_KEY = "_before_key"
-UNKNOWN = "__replicator_unknown"
-STATE_SEQ = -(2**63)  # rows of an earlier state are older than every change
 
 
 class Model(Protocol):

@@ -28,8 +28,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import IntegrityError
-from .contract import FIELD_FILL_KEY, FIELD_ID_KEY
+from ..errors import ConfigError, IntegrityError
+from .contract import AUX, FIELD_FILL_KEY, FIELD_ID_KEY
 
 __all__ = ["Column", "Fill", "Source", "match", "table_columns", "version_key"]
 
@@ -126,3 +126,27 @@ def match(older: Sequence[Column], newest: Sequence[Column]) -> tuple[Source, ..
             found = by_name.get(column.name.lower())
         out.append(Source(column.name, None if found is None else found.name, column.fill))
     return tuple(out)
+
+
+def renames(schema: pa.Schema, newest: pa.Schema) -> dict[str, str]:
+    """Older column name (lower case) -> newest name, for the columns both versions have."""
+    sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
+    return {s.old.lower(): s.name for s in sources if s.old is not None}
+
+
+def resolve_key(table: str, names: Sequence[str], key: Sequence[str]) -> tuple[str, ...]:
+    """``key``'s columns spelled as in ``names`` (matched without regard to case); a key
+    column the table does not have is a ConfigError naming ``--key``."""
+    spelled: dict[str, str] = {}
+    for name in names:
+        spelled.setdefault(name.lower(), name)
+    resolved = []
+    for name in key:
+        found = spelled.get(name.lower())
+        if found is None:
+            raise ConfigError(
+                f"table {table}: key column {name} is not among its columns ({', '.join(names)})",
+                hint=f"check --key {table}=...",
+            )
+        resolved.append(found)
+    return tuple(resolved)

@@ -12,14 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "ABSENT",
+    "AUX",
+    "BEFORE",
+    "BEFORE_KEY",
     "COMPACTIONS",
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
     "LANDING_ID_KEY",
     "LIFECYCLE_OPS",
     "MANIFESTS",
+    "META",
     "PRIMARY_KEY_KEY",
     "RECORD_SCHEMA_KEY",
+    "STATE_SEQ",
+    "UNKNOWN",
     "safe_part",
     "table_rel",
 ]
@@ -34,6 +41,18 @@ LIFECYCLE_OPS = frozenset({"create", "alter", "truncate", "drop", "rename"})
 # a create or alter record's schema of the table's files from then on (Arrow IPC, base64;
 # pipeline.lifecycle): a table without rows yet has no file to show its columns
 RECORD_SCHEMA_KEY = "schema"
+
+# the columns of a change row besides the table's own (``sink.changes``, ``sink.parquet_writer``)
+META = ("_op", "_seq", "_gtid", "_ts", "_server_id", "_binlog_file", "_binlog_pos")
+ABSENT = "_absent"  # the columns a row image left out
+BEFORE = "_before"  # an update's whole before image (``sink.keep_before_image``)
+BEFORE_KEY = "_before_key"  # an update's before-image identity columns
+AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
+# what both materialize outputs' readers add: columns absent because ALTER TABLE added them
+# with a fill the binlog does not carry (``columns``), and the ``_seq`` an earlier state's
+# rows take (older than every change)
+UNKNOWN = "__replicator_unknown"
+STATE_SEQ = -(2**63)
 
 
 def safe_part(name: str) -> str:

@@ -34,10 +34,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import ConfigError, IntegrityError
-from ..landed.columns import Source, match, table_columns, version_key
+from ..errors import IntegrityError
+from ..landed.columns import Source, match, renames, resolve_key, table_columns, version_key
 from ..landed.committed import CommittedFile, file_key, file_schema, key_of, spark_uri
 from ..landed.compacted import reads
+from ..landed.contract import AUX
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
 from .fills import fill_literal
@@ -60,7 +61,6 @@ __all__ = [
     "union_all",
 ]
 
-AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
 # working columns of the replay dedup
 _FILE, _ID, _TABLE, _BATCH, _FIRST, _LOW, _HIGH = (
     "__replicator_file",
@@ -215,12 +215,6 @@ def align(frame: DataFrame, schema: pa.Schema, newest: pa.Schema, types: T.Struc
     return frame.select(*columns)
 
 
-def _renames(schema: pa.Schema, newest: pa.Schema) -> dict[str, str]:
-    """Older column name (lower case) -> newest name, for the columns both have."""
-    sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
-    return {s.old.lower(): s.name for s in sources if s.old is not None}
-
-
 # ------------------------------------------------------------------------------ the model
 
 
@@ -235,20 +229,10 @@ def table_model(
     if previous is not None:
         versions.insert(0, _table_columns(previous))
     columns = unify(versions)
-    resolved: list[str] = []
-    for name in key:
-        found = find_field(columns, name)
-        if found is None:
-            raise ConfigError(
-                f"table {table}: key column {name} is not among its columns "
-                f"({', '.join(columns.names)})",
-                hint=f"check --key {table}=...",
-            )
-        resolved.append(found.name)
     return TableModel(
         name=table,
         columns=columns,
-        key=tuple(resolved),
+        key=resolve_key(table, columns.names, key),
         keep_metadata=options.keep_metadata,
         allow_unknown=options.allow_unknown,
         assume_stable_keys=options.assume_stable_keys,
@@ -287,11 +271,11 @@ def _key(
         return tuple(override)
     keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
     for version in versions:
-        renames = _renames(version.schema, newest)
+        renamed = renames(version.schema, newest)
         for item in version.files:
             key = file_key(file_schema(item))
             keyed.append(
-                (item.path, None if key is None else tuple(renames.get(k.lower(), k) for k in key))
+                (item.path, None if key is None else tuple(renamed.get(k.lower(), k) for k in key))
             )
     return key_of(table, keyed, previous=previous)
 

@@ -57,6 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConfigError, IntegrityError
+from ..landed.contract import ABSENT, BEFORE, BEFORE_KEY, META, STATE_SEQ, UNKNOWN
 from .schema import find_field
 
 __all__ = [
@@ -72,7 +73,6 @@ __all__ = [
     "failure",
 ]
 
-META = ("_op", "_seq", "_gtid", "_ts", "_server_id", "_binlog_file", "_binlog_pos")
 META_TYPES = T.StructType(
     [
         T.StructField("_op", T.StringType()),
@@ -84,11 +84,6 @@ META_TYPES = T.StructType(
         T.StructField("_binlog_pos", T.LongType()),
     ]
 )
-ABSENT = "_absent"
-BEFORE = "_before"
-BEFORE_KEY = "_before_key"
-UNKNOWN = "__replicator_unknown"  # columns absent because their fill is unknown (``columns``)
-STATE_SEQ = -(2**63)  # state rows are older than every change
 # working columns next to the table's own (checked for clashes in ``TableModel``)
 META_COL, BKEY_COL, EVENT_COL = "__replicator_meta", "__replicator_before_key", "__replicator_event"
 INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL, UNKNOWN})
