@@ -47,16 +47,15 @@ from ..landed.columns import (
     Fill,
     Source,
     match,
-    renames,
     resolve_key,
     table_columns,
-    version_key,
 )
-from ..landed.committed import CommittedFile, file_key, file_schema, key_of, unreadable
+from ..landed.committed import CommittedFile, file_key, unreadable
 from ..landed.compacted import reads
 from ..landed.contract import AUX
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
+from ..landed.versions import FileVersion, file_versions, identity_columns
 from . import layout
 from .layout import ABSENT, BEFORE, BEFORE_KEY, META, META_SCHEMA, UNKNOWN
 
@@ -636,35 +635,6 @@ class ArrowRead:
     changes: pa.Table
 
 
-@dataclass(frozen=True, slots=True)
-class FileVersion:
-    """Committed files of one landed table with one schema (columns, ids, fills)."""
-
-    table: str
-    schema: pa.Schema
-    files: tuple[CommittedFile, ...]
-    newest: int  # highest _seq in them: orders the versions
-
-
-def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
-    """``files`` grouped by landed table and schema (from their footers), oldest first."""
-    groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
-    for item in files:
-        schema = file_schema(item)
-        found = groups.setdefault((item.table, version_key(schema)), (schema, []))
-        found[1].append(item)
-    versions = [
-        FileVersion(
-            members[0].table,
-            schema,
-            tuple(members),
-            max(m.last_seq if m.last_seq is not None else -1 for m in members),
-        )
-        for schema, members in groups.values()
-    ]
-    return sorted(versions, key=lambda v: v.newest)
-
-
 def _output_schema(schema: pa.Schema) -> pa.Schema:
     """A file schema as the output types show it (no metadata)."""
     return pa.schema([pa.field(f.name, output_type(f.type)) for f in schema])
@@ -915,28 +885,6 @@ def normalize(table: pa.Table, model: ArrowModel) -> pa.Table:
     return pa.table(columns, schema=target)
 
 
-def _key(
-    table: str,
-    versions: Sequence[FileVersion],
-    newest: pa.Schema,
-    options: MaterializeOptions,
-    previous: tuple[str, ...] | None,
-) -> tuple[str, ...]:
-    """The identity columns (newest names): ``--key``, else the key every file records."""
-    override = options.keys.get(table)
-    if override is not None:
-        return tuple(override)
-    keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
-    for version in versions:
-        renamed = renames(version.schema, newest)
-        for item in version.files:
-            key = file_key(file_schema(item))
-            keyed.append(
-                (item.path, None if key is None else tuple(renamed.get(k.lower(), k) for k in key))
-            )
-    return key_of(table, keyed, previous=previous)
-
-
 def _assemble(
     table: str,
     versions: Sequence[FileVersion],
@@ -950,7 +898,7 @@ def _assemble(
     newest = versions[-1].schema
     types = _output_schema(newest)
     aligned = [align(f, v.schema, newest, types) for v, f in zip(versions, frames, strict=True)]
-    key = _key(table, keyed, newest, options, previous_key)
+    key = identity_columns(table, keyed, newest, options, previous_key)
     model = table_model(table, aligned, key, options, previous_schema)
     changes = pa.concat_tables([normalize(f, model) for f in aligned])
     return ArrowRead(model, changes.sort_by("_seq"))
@@ -1124,7 +1072,7 @@ def scan_lineage(
         for v in versions
     ]
     keyed = [v for v in keyed if v.files] or [versions[-1]]
-    key = _key(lineage.name, keyed, newest, options, None)
+    key = identity_columns(lineage.name, keyed, newest, options, None)
     model = table_model(lineage.name, empty, key, options)
     return LineageScan(
         model,

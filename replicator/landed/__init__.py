@@ -10,7 +10,8 @@ output (``replicator.spark``), the Delta output (``replicator.delta``) and the t
   (truncate, drop, create, renames); plain Python.
 * ``columns`` — column ids and fills from the footers: which column of an older schema
   version holds each column of the newest.
-* ``batches`` — the committed batches a run applies, and which tables a batch rebuilds.
+* ``batches`` — the committed batches a run applies, and which tables a batch rebuilds;
+  ``versions`` — a table's files grouped by schema version, and the key they record.
 * ``options`` — what a materialize run is asked to do and what it reports; ``outputs`` —
   the lock that keeps one writer per output directory.
 

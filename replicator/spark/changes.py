@@ -35,12 +35,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import IntegrityError
-from ..landed.columns import Source, match, renames, resolve_key, table_columns, version_key
-from ..landed.committed import CommittedFile, file_key, file_schema, key_of, spark_uri
+from ..landed.columns import Source, match, resolve_key, table_columns
+from ..landed.committed import CommittedFile, file_key, spark_uri
 from ..landed.compacted import reads
 from ..landed.contract import AUX
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
+from ..landed.versions import FileVersion, file_versions, identity_columns
 from .fills import fill_literal
 from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel
 from .schema import conform, conform_frame, find_field, unify
@@ -81,44 +82,11 @@ _ID_SCHEMA = T.StructType(
 
 
 @dataclass(frozen=True, slots=True)
-class FileVersion:
-    """Committed files of one landed table with one schema (columns, ids, fills)."""
-
-    table: str
-    schema: pa.Schema
-    files: tuple[CommittedFile, ...]
-    newest: int  # highest _seq in them: orders the versions
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        return tuple(f.spark_path for f in self.files)
-
-
-@dataclass(frozen=True, slots=True)
 class Read:
     """A table's changes in the merge layout (``merge`` module doc) and its model."""
 
     model: TableModel
     changes: DataFrame
-
-
-def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
-    """``files`` grouped by landed table and schema (from their footers), oldest first."""
-    groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
-    for item in files:
-        schema = file_schema(item)
-        found = groups.setdefault((item.table, version_key(schema)), (schema, []))
-        found[1].append(item)
-    versions = [
-        FileVersion(
-            members[0].table,
-            schema,
-            tuple(members),
-            max(m.last_seq if m.last_seq is not None else -1 for m in members),
-        )
-        for schema, members in groups.values()
-    ]
-    return sorted(versions, key=lambda v: v.newest)
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
@@ -258,28 +226,6 @@ def normalize(frame: DataFrame, model: TableModel) -> DataFrame:
     return conform_frame(frame, model.columns, extra=extra)
 
 
-def _key(
-    table: str,
-    versions: Sequence[FileVersion],
-    newest: pa.Schema,
-    options: MaterializeOptions,
-    previous: tuple[str, ...] | None,
-) -> tuple[str, ...]:
-    """The identity columns (newest names): ``--key``, else the key every file records."""
-    override = options.keys.get(table)
-    if override is not None:
-        return tuple(override)
-    keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
-    for version in versions:
-        renamed = renames(version.schema, newest)
-        for item in version.files:
-            key = file_key(file_schema(item))
-            keyed.append(
-                (item.path, None if key is None else tuple(renamed.get(k.lower(), k) for k in key))
-            )
-    return key_of(table, keyed, previous=previous)
-
-
 def _assemble(
     table: str,
     versions: Sequence[FileVersion],
@@ -293,7 +239,7 @@ def _assemble(
     newest = versions[-1].schema
     types = frames[-1].schema
     aligned = [align(f, v.schema, newest, types) for v, f in zip(versions, frames, strict=True)]
-    key = _key(table, keyed, newest, options, previous_key)
+    key = identity_columns(table, keyed, newest, options, previous_key)
     model = table_model(table, aligned, key, options, previous_schema)
     return Read(model, union_all([normalize(f, model) for f in aligned]))
 
