@@ -26,10 +26,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from .checkpoint import CheckpointStore, position_to_json
 from .config import Config
 from .errors import ReplicatorError
+from .landed.contract import MANIFESTS
 from .progress import bytes_behind
 from .sink.identity import read_identity
 from .sink.lock import LockRecord, read_record
-from .sink.manifests import MANIFESTS
 from .sink.stores import landing_store
 from .snapshot.requests import read_requests
 from .source.connection import open_connection

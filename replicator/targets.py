@@ -20,7 +20,7 @@ from pathlib import Path
 from .config import Config, ServiceConfig, SinkConfig, load_config
 from .embedded.demo import DEMO_LANDING, DEMO_SERVER_DIR, RECORD, demo_settings
 from .errors import ConfigError
-from .sink.manifests import MANIFESTS
+from .landed.contract import MANIFESTS
 from .sink.stores import landing_store
 from .storage import LocalStore, Store, is_url
 

@@ -48,8 +48,8 @@ import structlog
 
 from ..config import Config, load_config
 from ..durable import write_atomic
+from ..landed.manifests import read_chain
 from ..sink.identity import establish
-from ..sink.manifests import read_manifests
 from .mariadb import (
     DEBIAN_PACKAGES,
     REPL_PASSWORD,
@@ -286,7 +286,7 @@ def start_demo(
         config = demo_config(server, landing)
         if not temporary:
             # the landing zone's id now (the daemon keeps it), so the record can name it
-            manifests = read_manifests(landing) if landing.is_dir() else []
+            manifests = read_chain(landing) if landing.is_dir() else []
             landing_id, _ = establish(landing, manifests[-1].landing_id if manifests else None)
             DemoRecord(str(landing.absolute()), landing_id, server.host, server.port).write(
                 server.base_dir

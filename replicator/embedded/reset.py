@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, ReplicatorError, SinkError
+from ..landed.manifests import manifest_files
 from ..sink.identity import read_identity
 from ..sink.lock import LandingLock, LandingZoneBusyError
-from ..sink.manifests import manifest_files
 from ..spark import state as outputs
 from .demo import DemoRecord, default_output, default_server_dir
 from .mariadb import made_here, running_server_pid

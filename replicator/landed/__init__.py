@@ -1,11 +1,16 @@
-"""The landing zone as its readers see it, without Spark: one reader shared by the Parquet
-output (``replicator.spark``), the Delta output (``replicator.delta``) and the tools.
+"""The landing zone's commit records and its reading, without Spark: one reader shared by
+the daemon (``sink``: recovery, ``verify``, ``compact``), the Parquet output
+(``replicator.spark``), the Delta output (``replicator.delta``) and the tools.
 
-* ``contract`` — the names and footer keys the daemon writes (copied: readers import nothing
-  of ``sink``, ``source``, ``binlog`` or the C core).
-* ``committed`` — which files are committed (the manifests), their lifecycle records and
-  replay flags, and what the footers say (schema version, primary key); plain pyarrow.
-* ``compacted`` — the compaction records: which output holds which committed file's rows.
+* ``contract`` — the names and keys of the format (the commit records' fields are defined
+  here and the daemon imports them; readers import nothing of ``sink``, ``source``,
+  ``binlog`` or the C core).
+* ``manifests`` — the manifests (``_manifests/``): their one parser, checked one by one and
+  as a chain, with each batch's files and lifecycle records.
+* ``committed`` — which files a reader may read (published batches, in order) and what the
+  footers say (schema version, primary key); plain pyarrow.
+* ``compacted`` — the compaction records (``_compactions/``): their format and reading, and
+  which output holds which committed file's rows.
 * ``lineage`` — the lifecycle records applied: which landed rows make up each table
   (truncate, drop, create, renames); plain Python.
 * ``columns`` — column ids and fills from the footers: which column of an older schema

@@ -13,10 +13,8 @@ reads): a truncated or replaced file stops the read with an IntegrityError namin
 than failing late in Spark or reading other rows. Hashes are not checked here (Spark reads
 the files itself): ``replicator verify --deep`` checks them.
 
-A manifest also carries the batch's lifecycle records (``schema_changes``: what each DDL
-statement did to a replicated table, numbered in the ``_seq`` order of the row changes;
-``Record``) and says whether the batch re-lands transactions after ``checkpoint set`` moved the
-stream back (``replay``, ``start_moved``); ``lineage`` turns those into tables.
+Each manifest is parsed and checked by ``manifests`` (the daemon's own parser: a reader
+refuses what the daemon would), and the manifests a run reads are checked as a chain.
 
 Files ``replicator compact`` merged are read from the compaction output that holds them now
 (``compacted``): a manifest entry then names a slice of that file (``CommittedFile.within``), and
@@ -41,13 +39,11 @@ by the manifests only, and a file a manifest names is looked up by name, never b
 
 from __future__ import annotations
 
-import base64
 import fnmatch
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,12 +52,18 @@ from ..errors import ConfigError, IntegrityError
 from ..storage import LocalStore, Store, is_url, open_store
 from .compacted import Holding, holders
 from .contract import (
-    LANDING_ID_KEY,
-    LIFECYCLE_OPS,
     MANIFESTS,
     PRIMARY_KEY_KEY,
-    RECORD_SCHEMA_KEY,
     table_rel,
+)
+from .manifests import (
+    CommittedFile,
+    Manifest,
+    Record,
+    check_chain,
+    manifest_keys,
+    parse_manifest,
+    spark_uri,
 )
 
 __all__ = [
@@ -95,165 +97,6 @@ def open_landing(landing: Path | str | Store) -> Store:
     if isinstance(landing, str) and is_url(landing):
         return open_store(landing)
     return LocalStore(Path(landing))
-
-
-# what Hadoop's globber (``FileSystem.globStatus``, which ``spark.read`` applies to every path
-# holding one of them) reads as a pattern; a backslash before each makes it literal
-GLOB_CHARS = frozenset("\\[]{}*?")
-
-
-def spark_uri(uri: str | Path) -> str:
-    """A path or an object store's URL as Spark reads it, taken literally: ``s3://`` is
-    ``s3a://`` (Hadoop's connector; the other schemes pyarrow and Hadoop share), and glob
-    characters are escaped. ``spark.read`` globs any path holding one of ``GLOB_CHARS``, and
-    MySQL allows them in quoted database and table names: unescaped, ``shop[1]/t`` would
-    read ``shop1/t``, or nothing and fail. Hadoop's globber unescapes ``\\x`` to ``x``
-    (``GlobPattern``), on every filesystem."""
-    text = str(uri)
-    if text.startswith("s3://"):
-        text = "s3a://" + text[len("s3://") :]
-    return "".join("\\" + ch if ch in GLOB_CHARS else ch for ch in text)
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedFile:
-    """One data file a committed manifest lists."""
-
-    table: str  # "db.t" as the manifest names it
-    path: Path | str  # a local path (absolute when the root is), or an object store's URL
-    batch: int
-    rows: int
-    first_seq: int | None
-    last_seq: int | None
-    key: str = ""  # relative to the landing root, as the manifest names it
-    store: Store | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.key.rpartition("/")[2] if self.key else Path(self.path).name
-
-    # a slice of a compaction output (``compacted``): only its rows with ``_seq`` in this
-    # range are this entry's; None: the whole file is
-    within: tuple[int, int] | None = None
-    # the size of the file at ``path`` as its commit record gives it (the manifest's, or the
-    # compaction output's); None: not recorded
-    bytes: int | None = None
-
-    @property
-    def table_dir(self) -> Path:
-        """The table's directory relative to the landing root (``<db>/<table>``)."""
-        if self.key:
-            return Path(*self.key.split("/")[:2])
-        path = Path(self.path)
-        return Path(path.parent.parent.name, path.parent.name)
-
-    @property
-    def spark_path(self) -> str:
-        """The file's address for ``spark.read.parquet`` (taken literally: ``spark_uri``)."""
-        return spark_uri(self.path)
-
-    def exists(self) -> bool:
-        """The file is there (looked up by name: a listing of an object store may lag)."""
-        if self.store is None or isinstance(self.path, Path):
-            return Path(self.path).is_file()
-        return self.store.exists(self.key)
-
-    def check_size(self) -> None:
-        """The file has the size its commit record gives (``bytes``), checked before it is
-        read: a truncated or replaced file must not reach Spark, which would fail on it late
-        or read other rows. Only files about to be read are checked (an incremental run
-        costs by its changes, not by the landing zone's size); a file gone meanwhile is left
-        to the read (a retention run: see ``_Recompacted``)."""
-        if self.bytes is None:
-            return
-        try:
-            if self.store is None or isinstance(self.path, Path):
-                size = Path(self.path).stat().st_size
-            else:
-                size = self.store.size(self.key)
-        except FileNotFoundError:
-            return
-        if size != self.bytes:
-            said = "its manifest" if self.within is None else "the compaction record"
-            raise IntegrityError(
-                f"committed file {self.path} (batch {self.batch}) has {size} bytes, {said} "
-                f"says {self.bytes}",
-                hint="it was truncated or replaced after its commit: restore it from a backup "
-                "(`replicator verify --deep` checks every file of the landing zone)",
-            )
-
-    def source(self) -> tuple[Any, Any]:
-        """(what pyarrow reads, its filesystem or None) for this file."""
-        if self.store is None or isinstance(self.path, Path):
-            return self.path, None
-        fs, base = self.store.filesystem()
-        return f"{base}/{self.key}", fs
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One lifecycle record of a manifest (``schema_changes``): what a DDL statement did to
-    a replicated table at ``seq`` (see ``lineage``)."""
-
-    seq: int
-    op: str  # create, alter, truncate, drop, rename
-    table: str  # db.t
-    to: str | None  # rename: the new name
-    gtid: str | None
-    file: str | None
-    position: int | None
-    ts: str
-    statement: str
-    batch: int
-    # a create's or alter's schema of the table's files from then on (None: not recorded,
-    # e.g. written before records carried it): the columns of a table without rows yet
-    schema: pa.Schema | None = None
-
-    @property
-    def identity(self) -> tuple[object, ...] | None:
-        """Where the statement came from: its GTID, else its binlog file and position."""
-        if self.gtid is not None:
-            return ("gtid", self.gtid)
-        if self.file is not None and self.position is not None:
-            return ("position", self.file, self.position)
-        return None
-
-    def origin(self) -> str:
-        """``batch 3, mysql-bin.000001:345: RENAME TABLE a TO b`` (the statement shortened)."""
-        where = f"{self.file}:{self.position}" if self.file is not None else f"GTID {self.gtid}"
-        statement = " ".join(self.statement.split())
-        if len(statement) > 120:
-            statement = statement[:117] + "..."
-        return f"batch {self.batch}, {where}: {statement}"
-
-    def describe(self) -> str:
-        """``rename of db.a to db.b at _seq 12 (batch 3, mysql-bin.000001:345: RENAME ...)``."""
-        what = f"{self.op} of {self.table}" + (f" to {self.to}" if self.to else "")
-        return f"{what} at _seq {self.seq} ({self.origin()})"
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    batch: int
-    path: Path | str
-    last_seq: int
-    files: tuple[CommittedFile, ...]
-    first_seq: int = 0
-    records: tuple[Record, ...] = ()
-    replay: bool = False  # re-lands transactions after `checkpoint set` moved the stream back
-    start_moved: bool = False  # the first batch after `checkpoint set`
-    landing_id: str | None = None  # the landing zone's id; None: written before ids
-
-    @property
-    def rereads(self) -> bool:
-        """The batch may hold transactions an earlier batch holds too (a replay)."""
-        return self.replay or self.start_moved
-
-    def touches(self, table: str) -> bool:
-        """The batch has files or lifecycle records of ``table``."""
-        return any(f.table == table for f in self.files) or any(
-            table in (r.table, r.to) for r in self.records
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,97 +187,6 @@ def select_tables(tables: Sequence[TableDir], patterns: Sequence[str] | None) ->
     return chosen
 
 
-def _record(item: dict[str, Any], batch: int) -> Record:
-    op = str(item["op"])
-    if op not in LIFECYCLE_OPS or (op == "rename") != (item.get("to") is not None):
-        raise ValueError(f"lifecycle record {item!r}")
-    return Record(
-        seq=int(item["seq"]),
-        op=op,
-        table=str(item["table"]),
-        to=None if item.get("to") is None else str(item["to"]),
-        gtid=None if item.get("gtid") is None else str(item["gtid"]),
-        file=None if item.get("file") is None else str(item["file"]),
-        position=None if item.get("position") is None else int(item["position"]),
-        ts=str(item.get("ts", "")),
-        statement=str(item.get("statement", "")),
-        batch=batch,
-        schema=_record_schema(item.get(RECORD_SCHEMA_KEY)),
-    )
-
-
-def _record_schema(text: object) -> pa.Schema | None:
-    """A record's ``schema`` (base64 Arrow IPC); ValueError when it is not one."""
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        raise ValueError(f"record schema {text!r}")
-    try:
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
-    except (pa.ArrowException, ValueError) as exc:
-        raise ValueError(f"record schema: {exc}") from exc
-
-
-def _where(store: Store, key: str) -> Path | str:
-    """A file's path (a directory's) or URL (an object store's)."""
-    return store.path(key) if isinstance(store, LocalStore) else store.uri(key)
-
-
-def _file(
-    item: dict[str, Any], batch: int, store: Store, moved: dict[str, Holding]
-) -> CommittedFile:
-    held = moved.get(str(item["path"]))
-    key = str(item["path"]) if held is None else held.path
-    return CommittedFile(
-        table=str(item["table"]),
-        path=_where(store, key),
-        batch=batch,
-        rows=int(item["rows"]),
-        first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
-        last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
-        key=key,
-        store=store,
-        within=None if held is None else held.within,
-        bytes=_size(item.get("bytes")) if held is None else held.bytes,
-    )
-
-
-def _size(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _manifest(key: str, store: Store, moved: dict[str, Holding] | None = None) -> Manifest:
-    path = _where(store, key)
-    try:
-        data = json.loads(store.read(key))
-        batch = int(data["batch"])
-        records = tuple(_record(item, batch) for item in data.get("schema_changes") or ())
-        files = tuple(_file(item, batch, store, moved or {}) for item in data["files"])
-        manifest = Manifest(
-            batch,
-            path,
-            int(data["last_seq"]),
-            files,
-            first_seq=int(data.get("first_seq", 0)),
-            records=tuple(sorted(records, key=lambda r: r.seq)),
-            replay=data.get("replay") is True,
-            start_moved=data.get("start_moved") is True,
-            landing_id=None if data.get(LANDING_ID_KEY) is None else str(data[LANDING_ID_KEY]),
-        )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise IntegrityError(
-            f"cannot read manifest {path}: {exc}",
-            hint="a manifest is written atomically, so this one was changed by hand: restore "
-            "it from a backup",
-        ) from exc
-    if manifest.batch != int(key.rpartition("/")[2].partition(".")[0]):
-        raise IntegrityError(
-            f"manifest {path} is for batch {manifest.batch}",
-            hint="manifest files are named after their batch: restore the original file",
-        )
-    return manifest
-
-
 def landing_id_of(manifests: Sequence[Manifest]) -> str | None:
     """The id of the landing zone ``manifests`` (in batch order) belong to; None when none
     carries one (written before landing zones had ids). Manifests naming two landing zones,
@@ -502,18 +254,7 @@ def _read_manifests(
     store: Store, moved: dict[str, Holding], after: int, unpublished: bool
 ) -> Manifests:
     directory = store.uri(MANIFESTS)
-    numbered: list[tuple[int, str]] = []
-    for key in store.list(MANIFESTS):
-        name = key[len(MANIFESTS) + 1 :]
-        stem, _, suffix = name.partition(".")
-        if "/" not in name and suffix == "json" and stem.isdigit():
-            numbered.append((int(stem), key))
-    numbered.sort()
-    if not store.renames:  # a listing may lag: the next batches are looked up by name too
-        last = numbered[-1][0] if numbered else after
-        while store.exists(f"{MANIFESTS}/{last + 1:020d}.json"):
-            last += 1
-            numbered.append((last, f"{MANIFESTS}/{last:020d}.json"))
+    keys, _ = manifest_keys(store)
     listed: dict[str, int] | None = None  # key -> size (object stores: one listing)
 
     def present(item: CommittedFile) -> bool:
@@ -530,7 +271,8 @@ def _read_manifests(
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
-    for number, path in numbered:
+    for key in keys:
+        number = int(key.rpartition("/")[2][:20])
         if number <= after:
             continue
         if previous is not None and number != previous + 1:
@@ -539,7 +281,7 @@ def _read_manifests(
                 hint="restore the manifest and its files, or rebuild the output with "
                 "--full-refresh from what the landing zone holds",
             )
-        manifest = _manifest(path, store, moved)
+        manifest = _manifest(key, store, moved)
         missing = next((f for f in manifest.files if not present(f)), None)
         if missing is not None and holders(store) != moved:
             raise _Recompacted
@@ -555,7 +297,20 @@ def _read_manifests(
                 break
         out.append(manifest)
         previous = number
+    check_chain(out)
     return Manifests(tuple(out), waiting)
+
+
+def _manifest(key: str, store: Store, moved: dict[str, Holding]) -> Manifest:
+    path = store.path(key) if isinstance(store, LocalStore) else store.uri(key)
+    try:
+        raw = store.read(key)
+    except OSError as exc:
+        raise IntegrityError(
+            f"cannot read manifest {path}: {exc.strerror or exc}",
+            hint="restore it from a backup",
+        ) from exc
+    return parse_manifest(path, raw, store, moved)
 
 
 def committed_files(

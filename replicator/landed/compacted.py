@@ -23,11 +23,17 @@ rename; the next run or the daemon's start finishes it) is not read yet: the fil
 replaces are read meanwhile, as they are still there. Superseded files stay for the
 retention period (``sink.compaction.retention``, a day by default), so a job that resolved the
 old files a moment before a compaction still finds them.
+The records' format (``CompactionRecord``, and the ``Intent`` a compactor writes before its
+outputs) and their reading (``read_records``: found by number, every one checked, a gap
+stopping with the missing record named) are defined here, once, for the compactor
+(``sink.compaction``), the daemon's recovery and every reader.
+
 This module needs pyarrow only, not Spark.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Sequence
@@ -41,14 +47,369 @@ import pyarrow.parquet as pq
 
 from ..errors import IntegrityError
 from ..storage import Store
-from .contract import COMPACTIONS
+from .contract import COMPACTIONS, DIGEST_KEY, LANDING_ID_KEY, is_digest
 
 if TYPE_CHECKING:
-    from .committed import CommittedFile
+    from .manifests import CommittedFile
 
-__all__ = ["Holding", "Read", "holders", "read_arrow", "reads"]
+__all__ = [
+    "OUTPUT_NAME",
+    "CompactionKeys",
+    "CompactionRecord",
+    "Holding",
+    "Intent",
+    "Output",
+    "Piece",
+    "Read",
+    "compaction_keys",
+    "entry_path",
+    "holders",
+    "intent_key",
+    "missing_record",
+    "output_name",
+    "parse_intent",
+    "parse_record",
+    "piece_json",
+    "piece_of",
+    "probe_records",
+    "read_arrow",
+    "read_intents",
+    "read_records",
+    "reads",
+    "record_error",
+    "record_key",
+    "records_numbered",
+]
 
-_RECORD = re.compile(r"\d{20}\.json")
+_RECORD_NAME = re.compile(r"(\d{20})\.json")
+_INTENT_NAME = re.compile(r"(\d{20})\.intent\.json")
+_META_TEMP = re.compile(r"\.\d{20}(?:\.intent)?\.json\.tmp")  # LocalStore.write's temps
+OUTPUT_NAME = re.compile(r"compact-(\d{20})-(\d{20})\.parquet")
+
+
+# ---------------------------------------------------------------------------- the records
+
+
+def output_name(first_seq: int, last_seq: int) -> str:
+    return f"compact-{first_seq:020d}-{last_seq:020d}.parquet"
+
+
+def record_key(number: int) -> str:
+    return f"{COMPACTIONS}/{number:020d}.json"
+
+
+def intent_key(number: int) -> str:
+    return f"{COMPACTIONS}/{number:020d}.intent.json"
+
+
+# ---------------------------------------------------------------------------- the records
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A committed file as a manifest or a record names it."""
+
+    path: str  # key relative to the root
+    table: str
+    rows: int
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One output of a record: ``piece`` replaces ``replaces`` (in ``_seq`` order); ``sha256``
+    of its bytes (None in records written before hashes)."""
+
+    piece: Piece
+    bytes: int
+    replaces: tuple[Piece, ...]
+    sha256: str | None = None
+
+
+def piece_json(p: Piece) -> dict[str, Any]:
+    return {
+        "path": p.path,
+        "table": p.table,
+        "rows": p.rows,
+        "first_seq": p.first_seq,
+        "last_seq": p.last_seq,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    number: int
+    committed_at: str
+    landing_id: str | None
+    outputs: tuple[Output, ...]
+
+    def age(self, now: float) -> float:
+        at = dt.datetime.fromisoformat(self.committed_at.replace("Z", "+00:00"))
+        return now - at.timestamp()
+
+    def to_json(self) -> dict[str, Any]:
+        outputs = []
+        for o in self.outputs:
+            item: dict[str, Any] = {**piece_json(o.piece), "bytes": o.bytes}
+            if o.sha256 is not None:
+                item[DIGEST_KEY] = o.sha256
+            item["replaces"] = [piece_json(r) for r in o.replaces]
+            outputs.append(item)
+        return {
+            "compaction": self.number,
+            LANDING_ID_KEY: self.landing_id,
+            "committed_at": self.committed_at,
+            "outputs": outputs,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What a compaction is about to write, written before its first output:
+    ``_compactions/<number>.intent.json``, ``number`` being the id its record will take.
+    Recovery deletes an output only when the intent of a compaction that provably never
+    committed names it (``recover``); the intent goes once the record is committed and
+    published, or once recovery deleted its outputs."""
+
+    number: int
+    written_at: str
+    outputs: dict[str, tuple[Piece, ...]]  # output path -> the files it replaces
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "intent": self.number,
+            "written_at": self.written_at,
+            "outputs": [
+                {"path": path, "replaces": [piece_json(r) for r in replaces]}
+                for path, replaces in self.outputs.items()
+            ],
+        }
+
+
+def record_error(key: str, problem: str, what: str = "compaction record") -> IntegrityError:
+    return IntegrityError(
+        f"{what} {key} {problem}",
+        hint="compaction records and intents are commit records like the manifests: restore "
+        "_compactions/ from a backup; nothing was changed in the landing zone",
+    )
+
+
+def missing_record(store: Store, number: int, proof: str) -> IntegrityError:
+    """A record that existed is gone: nothing may be deleted until it is back."""
+    return IntegrityError(
+        f"compaction record {store.uri(record_key(number))} is missing: {proof}",
+        hint=f"restore {record_key(number)} (and any later records) from a backup of "
+        "_compactions/; nothing was deleted: without it, committed outputs cannot be told "
+        "from leftovers, nor the files they replaced be found",
+    )
+
+
+def entry_path(item: object, key: str, what: str = "compaction record") -> str:
+    if not isinstance(item, dict):
+        raise record_error(key, "lists a file that is not an object", what)
+    path = item.get("path")
+    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
+        raise record_error(key, f"lists an invalid path {path!r}", what)
+    return path
+
+
+def piece_of(item: object, key: str, what: str = "compaction record") -> Piece:
+    path = entry_path(item, key, what)
+    assert isinstance(item, dict)
+    numbers = []
+    for name in ("rows", "first_seq", "last_seq"):
+        value = item.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise record_error(key, f"lists {path} without a valid {name!r}", what)
+        numbers.append(value)
+    table = item.get("table")
+    if not isinstance(table, str):
+        raise record_error(key, f"lists {path} without its table", what)
+    return Piece(path, table, numbers[0], numbers[1], numbers[2])
+
+
+def parse_record(key: str, raw: bytes) -> CompactionRecord:
+    """One record's content checked: its number matches its name; each output lies in its
+    table's folder under an output name that matches its ``_seq`` range, and holds exactly
+    the rows of the files it replaces, which follow each other by ``_seq``."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise record_error(key, f"is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
+        raise record_error(key, "has no 'outputs' list")
+    number = data.get("compaction")
+    if not isinstance(number, int) or key.rpartition("/")[2] != f"{number:020d}.json":
+        raise record_error(key, f"says it is compaction {number!r}, which does not match its name")
+    if not isinstance(data.get("committed_at"), str):
+        raise record_error(key, "has no 'committed_at' time")
+    outputs: list[Output] = []
+    for item in data["outputs"]:
+        piece = piece_of(item, key)
+        replaces = tuple(piece_of(r, key) for r in (item.get("replaces") or ()))
+        size = item.get("bytes")
+        if not isinstance(size, int) or len(replaces) < 2:
+            raise record_error(
+                key, f"lists output {piece.path} without its bytes or replaced files"
+            )
+        digest = item.get(DIGEST_KEY)  # absent in records written before hashes
+        if digest is not None and not is_digest(digest):
+            raise record_error(
+                key, f"lists output {piece.path} with an invalid {DIGEST_KEY} {digest!r}"
+            )
+        folder, _, name = piece.path.rpartition("/")
+        if name != output_name(piece.first_seq, piece.last_seq):
+            raise record_error(key, f"names output {piece.path}, not named after its _seq range")
+        previous = -1
+        for old in replaces:
+            if old.table != piece.table or old.path.rpartition("/")[0] != folder:
+                raise record_error(key, f"has {piece.path} replace {old.path} of another table")
+            if old.first_seq <= previous:
+                raise record_error(key, f"has {piece.path} replace files out of _seq order")
+            previous = old.last_seq
+        if (
+            sum(r.rows for r in replaces) != piece.rows
+            or replaces[0].first_seq != piece.first_seq
+            or replaces[-1].last_seq != piece.last_seq
+        ):
+            raise record_error(
+                key, f"says {piece.path} holds other rows than the files it replaces"
+            )
+        outputs.append(Output(piece, size, replaces, digest))
+    landing = data.get(LANDING_ID_KEY)
+    return CompactionRecord(
+        number, data["committed_at"], None if landing is None else str(landing), tuple(outputs)
+    )
+
+
+def parse_intent(key: str, raw: bytes) -> Intent:
+    """One intent's content checked: its number matches its name, and each output it names
+    is a compaction output's name in a table's folder (recovery may delete those)."""
+    what = "compaction intent"
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise record_error(key, f"is not valid JSON: {exc}", what) from None
+    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
+        raise record_error(key, "has no 'outputs' list", what)
+    number = data.get("intent")
+    if (
+        not isinstance(number, int)
+        or number < 1
+        or key.rpartition("/")[2] != f"{number:020d}.intent.json"
+    ):
+        raise record_error(
+            key, f"says it is compaction {number!r}, which does not match its name", what
+        )
+    if not isinstance(data.get("written_at"), str):
+        raise record_error(key, "has no 'written_at' time", what)
+    outputs: dict[str, tuple[Piece, ...]] = {}
+    for item in data["outputs"]:
+        path = entry_path(item, key, what)
+        assert isinstance(item, dict)
+        if path.count("/") != 2 or not OUTPUT_NAME.fullmatch(path.rpartition("/")[2]):
+            raise record_error(key, f"names {path}, which is not a compaction output", what)
+        replaces = item.get("replaces")
+        if not isinstance(replaces, list) or not replaces:
+            raise record_error(key, f"names output {path} without the files it replaces", what)
+        outputs[path] = tuple(piece_of(r, key, what) for r in replaces)
+    return Intent(number, data["written_at"], outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionKeys:
+    """What ``_compactions/`` holds: record numbers (1, 2, ... without a gap), intent
+    numbers, and temps of records or intents never written (``LocalStore.write``)."""
+
+    records: list[int]
+    intents: list[int]
+    temps: list[str]
+
+
+def compaction_keys(store: Store) -> CompactionKeys:
+    """Records found by number, as ``manifests.manifest_keys`` finds manifests: after the
+    listing, the records following the last one listed, and the intent of the next number,
+    are asked for by name (an object store's listing may lag behind a completed upload; a
+    record it hides would make its outputs look like leftovers). A gap stops with the
+    missing record named; anything that is not a record, an intent or a temp is refused."""
+    records: list[int] = []
+    intents: set[int] = set()
+    temps: list[str] = []
+    strangers: list[str] = []
+    for key in store.list(COMPACTIONS):
+        name = key[len(COMPACTIONS) + 1 :]
+        if found := _RECORD_NAME.fullmatch(name):
+            records.append(int(found[1]))
+        elif found := _INTENT_NAME.fullmatch(name):
+            intents.add(int(found[1]))
+        elif _META_TEMP.fullmatch(name):
+            temps.append(key)
+        else:
+            strangers.append(name)
+    if strangers:
+        shown = ", ".join(repr(s) for s in sorted(strangers)[:5])
+        raise IntegrityError(
+            f"{store.uri(COMPACTIONS)} holds a file that is not a compaction record or "
+            f"intent: {shown}",
+            hint="move it out of _compactions/ (only <20-digit id>.json records and "
+            "<20-digit id>.intent.json intents belong there); if it is a renamed record, "
+            "restore its name",
+        )
+    records = probe_records(store, sorted(records))
+    last = records[-1] if records else 0
+    if last + 1 not in intents and store.exists(intent_key(last + 1)):
+        intents.add(last + 1)
+    for expected, number in enumerate(records, start=1):
+        if number != expected:
+            raise missing_record(
+                store, expected, f"a record is missing: the records go on with {record_key(number)}"
+            )
+    return CompactionKeys(records, sorted(intents), temps)
+
+
+def probe_records(store: Store, numbers: list[int]) -> list[int]:
+    """``numbers`` and the records after the last of them, asked for by name."""
+    last = numbers[-1] if numbers else 0
+    while store.exists(record_key(last + 1)):
+        last += 1
+        numbers.append(last)
+    return numbers
+
+
+def records_numbered(store: Store, numbers: Sequence[int]) -> list[CompactionRecord]:
+    records = []
+    for number in numbers:
+        key = record_key(number)
+        try:
+            raw = store.read(key)
+        except FileNotFoundError:
+            raise missing_record(store, number, "it was there a moment ago") from None
+        records.append(parse_record(key, raw))
+    return records
+
+
+def read_intents(store: Store, numbers: Sequence[int]) -> dict[int, Intent]:
+    """The intents still there (one may go meanwhile: its compaction committed, or a
+    recovery deleted its outputs, then the intent)."""
+    intents = {}
+    for number in numbers:
+        key = intent_key(number)
+        try:
+            raw = store.read(key)
+        except FileNotFoundError:
+            continue
+        intents[number] = parse_intent(key, raw)
+    return intents
+
+
+def read_records(store: Store) -> list[CompactionRecord]:
+    """Every committed compaction record, numbered 1, 2, ... without a gap, found by number
+    (``compaction_keys``)."""
+    return records_numbered(store, compaction_keys(store).records)
+
+
+# ---------------------------------------------------------------------------- reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,66 +422,30 @@ class Holding:
     bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    path: str
-    first_seq: int
-    last_seq: int
-    rows: int
-
-
-def _bad(path: Path, problem: str) -> IntegrityError:
-    return IntegrityError(
-        f"compaction record {path} {problem}",
-        hint="compaction records are commit points: restore _compactions/ from a backup",
-    )
-
-
-def _entry(item: Any, path: Path) -> _Entry:
-    try:
-        return _Entry(
-            str(item["path"]), int(item["first_seq"]), int(item["last_seq"]), int(item["rows"])
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise _bad(path, f"lists a file without its path, rows or _seq range: {exc}") from exc
-
-
 def holders(store: Store) -> dict[str, Holding]:
     """Manifest entry path -> where its rows are now, for every entry a committed record
     superseded (entries not in it are read from their own files)."""
-    names = sorted(
-        key for key in store.list(COMPACTIONS) if _RECORD.fullmatch(key[len(COMPACTIONS) + 1 :])
-    )
-    replaces: dict[str, list[_Entry]] = {}  # output -> the files it replaces (direct)
-    entries: dict[str, list[_Entry]] = {}  # output -> the manifest entries it holds
-    sizes: dict[str, int | None] = {}  # output -> its size as its record says
+    replaces: dict[str, tuple[Piece, ...]] = {}  # output -> the files it replaces (direct)
+    entries: dict[str, list[Piece]] = {}  # output -> the manifest entries it holds
+    sizes: dict[str, int] = {}  # output -> its size as its record says
+    pieces: dict[str, Piece] = {}  # output -> what its record says of it
     live: set[str] = set()
-    for number, key in enumerate(names, start=1):
-        path = Path(store.uri(key))
-        if path.name != f"{number:020d}.json":
-            raise _bad(path, f"follows compaction {number - 1}: a record is missing")
-        try:
-            data = json.loads(store.read(key))
-            outputs = list(data["outputs"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise _bad(path, f"cannot be read: {exc}") from exc
-        for item in outputs:
-            output = _entry(item, path)
-            direct = [_entry(old, path) for old in item.get("replaces") or ()]
-            held = [e for old in direct for e in entries.get(old.path, [old])]
-            if (
-                sum(e.rows for e in held) != output.rows
-                or not held
-                or held[0].first_seq != output.first_seq
-                or held[-1].last_seq != output.last_seq
-            ):
-                raise _bad(path, f"says {output.path} holds other rows than the files it replaces")
-            live.difference_update(old.path for old in direct)
-            live.add(output.path)
-            replaces[output.path] = direct
-            entries[output.path] = held
-            size = item.get("bytes")
-            sizes[output.path] = size if isinstance(size, int) else None
+    for record in read_records(store):
+        for output in record.outputs:
+            path = output.piece.path
+            for old in output.replaces:
+                if old.path in pieces and pieces[old.path] != old:
+                    raise record_error(
+                        record_key(record.number),
+                        f"says {path} replaces {old.path} with other rows than its own record",
+                    )
+            pieces[path] = output.piece
+            held = [e for old in output.replaces for e in entries.get(old.path, [old])]
+            live.difference_update(old.path for old in output.replaces)
+            live.add(path)
+            replaces[path] = output.replaces
+            entries[path] = held
+            sizes[path] = output.bytes
     out: dict[str, Holding] = {}
 
     def place(holder: str) -> None:

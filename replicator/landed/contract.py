@@ -1,14 +1,16 @@
-"""The landing zone as the Spark side reads it: names and keys the daemon writes.
+"""The landing zone's names and keys: what the daemon writes and every reader reads.
 
-``spark/`` reads the landing zone the daemon writes (``sink.landing``, ``sink.parquet_writer``,
-``sink.arrow_types``) but must not import the daemon's packages (``sink``, ``source``,
-``binlog``, the C core): PySpark jobs run where only pyspark and pyarrow are installed, and a
-change inside the daemon must not silently change how Spark reads. The few literals both sides
-share are therefore copied here; ``tests/spark`` checks them against the daemon's.
+The commit records' fields (manifests, compaction records) are defined here, and the daemon's
+writers (``sink.landing``, ``sink.compaction``) import them from here. The readers
+(``landed``, ``spark/``, ``delta/``) must not import the daemon's packages (``sink``,
+``source``, ``binlog``, the C core): PySpark jobs run where only pyspark and pyarrow are
+installed. The few literals of the data files' footers and fields that ``sink`` defines are
+copied here; ``tests/spark`` checks them against the daemon's.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 __all__ = [
@@ -17,8 +19,10 @@ __all__ = [
     "BEFORE",
     "BEFORE_KEY",
     "COMPACTIONS",
+    "DIGEST_KEY",
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
+    "HISTORY_DIGEST_KEY",
     "LANDING_ID_KEY",
     "LIFECYCLE_OPS",
     "MANIFESTS",
@@ -27,6 +31,8 @@ __all__ = [
     "RECORD_SCHEMA_KEY",
     "STATE_SEQ",
     "UNKNOWN",
+    "is_digest",
+    "is_landing_id",
     "safe_part",
     "table_rel",
 ]
@@ -34,6 +40,8 @@ __all__ = [
 MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit records
 COMPACTIONS = "_compactions"  # <root>/_compactions/<20-digit id>.json: compaction records
 LANDING_ID_KEY = "landing_id"  # in each manifest: the landing zone's id (sink.identity)
+DIGEST_KEY = "sha256"  # a file's hash in manifests, compaction records and the checkpoint
+HISTORY_DIGEST_KEY = "schema_history_sha256"  # a manifest's pin of its schema history file
 PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id
 FIELD_FILL_KEY = b"replicator.fill"  # field metadata: what rows older than the column hold
@@ -53,6 +61,20 @@ AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
 # rows take (older than every change)
 UNKNOWN = "__replicator_unknown"
 STATE_SEQ = -(2**63)
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_LANDING_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def is_digest(value: object) -> bool:
+    """True for a hash as the daemon writes them (SHA-256, 64 lowercase hex digits)."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
+
+
+def is_landing_id(value: object) -> bool:
+    """True for a landing zone id (``sink.identity``: 32 lowercase hex digits)."""
+    return isinstance(value, str) and _LANDING_ID.fullmatch(value) is not None
 
 
 def safe_part(name: str) -> str:

@@ -72,30 +72,38 @@ import pyarrow.parquet as pq
 import structlog
 
 from ..errors import IntegrityError, SinkError
+from ..landed.compacted import (
+    OUTPUT_NAME,
+    CompactionRecord,
+    Intent,
+    Output,
+    Piece,
+    compaction_keys,
+    intent_key,
+    missing_record,
+    output_name,
+    probe_records,
+    read_intents,
+    read_records,
+    record_error,
+    record_key,
+    records_numbered,
+)
+from ..landed.contract import COMPACTIONS
+from ..landed.manifests import Manifest, read_chain
 from ..storage import LocalStore, Store
-from .digest import DIGEST_KEY, HashingStream, hash_key, is_digest
-from .identity import LANDING_ID_KEY
+from .digest import DIGEST_KEY, HashingStream, hash_key
 from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder
-from .manifests import MANIFESTS, Manifest, check_chain, parse_manifest
 from .parquet_options import writer_options
 
 log = structlog.get_logger("replicator")
 
-COMPACTIONS = "_compactions"
 LOCK_KEY = "_state/compact.lock"
 LEASE_KEY = "_state/compact-lease.json"  # the lock on object stores
 CHECKPOINT_KEY = "_state/checkpoint.json"
-_RECORD = re.compile(r"(\d{20})\.json")
-_INTENT = re.compile(r"(\d{20})\.intent\.json")
-_META_TEMP = re.compile(r"\.\d{20}(?:\.intent)?\.json\.tmp")  # LocalStore.write's temps
-_OUTPUT = re.compile(r"compact-(\d{20})-(\d{20})\.parquet")
 _STAGED = re.compile(r"\.compact-\d{20}-\d{20}\.parquet\.tmp")
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
 DEFAULT_RETENTION = 86400.0  # a day: longer than Spark jobs that listed the old files run
-
-
-def output_name(first_seq: int, last_seq: int) -> str:
-    return f"compact-{first_seq:020d}-{last_seq:020d}.parquet"
 
 
 def _write_new(store: Store, key: str, data: dict[str, Any]) -> None:
@@ -117,311 +125,6 @@ def _write_new(store: Store, key: str, data: dict[str, Any]) -> None:
         ) from exc
 
 
-def record_key(number: int) -> str:
-    return f"{COMPACTIONS}/{number:020d}.json"
-
-
-def intent_key(number: int) -> str:
-    return f"{COMPACTIONS}/{number:020d}.intent.json"
-
-
-# ---------------------------------------------------------------------------- the records
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """A committed file as a manifest or a record names it."""
-
-    path: str  # key relative to the root
-    table: str
-    rows: int
-    first_seq: int
-    last_seq: int
-
-
-@dataclass(frozen=True, slots=True)
-class Output:
-    """One output of a record: ``piece`` replaces ``replaces`` (in ``_seq`` order); ``sha256``
-    of its bytes (None in records written before hashes)."""
-
-    piece: Piece
-    bytes: int
-    replaces: tuple[Piece, ...]
-    sha256: str | None = None
-
-
-def _piece_json(p: Piece) -> dict[str, Any]:
-    return {
-        "path": p.path,
-        "table": p.table,
-        "rows": p.rows,
-        "first_seq": p.first_seq,
-        "last_seq": p.last_seq,
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    number: int
-    committed_at: str
-    landing_id: str | None
-    outputs: tuple[Output, ...]
-
-    def age(self, now: float) -> float:
-        at = dt.datetime.fromisoformat(self.committed_at.replace("Z", "+00:00"))
-        return now - at.timestamp()
-
-    def to_json(self) -> dict[str, Any]:
-        outputs = []
-        for o in self.outputs:
-            item: dict[str, Any] = {**_piece_json(o.piece), "bytes": o.bytes}
-            if o.sha256 is not None:
-                item[DIGEST_KEY] = o.sha256
-            item["replaces"] = [_piece_json(r) for r in o.replaces]
-            outputs.append(item)
-        return {
-            "compaction": self.number,
-            LANDING_ID_KEY: self.landing_id,
-            "committed_at": self.committed_at,
-            "outputs": outputs,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Intent:
-    """What a compaction is about to write, written before its first output:
-    ``_compactions/<number>.intent.json``, ``number`` being the id its record will take.
-    Recovery deletes an output only when the intent of a compaction that provably never
-    committed names it (``recover``); the intent goes once the record is committed and
-    published, or once recovery deleted its outputs."""
-
-    number: int
-    written_at: str
-    outputs: dict[str, tuple[Piece, ...]]  # output path -> the files it replaces
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "intent": self.number,
-            "written_at": self.written_at,
-            "outputs": [
-                {"path": path, "replaces": [_piece_json(r) for r in replaces]}
-                for path, replaces in self.outputs.items()
-            ],
-        }
-
-
-def _bad(key: str, problem: str, what: str = "compaction record") -> IntegrityError:
-    return IntegrityError(
-        f"{what} {key} {problem}",
-        hint="compaction records and intents are commit records like the manifests: restore "
-        "_compactions/ from a backup; nothing was changed in the landing zone",
-    )
-
-
-def _missing(store: Store, number: int, proof: str) -> IntegrityError:
-    """A record that existed is gone: nothing may be deleted until it is back."""
-    return IntegrityError(
-        f"compaction record {store.uri(record_key(number))} is missing: {proof}",
-        hint=f"restore {record_key(number)} (and any later records) from a backup of "
-        "_compactions/; nothing was deleted: without it, committed outputs cannot be told "
-        "from leftovers, nor the files they replaced be found",
-    )
-
-
-def _path(item: object, key: str, what: str = "compaction record") -> str:
-    if not isinstance(item, dict):
-        raise _bad(key, "lists a file that is not an object", what)
-    path = item.get("path")
-    if not isinstance(path, str) or not path or path.startswith("/") or ".." in path.split("/"):
-        raise _bad(key, f"lists an invalid path {path!r}", what)
-    return path
-
-
-def _piece(item: object, key: str, what: str = "compaction record") -> Piece:
-    path = _path(item, key, what)
-    assert isinstance(item, dict)
-    numbers = []
-    for name in ("rows", "first_seq", "last_seq"):
-        value = item.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise _bad(key, f"lists {path} without a valid {name!r}", what)
-        numbers.append(value)
-    table = item.get("table")
-    if not isinstance(table, str):
-        raise _bad(key, f"lists {path} without its table", what)
-    return Piece(path, table, numbers[0], numbers[1], numbers[2])
-
-
-def parse_record(key: str, raw: bytes) -> Record:
-    """One record's content checked: its number matches its name; each output lies in its
-    table's folder under an output name that matches its ``_seq`` range, and holds exactly
-    the rows of the files it replaces, which follow each other by ``_seq``."""
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise _bad(key, f"is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
-        raise _bad(key, "has no 'outputs' list")
-    number = data.get("compaction")
-    if not isinstance(number, int) or key.rpartition("/")[2] != f"{number:020d}.json":
-        raise _bad(key, f"says it is compaction {number!r}, which does not match its name")
-    if not isinstance(data.get("committed_at"), str):
-        raise _bad(key, "has no 'committed_at' time")
-    outputs: list[Output] = []
-    for item in data["outputs"]:
-        piece = _piece(item, key)
-        replaces = tuple(_piece(r, key) for r in (item.get("replaces") or ()))
-        size = item.get("bytes")
-        if not isinstance(size, int) or len(replaces) < 2:
-            raise _bad(key, f"lists output {piece.path} without its bytes or replaced files")
-        digest = item.get(DIGEST_KEY)  # absent in records written before hashes
-        if digest is not None and not is_digest(digest):
-            raise _bad(key, f"lists output {piece.path} with an invalid {DIGEST_KEY} {digest!r}")
-        folder, _, name = piece.path.rpartition("/")
-        if name != output_name(piece.first_seq, piece.last_seq):
-            raise _bad(key, f"names output {piece.path}, not named after its _seq range")
-        previous = -1
-        for old in replaces:
-            if old.table != piece.table or old.path.rpartition("/")[0] != folder:
-                raise _bad(key, f"has {piece.path} replace {old.path} of another table")
-            if old.first_seq <= previous:
-                raise _bad(key, f"has {piece.path} replace files out of _seq order")
-            previous = old.last_seq
-        if (
-            sum(r.rows for r in replaces) != piece.rows
-            or replaces[0].first_seq != piece.first_seq
-            or replaces[-1].last_seq != piece.last_seq
-        ):
-            raise _bad(key, f"says {piece.path} holds other rows than the files it replaces")
-        outputs.append(Output(piece, size, replaces, digest))
-    landing = data.get(LANDING_ID_KEY)
-    return Record(
-        number, data["committed_at"], None if landing is None else str(landing), tuple(outputs)
-    )
-
-
-def parse_intent(key: str, raw: bytes) -> Intent:
-    """One intent's content checked: its number matches its name, and each output it names
-    is a compaction output's name in a table's folder (recovery may delete those)."""
-    what = "compaction intent"
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise _bad(key, f"is not valid JSON: {exc}", what) from None
-    if not isinstance(data, dict) or not isinstance(data.get("outputs"), list):
-        raise _bad(key, "has no 'outputs' list", what)
-    number = data.get("intent")
-    if (
-        not isinstance(number, int)
-        or number < 1
-        or key.rpartition("/")[2] != f"{number:020d}.intent.json"
-    ):
-        raise _bad(key, f"says it is compaction {number!r}, which does not match its name", what)
-    if not isinstance(data.get("written_at"), str):
-        raise _bad(key, "has no 'written_at' time", what)
-    outputs: dict[str, tuple[Piece, ...]] = {}
-    for item in data["outputs"]:
-        path = _path(item, key, what)
-        assert isinstance(item, dict)
-        if path.count("/") != 2 or not _OUTPUT.fullmatch(path.rpartition("/")[2]):
-            raise _bad(key, f"names {path}, which is not a compaction output", what)
-        replaces = item.get("replaces")
-        if not isinstance(replaces, list) or not replaces:
-            raise _bad(key, f"names output {path} without the files it replaces", what)
-        outputs[path] = tuple(_piece(r, key, what) for r in replaces)
-    return Intent(number, data["written_at"], outputs)
-
-
-@dataclass(frozen=True, slots=True)
-class _Keys:
-    """What ``_compactions/`` holds: record numbers (1, 2, ... without a gap), intent
-    numbers, and temps of records or intents never written (``LocalStore.write``)."""
-
-    records: list[int]
-    intents: list[int]
-    temps: list[str]
-
-
-def _compaction_keys(store: Store) -> _Keys:
-    """Records found by number, as ``manifests.manifest_keys`` finds manifests: after the
-    listing, the records following the last one listed, and the intent of the next number,
-    are asked for by name (an object store's listing may lag behind a completed upload; a
-    record it hides would make its outputs look like leftovers). A gap stops with the
-    missing record named; anything that is not a record, an intent or a temp is refused."""
-    records: list[int] = []
-    intents: set[int] = set()
-    temps: list[str] = []
-    strangers: list[str] = []
-    for key in store.list(COMPACTIONS):
-        name = key[len(COMPACTIONS) + 1 :]
-        if found := _RECORD.fullmatch(name):
-            records.append(int(found[1]))
-        elif found := _INTENT.fullmatch(name):
-            intents.add(int(found[1]))
-        elif _META_TEMP.fullmatch(name):
-            temps.append(key)
-        else:
-            strangers.append(name)
-    if strangers:
-        shown = ", ".join(repr(s) for s in sorted(strangers)[:5])
-        raise IntegrityError(
-            f"{store.uri(COMPACTIONS)} holds a file that is not a compaction record or "
-            f"intent: {shown}",
-            hint="move it out of _compactions/ (only <20-digit id>.json records and "
-            "<20-digit id>.intent.json intents belong there); if it is a renamed record, "
-            "restore its name",
-        )
-    records = _probe_records(store, sorted(records))
-    last = records[-1] if records else 0
-    if last + 1 not in intents and store.exists(intent_key(last + 1)):
-        intents.add(last + 1)
-    for expected, number in enumerate(records, start=1):
-        if number != expected:
-            raise _missing(store, expected, f"the records go on with {record_key(number)}")
-    return _Keys(records, sorted(intents), temps)
-
-
-def _probe_records(store: Store, numbers: list[int]) -> list[int]:
-    """``numbers`` and the records after the last of them, asked for by name."""
-    last = numbers[-1] if numbers else 0
-    while store.exists(record_key(last + 1)):
-        last += 1
-        numbers.append(last)
-    return numbers
-
-
-def _read_records(store: Store, numbers: Sequence[int]) -> list[Record]:
-    records = []
-    for number in numbers:
-        key = record_key(number)
-        try:
-            raw = store.read(key)
-        except FileNotFoundError:
-            raise _missing(store, number, "it was there a moment ago") from None
-        records.append(parse_record(key, raw))
-    return records
-
-
-def _read_intents(store: Store, numbers: Sequence[int]) -> dict[int, Intent]:
-    """The intents still there (one may go meanwhile: its compaction committed, or a
-    recovery deleted its outputs, then the intent)."""
-    intents = {}
-    for number in numbers:
-        key = intent_key(number)
-        try:
-            raw = store.read(key)
-        except FileNotFoundError:
-            continue
-        intents[number] = parse_intent(key, raw)
-    return intents
-
-
-def read_records(store: Store) -> list[Record]:
-    """Every committed compaction record, numbered 1, 2, ... without a gap, found by number
-    (``_compaction_keys``)."""
-    return _read_records(store, _compaction_keys(store).records)
-
-
 @dataclass(slots=True)
 class Live:
     """Which files hold the committed data after the records: each manifest entry's file, or
@@ -432,13 +135,13 @@ class Live:
     outputs: set[str] = field(default_factory=set)  # every committed output path
     origins: dict[str, list[str]] = field(default_factory=dict)  # output -> manifest entries
 
-    def apply(self, record: Record, *, strict: bool = True) -> None:
+    def apply(self, record: CompactionRecord, *, strict: bool = True) -> None:
         for output in record.outputs:
             held: list[str] = []
             for old in output.replaces:
                 found = self.pieces.pop(old.path, None)
                 if strict and found != old:
-                    raise _bad(
+                    raise record_error(
                         record_key(record.number),
                         f"replaces {old.path}, which is not a committed, live file as it says",
                     )
@@ -449,10 +152,10 @@ class Live:
             self.origins[output.piece.path] = held
 
 
-def live_files(manifests: Sequence[Manifest], records: Sequence[Record]) -> Live:
+def live_files(manifests: Sequence[Manifest], records: Sequence[CompactionRecord]) -> Live:
     live = Live()
     for manifest in manifests:
-        for item in manifest.files:
+        for item in manifest.entries:
             live.pieces[str(item["path"])] = Piece(
                 str(item["path"]),
                 str(item["table"]),
@@ -474,9 +177,9 @@ def superseded(store: Store) -> set[str]:
     after its intent), and an intent gone meanwhile went after its record was written (or
     after its outputs were deleted: ``_check_complete`` looks again)."""
     listed = _table_keys(store)
-    keys = _compaction_keys(store)
-    intents = _read_intents(store, keys.intents)
-    records = _read_records(store, _probe_records(store, list(keys.records)))
+    keys = compaction_keys(store)
+    intents = read_intents(store, keys.intents)
+    records = records_numbered(store, probe_records(store, list(keys.records)))
     live = _check_complete(store, records, intents, listed)[0]
     return set(live.superseded)
 
@@ -626,7 +329,7 @@ def _table_keys(store: Store) -> list[str]:
 def _output_of(key: str) -> str | None:
     """The compaction output a table folder's key is, or stages; None for other files."""
     folder, _, name = key.rpartition("/")
-    if _OUTPUT.fullmatch(name):
+    if OUTPUT_NAME.fullmatch(name):
         return key
     if _STAGED.fullmatch(name):
         return f"{folder}/{name[1 : -len('.tmp')]}"
@@ -634,7 +337,10 @@ def _output_of(key: str) -> str | None:
 
 
 def _check_complete(
-    store: Store, records: Sequence[Record], intents: dict[int, Intent], listed: Sequence[str]
+    store: Store,
+    records: Sequence[CompactionRecord],
+    intents: dict[int, Intent],
+    listed: Sequence[str],
 ) -> tuple[Live, Intent | None]:
     """Prove that no record is lost before anything is deleted: with records 1..n, an intent
     may only be of a committed compaction (its record names its outputs) or of compaction
@@ -648,7 +354,7 @@ def _check_complete(
     number = len(records) + 1
     for found, intent in sorted(intents.items()):
         if found > number:
-            raise _missing(store, number, f"the intent {intent_key(found)} is there")
+            raise missing_record(store, number, f"the intent {intent_key(found)} is there")
         written = {o.piece.path for o in records[found - 1].outputs} if found < number else set()
         if found < number and not set(intent.outputs) <= written:
             raise IntegrityError(
@@ -662,7 +368,7 @@ def _check_complete(
     if pending is not None:
         for path in pending.outputs:
             if path in named:
-                raise _bad(
+                raise record_error(
                     intent_key(number), f"names {path}, an output of a record", "compaction intent"
                 )
         named.update(pending.outputs)
@@ -682,7 +388,7 @@ def _check_complete(
     return live, pending
 
 
-def recover(store: Store, records: Sequence[Record] | None = None) -> int:
+def recover(store: Store, records: Sequence[CompactionRecord] | None = None) -> int:
     """Under the compaction lock: once the records are proven complete (``_check_complete``),
     publish committed outputs still staged, delete the outputs the intent of a compaction
     that never committed names, then the intents and the temps of records never written.
@@ -694,9 +400,9 @@ def recover(store: Store, records: Sequence[Record] | None = None) -> int:
     after the record): otherwise its record was lost, and deleting its outputs would delete
     the only copy of rows, so nothing is deleted."""
     listed = _table_keys(store)
-    keys = _compaction_keys(store)
-    intents = _read_intents(store, keys.intents)
-    records = _read_records(store, keys.records) if records is None else records
+    keys = compaction_keys(store)
+    intents = read_intents(store, keys.intents)
+    records = records_numbered(store, keys.records) if records is None else records
     live, pending = _check_complete(store, records, intents, listed)
     number = len(records) + 1
     seen = set(listed)
@@ -706,7 +412,7 @@ def recover(store: Store, records: Sequence[Record] | None = None) -> int:
 
     for path, replaces in (pending.outputs if pending is not None else {}).items():
         if store.renames and store.exists(path):
-            raise _missing(
+            raise missing_record(
                 store,
                 number,
                 f"{store.uri(path)}, an output its intent names, is in place, which an output "
@@ -714,7 +420,7 @@ def recover(store: Store, records: Sequence[Record] | None = None) -> int:
             )
         for old in replaces:
             if not (there(old.path) or there(store.staged(old.path))):
-                raise _missing(
+                raise missing_record(
                     store,
                     number,
                     f"{store.uri(old.path)}, which its intent says it replaces, is gone "
@@ -770,7 +476,7 @@ def recover_if_idle(store: Store, lease_seconds: float = 60.0) -> bool:
 
 def retain(
     store: Store,
-    records: Sequence[Record],
+    records: Sequence[CompactionRecord],
     retention: float,
     fault: Any = None,
     keep: Callable[[], None] | None = None,
@@ -808,17 +514,7 @@ def retain(
 def read_landing(store: Store) -> tuple[list[Manifest], int]:
     """The committed manifests (checked as the daemon checks them) and the checkpoint's
     batch: files of batches up to it are published."""
-    manifests = []
-    for key in store.list(MANIFESTS):
-        name = key.rpartition("/")[2]
-        if name.startswith("."):
-            continue
-        try:
-            raw = store.read(key)
-        except FileNotFoundError:
-            continue
-        manifests.append(parse_manifest(Path(key), raw))
-    check_chain(manifests)
+    manifests = read_chain(store)
     try:
         checkpoint = json.loads(store.read(CHECKPOINT_KEY))
         batch = int(checkpoint["batch"])
@@ -986,7 +682,7 @@ def candidates(
         and not m.data.get("start_moved")
         and now - _committed_at(m) >= older_than
     }
-    entry_batch = {str(f["path"]): m.batch for m in manifests for f in m.files}
+    entry_batch = {str(f["path"]): m.batch for m in manifests for f in m.entries}
     boundaries: dict[str, list[int]] = {}
     for manifest in manifests:
         for change in manifest.data.get("schema_changes") or ():
@@ -1006,13 +702,13 @@ def _increasing(seqs: pa.Array) -> bool:
 
 
 def _recorded(
-    manifests: Sequence[Manifest], records: Sequence[Record]
+    manifests: Sequence[Manifest], records: Sequence[CompactionRecord]
 ) -> dict[str, tuple[int | None, str | None]]:
     """Each committed file's size and hash as its commit record gives them (None: not
     recorded, in records written before)."""
     out: dict[str, tuple[int | None, str | None]] = {}
     for manifest in manifests:
-        for item in manifest.files:
+        for item in manifest.entries:
             size = item.get("bytes")
             out[str(item["path"])] = (
                 size if isinstance(size, int) else None,
@@ -1222,7 +918,7 @@ def compact(
     if fault is not None:
         fault.at("compact-data")
     _confirm_outputs(store, outputs, lock)
-    record = Record(number, _now_iso(), _landing_id(manifests), tuple(outputs))
+    record = CompactionRecord(number, _now_iso(), _landing_id(manifests), tuple(outputs))
     _write_new(store, record_key(record.number), record.to_json())  # the commit point
     if fault is not None:
         fault.at("compact-record")

@@ -17,10 +17,10 @@ stream, so an edit to it would silently change the meaning of every later row.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
 from ..errors import IntegrityError
+from ..landed.contract import DIGEST_KEY, HISTORY_DIGEST_KEY, is_digest
 from ..storage import Store
 
 __all__ = [
@@ -33,15 +33,7 @@ __all__ = [
     "is_digest",
 ]
 
-DIGEST_KEY = "sha256"  # the field name in manifests, compaction records and the checkpoint
-HISTORY_DIGEST_KEY = "schema_history_sha256"  # a manifest's pin of its schema history file
-_HEX = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 4 << 20
-
-
-def is_digest(value: object) -> bool:
-    """True for a hash as this module writes them."""
-    return isinstance(value, str) and _HEX.fullmatch(value) is not None
 
 
 def hash_bytes(data: bytes | memoryview) -> str:

@@ -18,24 +18,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import uuid
 from pathlib import Path
 
 from ..errors import IntegrityError, SinkError
+from ..landed.contract import LANDING_ID_KEY, is_landing_id
 from ..storage import LocalStore, Store
 
 __all__ = ["IDENTITY_FILE", "LANDING_ID_KEY", "establish", "is_landing_id", "read_identity"]
 
 IDENTITY_FILE = Path("_state") / "identity.json"
 IDENTITY_KEY = IDENTITY_FILE.as_posix()
-LANDING_ID_KEY = "landing_id"  # in the identity file and in every manifest
-_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def is_landing_id(value: object) -> bool:
-    """True for an id as ``establish`` makes them (32 lowercase hex digits)."""
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def read_identity(root: Path | Store) -> str | None:

@@ -22,7 +22,7 @@ Each manifest entry records its file's size and SHA-256 (computed as it was writ
 (``schema_history_sha256``; ``load_history`` refuses other content).
 
 Recovery at start (``recover``) first checks the manifests, their chain and the checkpoint
-against them (``sink.manifests``), and every committed file (``sink.verify``: each data file
+against them (``landed.manifests``), and every committed file (``sink.verify``: each data file
 and committed compaction output there with its recorded size, the files of the batches after
 the checkpoint and of the last ``HASHED_BATCHES`` with their hash); anything that does not add
 up stops with exit 4 and changes nothing. It makes the landing zone's id when it has none
@@ -79,6 +79,8 @@ from ..checkpoint import (
 )
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
+from ..landed.compacted import read_records
+from ..landed.manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_chain
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
 from ..storage import LocalStore, Output, Store
@@ -86,7 +88,6 @@ from . import compaction, verify
 from .changes import HeldXa, Run, TableVersion, rows_in
 from .digest import DIGEST_KEY, HISTORY_DIGEST_KEY, check_history, hash_bytes
 from .identity import LANDING_ID_KEY, establish
-from .manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_manifests
 from .parquet_writer import ParquetTableWriter, WrittenFile, file_schema
 from .stores import landing_store
 
@@ -557,7 +558,7 @@ class LandingZone:
     def recover(self) -> Checkpoint:
         """Finish or roll back whatever a crash left half done; return the checkpoint.
 
-        Everything is checked before anything is changed (``sink.manifests``): the manifests
+        Everything is checked before anything is changed (``landed.manifests``): the manifests
         one by one and as a chain, the checkpoint against them, every committed file. What
         does not add up stops with an ``IntegrityError`` and leaves the landing zone as it
         was; committed data is never deleted, moved or overwritten here."""
@@ -570,7 +571,7 @@ class LandingZone:
                 hint="check sink.root and its permissions",
             ) from exc
         checkpoint = self.checkpoints.load()
-        manifests = read_manifests(store)
+        manifests = read_chain(store)
         self._check_checkpoint(checkpoint, manifests)
         sizes = store.list_sizes()
         listed = set(sizes)
@@ -586,7 +587,7 @@ class LandingZone:
         for manifest in manifests:
             if manifest.batch <= checkpoint.batch:
                 continue
-            for item in manifest.files:  # committed but maybe not yet published
+            for item in manifest.entries:  # committed but maybe not yet published
                 final = str(item["path"])
                 if store.renames and not store.exists(final):
                     self._publish(store.staged(final), final)
@@ -730,10 +731,10 @@ class LandingZone:
         listing; a file it misses is looked up by name before it counts as gone (an object
         store's listing may lag)."""
         store = self.store
-        referenced = {str(item["path"]) for m in manifests for item in m.files}
+        referenced = {str(item["path"]) for m in manifests for item in m.entries}
         # read after the listing: a file is deleted only after the record superseding it is
         # committed, so one the listing missed is found superseded here or in ``check``
-        records = compaction.read_records(store)
+        records = read_records(store)
         files = verify.committed(manifests, records, strict=False)
         newest = manifests[-1].batch if manifests else 0
         hashed_from = min(checkpoint.batch, newest - HASHED_BATCHES)

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import CheckpointStore
 from ..errors import IntegrityError
+from ..landed.compacted import CompactionRecord, Piece, read_records
+from ..landed.manifests import Manifest, manifest_key, read_chain
 from ..storage import Store
 from . import compaction
 from .digest import DIGEST_KEY, check_history, hash_key
-from .manifests import Manifest, manifest_key, read_manifests
 
 __all__ = [
     "Committed",
@@ -117,7 +118,7 @@ def describe_batches(batches: Sequence[int]) -> str:
 
 
 def committed(
-    manifests: Sequence[Manifest], records: Sequence[compaction.Record], *, strict: bool = True
+    manifests: Sequence[Manifest], records: Sequence[CompactionRecord], *, strict: bool = True
 ) -> list[Committed]:
     """The files that hold the committed rows: each manifest entry not superseded, each
     committed output not superseded again (with its ``sha256`` when its record gives one).
@@ -125,10 +126,10 @@ def committed(
     live = compaction.Live()
     batch_of: dict[str, int] = {}
     for manifest in manifests:
-        for item in manifest.files:
+        for item in manifest.entries:
             path = str(item["path"])
             batch_of[path] = manifest.batch
-            live.pieces[path] = compaction.Piece(
+            live.pieces[path] = Piece(
                 path,
                 str(item["table"]),
                 int(item["rows"]),
@@ -143,7 +144,7 @@ def committed(
             outputs[output.piece.path] = (record.number, output.bytes, output.sha256)
     out: list[Committed] = []
     for manifest in manifests:
-        for item in manifest.files:
+        for item in manifest.entries:
             path = str(item["path"])
             if path in live.pieces and path not in outputs:
                 size = item.get("bytes")
@@ -262,9 +263,9 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
     compaction records, every committed file's size (``deep``: and hash), the schema
     history's pin. Raises IntegrityError when the manifests or records themselves cannot be
     trusted (nothing further can be checked then)."""
-    manifests = read_manifests(store)
+    manifests = read_chain(store)
     sizes = store.list_sizes()  # after the manifests: a file of theirs is there by now
-    records = compaction.read_records(store)  # after the listing (see ``check``)
+    records = read_records(store)  # after the listing (see ``check``)
     files = committed(manifests, records)
     checkpoint = CheckpointStore(store).load().batch
     report = check(

@@ -45,7 +45,7 @@ from ..errors import (
     ReplicatorError,
     ServerRefusedError,
 )
-from ..sink.manifests import manifest_key, manifest_keys, parse_manifest
+from ..landed.manifests import manifest_key, manifest_keys, parse_manifest
 from ..storage import Store
 from .connection import describe_source, open_connection
 from .proof import PROOF_KEY, Digest, Proof
@@ -91,7 +91,7 @@ def landed(store: Store, batch: int | None = None) -> Landed:
     if batch == 0:
         return Landed(store.location, None, 0, None, None, False)
     key = manifest_key(batch)
-    manifest = parse_manifest(store.uri(key), store.read(key))
+    manifest = parse_manifest(store.uri(key), store.read(key), store)
     where = str(manifest.path)
     raw = manifest.data.get(PROOF_KEY)
     return Landed(

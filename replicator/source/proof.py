@@ -25,7 +25,7 @@ from ..binlog.parser import row_image_bytes
 from ..binlog.position import StreamPosition
 from ..binlog.transaction import Transaction
 from ..checkpoint import position_from_json, position_to_json
-from ..sink.manifests import PROOF_KEY  # the manifest field (its shape is checked there)
+from ..landed.manifests import PROOF_KEY  # the manifest field (its shape is checked there)
 
 __all__ = ["PROOF_KEY", "Digest", "Proof"]
 

@@ -1,6 +1,7 @@
-"""``replicator.landed.contract`` copies what the daemon writes instead of importing it: the
-copies must match, and importing every module of ``replicator/spark`` must load nothing of
-``sink/``, ``source/``, ``binlog/`` or the C core (checked in a fresh interpreter)."""
+"""``replicator.landed.contract`` copies the footer keys the daemon writes instead of
+importing them (the commit records' names the daemon takes from it): they must match, and
+importing every module of ``replicator/spark`` must load nothing of ``sink/``, ``source/``,
+``binlog/`` or the C core (checked in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import sys
 
 import pytest
 
-from replicator.landed import contract
-from replicator.sink import arrow_types, compaction, identity, landing, manifests, parquet_writer
+from replicator.landed import contract, manifests
+from replicator.sink import arrow_types, compaction, identity, landing, parquet_writer
 
 pytestmark = pytest.mark.spark
 

@@ -228,7 +228,7 @@ def test_schema_changes_lifecycle_records_and_replays_bound_groups(tmp_path: Pat
     live = cp.live_files(manifests, records)
     tables, marks = cp.candidates(store, manifests, live, batch, 60.0)
     groups = cp.plan(tables, marks, 1 << 30)
-    batches = {m.files[0]["path"]: m.batch for m in manifests}
+    batches = {m.entries[0]["path"]: m.batch for m in manifests}
     assert [[batches[m.piece.path] for m in g.members] for g in groups] == [
         [1, 2, 3],  # the truncate is after batch 3's rows: it ends the group
         [5, 6],  # batch 4 alone before the schema changes

@@ -32,9 +32,9 @@ from replicator.binlog.stream import BinlogFileDecoder
 from replicator.binlog.transaction import TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import ReplicatorError
+from replicator.landed.manifests import read_chain
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
-from replicator.sink.manifests import read_manifests
 from tests.conftest import CORPUS_DIR
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -133,8 +133,8 @@ async def _land(data: bytes, root: Path) -> None:
 def _committed_files_read_back(root: Path) -> int:
     LandingZone(SinkConfig(root=str(root))).recover()
     files = 0
-    for manifest in read_manifests(root):
-        for entry in manifest.files:
+    for manifest in read_chain(root):
+        for entry in manifest.entries:
             table = pq.read_table(root / entry["path"])
             assert table.num_rows == entry["rows"]
             files += 1

@@ -81,7 +81,8 @@ def test_check_output_stops_at_any_table_of_another_landing_zone() -> None:
 
 
 def _manifest(batch: int, landing_id: str | None) -> Manifest:
-    return Manifest(batch, Path(f"{batch:020d}.json"), batch, (), landing_id=landing_id)
+    data = {"batch": batch, "first_seq": batch, "last_seq": batch, "landing_id": landing_id}
+    return Manifest(Path(f"{batch:020d}.json"), data)
 
 
 def test_landing_id_of_the_manifests() -> None:

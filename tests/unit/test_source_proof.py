@@ -21,12 +21,13 @@ from replicator.binlog.position import StreamPosition
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import IntegrityError
+from replicator.landed.manifests import parse_manifest
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.changes import TableVersion
 from replicator.sink.landing import LandingZone
-from replicator.sink.manifests import parse_manifest
 from replicator.snapshot_progress import SnapshotState
 from replicator.source.proof import Digest, Proof
+from replicator.storage import LocalStore
 
 from .synthetic_events import Events
 
@@ -177,8 +178,9 @@ def test_a_manifest_with_a_malformed_proof_is_refused(tmp_path: Path) -> None:
         "files": [],
     }
     path = tmp_path / "00000000000000000001.json"
+    store = LocalStore(tmp_path)
     for proof in (None, Proof("0-1-5", None, "a" * 64, 2).to_json()):
-        parse_manifest(path, json.dumps({**good, "source": proof}).encode())
+        parse_manifest(path, json.dumps({**good, "source": proof}).encode(), store)
     for bad in ({"gtid": "0-1-5", "digest": "xyz", "events": 1}, "0-1-5", {"digest": "a" * 64}):
         with pytest.raises(IntegrityError, match="invalid 'source' proof"):
-            parse_manifest(path, json.dumps({**good, "source": bad}).encode())
+            parse_manifest(path, json.dumps({**good, "source": bad}).encode(), store)

@@ -35,7 +35,8 @@ def data(
 def manifest(batch: int, *items: Record | CommittedFile, replay: bool = False) -> Manifest:
     records = tuple(replace(i, batch=batch) for i in items if isinstance(i, Record))
     files = tuple(i for i in items if isinstance(i, CommittedFile))
-    return Manifest(batch, Path(f"{batch}.json"), 0, files, records=records, replay=replay)
+    data = {"batch": batch, "first_seq": 0, "last_seq": 0, "replay": replay}
+    return Manifest(Path(f"{batch}.json"), data, files, records)
 
 
 def lineage(found: Lineage | Ended) -> Lineage:

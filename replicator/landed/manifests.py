@@ -1,12 +1,14 @@
-"""Reading the commit records under ``<root>/_manifests/``, trusting nothing.
+"""The commit records under ``<root>/_manifests/``: their format, read trusting nothing.
 
-A manifest is the commit point of a batch (``sink.landing``), so recovery builds on what the
-manifests say, and a manifest that is missing, torn, edited or out of line must stop the
-daemon rather than be skipped: skipping one would orphan committed files, and a checkpoint
-that disagrees with them would hand out ``_seq`` numbers (and file names) that are taken.
+A manifest is the commit point of a batch (``sink.landing``): the daemon's recovery builds on
+what the manifests say, and every reader goes by them (``committed``). A manifest that is
+missing, torn, edited or out of line must stop the daemon and every reader rather than be
+skipped: skipping one would orphan committed files (or apply later changes without it), and a
+checkpoint that disagrees with them would hand out ``_seq`` numbers (and file names) that are
+taken. This module is the one parser of manifests, for the daemon and the readers alike.
 
-``read_manifests`` checks each file (its name is the batch number in 20 digits; JSON with
-the fields of the format and the right types) and the chain they form:
+``parse_manifest`` checks one file (its name is the batch number in 20 digits; JSON with the
+fields of the format and the right types); ``check_chain`` checks the chain they form:
 
 * batch numbers follow each other without a gap;
 * ``_seq`` ranges follow each other without a gap or overlap (``first_seq`` is the previous
@@ -20,36 +22,208 @@ the fields of the format and the right types) and the chain they form:
 * every manifest carries the same landing zone id (``sink.identity``) from the first one that
   carries one on (the manifests written before ids existed come first, without one).
 
+A manifest also carries the batch's lifecycle records (``schema_changes``: what each DDL
+statement did to a replicated table, numbered in the ``_seq`` order of the row changes;
+``Record``) and says whether the batch re-lands transactions after ``checkpoint set`` moved the
+stream back (``replay``, ``start_moved``); ``lineage`` turns those into tables.
+
 Every failure is an ``IntegrityError`` (exit 4) naming the file and what is wrong; nothing is
-deleted or rewritten here.
+deleted or rewritten here. This module needs pyarrow only, not Spark.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import IntegrityError
 from ..storage import LocalStore, Store
-from .digest import DIGEST_KEY, HISTORY_DIGEST_KEY, is_digest
-from .identity import LANDING_ID_KEY, is_landing_id
+from .compacted import Holding
+from .contract import (
+    DIGEST_KEY,
+    HISTORY_DIGEST_KEY,
+    LANDING_ID_KEY,
+    LIFECYCLE_OPS,
+    MANIFESTS,
+    RECORD_SCHEMA_KEY,
+    is_digest,
+    is_landing_id,
+)
 
-MANIFESTS = "_manifests"
+__all__ = [
+    "GLOB_CHARS",
+    "MANIFESTS",
+    "PROOF_KEY",
+    "CommittedFile",
+    "Manifest",
+    "Record",
+    "check_chain",
+    "manifest_files",
+    "manifest_key",
+    "manifest_keys",
+    "parse_manifest",
+    "read_chain",
+    "spark_uri",
+    "valid_proof",
+]
+
 _NAME = re.compile(r"\d{20}\.json")
 _TEMP = re.compile(r"\.\d{20}\.json\.tmp")
 PROOF_KEY = "source"  # the proof of the last transaction landed (source.proof)
 
 
+# what Hadoop's globber (``FileSystem.globStatus``, which ``spark.read`` applies to every path
+# holding one of them) reads as a pattern; a backslash before each makes it literal
+GLOB_CHARS = frozenset("\\[]{}*?")
+
+
+def spark_uri(uri: str | Path) -> str:
+    """A path or an object store's URL as Spark reads it, taken literally: ``s3://`` is
+    ``s3a://`` (Hadoop's connector; the other schemes pyarrow and Hadoop share), and glob
+    characters are escaped. ``spark.read`` globs any path holding one of ``GLOB_CHARS``, and
+    MySQL allows them in quoted database and table names: unescaped, ``shop[1]/t`` would
+    read ``shop1/t``, or nothing and fail. Hadoop's globber unescapes ``\\x`` to ``x``
+    (``GlobPattern``), on every filesystem."""
+    text = str(uri)
+    if text.startswith("s3://"):
+        text = "s3a://" + text[len("s3://") :]
+    return "".join("\\" + ch if ch in GLOB_CHARS else ch for ch in text)
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedFile:
+    """One data file a committed manifest lists."""
+
+    table: str  # "db.t" as the manifest names it
+    path: Path | str  # a local path (absolute when the root is), or an object store's URL
+    batch: int
+    rows: int
+    first_seq: int | None
+    last_seq: int | None
+    key: str = ""  # relative to the landing root, as the manifest names it
+    store: Store | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.key.rpartition("/")[2] if self.key else Path(self.path).name
+
+    # a slice of a compaction output (``compacted``): only its rows with ``_seq`` in this
+    # range are this entry's; None: the whole file is
+    within: tuple[int, int] | None = None
+    # the size of the file at ``path`` as its commit record gives it (the manifest's, or the
+    # compaction output's); None: not recorded
+    bytes: int | None = None
+
+    @property
+    def table_dir(self) -> Path:
+        """The table's directory relative to the landing root (``<db>/<table>``)."""
+        if self.key:
+            return Path(*self.key.split("/")[:2])
+        path = Path(self.path)
+        return Path(path.parent.parent.name, path.parent.name)
+
+    @property
+    def spark_path(self) -> str:
+        """The file's address for ``spark.read.parquet`` (taken literally: ``spark_uri``)."""
+        return spark_uri(self.path)
+
+    def exists(self) -> bool:
+        """The file is there (looked up by name: a listing of an object store may lag)."""
+        if self.store is None or isinstance(self.path, Path):
+            return Path(self.path).is_file()
+        return self.store.exists(self.key)
+
+    def check_size(self) -> None:
+        """The file has the size its commit record gives (``bytes``), checked before it is
+        read: a truncated or replaced file must not reach Spark, which would fail on it late
+        or read other rows. Only files about to be read are checked (an incremental run
+        costs by its changes, not by the landing zone's size); a file gone meanwhile is left
+        to the read (a retention run: see ``_Recompacted``)."""
+        if self.bytes is None:
+            return
+        try:
+            if self.store is None or isinstance(self.path, Path):
+                size = Path(self.path).stat().st_size
+            else:
+                size = self.store.size(self.key)
+        except FileNotFoundError:
+            return
+        if size != self.bytes:
+            said = "its manifest" if self.within is None else "the compaction record"
+            raise IntegrityError(
+                f"committed file {self.path} (batch {self.batch}) has {size} bytes, {said} "
+                f"says {self.bytes}",
+                hint="it was truncated or replaced after its commit: restore it from a backup "
+                "(`replicator verify --deep` checks every file of the landing zone)",
+            )
+
+    def source(self) -> tuple[Any, Any]:
+        """(what pyarrow reads, its filesystem or None) for this file."""
+        if self.store is None or isinstance(self.path, Path):
+            return self.path, None
+        fs, base = self.store.filesystem()
+        return f"{base}/{self.key}", fs
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One lifecycle record of a manifest (``schema_changes``): what a DDL statement did to
+    a replicated table at ``seq`` (see ``lineage``)."""
+
+    seq: int
+    op: str  # create, alter, truncate, drop, rename
+    table: str  # db.t
+    to: str | None  # rename: the new name
+    gtid: str | None
+    file: str | None
+    position: int | None
+    ts: str
+    statement: str
+    batch: int
+    # a create's or alter's schema of the table's files from then on (None: not recorded,
+    # e.g. written before records carried it): the columns of a table without rows yet
+    schema: pa.Schema | None = None
+
+    @property
+    def identity(self) -> tuple[object, ...] | None:
+        """Where the statement came from: its GTID, else its binlog file and position."""
+        if self.gtid is not None:
+            return ("gtid", self.gtid)
+        if self.file is not None and self.position is not None:
+            return ("position", self.file, self.position)
+        return None
+
+    def origin(self) -> str:
+        """``batch 3, mysql-bin.000001:345: RENAME TABLE a TO b`` (the statement shortened)."""
+        where = f"{self.file}:{self.position}" if self.file is not None else f"GTID {self.gtid}"
+        statement = " ".join(self.statement.split())
+        if len(statement) > 120:
+            statement = statement[:117] + "..."
+        return f"batch {self.batch}, {where}: {statement}"
+
+    def describe(self) -> str:
+        """``rename of db.a to db.b at _seq 12 (batch 3, mysql-bin.000001:345: RENAME ...)``."""
+        what = f"{self.op} of {self.table}" + (f" to {self.to}" if self.to else "")
+        return f"{what} at _seq {self.seq} ({self.origin()})"
+
+
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """One checked commit record; ``data`` is the JSON document as written."""
+    """One checked commit record: ``data`` is the JSON document as written; ``files`` its
+    data files where they are now (``parse_manifest``), ``records`` its lifecycle records in
+    ``_seq`` order."""
 
     path: Path | str  # a local path, or an object store's URL
-    data: dict[str, Any]
+    data: dict[str, Any] = field(repr=False, compare=False)
+    files: tuple[CommittedFile, ...] = ()
+    records: tuple[Record, ...] = ()
 
     @property
     def batch(self) -> int:
@@ -77,9 +251,32 @@ class Manifest:
         return None if value is None else str(value)
 
     @property
-    def files(self) -> list[dict[str, Any]]:
-        files: list[dict[str, Any]] = self.data["files"]
-        return files
+    def entries(self) -> list[dict[str, Any]]:
+        """The file entries as written (``path`` relative to the root, ``table``, ``rows``,
+        ``first_seq``, ``last_seq``, ``bytes``, ``sha256``)."""
+        entries: list[dict[str, Any]] = self.data["files"]
+        return entries
+
+    @property
+    def replay(self) -> bool:
+        """The batch re-lands transactions after ``checkpoint set`` moved the stream back."""
+        return self.data.get("replay") is True
+
+    @property
+    def start_moved(self) -> bool:
+        """The first batch after ``checkpoint set``."""
+        return self.data.get("start_moved") is True
+
+    @property
+    def rereads(self) -> bool:
+        """The batch may hold transactions an earlier batch holds too (a replay)."""
+        return self.replay or self.start_moved
+
+    def touches(self, table: str) -> bool:
+        """The batch has files or lifecycle records of ``table``."""
+        return any(f.table == table for f in self.files) or any(
+            table in (r.table, r.to) for r in self.records
+        )
 
 
 def valid_proof(value: object) -> bool:
@@ -125,8 +322,12 @@ def _position(data: dict[str, Any], key: str, path: Path | str, *, optional: boo
         raise _bad(path, f"has no valid {key!r} position")
 
 
-def parse_manifest(path: Path | str, raw: bytes) -> Manifest:
-    """Check one manifest's content (not its place in the chain)."""
+def parse_manifest(
+    path: Path | str, raw: bytes, store: Store, moved: Mapping[str, Holding] | None = None
+) -> Manifest:
+    """One manifest's content, checked (not its place in the chain: ``check_chain``). Its
+    files are located in ``store``, each at the compaction output ``moved`` says holds it
+    now (``compacted.holders``), else at its own path."""
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -166,6 +367,10 @@ def parse_manifest(path: Path | str, raw: bytes) -> Manifest:
         at = _int(record, "seq", path)
         if not first <= at <= last:
             raise _bad(path, f"has a schema change at _seq {at}, outside {first}..{last}")
+    try:
+        lifecycle = tuple(sorted((_record(item, batch) for item in records), key=_by_seq))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _bad(path, f"has an invalid schema change record: {exc}") from exc
     pending = data.get("xa_pending", [])
     if not isinstance(pending, list) or not all(isinstance(p, str) for p in pending):
         raise _bad(path, "has an invalid 'xa_pending' list")
@@ -174,7 +379,8 @@ def parse_manifest(path: Path | str, raw: bytes) -> Manifest:
     landing_id = data.get(LANDING_ID_KEY)
     if landing_id is not None and not is_landing_id(landing_id):
         raise _bad(path, f"has an invalid landing zone id {landing_id!r}")
-    return Manifest(path, data)
+    files = tuple(_file(item, batch, store, moved or {}) for item in files)
+    return Manifest(path, data, files, lifecycle)
 
 
 def _check_file_entry(entry: object, first: int, last: int, path: Path | str) -> None:
@@ -194,6 +400,69 @@ def _check_file_entry(entry: object, first: int, last: int, path: Path | str) ->
         raise _bad(path, f"lists {name} with a negative size")
     if DIGEST_KEY in entry and not is_digest(entry[DIGEST_KEY]):
         raise _bad(path, f"lists {name} with an invalid {DIGEST_KEY!r} {entry[DIGEST_KEY]!r}")
+
+
+def _record(item: dict[str, Any], batch: int) -> Record:
+    op = str(item["op"])
+    if op not in LIFECYCLE_OPS or (op == "rename") != (item.get("to") is not None):
+        raise ValueError(f"lifecycle record {item!r}")
+    return Record(
+        seq=int(item["seq"]),
+        op=op,
+        table=str(item["table"]),
+        to=None if item.get("to") is None else str(item["to"]),
+        gtid=None if item.get("gtid") is None else str(item["gtid"]),
+        file=None if item.get("file") is None else str(item["file"]),
+        position=None if item.get("position") is None else int(item["position"]),
+        ts=str(item.get("ts", "")),
+        statement=str(item.get("statement", "")),
+        batch=batch,
+        schema=_record_schema(item.get(RECORD_SCHEMA_KEY)),
+    )
+
+
+def _record_schema(text: object) -> pa.Schema | None:
+    """A record's ``schema`` (base64 Arrow IPC); ValueError when it is not one."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"record schema {text!r}")
+    try:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+    except (pa.ArrowException, ValueError) as exc:
+        raise ValueError(f"record schema: {exc}") from exc
+
+
+def _by_seq(record: Record) -> int:
+    return record.seq
+
+
+def _where(store: Store, key: str) -> Path | str:
+    """A file's path (a directory's) or URL (an object store's)."""
+    return store.path(key) if isinstance(store, LocalStore) else store.uri(key)
+
+
+def _file(
+    item: dict[str, Any], batch: int, store: Store, moved: Mapping[str, Holding]
+) -> CommittedFile:
+    held = moved.get(str(item["path"]))
+    key = str(item["path"]) if held is None else held.path
+    return CommittedFile(
+        table=str(item["table"]),
+        path=_where(store, key),
+        batch=batch,
+        rows=int(item["rows"]),
+        first_seq=None if item.get("first_seq") is None else int(item["first_seq"]),
+        last_seq=None if item.get("last_seq") is None else int(item["last_seq"]),
+        key=key,
+        store=store,
+        within=None if held is None else held.within,
+        bytes=_size(item.get("bytes")) if held is None else held.bytes,
+    )
+
+
+def _size(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def manifest_key(batch: int) -> str:
@@ -242,8 +511,10 @@ def manifest_files(root: Path) -> tuple[list[Path], list[Path]]:
     return [root / key for key in committed], [root / key for key in temps]
 
 
-def read_manifests(root: Path | Store) -> list[Manifest]:
-    """Every manifest of the landing zone at ``root``, checked one by one and as a chain."""
+def read_chain(root: Path | Store) -> list[Manifest]:
+    """Every manifest of the landing zone at ``root``, checked one by one and as a chain, in
+    batch order; their files as the manifests name them (not through compaction records, and
+    not looked at: the daemon's recovery and ``verify`` do that)."""
     store = root if isinstance(root, Store) else LocalStore(root)
     keys, _ = manifest_keys(store)
     manifests = []
@@ -253,7 +524,7 @@ def read_manifests(root: Path | Store) -> list[Manifest]:
             raw = store.read(key)
         except OSError as exc:
             raise _bad(path, f"cannot be read: {exc.strerror or exc}") from exc
-        manifests.append(parse_manifest(path, raw))
+        manifests.append(parse_manifest(path, raw, store))
     check_chain(manifests)
     return manifests
 
@@ -294,7 +565,7 @@ def check_chain(manifests: Iterable[Manifest]) -> None:
                     f"{previous.batch} ended at {previous.data.get('end')}",
                     hint="the manifests do not come from one writer: restore them from a backup",
                 )
-        for entry in manifest.files:
+        for entry in manifest.entries:
             other = seen_paths.setdefault(str(entry["path"]), manifest.batch)
             if other != manifest.batch:
                 raise IntegrityError(
