@@ -275,7 +275,7 @@ def check(
             own = None
         report = run_preflight(cfg, own_replica_host=own)
         if target is not None:  # the landing zone's history: does this server continue it?
-            found = check_continuity(target.config)
+            found = check_continuity(target.config, landing_store(target.config.sink))
             report = dataclasses.replace(report, findings=(*report.findings, found))
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)

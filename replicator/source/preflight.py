@@ -29,7 +29,7 @@ import pymysql
 
 from ..config import Config, SourceConfig
 from ..errors import IntegrityError
-from ..sink.stores import landing_store
+from ..storage import Store
 from .binlog_probe import ProbeResult, first_event_time
 from .connection import describe_source, open_connection
 from .continuity import landed, prove
@@ -96,11 +96,12 @@ def run_preflight(
     )
 
 
-def check_continuity(config: Config) -> Finding:
+def check_continuity(config: Config, landing: Store) -> Finding:
     """``replicator check --config``: does the source continue the history the landing zone
-    holds? The proof ``replicator run`` makes at start (``source.continuity``), as a finding."""
+    in ``landing`` (``config.sink``'s store) holds? The proof ``replicator run`` makes at
+    start (``source.continuity``), as a finding."""
     try:
-        zone = landed(landing_store(config.sink))
+        zone = landed(landing)
         verdict = asyncio.run(
             asyncio.wait_for(
                 prove(
