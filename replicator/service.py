@@ -54,6 +54,7 @@ from .snapshot.runner import SnapshotRunner, SnapshotStopped
 from .source.connection import describe_source, open_connection
 from .source.continuity import landed, prove
 from .source.errors import SourceUnavailableError
+from .source.items import StreamItem
 from .source.seeding import apply_skipped_ddl, seed_history
 from .source.server_info import BinlogFile, server_info
 from .source.stream import ReplicaStream
@@ -711,10 +712,10 @@ class Service:
         stop = asyncio.create_task(self._stop.wait(), name="stop-signal")
         runner = self.snapshots
 
-        async def take() -> object | None:
+        async def take() -> StreamItem | None:
             return await self._take(iterator, pipeline, stop)
 
-        async def handle(item: object) -> None:
+        async def handle(item: StreamItem) -> None:
             await self._handle(item, stream, pipeline)
 
         try:
@@ -758,13 +759,13 @@ class Service:
         )
 
     async def _take(
-        self, iterator: Any, pipeline: Pipeline, stop: asyncio.Task[Any]
-    ) -> object | None:
+        self, iterator: ReplicaStream, pipeline: Pipeline, stop: asyncio.Task[Any]
+    ) -> StreamItem | None:
         """The next stream item, or None after committing a batch that became due while
         waiting. Raises StopAsyncIteration at the stream's end, _Stopped on a signal."""
         if not self._stop.is_set():
             try:
-                ready: object | None = iterator.next_ready()  # handed over: no task, no wait
+                ready = iterator.next_ready()  # handed over: no task, no wait
             except ReplicatorError:
                 await pipeline.commit()  # as below
                 raise
@@ -787,7 +788,7 @@ class Service:
             await pipeline.commit()  # the batch is old enough
             return None
         try:
-            item: object = item_task.result()
+            item = item_task.result()
         except ReplicatorError:
             # the stream stops (a DDL it cannot follow, a CRC mismatch that persists, ...):
             # every whole transaction before the stop lands first, so the checkpoint stops
@@ -796,7 +797,7 @@ class Service:
             raise
         return item
 
-    async def _handle(self, item: object, stream: ReplicaStream, pipeline: Pipeline) -> None:
+    async def _handle(self, item: StreamItem, stream: ReplicaStream, pipeline: Pipeline) -> None:
         if pipeline.position is None and stream.origin is not None:
             pipeline.seed(stream.origin)
         await pipeline.handle(item)

@@ -61,8 +61,8 @@ from ..schema.tracker import SchemaChangeEvent, TableLearnedEvent
 from ..sink.changes import HeldXa, Run, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
 from ..snapshot_progress import SnapshotState
+from ..source.items import GtidStateLearned, StreamItem, TransactionAborted
 from ..source.proof import Digest, Proof
-from ..source.stream import GtidStateLearned, TransactionAborted
 from .lifecycle import Columns, landed_schema, schema_records
 from .statements import StatementLoggedError, check_statement
 
@@ -611,7 +611,7 @@ class Pipeline:
         for version, changes in groups:
             batch.add(version, changes)
 
-    async def handle(self, item: object) -> None:
+    async def handle(self, item: StreamItem) -> None:
         """Take one stream item; commits when a batch is due."""
         if self._error is not None:  # the writer thread failed: nothing more is taken
             raise self._error

@@ -63,6 +63,7 @@ from ..schema import ddl
 from ..snapshot_progress import SnapshotState
 from ..source.connection import describe_source
 from ..source.errors import SourceUnavailableError
+from ..source.items import StreamItem
 from .columns import SnapshotTypeError, column_defs
 from .fastread import ReadStats
 from .reader import ReadPoint, SnapshotReader, TableChanged
@@ -135,8 +136,8 @@ class _Relation(enum.Enum):
     AHEAD = 2
 
 
-Take = Callable[[], Awaitable[object | None]]
-Handle = Callable[[object], Awaitable[None]]
+Take = Callable[[], Awaitable[StreamItem | None]]
+Handle = Callable[[StreamItem], Awaitable[None]]
 
 
 class SnapshotRunner:
@@ -160,7 +161,7 @@ class SnapshotRunner:
         self._row_bytes: float | None = None  # the current table's bytes per row
         self._measured = False  # ...as read (else the server's estimate)
         self.server_id = 0
-        self._pending: object | None = None  # the first stream item after the point
+        self._pending: StreamItem | None = None  # the first stream item after the point
         self._seen: tuple[str, int] | None = None  # the stream's last event end
         self._last_end: tuple[str, int] | None = None  # the last transaction's end
         self._reading: str | None = None  # the table the figures below are about
@@ -186,11 +187,11 @@ class SnapshotRunner:
         self.pipeline.snapshot = self.pipeline.snapshot.add(names)
         return names
 
-    def take_pending(self) -> object | None:
+    def take_pending(self) -> StreamItem | None:
         item, self._pending = self._pending, None
         return item
 
-    def observe(self, item: object) -> None:
+    def observe(self, item: StreamItem) -> None:
         """Every stream item handed to the pipeline: how far the stream has read."""
         if isinstance(item, Transaction):
             self._seen = self._last_end = (item.end_file, item.end_position)
@@ -565,7 +566,7 @@ class SnapshotRunner:
         here = self.pipeline.position
         return "the start" if here is None else here.describe()
 
-    def _beyond(self, item: object, point: ReadPoint) -> bool:
+    def _beyond(self, item: StreamItem, point: ReadPoint) -> bool:
         """A transaction the read view does not hold (it must land after the chunk)."""
         if not isinstance(item, (Transaction, TransactionPart)):
             return False

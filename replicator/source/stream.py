@@ -60,6 +60,7 @@ from ..errors import (
 )
 from .connection import describe_source, open_connection
 from .errors import SourceUnavailableError, error_code, translate_error
+from .items import GtidStateLearned, StreamItem, TransactionAborted
 from .protocol import (
     BINLOG_SEND_ANNOTATE_ROWS_EVENT,
     COM_BINLOG_DUMP,
@@ -76,23 +77,6 @@ if TYPE_CHECKING:
     from ..schema.tracker import SchemaTracker
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionAborted:
-    """The connection broke inside a transaction whose parts were already handed out: drop
-    them; the whole transaction comes again after the reconnect."""
-
-    gtid: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class GtidStateLearned:
-    """The GTID state at ``position`` (after the last transaction handed over), learnt for a
-    stream that started without one: a consumer at the same file and position takes it."""
-
-    position: StreamPosition
-
-
-Item = Transaction | TransactionPart | TransactionAborted | GtidStateLearned | ev.Event
 _READ_SIZE = 256 * 1024
 # While the socket has more bytes waiting (a full read), decoded items are handed to the loop
 # at most this often: each hand-over is a round trip between the threads (and a GIL hand-off)
@@ -242,7 +226,7 @@ class ReplicaStream:
         self._row_images = row_images
         self._queue_size = queue_size or max(16, cfg.buffer_events // 100)
         # each item with its row images, counted once by the reader (see _deliver)
-        self._queue: asyncio.Queue[tuple[Item | BaseException | _End, int]] | None = None
+        self._queue: asyncio.Queue[tuple[StreamItem | BaseException | _End, int]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -264,7 +248,7 @@ class ReplicaStream:
         self._rows_queued = 0
         self._items_queued = 0
         self._room = threading.Condition()
-        self._batch: list[tuple[Item | BaseException | _End, int]] = []  # see _deliver
+        self._batch: list[tuple[StreamItem | BaseException | _End, int]] = []  # see _deliver
         self._clashes: list[float] = []  # monotonic times of same-server_id refusals
         self._join_within = 30.0  # seconds aclose waits for the reader thread (see stop)
 
@@ -287,14 +271,14 @@ class ReplicaStream:
     def __aiter__(self) -> ReplicaStream:
         return self
 
-    async def __anext__(self) -> Item:
+    async def __anext__(self) -> StreamItem:
         if self._queue is None:
             raise RuntimeError("ReplicaStream.start() was not called")
         if self._finished:
             raise StopAsyncIteration
         return self._took(await self._queue.get())
 
-    def next_ready(self) -> Item | None:
+    def next_ready(self) -> StreamItem | None:
         """The next item if the reader has handed it over already, else None (no waiting:
         a consumer taking many items in a row skips a task and a wait per item). Ends and
         raises as ``__anext__`` does."""
@@ -303,7 +287,7 @@ class ReplicaStream:
             return None
         return self._took(queue.get_nowait())
 
-    def _took(self, entry: tuple[Item | BaseException | _End, int]) -> Item:
+    def _took(self, entry: tuple[StreamItem | BaseException | _End, int]) -> StreamItem:
         item, rows = entry
         with self._room:
             self._items_queued -= 1
@@ -341,7 +325,7 @@ class ReplicaStream:
 
     # -- reader thread ---------------------------------------------------------------------
 
-    def _deliver(self, item: Item | BaseException | _End, *, now: bool = True) -> bool:
+    def _deliver(self, item: StreamItem | BaseException | _End, *, now: bool = True) -> bool:
         """Hand an item to the loop, waiting for room. False when the stream is stopping.
 
         Room is counted here, in items and row images. With ``now=False`` the item joins a
@@ -397,7 +381,7 @@ class ReplicaStream:
         future.cancel()
         return False
 
-    async def _put_all(self, batch: list[tuple[Item | BaseException | _End, int]]) -> None:
+    async def _put_all(self, batch: list[tuple[StreamItem | BaseException | _End, int]]) -> None:
         assert self._queue is not None
         for entry in batch:
             self._queue.put_nowait(entry)
@@ -754,7 +738,7 @@ class ReplicaStream:
                 )
         return False
 
-    def _hand_over(self, item: Item, assembler: TransactionAssembler) -> bool:
+    def _hand_over(self, item: StreamItem, assembler: TransactionAssembler) -> bool:
         assert self.position is not None
         self.stats.discarded_incomplete = assembler.discarded_incomplete
         if isinstance(item, TransactionPart):
@@ -791,7 +775,9 @@ class ReplicaStream:
         if forget is not None:
             forget()
 
-    def _reached(self, item: Item, assembler: TransactionAssembler, end: StreamPosition) -> bool:
+    def _reached(
+        self, item: StreamItem, assembler: TransactionAssembler, end: StreamPosition
+    ) -> bool:
         assert self.position is not None
         if assembler.in_transaction:
             return False

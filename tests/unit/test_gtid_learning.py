@@ -14,7 +14,8 @@ from replicator.binlog.transaction import TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
-from replicator.source.stream import GtidStateLearned, ServerFacts, previous_gtids_state
+from replicator.source.items import GtidStateLearned
+from replicator.source.stream import ServerFacts, previous_gtids_state
 
 from .synthetic_events import UUID, Events
 

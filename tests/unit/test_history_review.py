@@ -31,8 +31,9 @@ from replicator.schema.model import Catalog, ServerTraits
 from replicator.schema.tracker import SchemaChangeEvent, SchemaTracker
 from replicator.service import Service
 from replicator.sink.landing import FaultInjector, LandingZone
+from replicator.source.items import TransactionAborted
 from replicator.source.seeding import fit_to_start
-from replicator.source.stream import ReplicaStream, TransactionAborted, feed
+from replicator.source.stream import ReplicaStream, feed
 
 from .synthetic_events import Events
 

@@ -13,7 +13,7 @@ from replicator.binlog.xa import XaId
 from replicator.config import FilterConfig, SinkConfig
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import FaultInjector, LandingZone
-from replicator.source.stream import TransactionAborted
+from replicator.source.items import TransactionAborted
 
 from .synthetic_events import UUID, Events
 
