@@ -1,11 +1,12 @@
 """Configuration, parsed once into frozen objects and passed explicitly.
 
 The settings are frozen dataclasses; ``load_config`` fills them from a YAML file and
-``REPLICATOR_SECTION__KEY`` environment variables (pydantic-settings' environment source) and
-validates them with pydantic. Each setting's type says how its value is read (numbers by one
-strict grammar, as written) and, for numbers, its range (``Limit``), so a bad value stops the
-program at start (exit 2, naming the key) instead of crashing or misbehaving later. Secrets are
-wrapped in ``Secret`` so they never print, and no error message shows them either.
+``REPLICATOR_SECTION__KEY`` environment variables and validates them with pydantic. Each
+setting's type says how its value is read (numbers by one strict grammar, as written), a
+number's range is its ``Field(ge=..., le=...)``, a choice is a ``Literal``, and the checks
+across a section's settings are its ``model_validator``. So a bad value stops the program at
+start (exit 2, naming the key) instead of crashing or misbehaving later. Secrets are wrapped in
+``Secret`` so they never print, and no error message shows them either.
 """
 
 from __future__ import annotations
@@ -20,21 +21,23 @@ import typing
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
+    BeforeValidator,
     ConfigDict,
+    Field,
     GetCoreSchemaHandler,
     PlainValidator,
     TypeAdapter,
     ValidationError,
-    create_model,
+    model_validator,
     with_config,
 )
-from pydantic_core import CoreSchema, core_schema
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_core import CoreSchema, ErrorDetails, core_schema
 
 from .binlog.position import start_position
 from .errors import ConfigError
@@ -146,10 +149,8 @@ MAX_MQTT_STRING = 65535  # UTF-8 bytes: MQTT strings carry a 16-bit length
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """The allowed range of one numeric setting, and what the number means (for the hint).
-
-    A setting's type carries it (``Annotated[int, Limit(...)]``): pydantic then reads the value
-    by ``_integer`` or ``_float`` and refuses a number outside the range."""
+    """The allowed range of one numeric setting, and what the number means (for the hint):
+    its type's ``Field(ge=..., le=..., description=...)``, and ``ZeroTurnsOff`` if it has it."""
 
     least: int | float
     most: int | float
@@ -163,18 +164,34 @@ class Limit:
         off = ", or 0 to turn it off" if self.zero_turns_off else ""
         return f"use {_number(self.least)} to {_number(self.most)}{off}: {self.means}"
 
+    @classmethod
+    def of(cls, kind: object) -> Limit | None:
+        """The limit an ``Annotated`` setting type carries, if any."""
+        metadata = getattr(kind, "__metadata__", ())
+        for info in metadata:
+            if isinstance(info, FieldInfo) and info.description is not None:
+                least = next(bound.ge for bound in info.metadata if hasattr(bound, "ge"))
+                most = next(bound.le for bound in info.metadata if hasattr(bound, "le"))
+                off = any(isinstance(meta, ZeroTurnsOff) for meta in metadata)
+                return cls(least, most, info.description, off)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ZeroTurnsOff:
+    """After a number's ``Field(ge=..., le=...)``: 0 is allowed too, below the range, and turns
+    the feature off."""
+
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
     ) -> CoreSchema:
-        parse = _integer if source is int else _float
+        def off_or_in_range(
+            value: object, in_range: core_schema.ValidatorFunctionWrapHandler
+        ) -> object:
+            number = _float(value)
+            return number if number == 0 else in_range(value)
 
-        def validate(value: object) -> int | float:
-            number = parse(value, self)
-            if not self.allows(number):
-                raise _out_of_range(_as_written(value, number), self)
-            return number
-
-        return core_schema.no_info_plain_validator_function(validate)
+        return core_schema.no_info_wrap_validator_function(off_or_in_range, handler(source))
 
 
 # -- values as written --------------------------------------------------------------------------
@@ -225,38 +242,37 @@ def _as_written(value: object, number: int | float) -> str:
 
 class _Invalid(ValueError):
     """What is wrong with a value (shown after its key) and what to write instead; ``{key}`` in
-    the hint stands for the dotted key, which only the error's location tells."""
+    the hint stands for the dotted key, which only the error's location tells, and no hint
+    means the setting's range (``LIMITS``). A section's own check (its ``model_validator``)
+    names the key it refuses by ``at``, below the section ("" for the section itself)."""
 
-    def __init__(self, problem: str, hint: str) -> None:
+    def __init__(self, problem: str, hint: str | None = None, *, at: str | None = None) -> None:
         super().__init__(problem)
         self.hint = hint
+        self.at = at
 
 
-def _out_of_range(shown: str, limit: Limit) -> _Invalid:
-    return _Invalid(f"{shown} is out of range", limit.hint())
-
-
-def _integer(value: object, limit: Limit) -> int:
+def _integer(value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
-        text = value.strip()
-        if len(text) > 100:  # far out of any range; int() of 4300+ digits even raises
-            raise _out_of_range(_describe(YamlNumber(text)), limit)
-        return int(text)
-    raise _Invalid(
-        f"{_describe(value)} is not an integer",
-        "set {key} to a whole number in decimal digits: no fraction, exponent or leading zero",
-    )
+    text = value.strip() if isinstance(value, str) else ""
+    if not _INTEGER.fullmatch(text):
+        raise _Invalid(
+            f"{_describe(value)} is not an integer",
+            "set {key} to a whole number in decimal digits: no fraction, exponent or leading zero",
+        )
+    # int() refuses 4300 digits or more; the first 99 are far out of every range already (the
+    # message shows the value as written, not this number)
+    return int(text.replace("_", "")[:100])
 
 
-def _float(value: object, limit: Limit) -> float:
+def _float(value: object) -> float:
     number: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             number = float(value)
         except OverflowError:  # an int beyond any float
-            raise _out_of_range(_describe(value), limit) from None
+            number = math.copysign(math.inf, value)
     elif isinstance(value, str):
         text = value.strip()
         if _DECIMAL.fullmatch(text):
@@ -266,10 +282,8 @@ def _float(value: object, limit: Limit) -> float:
     if number is None:
         raise _Invalid(f"{_describe(value)} is not a number", "set {key} to a number")
     if math.isnan(number):
-        raise _Invalid(f"{_as_written(value, number)} is not a number", limit.hint())
-    if math.isinf(number):
-        raise _out_of_range(_as_written(value, number), limit)
-    return number
+        raise _Invalid(f"{_as_written(value, number)} is not a number")
+    return number  # infinite ones are out of every range (Field(le=...))
 
 
 def _boolean(value: object) -> bool:
@@ -300,10 +314,6 @@ def _text(value: object) -> str:
     return str(value)  # a plain str, also for a YamlNumber
 
 
-def _optional_text(value: object) -> str | None:
-    return None if value is None else _text(value)
-
-
 def _string_list(value: object) -> tuple[str, ...]:
     """A YAML list of strings, or a comma-separated string (environment variables)."""
     items: list[object] | None = None
@@ -319,10 +329,33 @@ def _string_list(value: object) -> tuple[str, ...]:
     return tuple(_text(item) for item in items)
 
 
+Integer = Annotated[int, BeforeValidator(_integer)]
+Number = Annotated[float, BeforeValidator(_float)]
 Flag = Annotated[bool, PlainValidator(_boolean)]
 Text = Annotated[str, PlainValidator(_text)]
-OptionalText = Annotated[str | None, PlainValidator(_optional_text)]
+OptionalText = Text | None
 Globs = Annotated[tuple[str, ...], PlainValidator(_string_list)]
+
+# Choices: text, then one of the words (log levels in any case).
+LogLevel = Annotated[
+    Literal["debug", "info", "warning", "error"], BeforeValidator(lambda v: _text(v).lower())
+]
+LogFormat = Annotated[Literal["auto", "json", "console"], BeforeValidator(_text)]
+Compression = Annotated[Literal["zstd", "snappy", "gzip", "none"], BeforeValidator(_text)]
+SnapshotMode = Annotated[Literal["initial", "never", "when_needed"], BeforeValidator(_text)]
+
+# What a value that is none of its setting's choices is told, and the hint, by key.
+_NOT_A_CHOICE = {
+    "service.log_level": ("is not a log level", "use debug, info, warning or error"),
+    "service.log_format": ("is not a log format", "use auto, json or console"),
+    "sink.compression": ("is not supported", "use zstd, snappy, gzip or none (lower case)"),
+    "snapshot.mode": (
+        "is not a snapshot mode",
+        "use initial (land the tables' rows first, then their changes), when_needed (initial, "
+        "and again when the source has purged the checkpoint's binlog) or never (changes "
+        "only); leave it out for initial, or never when start is set",
+    ),
+}
 
 # A key no setting has is refused, not ignored: it is likely a typo, and the setting meant
 # would silently keep its default.
@@ -332,7 +365,8 @@ _UNKNOWN_KEYS_REFUSED = ConfigDict(extra="forbid")
 # -- the settings ---------------------------------------------------------------------------------
 # Plain frozen dataclasses: code builds them directly (the embedded demo, `replicator check`,
 # tests, some beyond the limits a file may set) and they take what it gives. Only load_config
-# validates, through pydantic (``_CONFIG``): the annotations below are what it checks.
+# validates, through pydantic (``_CONFIG``): the annotations and ``model_validator``s below are
+# what it checks.
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -352,30 +386,56 @@ class SourceConfig:
     """The server replicator reads from."""
 
     host: Text = "127.0.0.1"
-    port: Annotated[int, Limit(1, 65535, "a TCP port")] = 3306
+    port: Annotated[Integer, Field(ge=1, le=65535, description="a TCP port")] = 3306
     user: Text = "repl"
     password: Secret = field(default_factory=lambda: Secret(""))
     unix_socket: OptionalText = None
     tls: TlsConfig = field(default_factory=TlsConfig)
     # our replica id: must differ from every other replica's
     server_id: Annotated[
-        int, Limit(1, 2**32 - 1, "a replica id, unique among the source's replicas")
+        Integer,
+        Field(ge=1, le=2**32 - 1, description="a replica id, unique among the source's replicas"),
     ] = 65000
-    connect_timeout: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 10")] = 10.0
+    connect_timeout: Annotated[
+        Number,
+        Field(ge=0.001, le=HOUR, description="seconds, e.g. 10"),
+    ] = 10.0
     heartbeat_seconds: Annotated[
-        float, Limit(0.001, MAX_HEARTBEAT, "seconds, e.g. 5; the server's heartbeat period range")
+        Number,
+        Field(
+            ge=0.001,
+            le=MAX_HEARTBEAT,
+            description="seconds, e.g. 5; the server's heartbeat period range",
+        ),
     ] = 5.0
     annotate_rows: Flag = False  # MariaDB: ask for ANNOTATE_ROWS events (bigger stream)
-    reconnect_initial_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 0.2")] = 0.2
-    reconnect_max_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 30")] = 30.0
+    reconnect_initial_delay: Annotated[
+        Number, Field(ge=0.001, le=HOUR, description="seconds, e.g. 0.2")
+    ] = 0.2
+    reconnect_max_delay: Annotated[
+        Number, Field(ge=0.001, le=HOUR, description="seconds, e.g. 30")
+    ] = 30.0
     # a CRC mismatch at the same position this often: exit 4
     max_checksum_retries: Annotated[
-        int, Limit(1, 100, "reads of one position before exit 4, e.g. 3")
+        Integer, Field(ge=1, le=100, description="reads of one position before exit 4, e.g. 3")
     ] = 3
     # bounded hand-off between the reader thread and the loop...
-    buffer_events: Annotated[int, Limit(1, MAX_COUNT, "events, e.g. 10000")] = 10000
+    buffer_events: Annotated[
+        Integer, Field(ge=1, le=MAX_COUNT, description="events, e.g. 10000")
+    ] = 10000
     # ...also bounded by row images waiting in it (memory)
-    buffer_rows: Annotated[int, Limit(1, MAX_COUNT, "row images, e.g. 100000")] = 100_000
+    buffer_rows: Annotated[
+        Integer, Field(ge=1, le=MAX_COUNT, description="row images, e.g. 100000")
+    ] = 100_000
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not self.unix_socket:
+            _check_host("host", self.host, "the port goes in source.port")
+        if not self.user.strip():
+            raise _Invalid("empty", "name the replication account, e.g. repl", at="user")
+        _check_delays("source", self.reconnect_initial_delay, self.reconnect_max_delay)
+        return self
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -387,8 +447,31 @@ class StartConfig:
     gtid: OptionalText = None
     file: OptionalText = None
     position: Annotated[
-        int, Limit(4, MAX_POSITION, "a byte offset in start.file; binlogs start at 4")
+        Integer,
+        Field(ge=4, le=MAX_POSITION, description="a byte offset in start.file; binlogs start at 4"),
     ] = 4
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.gtid is not None and self.file is not None:
+            raise _Invalid(
+                "give either gtid or file/position, not both",
+                "remove start.gtid or start.file",
+                at="",
+            )
+        if self.position != 4 and self.file is None:
+            raise _Invalid(
+                f"{self.position} is set without start.file",
+                "a position counts within one binlog file: set start.file too",
+                at="position",
+            )
+        if self.file is not None and not self.file.strip():
+            raise _Invalid("empty", "name a binlog file, e.g. mysql-bin.000001", at="file")
+        try:
+            start_position(self.gtid, self.file, self.position)
+        except ConfigError as exc:  # a GTID that does not parse
+            raise _Invalid(exc.args[0], exc.hint, at="gtid") from None
+        return self
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -398,14 +481,24 @@ class CompactionConfig:
 
     # the daemon compacts this often (seconds; 0: never, run `replicator compact` instead)
     every: Annotated[
-        float, Limit(1, 30 * DAY, "seconds between compactions, e.g. 3600", zero_turns_off=True)
+        Number,
+        Field(ge=1, le=30 * DAY, description="seconds between compactions, e.g. 3600"),
+        ZeroTurnsOff(),
     ] = 0.0
     # only files of batches committed at least this long ago are merged
-    older_than: Annotated[float, Limit(0, 365 * DAY, "seconds, e.g. 86400")] = float(DAY)
+    older_than: Annotated[
+        Number,
+        Field(ge=0, le=365 * DAY, description="seconds, e.g. 86400"),
+    ] = float(DAY)
     # a merged file grows to about this size
-    target_bytes: Annotated[int, Limit(1024, MAX_BYTES, "bytes, e.g. 134217728")] = 128 * 1024**2
+    target_bytes: Annotated[
+        Integer, Field(ge=1024, le=MAX_BYTES, description="bytes, e.g. 134217728")
+    ] = 128 * 1024**2
     # superseded files are deleted this long after the compaction that merged them
-    retention: Annotated[float, Limit(0, 365 * DAY, "seconds, e.g. 86400")] = float(DAY)
+    retention: Annotated[
+        Number,
+        Field(ge=0, le=365 * DAY, description="seconds, e.g. 86400"),
+    ] = float(DAY)
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -421,7 +514,24 @@ class ObjectStoreConfig:
     secret_key: Secret = field(default_factory=lambda: Secret(""))
     session_token: Secret = field(default_factory=lambda: Secret(""))
     # seconds a writer's lease on the landing zone lasts without renewal (sink.lock)
-    lease_seconds: Annotated[float, Limit(5, DAY, "seconds, e.g. 60")] = 60.0
+    lease_seconds: Annotated[Number, Field(ge=5, le=DAY, description="seconds, e.g. 60")] = 60.0
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.endpoint is not None and urlsplit(self.endpoint).scheme not in ("http", "https"):
+            raise _Invalid(
+                f"{redact_url(self.endpoint)!r} is not an http(s) URL",
+                "e.g. http://minio:9000 or https://s3.eu-central-1.amazonaws.com",
+                at="endpoint",
+            )
+        if bool(self.access_key) != bool(self.secret_key):
+            raise _Invalid(
+                "access_key and secret_key go together",
+                "give both (e.g. access_key_env and secret_key_env), or neither to use the "
+                "store's credential chain (environment, profile, instance role)",
+                at="",
+            )
+        return self
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -432,25 +542,40 @@ class SinkConfig:
     # a directory, or an object store's URL (s3://bucket/prefix; gs://, abfs://, hdfs://)
     root: Text = "./landing"
     # commit when a batch holds this many row changes...
-    batch_max_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 100000")] = 100_000
+    batch_max_rows: Annotated[
+        Integer, Field(ge=1, le=MAX_COUNT, description="row changes, e.g. 100000")
+    ] = 100_000
     # ...or this many binlog bytes...
-    batch_max_bytes: Annotated[int, Limit(1, MAX_BYTES, "binlog bytes, e.g. 67108864")] = (
-        64 * 1024 * 1024
-    )
+    batch_max_bytes: Annotated[
+        Integer, Field(ge=1, le=MAX_BYTES, description="binlog bytes, e.g. 67108864")
+    ] = 64 * 1024 * 1024
     # ...or its first transaction is this old
-    batch_max_seconds: Annotated[float, Limit(0.001, DAY, "seconds, e.g. 5")] = 5.0
+    batch_max_seconds: Annotated[
+        Number,
+        Field(ge=0.001, le=DAY, description="seconds, e.g. 5"),
+    ] = 5.0
     keep_before_image: Flag = False  # updates also carry the before image as `_before`
     # GEOMETRY columns land as struct<wkb: binary, srid: uint32> instead of WKB alone
     geometry_srid: Flag = False
-    compression: Text = "zstd"
+    compression: Compression = "zstd"
     row_group_rows: Annotated[
-        int, Limit(1, MAX_COUNT, "rows per Parquet row group, e.g. 128000")
+        Integer, Field(ge=1, le=MAX_COUNT, description="rows per Parquet row group, e.g. 128000")
     ] = 128_000
     # a transaction with more row changes than this streams to staging files instead of
     # being held in memory, and commits as one batch at its end
-    large_transaction_rows: Annotated[int, Limit(1, MAX_COUNT, "row changes, e.g. 50000")] = 50_000
+    large_transaction_rows: Annotated[
+        Integer, Field(ge=1, le=MAX_COUNT, description="row changes, e.g. 50000")
+    ] = 50_000
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     object_store: ObjectStoreConfig = field(default_factory=ObjectStoreConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if is_url(self.root):
+            _check_url_root(self.root)
+        else:
+            _check_root(self.root)
+        return self
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -462,16 +587,18 @@ class SnapshotConfig:
     # unless start.gtid/start.file is set), and tables filters.include newly takes in;
     # when_needed: as initial, and snapshot every table again when the source no longer has
     # the checkpoint's binlog (instead of stopping); never: land changes only
-    mode: OptionalText = None
+    mode: SnapshotMode | None = None
     # rows per chunk (one read view, one SELECT)
-    chunk_rows: Annotated[int, Limit(1, 10_000_000, "rows per snapshot chunk, e.g. 20000")] = 20_000
+    chunk_rows: Annotated[
+        Integer, Field(ge=1, le=10_000_000, description="rows per snapshot chunk, e.g. 20000")
+    ] = 20_000
     # ...or this many bytes of row data, whichever comes first (one larger row goes alone)
     chunk_bytes: Annotated[
-        int, Limit(1024, MAX_BYTES, "bytes per snapshot chunk, e.g. 16777216")
+        Integer, Field(ge=1024, le=MAX_BYTES, description="bytes per snapshot chunk, e.g. 16777216")
     ] = 16 * 1024 * 1024
     # seconds a snapshot query may wait for the source (each read and write): a stalled
     # connection is dropped after this long and the chunk is read again on a new one
-    query_timeout: Annotated[float, Limit(0.1, HOUR, "seconds, e.g. 60")] = 60.0
+    query_timeout: Annotated[Number, Field(ge=0.1, le=HOUR, description="seconds, e.g. 60")] = 60.0
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -483,6 +610,31 @@ class FilterConfig:
     exclude: Globs = ()
     exclude_columns: Globs = ()
 
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not self.include:
+            raise _Invalid(
+                "empty, so no table would land", 'e.g. ["*.*"] or ["shop.*"]', at="include"
+            )
+        for key, globs in (("include", self.include), ("exclude", self.exclude)):
+            for glob in globs:
+                if glob.count(".") != 1:
+                    raise _Invalid(
+                        f"{glob!r} must be database.table (globs allowed)",
+                        'e.g. "shop.*" or "*.orders"',
+                        at=key,
+                    )
+        for glob in self.exclude_columns:
+            # a name without wildcards must spell out database.table.column, or it never
+            # matches and the column it was meant to keep out lands
+            if not any(c in glob for c in "*?[") and glob.count(".") != 2:
+                raise _Invalid(
+                    f"{glob!r} never matches: columns are named database.table.column",
+                    'e.g. "crm.users.password_hash" or "*.*.password_hash"',
+                    at="exclude_columns",
+                )
+        return self
+
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
 @dataclass(frozen=True, slots=True)
@@ -491,26 +643,71 @@ class MqttConfig:
 
     enabled: Flag = False
     host: Text = "127.0.0.1"
-    port: Annotated[int, Limit(1, 65535, "a TCP port, usually 1883 (8883 with TLS)")] = 1883
+    port: Annotated[
+        Integer, Field(ge=1, le=65535, description="a TCP port, usually 1883 (8883 with TLS)")
+    ] = 1883
     client_id: OptionalText = None  # default "replicator-<hostname>"; unique per instance
     username: OptionalText = None
     password: Secret = field(default_factory=lambda: Secret(""))
     topic_prefix: Text = "replicator"  # <prefix>/commits and <prefix>/status (retained)
     # for <prefix>/commits; the status messages always use QoS 1
-    qos: Annotated[int, Limit(0, 2, "the MQTT QoS of commit messages")] = 1
+    qos: Annotated[Integer, Field(ge=0, le=2, description="the MQTT QoS of commit messages")] = 1
     tls: TlsConfig = field(default_factory=TlsConfig)
     # seconds; the broker publishes our "offline" will after 1.5x silence
     keepalive: Annotated[
-        int, Limit(1, 65535, "seconds, e.g. 30; the offline will depends on it")
+        Integer,
+        Field(ge=1, le=65535, description="seconds, e.g. 30; the offline will depends on it"),
     ] = 30
     # seconds to wait for CONNACK and for each PUBACK
-    timeout: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 10")] = 10.0
+    timeout: Annotated[Number, Field(ge=0.001, le=HOUR, description="seconds, e.g. 10")] = 10.0
     # notifications held while the broker is away; then oldest dropped
     queue_size: Annotated[
-        int, Limit(1, 1_000_000, "notifications held while the broker is away")
+        Integer,
+        Field(ge=1, le=1_000_000, description="notifications held while the broker is away"),
     ] = 1000
-    reconnect_initial_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 0.5")] = 0.5
-    reconnect_max_delay: Annotated[float, Limit(0.001, HOUR, "seconds, e.g. 30")] = 30.0
+    reconnect_initial_delay: Annotated[
+        Number, Field(ge=0.001, le=HOUR, description="seconds, e.g. 0.5")
+    ] = 0.5
+    reconnect_max_delay: Annotated[
+        Number, Field(ge=0.001, le=HOUR, description="seconds, e.g. 30")
+    ] = 30.0
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.enabled:
+            _check_host("host", self.host, "the port goes in mqtt.port")
+        prefix = self.topic_prefix
+        if not prefix or prefix.startswith("/") or prefix.endswith("/") or "//" in prefix:
+            raise _Invalid(
+                f"{_describe(prefix)} has an empty topic level",
+                'use levels separated by single slashes, e.g. "replicator/prod"',
+                at="topic_prefix",
+            )
+        if any(c in prefix for c in "+#\0"):
+            raise _Invalid(
+                f"{_describe(prefix)} contains a wildcard (+, #) or NUL",
+                "topics we publish to cannot contain + or #",
+                at="topic_prefix",
+            )
+        for key, text in (
+            ("topic_prefix", f"{prefix}/commits"),
+            ("client_id", self.client_id or ""),
+            ("username", self.username or ""),
+        ):
+            if len(text.encode("utf-8")) > MAX_MQTT_STRING:
+                raise _Invalid(
+                    f"{_describe(text)} is longer than MQTT allows",
+                    f"MQTT strings are at most {MAX_MQTT_STRING} bytes of UTF-8",
+                    at=key,
+                )
+        if self.password and not self.username:
+            raise _Invalid(
+                "set without mqtt.username",
+                "MQTT sends a password only with a user name: set mqtt.username",
+                at="password",
+            )
+        _check_delays("mqtt", self.reconnect_initial_delay, self.reconnect_max_delay)
+        return self
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -521,17 +718,32 @@ class ServiceConfig:
     http_enabled: Flag = True
     http_host: Text = "127.0.0.1"  # 0.0.0.0 in a container, so Prometheus can scrape it
     # 0: any free port (logged at start)
-    http_port: Annotated[int, Limit(0, 65535, "a TCP port, or 0 for any free port")] = 9108
+    http_port: Annotated[
+        Integer, Field(ge=0, le=65535, description="a TCP port, or 0 for any free port")
+    ] = 9108
     # first SIGTERM: commit within this long, then exit
     shutdown_timeout: Annotated[
-        float, Limit(0.001, HOUR, "seconds the first SIGTERM may take, e.g. 30")
+        Number,
+        Field(ge=0.001, le=HOUR, description="seconds the first SIGTERM may take, e.g. 30"),
     ] = 30.0
-    log_level: Text = "info"  # debug, info, warning, error
-    log_format: Text = "auto"  # auto (JSON unless stderr is a terminal), json, console
+    log_level: LogLevel = "info"
+    log_format: LogFormat = "auto"  # auto: JSON unless stderr is a terminal
     # catch-up progress line on a terminal; 0 turns it off
     progress_seconds: Annotated[
-        float, Limit(0.1, DAY, "seconds between progress lines, e.g. 5", True)
+        Number,
+        Field(ge=0.1, le=DAY, description="seconds between progress lines, e.g. 5"),
+        ZeroTurnsOff(),
     ] = 5.0
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.http_enabled:
+            _check_host(
+                "http_host",
+                self.http_host,
+                "127.0.0.1, or 0.0.0.0 to listen on all; the port goes in service.http_port",
+            )
+        return self
 
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
@@ -553,9 +765,9 @@ def _limits(cls: type, prefix: str = "") -> Iterator[tuple[str, Limit]]:
     for name, kind in typing.get_type_hints(cls, include_extras=True).items():
         if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             yield from _limits(kind, f"{prefix}{name}.")
-        for meta in getattr(kind, "__metadata__", ()):
-            if isinstance(meta, Limit):
-                yield f"{prefix}{name}", meta
+        limit = Limit.of(kind)
+        if limit is not None:
+            yield f"{prefix}{name}", limit
 
 
 # Every numeric setting's range by its dotted key ("sink.batch_max_rows"), from the types above.
@@ -583,48 +795,26 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _number_text)
 _Loader.add_constructor("tag:yaml.org,2002:float", _number_text)
 
 
-class _EnvironmentSettings(BaseSettings):
-    """How pydantic-settings maps variables onto Config: ``REPLICATOR_`` and the section, then
-    ``__`` before each key. Values stay text (no JSON decoding): each setting reads its own."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", enable_decoding=False
-    )
-
-
-# pydantic-settings reads variables for the fields of a BaseSettings class, so this one gets
-# Config's sections as its fields. It is never instantiated: _CONFIG validates Config itself.
-_section_fields: dict[str, Any] = {name: (kind, None) for name, kind in _SECTION_TYPES.items()}
-_CONFIG_VARIABLES = create_model(
-    "ConfigVariables", __base__=_EnvironmentSettings, **_section_fields
-)
-
-
-class _Environment(EnvSettingsSource):
-    """``REPLICATOR_SOURCE__HOST=db`` -> {"source": {"host": "db"}}: pydantic-settings'
-    environment source, over ``load_config``'s ``environ`` rather than the process's."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        # Only upper-case REPLICATOR_ names with a section and a key set anything: a password
-        # variable such as REPLICATOR_SOURCE_PASSWORD is no setting.
-        self.overrides = {
-            name: value
-            for name, value in environ.items()
-            if name.startswith(ENV_PREFIX) and "__" in name
-        }
-        super().__init__(_CONFIG_VARIABLES)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        # the hook pydantic-settings' own .env source overrides to read other variables
-        return {name.lower(): value for name, value in self.overrides.items()}
-
-    def __call__(self) -> dict[str, Any]:
-        # pydantic-settings skips a variable naming no section; a misspelt one is refused
-        for name in self.overrides:
-            section = name[len(ENV_PREFIX) :].partition("__")[0].lower()
-            if section not in self.settings_cls.model_fields:
-                raise _unknown_setting((), section)
-        return super().__call__()
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``REPLICATOR_SOURCE__TLS__ENABLED=on`` -> {"source": {"tls": {"enabled": "on"}}}: the
+    section, nested sections and the key after ``REPLICATOR_``, each before ``__``, in any
+    case. Values stay text: each setting reads its own."""
+    settings: dict[str, Any] = {}
+    for name, value in environ.items():
+        # Only REPLICATOR_ names with a section and a key set anything: a password variable
+        # such as REPLICATOR_SOURCE_PASSWORD is no setting.
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        *sections, key = name[len(ENV_PREFIX) :].lower().split("__")
+        if sections[0] not in _SECTION_TYPES:  # a misspelt section would set nothing
+            raise _unknown_setting((), sections[0])
+        where: Any = settings
+        for section in sections:
+            if isinstance(where, dict):  # not under REPLICATOR_SOURCE__TLS=on, say
+                where = where.setdefault(section, {})
+        if isinstance(where, dict):
+            where[key] = value
+    return settings
 
 
 def _secret(key: str, data: Mapping[object, object], environ: Mapping[str, str]) -> Secret:
@@ -794,32 +984,57 @@ def _refuse_duplicate_keys(path: str | Path, node: yaml.Node, prefix: str) -> No
         _refuse_duplicate_keys(path, value_node, f"{prefix}{key}.")
 
 
-def _config_error(error: ValidationError) -> ConfigError:
+def _config_error(error: ValidationError, data: Mapping[str, Any]) -> ConfigError:
     """What pydantic refused, as the user should read it: the dotted key, the value as written
-    and what is allowed. One problem is told: an unknown key first (a typo explains the rest),
-    else the first in the order of the settings."""
-    problems = error.errors()
-    problem = next(
-        (p for p in problems if p["type"] in ("unexpected_keyword_argument", "invalid_key")),
-        problems[0],
-    )
+    (``data``, what was validated) and what is allowed. One problem is told: an unknown key
+    first (a typo explains the rest), then a value's own problem, then a section's check
+    across its settings; the first in the order of the settings among them."""
+    problem = min(error.errors(), key=_precedence)
     *path, last = problem["loc"]
-    if problem["type"] == "unexpected_keyword_argument":
+    kind = problem["type"]
+    if kind == "unexpected_keyword_argument":
         return _unknown_setting(path, last)
-    if problem["type"] == "invalid_key":  # not text: `true:` or `null:` as a YAML key
+    if kind == "invalid_key":  # not text: `true:` or `null:` as a YAML key
         return _unknown_setting(path, problem["input"])
     key = ".".join(str(part) for part in problem["loc"])
-    if problem["type"] == "dataclass_type":
+    written = _as_loaded(data, problem["loc"], problem["input"])
+    if kind == "dataclass_type":
         return ConfigError(
-            f"{key}: expected a section (key: value pairs), got {_describe(problem['input'])}",
+            f"{key}: expected a section (key: value pairs), got {_describe(written)}",
             hint=f"write {key} as a mapping",
         )
+    if kind in ("greater_than_equal", "less_than_equal"):  # a number's Field(ge=, le=)
+        shown = _as_written(written, problem["input"])
+        return ConfigError(f"{key}: {shown} is out of range", hint=LIMITS[key].hint())
+    if kind == "literal_error" and key in _NOT_A_CHOICE:
+        refused, hint = _NOT_A_CHOICE[key]
+        return ConfigError(f"{key}: {_describe(str(written))} {refused}", hint=hint)
     invalid = problem.get("ctx", {}).get("error")
     if isinstance(invalid, _Invalid):
-        return ConfigError(f"{key}: {invalid}", hint=invalid.hint.replace("{key}", key))
+        if invalid.at:
+            key = f"{key}.{invalid.at}"
+        hint = LIMITS[key].hint() if invalid.hint is None else invalid.hint
+        return ConfigError(f"{key}: {invalid}", hint=hint.replace("{key}", key))
     # The types above refuse values only as handled above. Anything else pydantic itself
     # refuses is told in its words, without the value (it might be a secret's).
     return ConfigError(f"{key}: {problem['msg']}", hint=f"check {key}")
+
+
+def _precedence(problem: ErrorDetails) -> int:
+    if problem["type"] in ("unexpected_keyword_argument", "invalid_key"):
+        return 0
+    invalid = problem.get("ctx", {}).get("error")
+    return 2 if isinstance(invalid, _Invalid) and invalid.at is not None else 1
+
+
+def _as_loaded(data: object, loc: Sequence[object], default: object) -> object:
+    """The value at ``loc`` in the loaded settings, as written (pydantic's error carries the
+    value its last step saw: a parsed number, a log level in lower case)."""
+    for part in loc:
+        if not isinstance(data, Mapping) or part not in data:
+            return default
+        data = data[part]
+    return data
 
 
 def _unknown_setting(path: Sequence[object], name: object) -> ConfigError:
@@ -848,93 +1063,49 @@ def load_config(
     (the embedded demo's own, and its server and landing zone)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     data = _merge(dict(defaults or {}), {} if path is None else _read_file(path))
-    data = _merge(_merge(data, _Environment(env)()), dict(fixed or {}))
+    data = _merge(_merge(data, _from_environment(env)), dict(fixed or {}))
     if sections is not None:
         data = {name: value for name, value in data.items() if name in sections}
     _resolve_secrets(data, env)
+    for name in _SECTION_TYPES:  # a section left out is checked too (sink.root on the disk)
+        data.setdefault(name, {})
     try:
-        config = _CONFIG.validate_python(data)
+        return _CONFIG.validate_python(data)
     except ValidationError as exc:
-        raise _config_error(exc) from None
-    _validate(config)
-    return config
+        raise _config_error(exc, data) from None
 
 
-# -- checks across settings (single numbers are checked against LIMITS while loading) ------------
+# -- checks a section's model_validator makes ---------------------------------------------------
 
 
-def _validate(config: Config) -> None:
-    _validate_source(config.source)
-    _validate_start(config.start)
-    _validate_sink(config.sink)
-    _validate_filters(config.filters)
-    _validate_mqtt(config.mqtt)
-    _validate_service(config.service)
-    _validate_snapshot(config.snapshot)
-
-
-SNAPSHOT_MODES = ("initial", "never", "when_needed")
-
-
-def _validate_snapshot(snapshot: SnapshotConfig) -> None:
-    if snapshot.mode is not None and snapshot.mode not in SNAPSHOT_MODES:
-        raise ConfigError(
-            f"snapshot.mode: {_describe(snapshot.mode)} is not a snapshot mode",
-            hint="use initial (land the tables' rows first, then their changes), "
-            "when_needed (initial, and again when the source has purged the checkpoint's "
-            "binlog) or never (changes only); leave it out for initial, or never when start "
-            "is set",
+def _check_delays(section: str, initial: float, most: float) -> None:
+    if initial > most:
+        raise _Invalid(
+            f"{_number(initial)} is above {section}.reconnect_max_delay ({_number(most)})",
+            "the delay doubles from the initial one up to the maximum",
+            at="reconnect_initial_delay",
         )
 
 
-def _validate_source(source: SourceConfig) -> None:
-    if not source.unix_socket:
-        _check_host("source.host", source.host, "the port goes in source.port")
-    if not source.user.strip():
-        raise ConfigError("source.user: empty", hint="name the replication account, e.g. repl")
-    _check_delays("source", source.reconnect_initial_delay, source.reconnect_max_delay)
-
-
-def _validate_start(start: StartConfig) -> None:
-    if start.gtid is not None and start.file is not None:
-        raise ConfigError(
-            "start: give either gtid or file/position, not both",
-            hint="remove start.gtid or start.file",
-        )
-    if start.position != 4 and start.file is None:
-        raise ConfigError(
-            f"start.position: {start.position} is set without start.file",
-            hint="a position counts within one binlog file: set start.file too",
-        )
-    if start.file is not None and not start.file.strip():
-        raise ConfigError("start.file: empty", hint="name a binlog file, e.g. mysql-bin.000001")
+def _check_host(key: str, host: str, hint: str) -> None:
+    """A DNS name or an IP address, alone: no scheme, port, brackets, spaces."""
+    if not host:
+        raise _Invalid("empty", hint, at=key)
     try:
-        start_position(start.gtid, start.file, start.position)
-    except ConfigError as exc:  # a GTID that does not parse
-        raise ConfigError(f"start.gtid: {exc.args[0]}", hint=exc.hint) from None
-
-
-def _validate_sink(sink: SinkConfig) -> None:
-    if sink.compression not in ("zstd", "snappy", "gzip", "none"):
-        raise ConfigError(
-            f"sink.compression: {sink.compression!r} is not supported",
-            hint="use zstd, snappy, gzip or none (lower case)",
-        )
-    if is_url(sink.root):
-        _check_url_root(sink.root)
-    else:
-        _check_root(sink.root)
-    store = sink.object_store
-    if store.endpoint is not None and urlsplit(store.endpoint).scheme not in ("http", "https"):
-        raise ConfigError(
-            f"sink.object_store.endpoint: {redact_url(store.endpoint)!r} is not an http(s) URL",
-            hint="e.g. http://minio:9000 or https://s3.eu-central-1.amazonaws.com",
-        )
-    if bool(store.access_key) != bool(store.secret_key):
-        raise ConfigError(
-            "sink.object_store: access_key and secret_key go together",
-            hint="give both (e.g. access_key_env and secret_key_env), or neither to use the "
-            "store's credential chain (environment, profile, instance role)",
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host  # a fully qualified "db.example."
+    labels = name.split(".")
+    if len(name) > 253 or not all(
+        0 < len(label) <= 63 and all(c.isalnum() or c in "-_" for c in label) for label in labels
+    ):
+        raise _Invalid(
+            f"{_describe(host)} is not a host name or IP address",
+            f"letters, digits, - and _ in dot-separated labels of up to 63, or an IPv4 or "
+            f"IPv6 address; {hint}",
+            at=key,
         )
 
 
@@ -947,42 +1118,46 @@ def _check_url_root(root: str) -> None:
     parts = urlsplit(root)
     shown = redact_url(root)
     if parts.username or parts.password or parts.query:
-        raise ConfigError(
-            f"sink.root: {shown!r} carries credentials or options; they are not read (and "
-            "the URL is not shown whole)",
-            hint="give credentials through the environment, a profile, the instance role or "
+        raise _Invalid(
+            f"{shown!r} carries credentials or options; they are not read (and the URL is not "
+            "shown whole)",
+            "give credentials through the environment, a profile, the instance role or "
             "sink.object_store.access_key_env/secret_key_env, and the endpoint as "
             "sink.object_store.endpoint",
+            at="root",
         )
     if parts.scheme not in OBJECT_STORE_SCHEMES:
-        raise ConfigError(
-            f"sink.root: {shown!r}: {parts.scheme}:// is not an object store replicator writes",
-            hint=f"use a directory, or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)}",
+        raise _Invalid(
+            f"{shown!r}: {parts.scheme}:// is not an object store replicator writes",
+            f"use a directory, or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)}",
+            at="root",
         )
     if not parts.netloc:
-        raise ConfigError(f"sink.root: {shown!r} names no bucket", hint="write s3://bucket/prefix")
+        raise _Invalid(f"{shown!r} names no bucket", "write s3://bucket/prefix", at="root")
 
 
 def _check_root(root: str) -> None:
     """The landing zone: a directory (or one to create) on a real filesystem."""
-    key = "sink.root"
     if not root.strip():
-        raise ConfigError(
-            f"{key}: empty",
-            hint='name the landing zone directory, e.g. ./landing, or "." for this one',
+        raise _Invalid(
+            "empty",
+            'name the landing zone directory, e.g. ./landing, or "." for this one',
+            at="root",
         )
     if root.startswith("~"):
-        raise ConfigError(
-            f"{key}: {root!r} starts with ~, which is not expanded",
-            hint="write the home directory out, e.g. /home/etl/landing",
+        raise _Invalid(
+            f"{root!r} starts with ~, which is not expanded",
+            "write the home directory out, e.g. /home/etl/landing",
+            at="root",
         )
     absolute = Path(os.path.abspath(root))
     real = Path(os.path.realpath(root))
     for tree in _SYSTEM_TREES:
         if any(path == tree or tree in path.parents for path in (absolute, real)):
-            raise ConfigError(
-                f"{key}: {root!r} is under {tree}, which is not a place for files",
-                hint="put the landing zone on a real filesystem, e.g. /var/lib/replicator",
+            raise _Invalid(
+                f"{root!r} is under {tree}, which is not a place for files",
+                "put the landing zone on a real filesystem, e.g. /var/lib/replicator",
+                at="root",
             )
     for path in (real, *real.parents):  # the nearest existing one must be a directory
         try:
@@ -994,111 +1169,8 @@ def _check_root(root: str) -> None:
         if stat.S_ISDIR(mode):
             return
         where = "" if path == real else f"is inside {path}, which "
-        raise ConfigError(
-            f"{key}: {root!r} {where}is a file, not a directory",
-            hint="name a directory for the landing zone; it is created if missing",
-        )
-
-
-def _validate_filters(filters: FilterConfig) -> None:
-    if not filters.include:
-        raise ConfigError(
-            "filters.include: empty, so no table would land", hint='e.g. ["*.*"] or ["shop.*"]'
-        )
-    for key, globs in (("filters.include", filters.include), ("filters.exclude", filters.exclude)):
-        for glob in globs:
-            if glob.count(".") != 1:
-                raise ConfigError(
-                    f"{key}: {glob!r} must be database.table (globs allowed)",
-                    hint='e.g. "shop.*" or "*.orders"',
-                )
-    for glob in filters.exclude_columns:
-        # a name without wildcards must spell out database.table.column, or it never matches
-        # and the column it was meant to keep out lands
-        if not any(c in glob for c in "*?[") and glob.count(".") != 2:
-            raise ConfigError(
-                f"filters.exclude_columns: {glob!r} never matches: columns are named "
-                "database.table.column",
-                hint='e.g. "crm.users.password_hash" or "*.*.password_hash"',
-            )
-
-
-def _validate_service(service: ServiceConfig) -> None:
-    if service.http_enabled:
-        _check_host(
-            "service.http_host",
-            service.http_host,
-            "127.0.0.1, or 0.0.0.0 to listen on all; the port goes in service.http_port",
-        )
-    if service.log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise ConfigError(
-            f"service.log_level: {_describe(service.log_level)} is not a log level",
-            hint="use debug, info, warning or error",
-        )
-    if service.log_format not in ("auto", "json", "console"):
-        raise ConfigError(
-            f"service.log_format: {_describe(service.log_format)} is not a log format",
-            hint="use auto, json or console",
-        )
-
-
-def _validate_mqtt(mqtt: MqttConfig) -> None:
-    if mqtt.enabled:
-        _check_host("mqtt.host", mqtt.host, "the port goes in mqtt.port")
-    prefix = mqtt.topic_prefix
-    if not prefix or prefix.startswith("/") or prefix.endswith("/") or "//" in prefix:
-        raise ConfigError(
-            f"mqtt.topic_prefix: {_describe(prefix)} has an empty topic level",
-            hint='use levels separated by single slashes, e.g. "replicator/prod"',
-        )
-    if any(c in prefix for c in "+#\0"):
-        raise ConfigError(
-            f"mqtt.topic_prefix: {_describe(prefix)} contains a wildcard (+, #) or NUL",
-            hint="topics we publish to cannot contain + or #",
-        )
-    for key, text in (
-        ("mqtt.topic_prefix", f"{prefix}/commits"),
-        ("mqtt.client_id", mqtt.client_id or ""),
-        ("mqtt.username", mqtt.username or ""),
-    ):
-        if len(text.encode("utf-8")) > MAX_MQTT_STRING:
-            raise ConfigError(
-                f"{key}: {_describe(text)} is longer than MQTT allows",
-                hint=f"MQTT strings are at most {MAX_MQTT_STRING} bytes of UTF-8",
-            )
-    if mqtt.password and not mqtt.username:
-        raise ConfigError(
-            "mqtt.password: set without mqtt.username",
-            hint="MQTT sends a password only with a user name: set mqtt.username",
-        )
-    _check_delays("mqtt", mqtt.reconnect_initial_delay, mqtt.reconnect_max_delay)
-
-
-def _check_delays(section: str, initial: float, most: float) -> None:
-    if initial > most:
-        raise ConfigError(
-            f"{section}.reconnect_initial_delay: {_number(initial)} is above "
-            f"{section}.reconnect_max_delay ({_number(most)})",
-            hint="the delay doubles from the initial one up to the maximum",
-        )
-
-
-def _check_host(key: str, host: str, hint: str) -> None:
-    """A DNS name or an IP address, alone: no scheme, port, brackets, spaces."""
-    if not host:
-        raise ConfigError(f"{key}: empty", hint=hint)
-    try:
-        ipaddress.ip_address(host)
-        return
-    except ValueError:
-        pass
-    name = host[:-1] if host.endswith(".") else host  # a fully qualified "db.example."
-    labels = name.split(".")
-    if len(name) > 253 or not all(
-        0 < len(label) <= 63 and all(c.isalnum() or c in "-_" for c in label) for label in labels
-    ):
-        raise ConfigError(
-            f"{key}: {_describe(host)} is not a host name or IP address",
-            hint=f"letters, digits, - and _ in dot-separated labels of up to 63, or an IPv4 or "
-            f"IPv6 address; {hint}",
+        raise _Invalid(
+            f"{root!r} {where}is a file, not a directory",
+            "name a directory for the landing zone; it is created if missing",
+            at="root",
         )

@@ -7,8 +7,10 @@ config must stop before anything connects, with exit code 2 and a message that n
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -17,11 +19,21 @@ from click.testing import CliRunner
 
 from replicator.binlog.position import start_position
 from replicator.cli import main
-from replicator.config import LIMITS, Config, Secret, load_config
+from replicator.config import (
+    LIMITS,
+    Config,
+    Limit,
+    Secret,
+    ServiceConfig,
+    SinkConfig,
+    SnapshotConfig,
+    load_config,
+)
 from replicator.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config" / "replicator.example.yaml"
+CONFIG_SOURCE = ROOT / "replicator" / "config.py"
 
 
 def _keys(cls: type, prefix: str = "") -> set[str]:
@@ -393,3 +405,112 @@ def test_config_objects_are_frozen() -> None:
     config = Config()
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.source.host = "x"  # type: ignore[misc]
+
+
+def test_config_uses_only_public_pydantic_api() -> None:
+    """No private pydantic or pydantic-settings module, name or hook (``_load_env_vars``):
+    config.py's classes override nothing of pydantic's."""
+    tree = ast.parse(CONFIG_SOURCE.read_text())
+    pydantic_names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pydantic"):
+            assert not any(part.startswith("_") for part in (node.module or "").split("."))
+            assert not any(alias.name.startswith("_") for alias in node.names)
+            pydantic_names |= {alias.asname or alias.name for alias in node.names}
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names if alias.name.startswith("pydantic")]
+            assert not any(part.startswith("_") for m in modules for part in m.split("."))
+    assert pydantic_names  # config.py validates with pydantic
+    private_attributes = [
+        f"{node.value.id}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in pydantic_names
+        and node.attr.startswith("_")
+    ]
+    assert private_attributes == []
+    subclasses = [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(isinstance(base, ast.Name) and base.id in pydantic_names for base in node.bases)
+    ]
+    assert subclasses == []
+    assert "_load_env_vars" not in CONFIG_SOURCE.read_text()
+
+
+def test_choices_are_literals() -> None:
+    """snapshot.mode, the log level and format and the compression are ``Literal`` types, not
+    text checked by hand after loading: mypy checks the code that compares them."""
+    hints = {
+        "snapshot.mode": typing.get_type_hints(SnapshotConfig)["mode"],
+        "service.log_level": typing.get_type_hints(ServiceConfig)["log_level"],
+        "service.log_format": typing.get_type_hints(ServiceConfig)["log_format"],
+        "sink.compression": typing.get_type_hints(SinkConfig)["compression"],
+    }
+    choices = {key: set(typing.get_args(_literal(kind))) for key, kind in hints.items()}
+    assert choices == {
+        "snapshot.mode": {"initial", "never", "when_needed"},
+        "service.log_level": {"debug", "info", "warning", "error"},
+        "service.log_format": {"auto", "json", "console"},
+        "sink.compression": {"zstd", "snappy", "gzip", "none"},
+    }
+
+
+def _literal(kind: object) -> object:
+    """The ``Literal`` inside an optional or annotated type."""
+    for arg in (kind, *typing.get_args(kind)):
+        if typing.get_origin(arg) is typing.Literal:
+            return arg
+    raise AssertionError(f"no Literal in {kind!r}")
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"REPLICATOR_SNAPSHOT__MODE": "sometimes"}, "snapshot.mode: 'sometimes' is not a"),
+        ({"REPLICATOR_SNAPSHOT__MODE": "NEVER"}, "snapshot.mode: 'NEVER' is not a snapshot mode"),
+        ({"REPLICATOR_SERVICE__LOG_LEVEL": "LOUD"}, "service.log_level: 'LOUD' is not a log"),
+        ({"REPLICATOR_SINK__COMPACTION__EVERY": "0.5"}, "sink.compaction.every: 0.5 is out of"),
+        (
+            {"REPLICATOR_SERVICE__PROGRESS_SECONDS": "nan"},
+            "service.progress_seconds: nan is not a number (use 0.1 to 86400, or 0",
+        ),
+        # a value's own problem is told before a section's check across its settings
+        (
+            {"REPLICATOR_SERVICE__HTTP_HOST": "*", "REPLICATOR_SOURCE__PORT": "x"},
+            "source.port: 'x' is not an integer",
+        ),
+        (
+            {"REPLICATOR_SOURCE__HOST": "a b", "REPLICATOR_SINK__BATCH_MAX_ROWS": "0"},
+            "sink.batch_max_rows: 0 is out of range (use 1 to 2147483647: row changes",
+        ),
+    ],
+)
+def test_choices_and_ranges_refused_with_their_words(
+    environ: dict[str, str], expected: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, environ=environ)
+    assert str(caught.value).startswith(expected), str(caught.value)
+
+
+def test_choices_and_zero_turning_off_are_read() -> None:
+    config = load_config(
+        None,
+        environ={
+            "REPLICATOR_SNAPSHOT__MODE": "when_needed",
+            "REPLICATOR_SERVICE__LOG_LEVEL": "WARNING",
+            "REPLICATOR_SERVICE__PROGRESS_SECONDS": "0",
+            "REPLICATOR_SINK__COMPACTION__EVERY": "0",
+            "REPLICATOR_SINK__COMPRESSION": "gzip",
+        },
+    )
+    assert (config.snapshot.mode, config.service.log_level) == ("when_needed", "warning")
+    assert (config.service.progress_seconds, config.sink.compaction.every) == (0, 0)
+    assert config.sink.compression == "gzip"
+    assert LIMITS["sink.compaction.every"] == Limit(
+        1, 30 * 86400, "seconds between compactions, e.g. 3600", True
+    )
+    assert LIMITS["source.port"] == Limit(1, 65535, "a TCP port")
