@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import durable
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from .binlog.position import StreamPosition
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
@@ -22,13 +21,6 @@ from .snapshot_progress import SnapshotState
 from .storage import LocalStore, Store
 
 FORMAT_VERSION = 1
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (``durable.write_atomic``)."""
-    durable.write_atomic(
-        path, data, hint="check free space and permissions of the landing zone; nothing was lost"
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,7 +77,7 @@ Clock = Callable[[], float]
 
 
 class SnapshotFigures(Protocol):
-    """What the metrics read of the snapshot's progress (``snapshot.runner.Progress``)."""
+    """What the metrics read of the snapshot's progress (``snapshot.runner.SnapshotProgress``)."""
 
     @property
     def tables_left(self) -> int: ...
@@ -365,7 +365,7 @@ class Metrics:
         self._commit_error = ""
 
     def snapshot_progress(self, progress: SnapshotFigures) -> None:
-        """Where the snapshot stands (``snapshot.runner.Progress``)."""
+        """Where the snapshot stands (``snapshot.runner.SnapshotProgress``)."""
         self._snapshot_tables.set(progress.tables_left)
         self._snapshot_rows.set(progress.rows)
         estimate, eta = progress.estimate, progress.eta_seconds

@@ -18,10 +18,11 @@ is replicated.
 writes, for statements logged as SQL (``binlog_format`` STATEMENT or MIXED).
 
 Tokens come from sqlglot's MySQL tokenizer (quoting, escapes, literals, comments); the grammar
-on top is the servers' own: sqlglot's MySQL AST drops facts an exact history needs (the old name
-of ``CHANGE``, ``FIRST``/``AFTER``, unsigned and display widths) and reads several statements
-(``RENAME TABLE``, ``CONVERT TO CHARACTER SET``) only as opaque commands. Versioned comments
-(``/*!50100 ...*/``, MariaDB's ``/*M!100100 ...*/``) are read as the server reads them.
+on top is written here, after the servers' own. sqlglot's syntax tree (as of sqlglot 30) keeps
+column definitions, ``CHANGE``'s old name, ``FIRST``/``AFTER`` and unsigned display widths, but
+reads ``RENAME TABLE``, ``ALTER TABLE ... CONVERT TO CHARACTER SET``, ``ADD (a, b)`` and partition
+clauses only as opaque commands, so those need a grammar of their own either way. Versioned
+comments (``/*!50100 ...*/``, MariaDB's ``/*M!100100 ...*/``) are read as the server reads them.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ __all__ = [
     "TableTruncated",
     "Unrepresentable",
     "apply_ddl",
-    "apply_effect",
+    "apply_ddl_effect",
     "dml_tables",
 ]
 
@@ -183,7 +184,7 @@ Effect = (
 )
 
 
-def apply_effect(catalog: Catalog, effect: Effect) -> Catalog:
+def apply_ddl_effect(catalog: Catalog, effect: Effect) -> Catalog:
     """The catalog after one effect (effects carry whole tables: no parsing)."""
     if isinstance(effect, TableCreated):
         return catalog.with_table(effect.table)
@@ -1034,7 +1035,7 @@ class _Run:
 
     def add(self, effect: Effect) -> None:
         self.effects.append(effect)
-        self.catalog = apply_effect(self.catalog, effect)
+        self.catalog = apply_ddl_effect(self.catalog, effect)
 
     def database_defaults(self, db: str, table: TableName) -> _Defaults:
         """The default character set of tables created in ``db`` now; a database whose

@@ -163,7 +163,7 @@ def apply_effect(catalog: Catalog, effect: Effect) -> Catalog:
         return catalog.without_table(effect.schema, effect.name)
     if isinstance(effect, Learned):
         return catalog.with_table(effect.table)
-    return ddl.apply_effect(catalog, effect)
+    return ddl.apply_ddl_effect(catalog, effect)
 
 
 def with_fills(effect: Effect) -> Effect:

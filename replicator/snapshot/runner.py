@@ -91,7 +91,7 @@ class _SourceFailed(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class SnapshotProgress:
     """Where the snapshot stands (for the terminal, ``replicator status`` and /metrics)."""
 
     table: str | None  # the table being read (None: nothing to read)
@@ -369,15 +369,15 @@ class SnapshotRunner:
             with contextlib.suppress(SnapshotStopped):  # a stop: the connection is dropped
                 await self._io("close a read view", self.reader.end)
 
-    def progress(self) -> Progress:
+    def progress(self) -> SnapshotProgress:
         state = self.pipeline.snapshot
         if state.current is None:
-            return Progress(None, 0, None, None, 0)
+            return SnapshotProgress(None, 0, None, None, 0)
         rate = None
         if state.current == self._reading and self._table_rows:
             rate = self._table_rows / max(time.monotonic() - self._table_started, 1e-3)
         estimate = self._estimate if state.current == self._reading else None
-        return Progress(state.current, state.rows, estimate, rate, len(state.tables))
+        return SnapshotProgress(state.current, state.rows, estimate, rate, len(state.tables))
 
     def _table(self, state: SnapshotState) -> Any:
         history = self.pipeline.history

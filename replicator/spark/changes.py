@@ -50,7 +50,7 @@ from .type_map import spark_schema
 __all__ = [
     "AUX",
     "FileVersion",
-    "Read",
+    "TableChanges",
     "align",
     "file_versions",
     "normalize",
@@ -82,7 +82,7 @@ _ID_SCHEMA = T.StructType(
 
 
 @dataclass(frozen=True, slots=True)
-class Read:
+class TableChanges:
     """A table's changes in the merge layout (``merge`` module doc) and its model."""
 
     model: TableModel
@@ -235,13 +235,13 @@ def _assemble(
     *,
     previous_key: tuple[str, ...] | None = None,
     previous_schema: T.StructType | None = None,
-) -> Read:
+) -> TableChanges:
     newest = versions[-1].schema
     types = frames[-1].schema
     aligned = [align(f, v.schema, newest, types) for v, f in zip(versions, frames, strict=True)]
     key = identity_columns(table, keyed, newest, options, previous_key)
     model = table_model(table, aligned, key, options, previous_schema)
-    return Read(model, union_all([normalize(f, model) for f in aligned]))
+    return TableChanges(model, union_all([normalize(f, model) for f in aligned]))
 
 
 # ------------------------------------------------------------------------------- reading
@@ -255,7 +255,7 @@ def read_files(
     *,
     previous_key: tuple[str, ...] | None = None,
     previous_schema: T.StructType | None = None,
-) -> Read:
+) -> TableChanges:
     """Every row change of ``files`` (of one table), in one schema."""
     versions = file_versions(files)
     frames = [read_committed(spark, v.files) for v in versions]
@@ -379,7 +379,7 @@ def read_lineage(
     files: Sequence[CommittedFile],
     rereading: Collection[int],
     options: MaterializeOptions,
-) -> tuple[Read, list[CommittedFile]] | None:
+) -> tuple[TableChanges, list[CommittedFile]] | None:
     """The row changes of ``lineage``'s current state (``files``: every committed file of
     the landing zone, or of its landed tables), each once; and the files they come from.
     A lineage without a file yet has no rows: its columns are those its newest create or
@@ -418,7 +418,7 @@ def read_lineage(
 
 def _no_rows(
     spark: SparkSession, lineage: Lineage, options: MaterializeOptions
-) -> tuple[Read, list[CommittedFile]] | None:
+) -> tuple[TableChanges, list[CommittedFile]] | None:
     """A table without any row yet, in the columns its newest record with a schema gives: an
     empty read of a file of that schema, aligned and keyed as the files will be."""
     schema = next((r.schema for r in reversed(lineage.records) if r.schema is not None), None)
@@ -429,4 +429,4 @@ def _no_rows(
     override = options.keys.get(lineage.name)
     key = tuple(override) if override is not None else (file_key(schema) or ())
     model = table_model(lineage.name, [aligned], key, options)
-    return Read(model, normalize(aligned, model)), []
+    return TableChanges(model, normalize(aligned, model)), []

@@ -56,7 +56,7 @@ from . import identity
 from . import state as st
 from .changes import (
     FileVersion,
-    Read,
+    TableChanges,
     file_versions,
     normalize,
     read_files,
@@ -111,7 +111,7 @@ def _known(landing: Landing, table: str) -> None:
         )
 
 
-def _public(read: Read) -> DataFrame:
+def _public(read: TableChanges) -> DataFrame:
     return read.changes.drop(UNKNOWN)
 
 
@@ -140,7 +140,7 @@ def read_changes(
 
 def _lineage_read(
     spark: SparkSession, landing: Path | str | Store, table: str, options: MaterializeOptions
-) -> Read:
+) -> TableChanges:
     found = _landing(_root(landing))
     _known(found, table)
     target = found.table(table)

@@ -747,16 +747,16 @@ def test_a_stream_with_no_progress_is_not_ready_though_connected() -> None:
 
 
 def test_snapshot_progress_gauges() -> None:
-    from replicator.snapshot.runner import Progress
+    from replicator.snapshot.runner import SnapshotProgress
 
     m = Metrics()
-    m.snapshot_progress(Progress("shop.big", 50, 200, 10.0, 2))
+    m.snapshot_progress(SnapshotProgress("shop.big", 50, 200, 10.0, 2))
     text = m.render()[0].decode()
     assert value(text, "replicator_snapshot_tables_pending") == 2
     assert value(text, "replicator_snapshot_table_rows") == 50
     assert value(text, "replicator_snapshot_table_rows_estimate") == 200
     assert value(text, "replicator_snapshot_table_eta_seconds") == 15
-    m.snapshot_progress(Progress("shop.t", 0, None, None, 1))
+    m.snapshot_progress(SnapshotProgress("shop.t", 0, None, None, 1))
     text = m.render()[0].decode()
     assert math.isnan(value(text, "replicator_snapshot_table_eta_seconds"))  # not known
 

@@ -21,7 +21,7 @@ from replicator.schema.history import Point, SchemaHistory, resync_change
 from replicator.schema.model import Catalog, Column, Database, Table
 from replicator.snapshot.reader import _after_clause
 from replicator.snapshot.requests import read_requests, write_request
-from replicator.snapshot.runner import Progress
+from replicator.snapshot.runner import SnapshotProgress
 from replicator.snapshot_progress import SnapshotState, decode_key, encode_key
 
 FIELDS = st.tuples(
@@ -224,16 +224,16 @@ def _strip_ids(table: Table) -> Table:
 
 
 def test_snapshot_progress_says_rows_rate_and_eta() -> None:
-    progress = Progress("shop.big", 40_000, 200_000, 20_000.0, 3)
+    progress = SnapshotProgress("shop.big", 40_000, 200_000, 20_000.0, 3)
     assert progress.eta_seconds == 8.0
     assert progress.describe() == (
         "shop.big: 40,000 rows of about 200,000 (20%), 20,000 rows/s, ETA 0m08s; "
         "2 more table(s) after it"
     )
-    unknown = Progress("shop.t", 10, None, None, 1)
+    unknown = SnapshotProgress("shop.t", 10, None, None, 1)
     assert unknown.eta_seconds is None
     assert unknown.describe() == "shop.t: 10 rows"
-    assert Progress(None, 0, None, None, 0).describe() == "done"
+    assert SnapshotProgress(None, 0, None, None, 0).describe() == "done"
 
 
 # ------------------------------------------------------------- text result sets, natively
