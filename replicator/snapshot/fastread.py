@@ -1,9 +1,10 @@
 """A text result set read straight from the socket into blocks by the native core.
 
 pymysql sends the query and reads the column definitions; the row packets that follow are
-read here in large blocks and parsed by ``_rowcore.text_block`` into a block's column buffers
-(``binlog.block``: the layout the binlog decoder gives the same column, so the sink cannot tell
-a snapshot chunk from a rows event): no Python object per value. Columns of other types, and
+read here in large blocks (from pymysql's socket file, which ``source.wire`` hands over) and
+parsed by ``_rowcore.text_block`` into a block's column buffers (``binlog.block``: the layout
+the binlog decoder gives the same column, so the sink cannot tell a snapshot chunk from a rows
+event): no Python object per value. Columns of other types, and
 every column from the first row holding a value buffers cannot (a zero date, latin1 text that
 is not ASCII, a number out of range), are read by ``_rowcore.text_rows`` as the binlog decoders
 build values (the column's ``columns.converter`` handles whatever the C fast path does not take,
@@ -33,6 +34,7 @@ from ..binlog.charsets import decode_mysql_latin1, text_decoder
 from ..binlog.constants import ColumnType as T
 from ..binlog.schema import ColumnDef
 from ..errors import IntegrityError
+from ..source import wire
 from .columns import Convert, converter
 
 BYTES, UTF8, INT, FLOAT, PYTHON, DATE, DATETIME, TIMESTAMP = range(8)
@@ -160,13 +162,13 @@ def _read_rows(
     natives = tuple(None if f is None else f[1] for f in found)
     core = native.core()
     conn.query(sql, unbuffered=True)
-    result = conn._result
+    result = wire.unbuffered_result(conn)
     assert result is not None
     if result.field_count != len(columns):
         raise IntegrityError(
             f"the snapshot query returned {result.field_count} columns for {len(columns)}"
         )
-    rfile = conn._rfile
+    rfile = wire.result_file(conn)
     assert rfile is not None
     buf = b""
     pieces: list[tuple[object, ...]] = []
@@ -251,8 +253,7 @@ def _read_rows(
         if rows:
             yield Block.from_rows(rows, width), rows[-1]
     finally:
-        result.unbuffered_active = False
-        conn._result = None
+        wire.drop_result(conn, result)
 
 
 def _block(

@@ -44,6 +44,7 @@ from ..binlog.schema import ColumnDef
 from ..binlog.values import InvalidTemporal
 from ..config import SourceConfig
 from ..errors import IntegrityError, ReplicatorError
+from ..source import wire
 from ..source.connection import describe_source, open_connection
 from ..source.errors import translate_error
 from .columns import quote, select_expression
@@ -220,7 +221,7 @@ class SnapshotReader:
         """Wake a read blocked on the connection (from another thread): it fails at once and
         the connection is dropped (closing the socket alone would not wake it)."""
         conn = self._conn
-        sock = None if conn is None else conn._sock
+        sock = None if conn is None else wire.raw_socket(conn)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

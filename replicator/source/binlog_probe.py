@@ -20,8 +20,8 @@ Wire format: COM_BINLOG_DUMP = 0x12, payload ``pos:4 flags:2 server_id:4 filenam
 https://mariadb.com/kb/en/com_binlog_dump/); each reply packet is 0x00 then one event whose
 19-byte v4 header starts with ``timestamp:4 type:1`` (mysql-server ``binlog_event.h``). The first
 reply is an artificial ROTATE (timestamp 0; body ``position:8`` then the file name, then the
-CRC32 when checksums are on) naming the file, the FORMAT_DESCRIPTION follows. Uses pymysql's
-internal ``_execute_command``/``_read_packet``, as ``source.stream`` does.
+CRC32 when checksums are on) naming the file, the FORMAT_DESCRIPTION follows. The command and
+its replies go through ``source.wire``, as the stream's do.
 
 The same exchange needs REPLICATION SLAVE, so a refusal here is a functional privilege check.
 """
@@ -37,6 +37,7 @@ import pymysql
 
 from ..binlog.constants import CHECKSUM_SIZE, EVENT_HEADER_SIZE, EventType
 from ..config import SourceConfig
+from . import wire
 from .connection import describe_source, open_connection
 from .errors import ER_SPECIFIC_ACCESS_DENIED, error_code, translate_error
 from .protocol import COM_BINLOG_DUMP, MARIADB_SLAVE_CAPABILITY_MINE, dump_payload
@@ -73,9 +74,9 @@ def first_event_time(cfg: SourceConfig, file: str = "") -> ProbeResult:
             cur.execute(f"SET @mariadb_slave_capability = {MARIADB_SLAVE_CAPABILITY_MINE}")
         crc_size = 0 if checksum == "NONE" else CHECKSUM_SIZE
         payload = dump_payload(PROBE_SERVER_ID, file, FIRST_POSITION, flags=BINLOG_DUMP_NON_BLOCK)
-        conn._execute_command(COM_BINLOG_DUMP, payload)
+        wire.send_command(conn, COM_BINLOG_DUMP, payload)
         for _ in range(MAX_PACKETS):
-            data: bytes = conn._read_packet().get_all_data()
+            data = wire.read_packet(conn)
             if len(data) < 1 + EVENT_HEADER_SIZE or data[0] != 0x00:
                 return ProbeResult(name, None, problem="the server ended the dump early")
             timestamp, event_type = struct.unpack_from("<IB", data, 1)

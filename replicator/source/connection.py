@@ -39,6 +39,7 @@ import pymysql
 
 from ..config import SourceConfig, TlsConfig
 from ..errors import ConfigError, ReplicatorError, ServerRefusedError
+from . import wire
 from .errors import ER_ACCESS_DENIED, error_code, translate_error
 from .server_info import BinlogFile, BinlogPosition, ServerInfo, server_info
 
@@ -188,6 +189,5 @@ def open_connection(
             if shadow is not None:
                 raise _shadowed(refused, cfg.user, shadow) from None
         raise refused from None
-    # pymysql re-applies these before each read and write
-    conn._read_timeout = conn._write_timeout = read_timeout
+    wire.set_timeouts(conn, read_timeout)
     return conn

@@ -1,0 +1,156 @@
+"""The bounded hand-off of stream items from the reader thread to the event loop.
+
+The reader thread decodes; the consumer runs on the loop. Room is counted in items and in row
+images (``deliver``): when the consumer is slow the reader blocks here and stops reading its
+socket, so memory stays bounded and TCP pushes back on the server. Items are handed over in
+batches (``flush``), once per chunk read from the socket, and the reader waits until the loop
+has queued them: a round trip per item would cost as much as decoding a small transaction, and
+the wait is when the loop thread gets the GIL without contention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+
+from ..binlog.transaction import Transaction, TransactionPart
+from .items import StreamItem
+
+__all__ = ["End", "Entry", "HandOff"]
+
+
+class End:
+    """Queue sentinel: the stream is over (``--stop-at-end`` reached or closed)."""
+
+
+# an item, or the error or end that finishes the stream, with its row images
+Entry = tuple[StreamItem | BaseException | End, int]
+
+
+class HandOff:
+    """Reader thread -> loop, bounded by ``queue_size`` items and ``row_budget`` row images.
+
+    ``stopping`` is the stream's: once set, ``deliver`` and ``flush`` give up (False) and a
+    reader waiting for room is woken by ``stop``."""
+
+    def __init__(self, stopping: threading.Event, *, queue_size: int, row_budget: int) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # bounded by deliver (items and row images), so putting never waits on the loop
+        self.queue: asyncio.Queue[Entry] | None = None
+        self.finished = False
+        self._stopping = stopping
+        self._queue_size = queue_size
+        self._row_budget = row_budget
+        self._rows_queued = 0
+        self._items_queued = 0
+        self._room = threading.Condition()
+        self._batch: list[Entry] = []  # see deliver
+
+    def open(self) -> None:
+        """Bind to the running loop (before the reader thread starts)."""
+        self.loop = asyncio.get_running_loop()
+        self.queue = asyncio.Queue()
+
+    # -- loop side -------------------------------------------------------------------------
+
+    async def get(self) -> StreamItem:
+        """The next item; raises ``StopAsyncIteration`` at the end, or the stream's error."""
+        if self.queue is None:
+            raise RuntimeError("ReplicaStream.start() was not called")
+        if self.finished:
+            raise StopAsyncIteration
+        return self._took(await self.queue.get())
+
+    def next_ready(self) -> StreamItem | None:
+        """The next item if the reader has handed it over already, else None."""
+        queue = self.queue
+        if queue is None or self.finished or queue.empty():
+            return None
+        return self._took(queue.get_nowait())
+
+    def _took(self, entry: Entry) -> StreamItem:
+        item, rows = entry
+        with self._room:
+            self._items_queued -= 1
+            self._rows_queued -= rows
+            self._room.notify()
+        if isinstance(item, End):
+            self.finished = True
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            self.finished = True
+            raise item
+        return item
+
+    def stop(self) -> None:
+        """Wake a reader waiting for room and drop what the consumer has not taken (after
+        ``stopping`` is set)."""
+        with self._room:  # unblock a reader waiting for room in the queue
+            self._room.notify_all()
+        if self.queue is not None:
+            while not self.queue.empty():
+                self.queue.get_nowait()
+
+    # -- reader thread ---------------------------------------------------------------------
+
+    def deliver(self, item: StreamItem | BaseException | End, *, now: bool = True) -> bool:
+        """Hand an item to the loop, waiting for room. False when the stream is stopping.
+
+        Room is counted here, in items and row images. With ``now=False`` the item joins a
+        batch that ``flush`` hands over in one go, once per chunk read from the socket: a
+        round trip to the loop per transaction costs as much as decoding a small one."""
+        rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
+        while True:
+            with self._room:
+                if self._stopping.is_set():
+                    return False
+                # always let one item through, however large, so the stream cannot stall
+                if self._items_queued < self._queue_size and (
+                    not self._rows_queued or self._rows_queued + rows <= self._row_budget
+                ):
+                    self._items_queued += 1
+                    self._rows_queued += rows
+                    break
+                if not self._batch:
+                    self._room.wait(0.5)
+                    continue
+            # full, partly with our own batch: the consumer can only make room from what it
+            # has, so send the batch (never while holding the lock the consumer takes)
+            if not self.flush():
+                return False
+        self._batch.append((item, rows))
+        return self.flush() if now else True
+
+    def flush(self) -> bool:
+        """Hand the batched items to the loop and wait until they are queued (reader thread
+        only). False when the stream is stopping or the loop is gone.
+
+        The wait matters as much as the hand-off: it is when the loop thread gets the GIL
+        without contention. A reader that never waits makes every GIL acquisition of the loop
+        thread (each wake-up, each socket call) wait out the interpreter's switch interval,
+        and the event loop falls behind by tens of milliseconds."""
+        batch = self._batch
+        if not batch:
+            return True
+        self._batch = []
+        assert self.loop is not None
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._put_all(batch), self.loop)
+        except RuntimeError:  # loop closed
+            return False
+        while not self._stopping.is_set():
+            try:
+                future.result(timeout=0.5)
+                return True
+            except TimeoutError:
+                continue
+            except (RuntimeError, concurrent.futures.CancelledError):  # loop closed
+                return False
+        future.cancel()
+        return False
+
+    async def _put_all(self, batch: list[Entry]) -> None:
+        assert self.queue is not None
+        for entry in batch:
+            self.queue.put_nowait(entry)

@@ -1,0 +1,107 @@
+"""The one place that reaches below pymysql's public API: raw commands, packets and the socket.
+
+pymysql does the connect, the handshake, authentication, TLS and SQL. Three things it has no
+public call for, and we need: sending a replication command (COM_REGISTER_SLAVE,
+COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID) and reading its reply packet; taking the socket over
+once the binlog dump streams (the stream reads it raw into the sans-I/O decoder); and reading a
+text result set's row packets straight from the buffered socket file (``snapshot.fastread``).
+Each function below names the pymysql internal it relies on. They are private to pymysql and
+may change in any release, so ``pyproject.toml`` pins ``pymysql<2`` for them; a new pymysql
+major is adopted by checking this module against it (and nothing else: no other module of the
+package touches a private attribute of a connection, which ``tests/unit/test_wire_seam.py``
+checks from the source).
+
+Packet framing (mysql-server ``sql-common/net_serv.cc``; the MySQL client/server protocol,
+https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_basic_packets.html): each
+packet is ``payload_length:3 sequence_id:1`` then the payload; a command resets the sequence,
+which pymysql tracks for us in ``_execute_command`` and ``_read_packet``.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pymysql
+
+__all__ = [
+    "drop_result",
+    "raw_socket",
+    "read_ok",
+    "read_packet",
+    "result_file",
+    "send_command",
+    "set_timeouts",
+    "unbuffered_result",
+]
+
+
+def send_command(conn: pymysql.connections.Connection, command: int, payload: bytes) -> None:
+    """Send one command packet (``command`` byte, then ``payload``) with a fresh sequence.
+
+    pymysql: ``Connection._execute_command(command, sql)``, which finishes an unbuffered
+    result left open, splits payloads of 16 MiB and more, and raises ``InterfaceError`` on a
+    closed connection."""
+    conn._execute_command(command, payload)
+
+
+def read_packet(conn: pymysql.connections.Connection) -> bytes:
+    """The payload of the next packet (a multi-packet payload joined); an ERR packet raises
+    the server's error as pymysql's ``MySQLError``.
+
+    pymysql: ``Connection._read_packet()`` and ``MysqlPacket.get_all_data()``."""
+    data: bytes = conn._read_packet().get_all_data()
+    return data
+
+
+def read_ok(conn: pymysql.connections.Connection) -> None:
+    """Read the reply to a command that answers OK (COM_REGISTER_SLAVE): an ERR raises the
+    server's error, anything else ``OperationalError`` (commands out of sync).
+
+    pymysql: ``Connection._read_ok_packet()``."""
+    conn._read_ok_packet()
+
+
+def raw_socket(conn: pymysql.connections.Connection) -> socket.socket | None:
+    """The connection's socket (the TLS socket when TLS is on), None once it is closed. The
+    binlog dump is read from it directly once requested; pymysql must not read it after that.
+
+    pymysql: ``Connection._sock``."""
+    sock: socket.socket | None = conn._sock
+    return sock
+
+
+def set_timeouts(conn: pymysql.connections.Connection, seconds: float | None) -> None:
+    """Bound each later read and write on ``conn`` by ``seconds`` (None: no bound). pymysql
+    takes its ``read_timeout``/``write_timeout`` only when the connection is made, and applies
+    them to the handshake too; this widens them afterwards.
+
+    pymysql: ``Connection._read_timeout`` and ``._write_timeout``, which it re-applies to the
+    socket before each read and write."""
+    conn._read_timeout = conn._write_timeout = seconds
+
+
+def unbuffered_result(conn: pymysql.connections.Connection) -> Any:
+    """The result of ``conn.query(sql, unbuffered=True)``: its column definitions read
+    (``field_count``, ``fields``), its rows not yet.
+
+    pymysql: ``Connection._result`` (a ``MySQLResult``)."""
+    return conn._result
+
+
+def result_file(conn: pymysql.connections.Connection) -> Any:
+    """The buffered binary file over the connection's socket that pymysql reads packets from
+    (``read1`` returns what is buffered or one read's worth); the row packets of an
+    unbuffered result follow in it.
+
+    pymysql: ``Connection._rfile`` (``socket.makefile("rb")``)."""
+    return conn._rfile
+
+
+def drop_result(conn: pymysql.connections.Connection, result: Any) -> None:
+    """Forget an unbuffered ``result`` whose rows were read (or abandoned) past pymysql, so
+    the next command does not try to finish it.
+
+    pymysql: ``MySQLResult.unbuffered_active`` and ``Connection._result``."""
+    result.unbuffered_active = False
+    conn._result = None
