@@ -2,7 +2,7 @@
 #   docker build -t replicator .
 #   docker build --target spark -t replicator-spark .   # adds Java + PySpark for `materialize`
 FROM python:3.11-slim AS build
-# gcc builds the native core (replicator/binlog/_rowcore.c) into the wheel; the runtime stages
+# gcc builds the native core (replicator/binlog/_rowcore_c/) into the wheel; the runtime stages
 # need no compiler
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \

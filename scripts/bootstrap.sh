@@ -12,7 +12,7 @@ command -v my_print_defaults >/dev/null 2>&1 || need+=(mariadb-client-core)
 command -v mariadb-binlog >/dev/null 2>&1 || need+=(mariadb-client)
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
-# the native core (replicator/binlog/_rowcore.c): a C compiler and the Python headers
+# the native core (replicator/binlog/_rowcore_c/): a C compiler and the Python headers
 PY=${PYTHON:-python3}
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 "$PY" -c 'import os, sys, sysconfig
@@ -33,8 +33,8 @@ fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-# reinstalled (and the native core rebuilt) when the packaging or the C source changes
-stamp=.venv/.installed-$(cat pyproject.toml setup.py replicator/binlog/_rowcore.c | sha1sum | cut -c1-12)
+# reinstalled (and the native core rebuilt) when the packaging or a C source or header changes
+stamp=.venv/.installed-$(cat pyproject.toml setup.py replicator/binlog/_rowcore_c/*.[ch] | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then
     .venv/bin/pip install -q --upgrade pip >/dev/null
     .venv/bin/pip install -q -e '.[dev]'

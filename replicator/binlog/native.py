@@ -47,7 +47,7 @@ __all__ = [
 Instruction = tuple[int, int, int, int, object]
 
 try:
-    from . import _rowcore  # type: ignore[attr-defined]
+    from . import _rowcore
 except ImportError as exc:  # not built: no C compiler where the package was installed
     _core: Any = None
     IMPORT_ERROR: str | None = str(exc)

@@ -43,9 +43,9 @@ Row identity, for whoever turns the changes back into a table (``replicator.spar
   nulls like everywhere, but not counted again.
 
 The conversion is optimistic. A column of a plain type (integers, floats, text, bytes, dates,
-timestamps, durations) is first built by the native core (``binlog/_rowcore.c``, when it is
-built) straight from its list of values into Arrow buffers; it gives up on anything that is not
-plainly a value of the column's type (None aside), and the column is then converted by
+timestamps, durations) is first built by the native core (``binlog/_rowcore_c/buffers.c``, when
+it is built) straight from its list of values into Arrow buffers; it gives up on anything that
+is not plainly a value of the column's type (None aside), and the column is then converted by
 pyarrow, as every other column is. pyarrow rejects every marker object, so a column is
 converted as it is and only scanned value by value when that fails. A failed ``write()``
 leaves the file as it was; a disk error (OSError) removes the partial file and raises

@@ -43,7 +43,7 @@ READ_BYTES = 1 << 18
 
 
 def kind(col: ColumnDef) -> int:
-    """How the native core reads a column's text (see ``_rowcore.c``, text result sets)."""
+    """How the native core reads a column's text (see ``_rowcore_c/text.c``)."""
     code = col.real_type
     if col.text_form is not None:
         return PYTHON
@@ -326,7 +326,7 @@ def _drain(rfile: object, data: bytes) -> None:
         if not continued:
             if data[4] == 0xFF:
                 _raise_error(rfile, data)
-            if data[4] == 0xFE and size < 9:  # EOF (see _rowcore.c, packet_kind)
+            if data[4] == 0xFE and size < 9:  # EOF (see _rowcore_c/text.c, packet_kind)
                 while len(data) < 4 + size:  # read whole: the next reply follows it
                     data += _more(rfile)
                 return

@@ -1,0 +1,176 @@
+/*
+ * What the files of the native core (the extension replicator.binlog._rowcore, module.c) share:
+ * the instruction codes the module exports to Python, the growable buffers the decoders append
+ * to, and the functions one file defines for another. Private to these files.
+ */
+#ifndef ROWCORE_H
+#define ROWCORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <string.h>
+
+/* ------------------------------------------------- instruction codes (module constants) */
+
+/* a value as an object (rows.c, decode_value) */
+enum {
+    OP_INT = 1,      /* width 1/2/3/4/8, little-endian, arg0: signed */
+    OP_FLOAT = 2,    /* float32 widened to double */
+    OP_DOUBLE = 3,
+    OP_YEAR = 4,     /* one byte: 0, or 1900 + n */
+    OP_DECIMAL = 5,  /* arg0: integer digits, arg1: scale; obj: converter (invalid values) */
+    OP_DATE = 6,     /* obj: converter */
+    OP_DATETIME2 = 7,  /* arg0: fraction bytes, arg1: unit; obj: converter */
+    OP_TIMESTAMP2 = 8, /* arg0: fraction bytes, arg1: unit; obj: converter */
+    OP_TIME2 = 9,      /* arg0: fraction bytes, arg1: unit */
+    OP_UTF8 = 10,      /* width: length prefix; strict UTF-8 text */
+    OP_LATIN1 = 11,    /* width: length prefix; ASCII here, else obj(bytes) */
+    OP_TEXT = 12,      /* width: length prefix; obj(bytes) -> str */
+    OP_BYTES = 13,     /* width: length prefix; arg0: pad to this many bytes with 0x00 */
+    OP_ENUM = 14,      /* width 1/2; obj: labels tuple */
+    OP_CALL = 15,      /* obj(buf, pos) -> (value, pos) */
+};
+
+/* Arrow columns from Python values (buffers.c, arrow_columns) */
+enum {
+    ARROW_INT = 1,       /* width 1/2/4/8 */
+    ARROW_UINT = 2,      /* width 1/2/4/8 */
+    ARROW_FLOAT32 = 3,
+    ARROW_FLOAT64 = 4,
+    ARROW_STRING = 5,    /* str -> UTF-8, int32 offsets */
+    ARROW_BINARY = 6,    /* bytes, int32 offsets */
+    ARROW_DATE32 = 7,    /* date -> days since 1970-01-01 */
+    ARROW_TIMESTAMP = 8, /* naive datetime -> microseconds */
+    ARROW_TIMESTAMP_UTC = 9, /* datetime in timezone.utc -> microseconds */
+    ARROW_DURATION = 10, /* timedelta -> microseconds */
+};
+
+/* a value into column buffers (rows.c, lane_value) */
+enum {
+    LANE_INT = 1,     /* in width 1/2/3/4/8, arg0 signed -> out width 1/2/4/8 */
+    LANE_YEAR = 2,    /* one byte -> int16: 0 or 1900 + n */
+    LANE_COPY = 3,    /* FLOAT/DOUBLE: the bytes as they are */
+    LANE_DECIMAL = 4, /* arg0 integer digits, arg1 scale -> decimal128 (16 bytes) */
+    LANE_DATE = 5,    /* -> int32 days */
+    LANE_DATETIME2 = 6, /* arg0 fraction bytes, arg1 unit -> int64 microseconds */
+    LANE_TIMESTAMP2 = 7,
+    LANE_TIME2 = 8,
+    LANE_UTF8 = 9,    /* in width: length prefix; strict UTF-8 */
+    LANE_ASCII = 10,  /* in width: length prefix; ASCII only (MySQL latin1) */
+    LANE_BYTES = 11,  /* in width: length prefix; arg0: pad to this many bytes with 0x00 */
+    LANE_ENUM = 12,   /* in width 1/2; obj: tuple of label bytes */
+};
+
+/* a text result set's column into buffers (text.c, text_block) */
+enum {
+    TB_OBJECTS = 0,
+    TB_INT = 1,       /* arg0: bytes out (1, 2, 4, 8); arg1: 1 signed */
+    TB_FLOAT = 2,     /* arg0: 4 or 8 */
+    TB_DECIMAL = 3,   /* arg0: precision (<= 38); arg1: scale */
+    TB_DATE = 4,      /* days since 1970-01-01 (int32) */
+    TB_DATETIME = 5,  /* microseconds (int64) */
+    TB_TIMESTAMP = 6, /* microseconds (int64), UTC as the session prints it */
+    TB_UTF8 = 7,      /* strict UTF-8 */
+    TB_ASCII = 8,     /* ASCII only (MySQL latin1 text) */
+    TB_BYTES = 9      /* bytes as sent */
+};
+
+#define MAX_PAYLOAD 0xFFFFFF /* a packet this long continues in the next one */
+
+/* ---------------------------------------------------------------------------- values */
+
+static inline unsigned long long
+le_uint(const unsigned char *p, int width)
+{
+    unsigned long long v = 0;
+    for (int i = width - 1; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static inline unsigned long long
+be_uint(const unsigned char *p, int width)
+{
+    unsigned long long v = 0;
+    for (int i = 0; i < width; i++) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------- growable buffers */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Growable;
+
+static inline int
+grow(Growable *g, Py_ssize_t extra)
+{
+    /* allocated at the first call even for no bytes: the callers then copy zero bytes to a
+     * real pointer, never to NULL (undefined behaviour, which UBSan reports) */
+    if (g->data != NULL && g->len + extra <= g->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = g->cap ? g->cap : 1024;
+    while (cap < g->len + extra) {
+        cap *= 2;
+    }
+    /* the raw allocator: the block decoder grows buffers without holding the GIL */
+    char *data = PyMem_RawRealloc(g->data, (size_t)cap);
+    if (data == NULL) {
+        if (PyGILState_Check()) {
+            PyErr_NoMemory();
+        }
+        return -1;
+    }
+    g->data = data;
+    g->cap = cap;
+    return 0;
+}
+
+typedef struct {
+    Growable valid, data, lengths;
+} LaneColumn;
+
+/* A NULL's slot: a zero length for variable-length kinds, else width zero bytes. */
+static inline int
+null_slot(LaneColumn *c, int varlen, Py_ssize_t width)
+{
+    Py_ssize_t size = varlen ? 4 : width;
+    Growable *g = varlen ? &c->lengths : &c->data;
+    if (grow(g, size) < 0) {
+        return -1;
+    }
+    memset(g->data + g->len, 0, (size_t)size);
+    g->len += size;
+    return 0;
+}
+
+/* --------------------------------------------------------------- across the files */
+
+/* buffers.c */
+PyObject *rc_lane_buffers(const LaneColumn *c, int with_lengths);
+PyObject *rc_arrow_columns(PyObject *module, PyObject *args);
+PyObject *rc_concat_columns(PyObject *module, PyObject *args);
+/* rows.c */
+extern PyTypeObject rc_BlockSpecType;
+/* text.c */
+PyObject *rc_text_rows(PyObject *self, PyObject *args);
+PyObject *rc_text_row_payload(PyObject *self, PyObject *args);
+PyObject *rc_text_block(PyObject *self, PyObject *args);
+/* framing.c */
+PyObject *rc_step_events(PyObject *module, PyObject *args);
+PyObject *rc_split_events(PyObject *module, PyObject *args);
+
+/* <datetime.h> keeps its C API in a static pointer, one per file that includes it: each of
+ * those files fills its own when the module is imported (PyInit__rowcore). 0, or -1 with an
+ * exception set. */
+int rc_rows_init(void);
+int rc_buffers_init(void);
+int rc_text_init(void);
+
+#endif /* ROWCORE_H */

@@ -1,0 +1,821 @@
+/*
+ * Text result sets, for snapshot reads (replicator.snapshot.fastread): the row packets of a
+ * text-protocol result set, straight from the socket's bytes into row tuples of the values the
+ * binlog decoders give (text_rows, text_row), or into a block's column buffers (text_block).
+ * Each column has a kind; a value the kind's fast path does not take (a zero or invalid date,
+ * text that is not strict UTF-8, anything unusual) goes to the column's Python function, which
+ * returns the value or raises the exact error.
+ */
+#include "rowcore.h"
+
+#include <datetime.h>
+
+#include "formats.h"
+
+enum {
+    TEXT_BYTES = 0,    /* bytes as sent */
+    TEXT_UTF8 = 1,     /* str, strict UTF-8 */
+    TEXT_INT = 2,      /* int */
+    TEXT_FLOAT = 3,    /* float (correctly rounded) */
+    TEXT_PYTHON = 4,   /* the column's function(bytes) */
+    TEXT_DATE = 5,     /* datetime.date */
+    TEXT_DATETIME = 6, /* naive datetime.datetime */
+    TEXT_TIMESTAMP = 7 /* datetime.datetime in UTC */
+};
+
+static int
+read_lenenc(const unsigned char *p, Py_ssize_t avail, unsigned long long *value, Py_ssize_t *used)
+{
+    if (avail < 1) {
+        return -1;
+    }
+    unsigned char first = p[0];
+    if (first < 0xFB) {
+        *value = first;
+        *used = 1;
+        return 0;
+    }
+    Py_ssize_t width = first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : -1;
+    if (width < 0 || avail < 1 + width) {
+        return -1;
+    }
+    unsigned long long v = 0;
+    for (Py_ssize_t i = width; i >= 1; i--) {
+        v = (v << 8) | p[i];
+    }
+    *value = v;
+    *used = 1 + width;
+    return 0;
+}
+
+static int
+digits(const unsigned char *p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* 'YYYY-MM-DD[ hh:mm:ss[.f{1,6}]]' into fields; -1 when the text is not that shape */
+static int
+text_fields(const unsigned char *p, Py_ssize_t n, int with_time, int f[7])
+{
+    if (n < 10 || p[4] != '-' || p[7] != '-' || digits(p, 4, &f[0]) || digits(p + 5, 2, &f[1])
+        || digits(p + 8, 2, &f[2])) {
+        return -1;
+    }
+    f[3] = f[4] = f[5] = f[6] = 0;
+    if (!with_time) {
+        return n == 10 ? 0 : -1;
+    }
+    if (n < 19 || p[10] != ' ' || p[13] != ':' || p[16] != ':' || digits(p + 11, 2, &f[3])
+        || digits(p + 14, 2, &f[4]) || digits(p + 17, 2, &f[5])) {
+        return -1;
+    }
+    if (n == 19) {
+        return 0;
+    }
+    Py_ssize_t frac = n - 20;
+    if (p[19] != '.' || frac < 1 || frac > 6 || digits(p + 20, (int)frac, &f[6])) {
+        return -1;
+    }
+    for (Py_ssize_t i = frac; i < 6; i++) {
+        f[6] *= 10;
+    }
+    return 0;
+}
+
+static PyObject *
+text_int(const unsigned char *p, Py_ssize_t n)
+{
+    if (n >= 1 && n <= 18) {
+        Py_ssize_t i = 0;
+        int negative = p[0] == '-';
+        i = negative;
+        if (i < n) {
+            long long v = 0;
+            for (; i < n; i++) {
+                if (p[i] < '0' || p[i] > '9') {
+                    break;
+                }
+                v = v * 10 + (p[i] - '0');
+            }
+            if (i == n) {
+                return PyLong_FromLongLong(negative ? -v : v);
+            }
+        }
+    }
+    char buf[32];
+    if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
+        return NULL; /* the Python path */
+    }
+    memcpy(buf, p, (size_t)n);
+    buf[n] = 0;
+    return PyLong_FromString(buf, NULL, 10);
+}
+
+static PyObject *
+text_value(int kind, PyObject *fallback, const unsigned char *p, Py_ssize_t n)
+{
+    PyObject *value = NULL;
+    int f[7];
+    switch (kind) {
+    case TEXT_BYTES:
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    case TEXT_UTF8:
+        value = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+        if (value == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* the column's function raises the error that names it */
+        }
+        break;
+    case TEXT_INT:
+        value = text_int(p, n);
+        if (value == NULL) {
+            PyErr_Clear();
+        }
+        break;
+    case TEXT_FLOAT: {
+        char buf[64];
+        if (n > 0 && n < (Py_ssize_t)sizeof(buf)) {
+            char *end = NULL;
+            memcpy(buf, p, (size_t)n);
+            buf[n] = 0;
+            double d = PyOS_string_to_double(buf, &end, NULL);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+            }
+            else if (end == buf + n) {
+                value = PyFloat_FromDouble(d);
+            }
+        }
+        break;
+    }
+    case TEXT_DATE:
+        if (text_fields(p, n, 0, f) == 0 && valid_date(f[0], f[1], f[2])) {
+            value = PyDate_FromDate(f[0], f[1], f[2]);
+        }
+        break;
+    case TEXT_DATETIME:
+    case TEXT_TIMESTAMP:
+        if (text_fields(p, n, 1, f) == 0 && valid_date(f[0], f[1], f[2]) && f[3] < 24
+            && f[4] < 60 && f[5] < 60) {
+            value = PyDateTimeAPI->DateTime_FromDateAndTime(
+                f[0], f[1], f[2], f[3], f[4], f[5], f[6],
+                kind == TEXT_TIMESTAMP ? PyDateTime_TimeZone_UTC : Py_None,
+                PyDateTimeAPI->DateTimeType);
+        }
+        break;
+    default:
+        break;
+    }
+    if (value != NULL || PyErr_Occurred()) {
+        return value;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)p, n);
+    if (raw == NULL) {
+        return NULL;
+    }
+    value = PyObject_CallOneArg(fallback, raw);
+    Py_DECREF(raw);
+    return value;
+}
+
+/* One row from a row packet's payload; NULL with an exception, or with none when the
+ * payload is not a row of ncols columns (a protocol error the caller names). */
+static PyObject *
+text_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const int *kinds,
+         PyObject *fallbacks)
+{
+    PyObject *row = PyTuple_New(ncols);
+    if (row == NULL) {
+        return NULL;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < ncols; i++) {
+        if (at >= n) {
+            goto bad;
+        }
+        if (p[at] == 0xFB) {
+            at++;
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(row, i, Py_None);
+            continue;
+        }
+        unsigned long long len;
+        Py_ssize_t used;
+        if (read_lenenc(p + at, n - at, &len, &used) < 0 || len > (unsigned long long)(n - at - used)) {
+            goto bad;
+        }
+        at += used;
+        PyObject *value = text_value(kinds[i], PyTuple_GET_ITEM(fallbacks, i), p + at,
+                                     (Py_ssize_t)len);
+        if (value == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(row, i, value);
+        at += (Py_ssize_t)len;
+    }
+    if (at == n) {
+        return row;
+    }
+bad:
+    Py_DECREF(row);
+    return NULL;
+}
+
+static int
+text_kinds(PyObject *kinds_obj, PyObject *fallbacks, Py_ssize_t *ncols, int **kinds)
+{
+    if (!PyTuple_Check(kinds_obj) || !PyTuple_Check(fallbacks)
+        || PyTuple_GET_SIZE(kinds_obj) != PyTuple_GET_SIZE(fallbacks)) {
+        PyErr_SetString(PyExc_TypeError, "kinds and fallbacks: tuples of one length");
+        return -1;
+    }
+    *ncols = PyTuple_GET_SIZE(kinds_obj);
+    *kinds = PyMem_Malloc(sizeof(int) * (size_t)(*ncols > 0 ? *ncols : 1));
+    if (*kinds == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *ncols; i++) {
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(kinds_obj, i));
+        if (k == -1 && PyErr_Occurred()) {
+            PyMem_Free(*kinds);
+            return -1;
+        }
+        (*kinds)[i] = (int)k;
+    }
+    return 0;
+}
+
+/* What the packet at *offset of a text result set is. A row: its payload length in *len.
+ * The end of the result set: *offset moves past it. */
+enum { PACKET_ROW = 0, PACKET_END = 1, PACKET_ERROR = 2, PACKET_SPLIT = 3, PACKET_INCOMPLETE = 4 };
+
+static int
+packet_kind(const unsigned char *buf, Py_ssize_t size, Py_ssize_t *offset, int deprecate_eof,
+            Py_ssize_t *len)
+{
+    Py_ssize_t at = *offset;
+    *len = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16;
+    const unsigned char *p = buf + at + 4;
+    if (*len == MAX_PAYLOAD) {
+        return PACKET_SPLIT; /* a row over several packets */
+    }
+    if (at + 4 + *len > size) {
+        return PACKET_INCOMPLETE;
+    }
+    if (*len > 0 && p[0] == 0xFF) {
+        return PACKET_ERROR;
+    }
+    if (*len > 0 && p[0] == 0xFE && (*len < 9 || deprecate_eof)) {
+        *offset = at + 4 + *len;
+        return PACKET_END;
+    }
+    return PACKET_ROW;
+}
+
+/* text_rows(buf, offset, kinds, fallbacks, deprecate_eof) -> (rows, offset, state):
+ * the rows of the whole packets in buf from offset. state: 0 more data is needed (offset is
+ * the first incomplete packet), 1 the result set ended (offset after its EOF/OK packet),
+ * 2 an ERR packet starts at offset, 3 a packet of the maximum payload (a row split over
+ * packets) starts at offset. A packet that is not a row of these columns raises
+ * ValueError. */
+PyObject *
+rc_text_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset;
+    PyObject *kinds_obj, *fallbacks;
+    int deprecate_eof;
+    if (!PyArg_ParseTuple(args, "y*nO!O!p", &view, &offset, &PyTuple_Type, &kinds_obj,
+                          &PyTuple_Type, &fallbacks, &deprecate_eof)) {
+        return NULL;
+    }
+    Py_ssize_t ncols;
+    int *kinds = NULL;
+    PyObject *rows = NULL;
+    int state = 0;
+    if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    rows = PyList_New(0);
+    if (rows == NULL) {
+        goto fail;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t size = view.len;
+    while (offset + 4 <= size) {
+        Py_ssize_t len;
+        const unsigned char *p = buf + offset + 4;
+        int kind = packet_kind(buf, size, &offset, deprecate_eof, &len);
+        if (kind != PACKET_ROW) {
+            state = kind == PACKET_INCOMPLETE ? 0 : kind;
+            break;
+        }
+        PyObject *row = text_row(p, len, ncols, kinds, fallbacks);
+        if (row == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError,
+                             "a row packet of %zd bytes is not a row of %zd columns", len, ncols);
+            }
+            goto fail;
+        }
+        int failed = PyList_Append(rows, row);
+        Py_DECREF(row);
+        if (failed) {
+            goto fail;
+        }
+        offset += 4 + len;
+    }
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nni)", rows, offset, state);
+fail:
+    Py_XDECREF(rows);
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* text_row(payload, kinds, fallbacks) -> tuple: one row from a whole payload (a row the
+ * server split over several packets, joined by the caller). */
+PyObject *
+rc_text_row_payload(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *kinds_obj, *fallbacks;
+    if (!PyArg_ParseTuple(args, "y*O!O!", &view, &PyTuple_Type, &kinds_obj, &PyTuple_Type,
+                          &fallbacks)) {
+        return NULL;
+    }
+    Py_ssize_t ncols;
+    int *kinds = NULL;
+    if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *row = text_row(view.buf, view.len, ncols, kinds, fallbacks);
+    if (row == NULL && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_ValueError, "a row of %zd bytes is not a row of %zd columns",
+                     view.len, ncols);
+    }
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return row;
+}
+
+/* text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows)
+ *   -> (columns, count, offset, state, last):
+ * the rows of the whole packets in buf from offset, column by column: a column whose spec op
+ * is TB_OBJECTS becomes a list of values (text_value with its kind and fallback), every other
+ * one buffers (set, values, lengths | None) of the block layout (block.py). count rows were
+ * read; last is the offset of the last row's packet (-1: none). state as text_rows', and 4: the
+ * row at offset has a value its column's buffers cannot hold (a zero date, text that is not
+ * UTF-8 or not ASCII, a number out of range...): the rows before it are in the result, and
+ * the caller reads the rest as objects. At most max_rows rows are read (state 0 then). */
+
+typedef struct {
+    int op, arg0, arg1;
+} TextSpec;
+
+static int
+tb_int(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char out[8])
+{
+    Py_ssize_t i = 0;
+    int negative = n > 0 && p[0] == '-';
+    i = negative;
+    if (i >= n || n - i > 20) {
+        return 0;
+    }
+    unsigned long long v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return 0;
+        }
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (~0ULL - d) / 10) {
+            return 0;
+        }
+        v = v * 10 + d;
+    }
+    int bits = 8 * t->arg0;
+    if (t->arg1) {
+        unsigned long long limit = 1ULL << (bits - 1); /* |min|; max is limit - 1 */
+        if (negative ? v > limit : v >= limit) {
+            return 0;
+        }
+        long long s = negative ? (long long)(0 - v) : (long long)v;
+        memcpy(out, &s, 8);
+    }
+    else {
+        if (negative && v != 0) {
+            return 0;
+        }
+        if (bits < 64 && v >> bits) {
+            return 0;
+        }
+        memcpy(out, &v, 8);
+    }
+    return 1;
+}
+
+static int
+tb_decimal(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char out[16])
+{
+    Py_ssize_t i = 0;
+    int negative = n > 0 && p[0] == '-';
+    i = negative;
+    unsigned __int128 v = 0;
+    int whole = 0, fraction = 0, seen_point = 0; /* whole: digits before the point past zeros */
+    int any_whole = 0;
+    for (; i < n; i++) {
+        unsigned char c = p[i];
+        if (c == '.' && !seen_point) {
+            seen_point = 1;
+            continue;
+        }
+        if (c < '0' || c > '9') {
+            return 0;
+        }
+        if (seen_point) {
+            fraction++;
+        }
+        else {
+            any_whole = 1;
+            whole += whole > 0 || c != '0';
+        }
+        v = v * 10 + (unsigned)(c - '0');
+        if (whole + fraction > 38) {
+            return 0;
+        }
+    }
+    /* SELECT prints exactly the scale's digits after the point; anything else is unusual */
+    if (!any_whole || fraction != t->arg1 || (t->arg1 > 0) != seen_point
+        || whole > t->arg0 - t->arg1) {
+        return 0;
+    }
+    __int128 s = negative ? -(__int128)v : (__int128)v;
+    memcpy(out, &s, 16);
+    return 1;
+}
+
+/* one non-NULL value into its column; 1 done, 0 the buffers cannot hold it, -1 error */
+static int
+tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
+{
+    unsigned char out[16];
+    int width = 0, f[7];
+    long long i;
+    switch (t->op) {
+    case TB_INT:
+        if (!tb_int(t, p, n, out)) {
+            return 0;
+        }
+        width = t->arg0;
+        break;
+    case TB_FLOAT: {
+        char buf[64];
+        if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
+            return 0;
+        }
+        char *end = NULL;
+        memcpy(buf, p, (size_t)n);
+        buf[n] = 0;
+        double d = PyOS_string_to_double(buf, &end, NULL);
+        if (d == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (end != buf + n) {
+            return 0;
+        }
+        if (t->arg0 == 4) {
+            float fl = (float)d;
+            memcpy(out, &fl, 4);
+        }
+        else {
+            memcpy(out, &d, 8);
+        }
+        width = t->arg0;
+        break;
+    }
+    case TB_DECIMAL:
+        if (!tb_decimal(t, p, n, out)) {
+            return 0;
+        }
+        width = 16;
+        break;
+    case TB_DATE: {
+        if (text_fields(p, n, 0, f) != 0 || !valid_date(f[0], f[1], f[2])) {
+            return 0;
+        }
+        int days = (int)days_from_civil(f[0], f[1], f[2]);
+        memcpy(out, &days, 4);
+        width = 4;
+        break;
+    }
+    case TB_DATETIME:
+    case TB_TIMESTAMP: {
+        if (text_fields(p, n, 1, f) != 0) {
+            return 0;
+        }
+        Fields fields = {f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
+        if (!valid_fields(&fields)) {
+            return 0; /* the zero date or TIMESTAMP, an invalid date: the converter's marker */
+        }
+        i = fields_micros(&fields);
+        memcpy(out, &i, 8);
+        width = 8;
+        break;
+    }
+    case TB_UTF8:
+    case TB_ASCII:
+    case TB_BYTES: {
+        if (t->op == TB_UTF8 && !valid_utf8(p, n)) {
+            return 0;
+        }
+        if (t->op == TB_ASCII) {
+            for (Py_ssize_t k = 0; k < n; k++) {
+                if (p[k] >= 0x80) {
+                    return 0;
+                }
+            }
+        }
+        if (n > 0x7FFFFFFF || grow(&c->data, n) < 0 || grow(&c->lengths, 4) < 0) {
+            return n > 0x7FFFFFFF ? 0 : -1;
+        }
+        int len = (int)n;
+        memcpy(c->data.data + c->data.len, p, (size_t)n);
+        c->data.len += n;
+        memcpy(c->lengths.data + c->lengths.len, &len, 4);
+        c->lengths.len += 4;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+    if (grow(&c->data, width) < 0) {
+        return -1;
+    }
+    memcpy(c->data.data + c->data.len, out, (size_t)width);
+    c->data.len += width;
+    return 1;
+}
+
+static int
+tb_null(const TextSpec *t, LaneColumn *c)
+{
+    Py_ssize_t width = t->op == TB_DECIMAL ? 16
+                       : t->op == TB_DATE ? 4
+                       : (t->op == TB_DATETIME || t->op == TB_TIMESTAMP) ? 8
+                                                                           : t->arg0;
+    return null_slot(c, t->op >= TB_UTF8, width);
+}
+
+static int
+tb_check(const TextSpec *t)
+{
+    switch (t->op) {
+    case TB_OBJECTS:
+        return 1;
+    case TB_INT:
+        return (t->arg0 == 1 || t->arg0 == 2 || t->arg0 == 4 || t->arg0 == 8) &&
+               (t->arg1 == 0 || t->arg1 == 1);
+    case TB_FLOAT:
+        return t->arg0 == 4 || t->arg0 == 8;
+    case TB_DECIMAL:
+        return t->arg0 >= 1 && t->arg0 <= 38 && t->arg1 >= 0 && t->arg1 <= t->arg0;
+    case TB_DATE:
+    case TB_DATETIME:
+    case TB_TIMESTAMP:
+    case TB_UTF8:
+    case TB_ASCII:
+    case TB_BYTES:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* One row into the columns; 1 done, 0 a value the buffers cannot hold (nothing of the row
+ * kept), -1 an exception, -2 not a row of these columns. */
+static int
+tb_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const TextSpec *specs,
+       const int *kinds, PyObject *fallbacks, LaneColumn *cols, PyObject **lists)
+{
+    Py_ssize_t at = 0, k;
+    int result = 1;
+    for (k = 0; k < ncols; k++) {
+        LaneColumn *c = &cols[k];
+        if (at >= n) {
+            result = -2;
+            break;
+        }
+        int null = p[at] == 0xFB;
+        unsigned long long len = 0;
+        if (null) {
+            at++;
+        }
+        else {
+            Py_ssize_t used;
+            if (read_lenenc(p + at, n - at, &len, &used) < 0
+                || len > (unsigned long long)(n - at - used)) {
+                result = -2;
+                break;
+            }
+            at += used;
+        }
+        if (specs[k].op == TB_OBJECTS) {
+            PyObject *value;
+            if (null) {
+                value = Py_NewRef(Py_None);
+            }
+            else {
+                value = text_value(kinds[k], PyTuple_GET_ITEM(fallbacks, k), p + at,
+                                   (Py_ssize_t)len);
+            }
+            if (value == NULL) {
+                result = -1;
+                break;
+            }
+            int failed = PyList_Append(lists[k], value);
+            Py_DECREF(value);
+            if (failed) {
+                result = -1;
+                break;
+            }
+        }
+        else {
+            int done = null ? (tb_null(&specs[k], c) == 0 ? 1 : -1)
+                            : tb_value(&specs[k], p + at, (Py_ssize_t)len, c);
+            if (done != 1) {
+                result = done;
+                break;
+            }
+            if (grow(&c->valid, 1) < 0) {
+                result = -1;
+                break;
+            }
+            c->valid.data[c->valid.len++] = null ? 0 : 1;
+        }
+        at += (Py_ssize_t)len;
+    }
+    if (result == 1 && at != n) {
+        result = -2;
+    }
+    return result;
+}
+
+PyObject *
+rc_text_block(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t offset, max_rows;
+    PyObject *specs_obj, *kinds_obj, *fallbacks;
+    int deprecate_eof;
+    if (!PyArg_ParseTuple(args, "y*nO!O!O!pn", &view, &offset, &PyTuple_Type, &specs_obj,
+                          &PyTuple_Type, &kinds_obj, &PyTuple_Type, &fallbacks, &deprecate_eof,
+                          &max_rows)) {
+        return NULL;
+    }
+    Py_ssize_t ncols;
+    int *kinds = NULL;
+    TextSpec *specs = NULL;
+    LaneColumn *cols = NULL;
+    PyObject **lists = NULL;
+    PyObject *columns = NULL, *result = NULL;
+    Py_ssize_t count = 0, last = -1;
+    int state = 0;
+    if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(specs_obj) != ncols) {
+        PyErr_SetString(PyExc_TypeError, "specs: one per column");
+        goto done;
+    }
+    specs = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(TextSpec));
+    cols = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(LaneColumn));
+    lists = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(PyObject *));
+    if (specs == NULL || cols == NULL || lists == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        TextSpec *t = &specs[k];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs_obj, k), "iii", &t->op, &t->arg0,
+                              &t->arg1)) {
+            goto done;
+        }
+        if (!tb_check(t)) {
+            PyErr_Format(PyExc_ValueError, "column %zd: bad text block spec", k);
+            goto done;
+        }
+        if (t->op == TB_OBJECTS && (lists[k] = PyList_New(0)) == NULL) {
+            goto done;
+        }
+    }
+    Py_ssize_t *marks = PyMem_Malloc(sizeof(Py_ssize_t) * 4 * (size_t)(ncols > 0 ? ncols : 1));
+    if (marks == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t size = view.len;
+    while (offset + 4 <= size && count < max_rows) {
+        Py_ssize_t len;
+        const unsigned char *p = buf + offset + 4;
+        int kind = packet_kind(buf, size, &offset, deprecate_eof, &len);
+        if (kind != PACKET_ROW) {
+            state = kind == PACKET_INCOMPLETE ? 0 : kind;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < ncols; k++) {
+            marks[4 * k] = cols[k].valid.len;
+            marks[4 * k + 1] = cols[k].data.len;
+            marks[4 * k + 2] = cols[k].lengths.len;
+            marks[4 * k + 3] = lists[k] ? PyList_GET_SIZE(lists[k]) : 0;
+        }
+        int done = tb_row(p, len, ncols, specs, kinds, fallbacks, cols, lists);
+        if (done != 1) {
+            for (Py_ssize_t k = 0; k < ncols; k++) { /* nothing of the row stays */
+                cols[k].valid.len = marks[4 * k];
+                cols[k].data.len = marks[4 * k + 1];
+                cols[k].lengths.len = marks[4 * k + 2];
+                if (lists[k] && PyList_GET_SIZE(lists[k]) > marks[4 * k + 3]) {
+                    PyObject *err_type, *err_value, *err_tb;
+                    PyErr_Fetch(&err_type, &err_value, &err_tb);
+                    PyList_SetSlice(lists[k], marks[4 * k + 3], PyList_GET_SIZE(lists[k]), NULL);
+                    PyErr_Restore(err_type, err_value, err_tb);
+                }
+            }
+        }
+        if (done == 0) {
+            state = 4;
+            break;
+        }
+        if (done < 0) {
+            if (done == -2 && !PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError,
+                             "a row packet of %zd bytes is not a row of %zd columns", len, ncols);
+            }
+            PyMem_Free(marks);
+            goto done;
+        }
+        last = offset;
+        count++;
+        offset += 4 + len;
+    }
+    PyMem_Free(marks);
+    columns = PyTuple_New(ncols);
+    if (columns == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        PyObject *item;
+        LaneColumn *c = &cols[k];
+        if (specs[k].op == TB_OBJECTS) {
+            item = Py_NewRef(lists[k]);
+        }
+        else {
+            item = rc_lane_buffers(c, specs[k].op >= TB_UTF8);
+        }
+        if (item == NULL) {
+            goto done;
+        }
+        PyTuple_SET_ITEM(columns, k, item);
+    }
+    result = Py_BuildValue("(Onnin)", columns, count, offset, state, last);
+done:
+    Py_XDECREF(columns);
+    for (Py_ssize_t k = 0; cols != NULL && k < ncols; k++) {
+        PyMem_RawFree(cols[k].valid.data);
+        PyMem_RawFree(cols[k].data.data);
+        PyMem_RawFree(cols[k].lengths.data);
+    }
+    for (Py_ssize_t k = 0; lists != NULL && k < ncols; k++) {
+        Py_XDECREF(lists[k]);
+    }
+    PyMem_Free(cols);
+    PyMem_Free(lists);
+    PyMem_Free(specs);
+    PyMem_Free(kinds);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+int
+rc_text_init(void)
+{
+    PyDateTime_IMPORT;
+    return PyDateTimeAPI == NULL ? -1 : 0;
+}
