@@ -45,42 +45,30 @@ if sys.argv[1:2] == ["run"]:  # first thing: the imports below take a while
 # is first imported, so this comes before every other import
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-import asyncio
 import contextlib
-import dataclasses
 import json
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 from click.core import ParameterSource
 
-from .binlog.position import covers, start_position
-from .checkpoint import Checkpoint, CheckpointStore, now_iso
-from .config import Config, Secret, SourceConfig, TlsConfig, load_config
-from .dump import RowChangeFormatter, dump_live, json_lines
-from .embedded.demo import default_output, start_demo
-from .embedded.reset import reset_demo
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
-from .logs import configure as configure_logging
-from .runtime import tune_gc
-from .sink.lock import read_record, writer_lock
-from .sink.stores import landing_store
-from .snapshot.requests import write_request
-from .source.binlog_file import read_binlog_files
-from .source.preflight import check_continuity, format_report, run_preflight
 from .spark.cli import materialize
-from .storage import Store
-from .targets import Target, demo_target, landing_at, resolve
 
-# The daemon (service), the landing zone, status and schema show load pyarrow.parquet, sqlglot
-# and the whole pipeline: their commands import them when they run, so that the others (dump
-# above all) do not pay for them at every start.
+# Each command imports what it needs when it runs (hence the ``noqa: PLC0415`` lines): the
+# config's models, the source (pymysql), pyarrow, sqlglot and the daemon's pipeline take most
+# of a second to import, and ``replicator --help``, ``status`` or ``dump`` must not pay for
+# what only ``run`` uses. tests/unit/test_startup.py keeps ``--help`` free of them.
 if TYPE_CHECKING:
+    from .config import Config
     from .service import RunOptions
+    from .storage import Store
 
 MAX_SERVER_ID = 2**32 - 1
+# ``SourceConfig().server_id``, written out so that ``check --help`` need not build the config
+# models (tests/unit/test_startup.py checks that the two agree)
+DEFAULT_SERVER_ID = 65000
 
 
 @click.group()
@@ -122,10 +110,14 @@ def dump(
     From binlog files on disk (--binlog-file), or from a live server (--config) starting at
     --start-gtid, --start-file/--start-pos, the config's start, or now.
     """
+    from .dump import RowChangeFormatter, json_lines  # noqa: PLC0415 - see the imports
+    from .logs import configure as configure_logging  # noqa: PLC0415
+    from .runtime import tune_gc  # noqa: PLC0415
+    from .source.binlog_file import read_binlog_files  # noqa: PLC0415
+
     configure_logging()  # warnings (reconnects) go to stderr: stdout carries the JSON lines
     formatter = RowChangeFormatter()
     out = sys.stdout.buffer  # the lines come as UTF-8 bytes
-    tune_gc()
     try:
         if binlog_files and config_file is not None:
             raise ConfigError(
@@ -133,6 +125,7 @@ def dump(
                 hint="drop --binlog-file or --config",
             )
         if binlog_files:
+            tune_gc()  # after the imports: they are start-up, frozen out of collection
             events = read_binlog_files(
                 list(binlog_files), verify_checksum=not no_verify_checksum, objects=True
             )
@@ -140,6 +133,13 @@ def dump(
                 out.write(lines)
             out.flush()
         elif config_file is not None:
+            import asyncio  # noqa: PLC0415 - see the imports
+
+            from .binlog.position import start_position  # noqa: PLC0415
+            from .config import load_config  # noqa: PLC0415
+            from .dump import dump_live  # noqa: PLC0415
+
+            tune_gc()
             config = load_config(config_file)
             start = (
                 start_position(start_gtid, start_file, start_pos)
@@ -207,7 +207,7 @@ _CONNECTION_OPTIONS = (
 @click.option(
     "--server-id",
     type=click.IntRange(1, MAX_SERVER_ID),
-    default=SourceConfig().server_id,
+    default=DEFAULT_SERVER_ID,
     show_default=True,
     help="The server_id replicator will use as a replica.",
 )
@@ -237,6 +237,13 @@ def check(
     Exit 0 ok (warnings allowed), 3 the stream cannot work (fix the printed errors, or the
     server refused login/privileges/TLS), 2 bad options, 1 the server cannot be reached.
     """
+    import dataclasses  # noqa: PLC0415 - see the imports
+
+    from .config import Secret, SourceConfig, TlsConfig  # noqa: PLC0415
+    from .sink.stores import landing_store  # noqa: PLC0415
+    from .source.preflight import check_continuity, format_report, run_preflight  # noqa: PLC0415
+    from .targets import demo_target, resolve  # noqa: PLC0415
+
     try:
         given = [
             name
@@ -287,6 +294,8 @@ def check(
 def _own_replica_host(root: Store, server_id: int) -> str | None:
     """The name the landing zone's daemon registered with, when its lock records one for
     ``server_id`` (``sink.lock``; ``check_replica_clash`` says why this hides no clash)."""
+    from .sink.lock import read_record  # noqa: PLC0415 - see the imports
+
     record = read_record(root)
     if record is None or record.facts.get("server_id") != server_id:
         return None
@@ -295,6 +304,10 @@ def _own_replica_host(root: Store, server_id: int) -> str | None:
 
 
 def _configure_logging(config: Config) -> None:
+    import logging  # noqa: PLC0415 - see the imports
+
+    from .logs import configure as configure_logging  # noqa: PLC0415
+
     service = config.service
     json_output = {"json": True, "console": False}.get(service.log_format)
     configure_logging(json_output=json_output, level=getattr(logging, service.log_level.upper()))
@@ -352,7 +365,12 @@ def run(
     MariaDB (kept in .replicator-demo next to the landing zone) with a sample shop workload and
     lands it into ./landing; Ctrl-C stops it. --demo-reset starts it over.
     """
-    from .service import RunOptions, Service  # noqa: PLC0415 - see the imports
+    import asyncio  # noqa: PLC0415 - see the imports
+
+    from .config import load_config  # noqa: PLC0415
+    from .logs import configure as configure_logging  # noqa: PLC0415
+    from .runtime import tune_gc  # noqa: PLC0415
+    from .service import RunOptions, Service  # noqa: PLC0415
 
     configure_logging()
     options = RunOptions(stop_at_end=stop_at_end, run_for=run_for, watchdog=True)
@@ -367,6 +385,8 @@ def run(
                 "daemon and remove its sink.root yourself",
             )
         if demo_reset:
+            from .embedded.reset import reset_demo  # noqa: PLC0415 - see the imports
+
             for line in reset_demo(landing):
                 click.echo(f"demo reset: {line}", err=True)
         if demo:
@@ -381,7 +401,10 @@ def run(
 
 
 def _run_demo(landing: Path, options: RunOptions) -> int:
-    from .service import Service  # noqa: PLC0415 - see the imports
+    import asyncio  # noqa: PLC0415 - see the imports
+
+    from .embedded.demo import default_output, start_demo  # noqa: PLC0415
+    from .service import Service  # noqa: PLC0415
 
     with start_demo(landing) as demo:
         code = asyncio.run(Service(demo.config, options).run())
@@ -416,6 +439,7 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
     HTTP port and the source (each optional but the landing zone). Without --config or
     --landing: the embedded demo's, when the current directory holds its landing zone."""
     from .status import format_text, gather  # noqa: PLC0415 - see the imports
+    from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
         target = resolve(config_file, landing, "status", source=not no_source)
@@ -441,6 +465,10 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
 def snapshot(config_file: Path, patterns: tuple[str, ...]) -> None:
     """Ask for a snapshot of these tables: the running daemon takes it within seconds (or
     the next `run` at its start) and lands their rows, chunk by chunk, beside the stream."""
+    from .config import load_config  # noqa: PLC0415 - see the imports
+    from .sink.stores import landing_store  # noqa: PLC0415
+    from .snapshot.requests import write_request  # noqa: PLC0415
+
     try:
         config = load_config(config_file, sections=("sink",))  # it never connects
         for pattern in patterns:
@@ -468,6 +496,9 @@ def checkpoint() -> None:
 def checkpoint_show(config_file: Path | None, landing: Path | None) -> None:
     """Print the checkpoint as JSON. Without --config or --landing: the embedded demo's, when
     the current directory holds its landing zone."""
+    from .checkpoint import CheckpointStore  # noqa: PLC0415 - see the imports
+    from .targets import landing_at, resolve  # noqa: PLC0415
+
     try:
         target = resolve(config_file, landing, "checkpoint show", source=False)
         current = CheckpointStore(landing_at(target)).load()
@@ -494,7 +525,9 @@ def verify(config_file: Path | None, landing: Path | None, deep: bool) -> None:
     """Check a landing zone against its commit records, offline (the source is not asked):
     the manifests and their chain, the compaction records, every committed file's size (with
     --deep its hash), the schema history's pin. One line per bad file; exit 4 if any."""
-    from .sink.verify import verify_landing  # noqa: PLC0415 - see the imports
+    from .config import load_config  # noqa: PLC0415 - see the imports
+    from .sink.verify import verify_landing  # noqa: PLC0415
+    from .targets import Target, landing_at, resolve  # noqa: PLC0415
 
     try:
         if config_file is not None and landing is None:
@@ -522,7 +555,11 @@ def verify(config_file: Path | None, landing: Path | None, deep: bool) -> None:
 def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None, pos: int) -> None:
     """Move the resume position (replay or skip). `_seq` keeps increasing, so a replay adds
     rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state."""
-    from .sink.landing import LandingZone  # noqa: PLC0415 - see the imports
+    from .binlog.position import start_position  # noqa: PLC0415 - see the imports
+    from .checkpoint import Checkpoint, now_iso  # noqa: PLC0415
+    from .config import load_config  # noqa: PLC0415
+    from .sink.landing import LandingZone  # noqa: PLC0415
+    from .sink.lock import writer_lock  # noqa: PLC0415
 
     try:
         config = load_config(config_file, sections=("sink",))  # it never connects
@@ -566,9 +603,12 @@ def schema() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_json: bool) -> None:
     """Print each table's versions: columns, and the statement and position that made them."""
-    from .schema.show import format_text as format_schema  # noqa: PLC0415 - see the imports
+    from .binlog.position import covers, start_position  # noqa: PLC0415 - see the imports
+    from .config import load_config  # noqa: PLC0415
+    from .schema.show import format_text as format_schema  # noqa: PLC0415
     from .schema.show import report as schema_report  # noqa: PLC0415
     from .sink.committed_history import load_committed_history  # noqa: PLC0415
+    from .targets import Target, landing_at  # noqa: PLC0415
 
     try:
         config = load_config(config_file, sections=("sink",))  # it never connects
@@ -630,7 +670,8 @@ def compact(
     config_file: Path, older_than: str | None, target_size: str | None, retention: str | None
 ) -> None:
     """Merge small committed files of each table into few large ones (docs/operations.md)."""
-    from .sink.compaction import Settings, run_compaction  # noqa: PLC0415 - see the imports
+    from .config import load_config  # noqa: PLC0415 - see the imports
+    from .sink.compaction import Settings, run_compaction  # noqa: PLC0415
     from .sink.landing import FaultInjector  # noqa: PLC0415
     from .sink.stores import landing_store  # noqa: PLC0415
 

@@ -40,7 +40,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
@@ -53,9 +53,11 @@ from .binlog.rows import RowImage
 from .binlog.schema import ColumnDef
 from .binlog.transaction import Transaction
 from .binlog.values import ABSENT, Geometry, InvalidTemporal
-from .config import SourceConfig
-from .source.schema import InformationSchemaLookup
-from .source.stream import ReplicaStream
+
+# The live source (pymysql, the stream) is imported by ``dump_live``: ``dump --binlog-file``
+# reads files and never pays for it.
+if TYPE_CHECKING:
+    from .config import SourceConfig
 
 # Dates, datetimes and dataclasses go to ``default`` unless converted first: orjson's own form
 # of a DATETIME ('T' between date and time), of ``InvalidTemporal`` and of ``UnappliedJsonDiffs``
@@ -356,6 +358,9 @@ async def dump_live(
     out: BinaryIO,
 ) -> None:
     """Stream row changes of a live server as JSON lines until the end (or forever)."""
+    from .source.schema import InformationSchemaLookup  # noqa: PLC0415 - see the imports
+    from .source.stream import ReplicaStream  # noqa: PLC0415
+
     lookup = InformationSchemaLookup(cfg)
     try:
         async with ReplicaStream(

@@ -17,24 +17,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import urllib.error
-import urllib.request
-from typing import Any
-
-from prometheus_client.parser import text_string_to_metric_families
+from typing import TYPE_CHECKING, Any
 
 from .checkpoint import CheckpointStore, position_to_json
-from .config import Config
 from .errors import ReplicatorError
 from .landed.contract import MANIFESTS
-from .progress import bytes_behind
 from .sink.identity import read_identity
 from .sink.lock import LockRecord, read_record
 from .sink.stores import landing_store
 from .snapshot.requests import read_requests
-from .source.connection import open_connection
-from .source.server_info import server_info
 from .storage import LocalStore, Store
+
+# The daemon's HTTP port (urllib, prometheus_client) and the source (pymysql) are imported
+# when they are asked, so that ``status`` costs little when they are not (``--no-source``, no
+# daemon running).
+if TYPE_CHECKING:
+    from .config import Config
 
 _DAEMON_METRICS = {
     "replicator_replication_lag_seconds": "lag_seconds",
@@ -133,6 +131,11 @@ def _daemon(config: Config, record: LockRecord | None, timeout: float) -> dict[s
         return {"reachable": False, "why": "service.http_port is not a fixed port"}
     else:
         host, port = service.http_host, service.http_port
+    import urllib.error  # noqa: PLC0415 - see the imports
+    import urllib.request  # noqa: PLC0415
+
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base = f"http://{host}:{port}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -170,6 +173,10 @@ def _recorded_http(record: LockRecord | None) -> tuple[str, int] | None:
 
 
 def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+    from .progress import bytes_behind  # noqa: PLC0415 - see the imports
+    from .source.connection import open_connection  # noqa: PLC0415
+    from .source.server_info import server_info  # noqa: PLC0415
+
     try:
         conn = open_connection(config.source, read_timeout=timeout)
     except ReplicatorError as exc:

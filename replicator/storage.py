@@ -26,7 +26,9 @@ send ``If-None-Match``/``If-Match``), a look then a write where a store has none
 (``conditional`` says why).
 
 This module imports nothing of ours but ``errors``, ``durable`` and (for ``s3://`` only)
-``conditional_s3``: the daemon's sink and the Spark side (``spark/``) both use it.
+``conditional_s3``: the daemon's sink and the Spark side (``spark/``) both use it. It imports
+``pyarrow.fs`` only where a filesystem is made or asked, so that a command that only names
+paths (``replicator --help``, ``status`` on a local landing zone) does not load pyarrow.
 """
 
 from __future__ import annotations
@@ -41,8 +43,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
-
-import pyarrow.fs as pafs
 
 from .durable import fsync_dir
 from .errors import ConfigError
@@ -310,6 +310,8 @@ class LocalStore(Store):
             fsync_dir(self.path(folder) if folder else self.root)
 
     def filesystem(self) -> tuple[Any, str]:
+        import pyarrow.fs as pafs  # noqa: PLC0415 - see the module's last paragraph
+
         return pafs.LocalFileSystem(), str(self.root.absolute())
 
     def uri(self, key: str) -> str:
@@ -385,6 +387,8 @@ class ObjectStore(Store):
     renames = False
 
     def __init__(self, url: str, options: ObjectStoreOptions | None = None) -> None:
+        import pyarrow.fs as pafs  # noqa: PLC0415
+
         self.location = redact_url(url)
         options = options or ObjectStoreOptions()
         if not options.endpoint:  # the AWS SDKs' variables (pyarrow's client does not read them)
@@ -429,6 +433,8 @@ class ObjectStore(Store):
     def ensure(self) -> None:
         """The bucket must exist (a prefix needs nothing): a missing one is named, with how
         to make it, instead of failing later on the first write as "access denied"."""
+        import pyarrow.fs as pafs  # noqa: PLC0415
+
         bucket = self.base.split("/", 1)[0]
         try:
             found = self.fs.get_file_info(bucket)
@@ -498,10 +504,14 @@ class ObjectStore(Store):
             return bytes(handle.read())
 
     def exists(self, key: str) -> bool:
+        import pyarrow.fs as pafs  # noqa: PLC0415
+
         info = self.fs.get_file_info(self._at(key))
         return bool(info.type == pafs.FileType.File)
 
     def size(self, key: str) -> int:
+        import pyarrow.fs as pafs  # noqa: PLC0415
+
         info = self.fs.get_file_info(self._at(key))
         if info.type != pafs.FileType.File:
             raise FileNotFoundError(2, "No such object", self.uri(key))
@@ -515,6 +525,8 @@ class ObjectStore(Store):
         return sorted(self.list_sizes(prefix))
 
     def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        import pyarrow.fs as pafs  # noqa: PLC0415
+
         base = self._at(prefix) if prefix else self.base
         selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
         cut = len(self.base) + 1

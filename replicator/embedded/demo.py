@@ -43,13 +43,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import structlog
 
-from ..config import Config, load_config
 from ..durable import write_atomic
-from ..landed.manifests import read_chain
-from ..sink.identity import establish
 from .mariadb import (
     DEBIAN_PACKAGES,
     REPL_PASSWORD,
@@ -60,6 +58,12 @@ from .mariadb import (
 )
 from .process import EmbeddedServerError
 from .workload import Workload, WorkloadStats
+
+# The commands that read a landing zone ask ``demo_settings`` whether the current directory
+# holds the demo's: the config models and the landing zone's readers (pyarrow) are imported
+# where they are used, so that asking costs nothing when the answer is no.
+if TYPE_CHECKING:
+    from ..config import Config
 
 __all__ = [
     "DEMO_DATABASE",
@@ -168,6 +172,8 @@ def demo_config(server: MariaDBServer, landing: Path, *, database: str = DEMO_DA
 def _config(
     host: str, port: int, landing: Path, *, start: str | None, database: str = DEMO_DATABASE
 ) -> Config:
+    from ..config import load_config  # noqa: PLC0415 - see the imports
+
     # every setting from the environment applies over the demo's defaults (as over a config
     # file), except where its server and landing zone are: those are the demo's own
     return load_config(
@@ -262,6 +268,9 @@ def start_demo(
     ``temporary``: a temp dir instead, deleted at stop. ``rate``: workload transactions per
     second; ``seed``: its random seed; ``duration``: seconds until the workload stops by
     itself (None: until ``stop()``)."""
+    from ..landed.manifests import read_chain  # noqa: PLC0415 - see the imports
+    from ..sink.identity import establish  # noqa: PLC0415
+
     ok, reason = mariadb_available()
     if not ok:
         raise EmbeddedServerError(

@@ -36,9 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import pymysql
+from typing import TYPE_CHECKING, Any
 
 from .process import (
     EmbeddedServerError,
@@ -51,6 +49,9 @@ from .process import (
     terminate_process,
     unregister_for_exit,
 )
+
+if TYPE_CHECKING:  # pymysql is imported where a connection is opened (see ``demo``)
+    import pymysql
 
 __all__ = [
     "BASE_SERVER_ARGS",
@@ -392,6 +393,8 @@ class MariaDBServer:
 
     def connect(self, database: str | None = None, **kwargs: Any) -> pymysql.Connection:
         """A new autocommit pymysql connection over TCP, as root unless ``user=`` says else."""
+        import pymysql  # noqa: PLC0415 - see the imports
+
         params: dict[str, Any] = {
             "host": self.host,
             "port": self.port,
@@ -571,6 +574,8 @@ class MariaDBServer:
         self._wait_until_ready()
 
     def _wait_until_ready(self) -> None:
+        import pymysql  # noqa: PLC0415 - see the imports
+
         assert self._proc is not None
         deadline = time.monotonic() + self._startup_timeout
         last_error: Exception | None = None

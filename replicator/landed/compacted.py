@@ -41,15 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from ..errors import IntegrityError
 from ..storage import Store
 from .contract import COMPACTIONS, DIGEST_KEY, LANDING_ID_KEY, is_digest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pyarrow is imported where rows are read: the records need none of it
+    import pyarrow as pa
+
     from .manifests import CommittedFile
 
 __all__ = [
@@ -522,6 +520,8 @@ def reads(files: Sequence[CommittedFile]) -> list[Read]:
 
 
 def _mask(seqs: pa.ChunkedArray, ranges: Sequence[tuple[int, int]]) -> Any:
+    import pyarrow.compute as pc  # noqa: PLC0415 - see the imports
+
     mask: Any = None
     for low, high in ranges:
         test = pc.and_(pc.greater_equal(seqs, low), pc.less_equal(seqs, high))
@@ -531,6 +531,9 @@ def _mask(seqs: pa.ChunkedArray, ranges: Sequence[tuple[int, int]]) -> Any:
 
 def read_arrow(files: Sequence[CommittedFile], columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of ``files`` (one schema), each once, with pyarrow (no Spark)."""
+    import pyarrow as pa  # noqa: PLC0415 - see the imports
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
     tables: list[pa.Table] = []
     for read in reads(files):
         wanted = None if columns is None else list(dict.fromkeys([*columns, "_seq"]))

@@ -39,9 +39,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError
 from ..storage import LocalStore, Store
@@ -56,6 +54,9 @@ from .contract import (
     is_digest,
     is_landing_id,
 )
+
+if TYPE_CHECKING:  # pyarrow is imported to read a record's schema: listing the chain needs none
+    import pyarrow as pa
 
 __all__ = [
     "GLOB_CHARS",
@@ -423,6 +424,8 @@ def _record(item: dict[str, Any], batch: int) -> Record:
 
 def _record_schema(text: object) -> pa.Schema | None:
     """A record's ``schema`` (base64 Arrow IPC); ValueError when it is not one."""
+    import pyarrow as pa  # noqa: PLC0415 - see the imports
+
     if text is None:
         return None
     if not isinstance(text, str):
