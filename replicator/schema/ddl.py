@@ -17,12 +17,14 @@ is replicated.
 ``dml_tables`` names the tables an ``INSERT``/``UPDATE``/``DELETE``/``REPLACE``/``LOAD DATA``
 writes, for statements logged as SQL (``binlog_format`` STATEMENT or MIXED).
 
-Tokens come from sqlglot's MySQL tokenizer (quoting, escapes, literals, comments); the grammar
-on top is written here, after the servers' own. sqlglot's syntax tree (as of sqlglot 30) keeps
-column definitions, ``CHANGE``'s old name, ``FIRST``/``AFTER`` and unsigned display widths, but
-reads ``RENAME TABLE``, ``ALTER TABLE ... CONVERT TO CHARACTER SET``, ``ADD (a, b)`` and partition
-clauses only as opaque commands, so those need a grammar of their own either way. Versioned
-comments (``/*!50100 ...*/``, MariaDB's ``/*M!100100 ...*/``) are read as the server reads them.
+Tokens come from sqlglot's MySQL tokenizer (quoting, literals, comments); the statement grammar
+on top (tables, keys, table options, ALTER TABLE's clauses, RENAME, partitions) is written here,
+after the servers' own: sqlglot's syntax tree (as of sqlglot 30) reads ``RENAME TABLE``, ``ALTER
+TABLE ... CONVERT TO CHARACTER SET``, ``ADD (a, b)`` and partition clauses only as opaque
+commands, and a whole statement not at all when one part of it is unknown to sqlglot. Each column
+definition (type, attributes, default, ``FIRST``/``AFTER``) is read from sqlglot's syntax tree
+by ``ddl_tree``. Versioned comments (``/*!50100 ...*/``, MariaDB's ``/*M!100100 ...*/``) are read
+as the server reads them.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from ..binlog.charsets import KNOWN_CHARSETS
+from .ddl_tree import ColumnSpec as _ColumnSpec
+from .ddl_tree import TypeSpec as _Type
+from .ddl_tree import UnreadableColumn, read_column, read_default, sized
 from .model import (
     BINARY_TYPES,
     NO_DEFAULT,
@@ -248,7 +253,6 @@ class Tok:
         return self.text.upper() if self.kind == WORD else ""
 
 
-_DASH_COMMENT_END = ("", " ", "\t", "\n", "\r")  # "--" starts a comment only before these
 _VERSIONED = re.compile(r"/\*(M?)!(\d{5,6})?")
 
 
@@ -342,9 +346,10 @@ def tokenize(sql: str, context: Context, traits: ServerTraits) -> list[Tok]:
 class _Parser:
     """A cursor over tokens with the few moves a grammar needs."""
 
-    def __init__(self, tokens: list[Tok], sql: str) -> None:
+    def __init__(self, tokens: list[Tok], sql: str, ansi_quotes: bool = False) -> None:
         self.tokens = tokens
         self.sql = sql
+        self.ansi_quotes = ansi_quotes  # for the text handed to ddl_tree
         self.i = 0
 
     def peek(self, ahead: int = 0) -> Tok | None:
@@ -450,42 +455,12 @@ class _Parser:
                 return
             self.i += 1
 
-    def string(self) -> str:
-        """A string literal (with an optional ``_charset`` introducer or N prefix)."""
-        if self.kind_at() == INTRODUCER:
-            self.i += 1
-        tok = self.next()
-        if tok.kind != STRING:
-            raise DdlError(f"expected a string, found {tok.text!r}", None)
-        return tok.text
-
-    def span(self, first: int) -> str:
-        """The statement text of tokens ``first`` up to the current one."""
-        a, b = self.tokens[first], self.tokens[self.i - 1]
-        return self.sql[a.start : b.end + 1]
-
 
 # -- data types --------------------------------------------------------------------------
 
-_INT_TYPES = {
-    "TINYINT": "tinyint", "INT1": "tinyint", "SMALLINT": "smallint", "INT2": "smallint",
-    "MEDIUMINT": "mediumint", "MIDDLEINT": "mediumint", "INT3": "mediumint",
-    "INT": "int", "INTEGER": "int", "INT4": "int", "BIGINT": "bigint", "INT8": "bigint",
-}  # fmt: skip
-# display widths information_schema shows when none is given (signed, unsigned)
 _INT_WIDTH = {"tinyint": (4, 3), "smallint": (6, 5), "mediumint": (9, 8), "int": (11, 10),
               "bigint": (20, 20)}  # fmt: skip
 _INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
-_SIMPLE = {
-    "DATE": "date", "JSON": "json", "GEOMETRY": "geometry", "POINT": "point",
-    "LINESTRING": "linestring", "POLYGON": "polygon", "MULTIPOINT": "multipoint",
-    "MULTILINESTRING": "multilinestring", "MULTIPOLYGON": "multipolygon",
-    "GEOMETRYCOLLECTION": "geometrycollection", "GEOMCOLLECTION": "geomcollection",
-    "UUID": "uuid", "INET4": "inet4", "INET6": "inet6", "TINYBLOB": "tinyblob",
-    "MEDIUMBLOB": "mediumblob", "LONGBLOB": "longblob", "TINYTEXT": "tinytext",
-    "MEDIUMTEXT": "mediumtext", "LONGTEXT": "longtext",
-}  # fmt: skip
-_BLOB_BY_SIZE = ((255, "tiny"), (65535, ""), (16777215, "medium"), (4294967295, "long"))
 # bytes a TEXT or BLOB type holds
 _TEXT_SIZE = {
     "tinytext": 255, "text": 65535, "mediumtext": 16777215, "longtext": 4294967295,
@@ -497,53 +472,6 @@ _MAXLEN = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16l
            "euckr": 2, "gb2312": 2, "gbk": 2, "gb18030": 4}  # fmt: skip
 _WIDE = frozenset({"utf8mb4", "utf16", "utf16le", "utf32"})  # every character fits
 _CHARSET = ("CHARACTER SET", "CHARSET", "CHAR SET")
-
-
-@dataclass(slots=True)
-class _Type:
-    data_type: str
-    column_type: str = ""
-    unsigned: bool = False
-    zerofill: bool = False
-    width: int | None = None  # integer display width as written
-    length: int | None = None
-    precision: int | None = None
-    scale: int | None = None
-    fsp: int | None = None
-    labels: tuple[str, ...] | None = None
-    charset: str | None = None  # as written (CHARACTER SET / NATIONAL / ASCII / UNICODE)
-    text_size: int | None = None  # TEXT(M): M characters
-    collation: str | None = None
-    binary_collation: bool = False  # the BINARY attribute of a text type
-    auto_increment: bool = False  # SERIAL
-    not_null: bool = False  # SERIAL
-    unique: bool = False  # SERIAL
-
-
-def _number(parser: _Parser) -> int:
-    tok = parser.next()
-    if tok.kind != NUMBER or not tok.text.isdigit():
-        raise DdlError(f"expected a whole number, found {tok.text!r}", None)
-    return int(tok.text)
-
-
-def _paren_numbers(parser: _Parser) -> list[int]:
-    if not parser.accept("("):
-        return []
-    values = [_number(parser)]
-    while parser.accept(","):
-        values.append(_number(parser))
-    parser.expect(")")
-    return values
-
-
-def _labels(parser: _Parser) -> tuple[str, ...]:
-    parser.expect("(")
-    labels = [parser.string()]
-    while parser.accept(","):
-        labels.append(parser.string())
-    parser.expect(")")
-    return tuple(labels)
 
 
 def _charset_name(parser: _Parser) -> str:
@@ -578,302 +506,40 @@ class _CharsetOptions:
         return True
 
 
-def _data_type(parser: _Parser) -> _Type:
-    tok = parser.next()
-    if tok.kind != WORD:
-        raise DdlError(f"expected a data type, found {tok.text!r}", None)
-    word = tok.upper
-    if word in ("NATIONAL", "NCHAR", "NVARCHAR"):
-        if word == "NATIONAL":
-            word = parser.next().upper
-        kind = "VARCHAR" if word == "NVARCHAR" or parser.accept("VARCHAR") else "CHAR"
-        if word in ("CHAR", "CHARACTER", "NCHAR") and parser.accept("VARYING"):
-            kind = "VARCHAR"
-        if word == "VARCHAR":
-            kind = "VARCHAR"
-        found = _string_type(parser, kind)
-        found.charset = "utf8"  # aliased as the server shows it (_charset_alias)
-        return found
-    if word in _INT_TYPES:
-        widths = _paren_numbers(parser)
-        found = _Type(_INT_TYPES[word], width=widths[0] if widths else None)
-        return _int_attributes(parser, found)
-    if word in ("BOOL", "BOOLEAN"):
-        return _Type("tinyint", width=1)
-    if word == "SERIAL":
-        return _Type("bigint", unsigned=True, auto_increment=True, not_null=True, unique=True)
-    if word in ("DECIMAL", "DEC", "NUMERIC", "FIXED"):
-        args = _paren_numbers(parser) or [10]
-        found = _Type("decimal", precision=args[0], scale=args[1] if len(args) > 1 else 0)
-        return _int_attributes(parser, found)
-    if word in ("FLOAT", "DOUBLE", "REAL"):
-        if word == "DOUBLE":
-            parser.accept("PRECISION")
-        args = _paren_numbers(parser)
-        data_type = "float" if word == "FLOAT" else "double"
-        if word == "FLOAT" and len(args) == 1:
-            data_type = "float" if args[0] <= 24 else "double"
-            args = []
-        found = _Type(data_type)
-        if len(args) == 2:
-            found.precision, found.scale = args
-        return _int_attributes(parser, found)
-    if word == "BIT":
-        args = _paren_numbers(parser)
-        return _Type("bit", length=args[0] if args else 1)
-    if word in ("TIME", "DATETIME", "TIMESTAMP"):
-        args = _paren_numbers(parser)
-        return _Type(word.lower(), fsp=args[0] if args else 0)
-    if word == "YEAR":
-        _paren_numbers(parser)
-        return _Type("year")
-    if word in ("CHAR", "CHARACTER", "VARCHAR"):
-        kind = "VARCHAR" if word == "VARCHAR" or parser.accept("VARYING") else "CHAR"
-        return _string_type(parser, kind)
-    if word in ("BINARY", "VARBINARY"):
-        args = _paren_numbers(parser)
-        if word == "VARBINARY" and not args:
-            raise parser.error("VARBINARY needs a length")
-        return _Type(word.lower(), length=args[0] if args else 1)
-    if word == "LONG":
-        if parser.accept("VARBINARY"):
-            return _Type("mediumblob")
-        parser.accept_any("VARCHAR", "CHAR VARYING")
-        return _text_attributes(parser, _Type("mediumtext"))
-    if word in ("BLOB", "TEXT"):
-        args = _paren_numbers(parser)
-        found = _Type(word.lower())
-        if word == "BLOB":
-            if args:
-                found.data_type = _sized("blob", args[0])
-            return found
-        found = _text_attributes(parser, found)
-        found.text_size = args[0] if args else None  # sized by its charset (_make_column)
-        return found
-    if word in ("ENUM", "SET"):
-        return _text_attributes(parser, _Type(word.lower(), labels=_labels(parser)))
-    if word == "VECTOR":
-        args = _paren_numbers(parser)
-        return _Type("vector", length=args[0] if args else None)
-    if word in _SIMPLE:
-        found = _Type(_SIMPLE[word])
-        if found.data_type in TEXT_TYPES:
-            return _text_attributes(parser, found)
-        return found
-    raise DdlError(f"unknown data type {tok.text!r}", None)
-
-
-def _sized(base: str, size: int) -> str:
-    for limit, prefix in _BLOB_BY_SIZE:
-        if size <= limit:
-            return prefix + base
-    return "long" + base
-
-
-def _string_type(parser: _Parser, kind: str) -> _Type:
-    args = _paren_numbers(parser)
-    if kind == "VARCHAR" and not args:
-        raise parser.error("VARCHAR needs a length")
-    if kind == "CHAR" and parser.accept("BYTE"):
-        return _Type("binary", length=args[0] if args else 1)
-    return _text_attributes(parser, _Type(kind.lower(), length=args[0] if args else 1))
-
-
-def _int_attributes(parser: _Parser, found: _Type) -> _Type:
-    while True:
-        if parser.accept("UNSIGNED"):
-            found.unsigned = True
-        elif parser.accept("SIGNED"):
-            continue
-        elif parser.accept("ZEROFILL"):
-            found.zerofill = found.unsigned = True
-        else:
-            return found
-
-
-def _text_attributes(parser: _Parser, found: _Type) -> _Type:
-    """CHARACTER SET / CHARSET / COLLATE / BINARY / ASCII / UNICODE right after the type."""
-    while True:
-        if parser.accept_any(*_CHARSET):
-            found.charset = _charset_name(parser)
-        elif parser.accept("COLLATE"):
-            found.collation = _charset_name(parser)
-        elif parser.accept("BINARY"):
-            found.binary_collation = True
-        elif parser.accept("ASCII"):
-            found.charset = "latin1"
-        elif parser.accept("UNICODE"):
-            found.charset = "ucs2"
-        else:
-            return found
-
-
 # -- columns -----------------------------------------------------------------------------
-
-_TEMPORAL_FUNCTIONS = frozenset(
-    {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP", "CURRENT_DATE", "CURDATE",
-     "CURRENT_TIME", "CURTIME", "UTC_TIMESTAMP", "UTC_DATE", "UTC_TIME", "SYSDATE"}
-)  # fmt: skip
-
-
-@dataclass(slots=True)
-class _ColumnSpec:
-    """One column definition as written, before the table gives it a charset and an id."""
-
-    name: str
-    type: _Type
-    nullable: bool = True
-    default: ColumnDefault = NO_DEFAULT
-    generated: str | None = None
-    auto_increment: bool = False
-    invisible: bool = False
-    primary: bool = False
-    position: tuple[str, str | None] | None = None  # ("first", None) / ("after", name)
-
-
-def _default(parser: _Parser) -> ColumnDefault:
-    first = parser.i
-    if parser.accept("NULL"):
-        return ColumnDefault("null")
-    if parser.accept("TRUE"):
-        return ColumnDefault("value", "1")
-    if parser.accept("FALSE"):
-        return ColumnDefault("value", "0")
-    tok = parser.peek()
-    if tok is None:
-        raise parser.error("expected a default")
-    if tok.kind in (STRING, INTRODUCER):
-        return ColumnDefault("value", parser.string())
-    if tok.kind == HEX:
-        parser.i += 1
-        digits = tok.text.lower()
-        return ColumnDefault("value", digits.zfill(len(digits) + len(digits) % 2), hex=True)
-    if tok.kind == BIT:
-        parser.i += 1
-        width = (len(tok.text) + 7) // 8 * 2
-        return ColumnDefault("value", format(int(tok.text or "0", 2), f"0{width}x"), hex=True)
-    if tok.kind == NUMBER or (tok.kind == PUNCT and tok.text in "-+."):
-        sign = ""
-        while parser.at_any("-", "+"):
-            sign = "-" if (parser.next().text == "-") != (sign == "-") else ""
-        digits = "0." if parser.accept(".") else ""
-        number = parser.next()
-        if number.kind != NUMBER:
-            raise DdlError(f"cannot read the default {parser.span(first)!r}", None)
-        return ColumnDefault("value", sign + digits + number.text)
-    if parser.at("("):
-        parser.skip_group()
-        return ColumnDefault("expression", parser.span(first))
-    if tok.upper in ("DATE", "TIME", "TIMESTAMP") and parser.kind_at(1) == STRING:
-        parser.i += 1
-        return ColumnDefault("value", parser.string())
-    if tok.kind == WORD:
-        parser.i += 1
-        temporal = tok.upper in _TEMPORAL_FUNCTIONS
-        if parser.at("("):
-            parser.skip_group()
-        elif not temporal:
-            raise DdlError(f"cannot read the default {parser.span(first)!r}", None)
-        text = parser.span(first)
-        return ColumnDefault("expression", text.lower() if temporal else text)
-    raise DdlError(f"cannot read the default {parser.span(first)!r}", None)
 
 
 def _column_spec(parser: _Parser, name: str, in_alter: bool) -> _ColumnSpec:
-    spec = _ColumnSpec(name, _data_type(parser))
-    kind = spec.type
-    if kind.not_null:
-        spec.nullable = False
-    spec.auto_increment = kind.auto_increment
-    while not parser.done() and not parser.at_any(",", ")"):
-        if parser.accept("NOT", "NULL"):
-            spec.nullable = False
-        elif parser.accept("NULL"):
-            spec.nullable = True
-        elif parser.accept("DEFAULT"):
-            spec.default = _default(parser)
-        elif parser.accept("AUTO_INCREMENT"):
-            spec.auto_increment = True
-        elif parser.accept("UNIQUE"):
-            parser.accept("KEY")
-        elif parser.accept_any("PRIMARY KEY", "KEY"):
-            spec.primary = True
-        elif parser.accept("COMMENT"):
-            parser.string()
-        elif parser.accept("COLLATE"):
-            kind.collation = _charset_name(parser)
-        elif parser.accept_any(*_CHARSET):
-            kind.charset = _charset_name(parser)
-        elif parser.accept("BINARY"):
-            kind.binary_collation = True
-        elif parser.accept("UNSIGNED"):
-            kind.unsigned = True
-        elif parser.accept("ZEROFILL"):
-            kind.zerofill = kind.unsigned = True
-        elif parser.accept_any("SIGNED", "VIRTUAL", "STORED", "PERSISTENT"):
-            pass
-        elif parser.accept("VISIBLE"):
-            spec.invisible = False
-        elif parser.accept("INVISIBLE"):
-            spec.invisible = True
-        elif parser.accept_any("COLUMN_FORMAT", "STORAGE"):
-            parser.next()
-        elif parser.accept_any("ENGINE_ATTRIBUTE", "SECONDARY_ENGINE_ATTRIBUTE"):
-            parser.accept("=")
-            parser.string()
-        elif parser.accept("ON", "UPDATE"):
-            parser.next()
-            if parser.at("("):
-                parser.skip_group()
-        elif parser.accept("GENERATED", "ALWAYS") or parser.at("AS"):
-            if parser.accept("AS", "ROW"):  # MariaDB system versioning
-                raise parser.error("system-versioned tables are not supported")
-            parser.expect("AS")
-            if not parser.at("("):
-                raise parser.error("expected a generation expression")
-            spec.generated = parser.skip_group()
-        elif parser.accept("REFERENCES"):
-            parser.qualified(Context(default_db="?"))
-            if parser.at("("):
-                parser.skip_group()
-            _skip_reference_options(parser)
-        elif parser.accept("CONSTRAINT"):
-            if not parser.at("CHECK"):
-                parser.name()
-        elif parser.accept("CHECK"):
-            parser.skip_group()
-            parser.accept_any("NOT ENFORCED", "ENFORCED")
-        elif parser.accept_any("SRID", "REF_SYSTEM_ID"):
-            parser.accept("=")
-            parser.next()
-        elif parser.accept("COMPRESSED"):
-            if parser.accept("="):
-                parser.next()
-        elif parser.accept_any("WITH SYSTEM VERSIONING", "WITHOUT SYSTEM VERSIONING"):
-            raise parser.error("system-versioned tables are not supported")
-        elif parser.accept("SERIAL", "DEFAULT", "VALUE"):
-            spec.nullable, spec.auto_increment = False, True
-        elif in_alter and parser.accept("FIRST"):
-            spec.position = ("first", None)
-        elif in_alter and parser.accept("AFTER"):
-            spec.position = ("after", parser.name())
-        elif in_alter:
-            break  # the next ALTER TABLE clause (table options need no comma)
-        else:
-            raise parser.error(f"cannot read the definition of column {name!r}")
-    return spec
+    """The definition of column ``name`` (the next tokens up to a ``,`` or ``)``, or in ALTER
+    TABLE a partition clause), read from sqlglot's syntax tree (``ddl_tree``)."""
+    first = parser.i
+    parser.skip_until(",", ")", *(("PARTITION BY", "REMOVE PARTITIONING") if in_alter else ()))
+    if parser.i == first:
+        raise parser.error(f"expected the definition of column {name!r}")
+    try:
+        text = _text_between(parser, first)
+        return read_column(name, text, in_alter=in_alter, ansi_quotes=parser.ansi_quotes)
+    except UnreadableColumn as exc:
+        raise DdlError(str(exc), None) from exc
 
 
-def _skip_reference_options(parser: _Parser) -> None:
-    while True:
-        if parser.accept("MATCH"):
-            parser.next()
-        elif parser.accept("ON"):
-            parser.next()  # DELETE / UPDATE
-            if not parser.accept_any("RESTRICT", "CASCADE", "SET NULL", "SET DEFAULT", "NO ACTION"):
-                raise parser.error("cannot read a foreign key action")
-        else:
-            return
+def _default(parser: _Parser) -> ColumnDefault:
+    """``DEFAULT``'s value (ALTER COLUMN ... SET DEFAULT), read as ``ddl_tree`` reads it."""
+    first = parser.i
+    parser.skip_until(",")
+    if parser.i == first:
+        raise parser.error("expected a default")
+    try:
+        return read_default(_text_between(parser, first), ansi_quotes=parser.ansi_quotes)
+    except UnreadableColumn as exc:
+        raise DdlError(str(exc), None) from exc
+
+
+def _text_between(parser: _Parser, first: int) -> str:
+    """The statement text from token ``first`` up to the current token."""
+    stop = parser.peek()
+    end = len(parser.sql) if stop is None else stop.start
+    return parser.sql[parser.tokens[first].start : end].strip()
 
 
 def _charset_alias(name: str | None, traits: ServerTraits) -> str | None:
@@ -982,7 +648,7 @@ def _make_column(
         elif found.binary_collation and charset is not None:
             collation = f"{charset}_bin"
         if found.text_size is not None and charset != "binary":
-            data_type = _sized("text", found.text_size * _MAXLEN.get(charset or "", 1))
+            data_type = sized("text", found.text_size * _MAXLEN.get(charset or "", 1))
         if collation is not None and charset == "utf8mb3" and collation.startswith("utf8_"):
             collation = "utf8mb3_" + collation[5:]  # as the server names it then
     if data_type in BINARY_TYPES:
@@ -1058,7 +724,7 @@ def apply_ddl(catalog: Catalog, statement: str, context: Context) -> tuple[Catal
     """The catalog after ``statement``, with its effects in order (none for a statement that
     changes no table or database). Raises ``DdlError``."""
     tokens = tokenize(statement, context, catalog.traits)
-    parser = _Parser(tokens, unwrap_versioned(statement, catalog.traits))
+    parser = _Parser(tokens, unwrap_versioned(statement, catalog.traits), context.ansi_quotes)
     run = _Run(catalog, context, parser, [])
     if parser.done():
         return catalog, []
@@ -1734,7 +1400,7 @@ def _convert(run: _Run, state: _Altering, name: TableName) -> None:
         data_type = column.data_type
         if data_type.endswith("text"):
             chars = _TEXT_SIZE[data_type] // _MAXLEN.get(column.charset or "", 1)
-            data_type = _sized("text", chars * _MAXLEN.get(charset, 1))
+            data_type = sized("text", chars * _MAXLEN.get(charset, 1))
         state.columns[i] = dataclasses.replace(
             column,
             data_type=data_type,
