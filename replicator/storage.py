@@ -39,6 +39,7 @@ import posixpath
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 _FILE_BUFFER = 1 << 20
+SYNC_WORKERS = 16  # folders fsync'd at once (LocalStore.sync)
 
 
 def is_url(root: str) -> bool:
@@ -306,8 +308,15 @@ class LocalStore(Store):
         os.replace(self.path(staged), self.path(key))
 
     def sync(self, folders: set[str]) -> None:
-        for folder in sorted(folders):
-            fsync_dir(self.path(folder) if folder else self.root)
+        """Several at once: a batch spread over many tables has a folder per table, and each
+        fsync mostly waits on the disk (see ``sink.landing._close_all``)."""
+        paths = [self.path(folder) if folder else self.root for folder in sorted(folders)]
+        if len(paths) < 2:
+            for path in paths:
+                fsync_dir(path)
+            return
+        with ThreadPoolExecutor(min(SYNC_WORKERS, len(paths))) as pool:
+            list(pool.map(fsync_dir, paths))
 
     def filesystem(self) -> tuple[Any, str]:
         import pyarrow.fs as pafs  # noqa: PLC0415 - see the module's last paragraph

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 from bisect import bisect_right
@@ -139,7 +140,8 @@ class _Absent(Enum):
 
 @dataclass(frozen=True, slots=True)
 class _ColumnPlan:
-    """Everything one column's conversion needs, resolved once per writer."""
+    """Everything one column's conversion needs, resolved once per column definition
+    (``_plan`` is cached: a batch spread over many tables opens a writer per table)."""
 
     name: str
     type: pa.DataType
@@ -161,6 +163,7 @@ def identity(version: TableVersion) -> tuple[tuple[int, ...], bool]:
     return tuple(range(len(version.columns))), False
 
 
+@functools.lru_cache(maxsize=65536)
 def _plan(col: ColumnDef, geometry_srid: bool) -> _ColumnPlan:
     field = arrow_field(col, geometry_srid=geometry_srid)
     if col.type == ColumnType.NEWDECIMAL and pa.types.is_string(field.type):
@@ -785,6 +788,7 @@ def _fitting(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     return array
 
 
+@functools.lru_cache(maxsize=16384)  # per table version: every batch opens its files again
 def file_schema(
     version: TableVersion,
     *,
