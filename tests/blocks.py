@@ -19,12 +19,12 @@ from replicator.sink.parquet_writer import _from_buffers, native_type
 def vector_values(vector: Vector | None, kind: Any, count: int) -> list[object]:
     if vector is None:
         return [ABSENT] * count
-    if type(vector) is list:
+    if isinstance(vector, list):
         return vector
     assert kind is not None, "buffers without a kind"
     found = native_arrow.concat_columns([vector], value_width(kind), kind[0] in VARIABLE)
     assert found is not None
-    values = _from_buffers(native_type(kind), count, found).to_pylist()
+    values: list[Any] = _from_buffers(native_type(kind), count, found).to_pylist()
     if kind[0] == "timestamp_utc":  # Arrow gives ZoneInfo("UTC"), the decoders datetime.UTC
         values = [None if v is None else v.replace(tzinfo=dt.UTC) for v in values]
     return values

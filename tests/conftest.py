@@ -8,6 +8,12 @@ REPLICATOR_REQUIRE_DOCKER=1.
 
 The servers are shared by the whole session: a test that stops or restarts one must leave it
 running, and should create its own databases rather than assume an empty server.
+
+Markers: a test that asks for one of these fixtures gets the marker of what it starts (see
+``FIXTURE_MARKERS``), and every test with none of the markers of an outside need gets ``unit``:
+``pytest -m unit`` needs no program outside Python.
+
+Hypothesis profiles: ``ci`` and ``dev`` (tests/hypothesis_budget.py).
 """
 
 from __future__ import annotations
@@ -20,18 +26,44 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+from hypothesis import settings
 
 from tests.corpus.util import corpus_root
 from tests.harness.containers import DockerServer, docker_available, start_mariadb, start_mysql84
 from tests.harness.mariadb import MariaDBServer, mariadb_available, mariadbd_version
 from tests.harness.mosquitto import MosquittoBroker, mosquitto_available
 from tests.harness.s3 import S3Server, s3_available
+from tests.hypothesis_budget import CI_EXAMPLES, DEV_EXAMPLES
 
 REQUIRE_LIVE_ENV = "REPLICATOR_REQUIRE_LIVE"
 REQUIRE_DOCKER_ENV = "REPLICATOR_REQUIRE_DOCKER"
 
 # ../shared/binlog-corpus beside the repository, or $REPLICATOR_CORPUS_DIR (tests/corpus/util.py)
 CORPUS_DIR = corpus_root()
+
+# ci: Hypothesis's own ci profile (derandomized, no deadline, no example database, the blob
+# of a failure printed) with CI_EXAMPLES a test; dev: fewer examples, random, for the inner
+# loop. Hypothesis loads its ci profile itself where it sees CI (or another CI's variable).
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=CI_EXAMPLES)
+settings.register_profile("dev", max_examples=DEV_EXAMPLES)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("ci" if settings.get_current_profile_name() == "ci" else "dev")
+)
+
+# What a test starts when it asks for one of these fixtures, as a marker.
+FIXTURE_MARKERS = {
+    "mariadb": "live",
+    "mariadb_full_metadata": "live",
+    "mosquitto": "mqtt",
+    "s3_server": "s3",
+    "docker_mysql84": "docker",
+    "docker_mariadb": "docker",
+    "spark": "spark",
+}
+# The markers of a need outside Python (pyproject.toml describes each); a test with none of
+# them is a unit test.
+OUTSIDE = frozenset({"live", "docker", "spark", "mqtt", "delta", "s3", "tools"})
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -44,6 +76,14 @@ def pytest_configure(config: pytest.Config) -> None:
     left behind (Python's default for SIGTERM is to die without either)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupted)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in FIXTURE_MARKERS.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(FIXTURE_MARKERS[fixture])
+        if not OUTSIDE & {mark.name for mark in item.iter_markers()}:
+            item.add_marker("unit")
 
 
 def _unavailable(reason: str, require_env: str) -> NoReturn:

@@ -1,4 +1,4 @@
-"""DECIMAL(p, s) in its binary row format (MYSQL_TYPE_NEWDECIMAL), both directions.
+"""DECIMAL(p, s) in its binary row format (MYSQL_TYPE_NEWDECIMAL), decoded.
 
 The format is defined by mysql-server ``strings/decimal.cc`` (``decimal2bin`` / ``bin2decimal``,
 ``decimal_bin_size``) and is the same in MariaDB (``strings/decimal.c``). Digits are grouped in
@@ -12,12 +12,13 @@ do_save_field_metadata`` in sql/field.cc).
 Values come back as ``decimal.Decimal`` with exactly ``scale`` fractional digits (exponent
 ``-scale``), exact up to the 65 digits MySQL allows. Negative zero is returned as zero
 (``Decimal(-0)`` is plain 0). A digit group above its decimal range is a ``DecodeError``.
+(The tests' encoder, ``decimal2bin``, is in tests/encoders.py.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Context, Decimal, InvalidOperation
+from decimal import Context, Decimal
 
 from .errors import DecodeError, TruncatedError
 
@@ -28,7 +29,6 @@ __all__ = [
     "build_decimal_decoder",
     "decimal_size",
     "decode_decimal",
-    "encode_decimal",
 ]
 
 MAX_PRECISION = 65
@@ -191,37 +191,3 @@ def build_decimal_decoder(precision: int, scale: int) -> DecimalDecoder:
 def decode_decimal(buf: bytes, offset: int, precision: int, scale: int) -> tuple[Decimal, int]:
     """Decode one value; builds the decoder each call (use ``build_decimal_decoder`` in loops)."""
     return build_decimal_decoder(precision, scale)(buf, offset)
-
-
-def encode_decimal(value: Decimal | int | str, precision: int, scale: int) -> bytes:
-    """The row-image bytes MySQL writes for ``value`` in a DECIMAL(precision, scale) column.
-
-    Raises ``ValueError`` when the value needs rounding or does not fit.
-    """
-    _check_shape(precision, scale)
-    number = Decimal(value)
-    if not number.is_finite():
-        raise ValueError(f"{value!r} is not a finite decimal")
-    try:
-        scaled = number.scaleb(scale, _EXACT)
-        unscaled = int(scaled.to_integral_exact(context=_EXACT))
-    except InvalidOperation as exc:  # pragma: no cover - inputs are finite and small
-        raise ValueError(f"{value!r} does not fit DECIMAL({precision},{scale})") from exc
-    if Decimal(unscaled) != scaled:
-        raise ValueError(f"{value!r} has more than {scale} fractional digits")
-    negative = number.is_signed() and unscaled != 0
-    magnitude = abs(unscaled)
-    if magnitude >= 10**precision:
-        raise ValueError(f"{value!r} does not fit DECIMAL({precision},{scale})")
-    groups = _groups(precision, scale)
-    raw = 0
-    shift = 0
-    for width, digits in reversed(groups):
-        magnitude, group = divmod(magnitude, 10**digits)
-        raw |= group << shift
-        shift += 8 * width
-    size = shift // 8
-    if negative:
-        raw ^= (1 << shift) - 1
-    raw ^= 1 << (shift - 1)
-    return raw.to_bytes(size, "big")

@@ -36,8 +36,7 @@ Text output follows MySQL's JSON printer (``Json_wrapper::to_string`` and
 and ``:``): decimals print as bare numbers with their scale, dates/times as quoted strings
 with six fraction digits, and doubles in Python's shortest round-trip form.
 
-``encode_json_value`` is the inverse, used by property tests; it writes each container in
-the small format when everything fits and in the large format otherwise, as the server does.
+The inverse, ``encode_json_value``, is the tests' (tests/encoders.py).
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ import base64
 import json
 import math
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TypeAlias
@@ -58,10 +56,8 @@ __all__ = [
     "JsonOpaque",
     "JsonValue",
     "decimal_from_bin",
-    "decimal_to_bin",
     "decode_json_text",
     "decode_json_value",
-    "encode_json_value",
     "json_to_text",
 ]
 
@@ -119,7 +115,6 @@ _LITERAL_FALSE = 0x02
 # JSON_DOCUMENT_MAX_DEPTH is 100 in the server; allow some slack but bound the recursion.
 _MAX_DEPTH = 200
 
-_SMALL_MAX = 0xFFFF
 _LARGE_MAX = 0xFFFFFFFF
 
 _TEMPORAL_TYPES = frozenset(
@@ -156,6 +151,11 @@ def decode_json_text(data: bytes) -> str:
 
 def _fail(message: str, offset: int) -> DecodeError:
     return DecodeError(f"malformed binary JSON: {message} (byte {offset} of the value)")
+
+
+def _inlinable(type_: int, large: bool) -> bool:
+    """Whether a value entry holds the value itself rather than its offset."""
+    return type_ in (_LITERAL, _INT16, _UINT16) or (large and type_ in (_INT32, _UINT32))
 
 
 class _Parser:
@@ -387,50 +387,6 @@ def decimal_from_bin(data: bytes, precision: int, scale: int) -> Decimal:
     return result
 
 
-def decimal_to_bin(value: Decimal) -> tuple[int, int, bytes]:
-    """``decimal2bin`` for ``value`` at its own precision and scale: (precision, scale, bytes)."""
-    if not value.is_finite():
-        raise ValueError("only finite decimals can be stored")
-    sign, digit_tuple, exponent = value.as_tuple()
-    assert isinstance(exponent, int)
-    digits = "".join(map(str, digit_tuple))
-    if exponent > 0:
-        digits += "0" * exponent
-        exponent = 0
-    scale = -exponent
-    if len(digits) < scale:
-        digits = "0" * (scale - len(digits)) + digits
-    int_digits = digits[: len(digits) - scale].lstrip("0")
-    frac_digits = digits[len(digits) - scale :]
-    intg = len(int_digits)
-    precision = max(intg + scale, 1)
-    if precision > 255 or scale > 255:
-        raise ValueError("decimal too wide for the binary JSON format")
-    out = bytearray()
-    lead = intg % _DIGITS_PER_WORD
-    pos = 0
-    if lead:
-        out += int(int_digits[:lead]).to_bytes(_DIG2BYTES[lead], "big")
-        pos = lead
-    while pos < intg:
-        out += int(int_digits[pos : pos + 9]).to_bytes(4, "big")
-        pos += 9
-    pos = 0
-    while pos + 9 <= scale:
-        out += int(frac_digits[pos : pos + 9]).to_bytes(4, "big")
-        pos += 9
-    tail = scale - pos
-    if tail:
-        out += int(frac_digits[pos:]).to_bytes(_DIG2BYTES[tail], "big")
-    if not out:  # DECIMAL(1,0) zero: one leftover integer digit
-        out = bytearray(1)
-    negative = bool(sign) and not value.is_zero()
-    if negative:
-        out = bytearray(b ^ 0xFF for b in out)
-    out[0] ^= 0x80
-    return precision, scale, bytes(out)
-
-
 def _opaque_text(mysql_type: int, data: bytes) -> str:
     if mysql_type == ColumnType.NEWDECIMAL and len(data) >= 2:
         try:
@@ -532,143 +488,3 @@ def _write_text(value: JsonValue, out: list[str]) -> None:
         out.append("]")
     else:
         raise TypeError(f"not a JSON value: {type(value).__name__}")
-
-
-# --------------------------------------------------------------------------- encoding
-
-
-def encode_json_value(value: JsonValue) -> bytes:
-    """Serialize ``value`` in MySQL's binary JSON format (``serialize_json_value``).
-
-    Objects keep their insertion order (the server sorts keys by length, then bytes; do so
-    before calling to get byte-identical output). Each container uses the small format when
-    all its offsets and its size fit in 16 bits, the large format otherwise. Integers take
-    the narrowest signed type, or uint64 above the int64 range, as the server's JSON parser
-    does. Raises ValueError for values MySQL cannot store.
-    """
-    type_, payload = _encode(value, 0)
-    return bytes([type_]) + payload
-
-
-def _encode(value: JsonValue, depth: int) -> tuple[int, bytes]:
-    if depth > _MAX_DEPTH:
-        raise ValueError(f"JSON nested deeper than {_MAX_DEPTH}")
-    if value is None:
-        return _LITERAL, bytes([_LITERAL_NULL])
-    if value is True:
-        return _LITERAL, bytes([_LITERAL_TRUE])
-    if value is False:
-        return _LITERAL, bytes([_LITERAL_FALSE])
-    if isinstance(value, int):
-        return _encode_int(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"JSON has no representation for {value!r}")
-        return _DOUBLE, _F64.pack(value)
-    if isinstance(value, str):
-        raw = value.encode("utf-8")
-        return _STRING, _varlen(len(raw)) + raw
-    if isinstance(value, Decimal):
-        precision, scale, image = decimal_to_bin(value)
-        return _OPAQUE, _opaque_payload(ColumnType.NEWDECIMAL, bytes([precision, scale]) + image)
-    if isinstance(value, JsonOpaque):
-        return _OPAQUE, _opaque_payload(value.mysql_type, value.data)
-    if isinstance(value, dict):
-        items = list(value.items())
-        for large in (False, True):
-            obj = _encode_container(items, True, large, depth)
-            if obj is not None:
-                return (_LARGE_OBJECT if large else _SMALL_OBJECT), obj
-        raise ValueError("JSON object larger than 4 GiB")
-    if isinstance(value, list):
-        elements = [(None, item) for item in value]
-        for large in (False, True):
-            arr = _encode_container(elements, False, large, depth)
-            if arr is not None:
-                return (_LARGE_ARRAY if large else _SMALL_ARRAY), arr
-        raise ValueError("JSON array larger than 4 GiB")
-    raise TypeError(f"not a JSON value: {type(value).__name__}")
-
-
-def _encode_int(value: int) -> tuple[int, bytes]:
-    if -(1 << 15) <= value < (1 << 15):
-        return _INT16, _I16.pack(value)
-    if -(1 << 31) <= value < (1 << 31):
-        return _INT32, _I32.pack(value)
-    if -(1 << 63) <= value < (1 << 63):
-        return _INT64, _I64.pack(value)
-    if 0 <= value < (1 << 64):
-        return _UINT64, _U64.pack(value)
-    raise ValueError(f"integer {value} outside the int64/uint64 range")
-
-
-def _opaque_payload(mysql_type: int, data: bytes) -> bytes:
-    if not 0 <= mysql_type <= 0xFF:
-        raise ValueError(f"opaque type {mysql_type} does not fit a byte")
-    return bytes([mysql_type]) + _varlen(len(data)) + data
-
-
-def _varlen(length: int) -> bytes:
-    if length > _LARGE_MAX:
-        raise ValueError("string or opaque value larger than 4 GiB")
-    out = bytearray()
-    while True:
-        byte = length & 0x7F
-        length >>= 7
-        if length:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _inlinable(type_: int, large: bool) -> bool:
-    return type_ in (_LITERAL, _INT16, _UINT16) or (large and type_ in (_INT32, _UINT32))
-
-
-def _encode_container(
-    items: Sequence[tuple[str | None, JsonValue]], is_object: bool, large: bool, depth: int
-) -> bytes | None:
-    """One container's bytes (without its type byte), or None if it needs the large format."""
-    osize = 4 if large else 2
-    limit = _LARGE_MAX if large else _SMALL_MAX
-    pack_offset = _U32.pack if large else _U16.pack
-    count = len(items)
-    header = 2 * osize + count * ((osize + 2) if is_object else 0) + count * (1 + osize)
-    key_entries = bytearray()
-    keys = bytearray()
-    offset = header
-    if is_object:
-        for key, _ in items:
-            assert key is not None
-            raw = key.encode("utf-8")
-            if len(raw) > _SMALL_MAX:
-                raise ValueError("JSON object key longer than 65535 bytes")
-            if offset > limit:
-                return None
-            key_entries += pack_offset(offset) + _U16.pack(len(raw))
-            keys += raw
-            offset += len(raw)
-    value_entries = bytearray()
-    values = bytearray()
-    for _, item in items:
-        type_, payload = _encode(item, depth + 1)
-        if _inlinable(type_, large):
-            value_entries.append(type_)
-            value_entries += payload.ljust(osize, b"\x00")
-            continue
-        if offset > limit:
-            return None
-        value_entries.append(type_)
-        value_entries += pack_offset(offset)
-        values += payload
-        offset += len(payload)
-    if offset > limit or count > limit:
-        return None
-    return (
-        pack_offset(count)
-        + pack_offset(offset)
-        + bytes(key_entries + value_entries)
-        + keys
-        + values
-    )

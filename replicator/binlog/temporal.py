@@ -1,4 +1,4 @@
-"""DATE, TIME, DATETIME and TIMESTAMP in every row-image format, decoders and encoders.
+"""DATE, TIME, DATETIME and TIMESTAMP in every row-image format, and as SELECT prints them.
 
 Sources, per format:
 
@@ -32,7 +32,8 @@ comes back as ``InvalidTemporal("0000-00-00 00:00:00")``.
 
 Each format has a ``*_decoder`` (``(buf, offset) -> (value, end)``); the four common ones also
 expose a ``*_converter`` over exactly-sized bytes for callers that cache by bytes. The
-``encode_*`` functions write the server's bytes and back the property tests.
+``*_from_text`` functions read the text a snapshot's SELECT gives. (The tests' encoders, the
+other direction, are in tests/encoders.py.)
 """
 
 from __future__ import annotations
@@ -59,16 +60,6 @@ __all__ = [
     "datetime_from_packed",
     "datetime_hires_decoder",
     "fraction_layout",
-    "encode_date",
-    "encode_datetime",
-    "encode_datetime2",
-    "encode_datetime_hires",
-    "encode_time",
-    "encode_time2",
-    "encode_time_hires",
-    "encode_timestamp",
-    "encode_timestamp2",
-    "encode_timestamp_hires",
     "time2_converter",
     "time2_decoder",
     "time2_size",
@@ -472,165 +463,6 @@ def time_from_packed(packed: int) -> timedelta:
     seconds = ((hms >> 12) & 1023) * 3600 + ((hms >> 6) & 63) * 60 + (hms & 63)
     delta = timedelta(0, seconds, magnitude & 0xFFFFFF)
     return -delta if packed < 0 else delta
-
-
-# --------------------------------------------------------------------------- encoders
-
-_TEXT = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?\Z",
-)
-
-
-def _fields(value: date | datetime | InvalidTemporal) -> _Fields:
-    """(year, month, day, hour, minute, second, microsecond) of a value or invalid text."""
-    if isinstance(value, InvalidTemporal):
-        match = _TEXT.match(value.text)
-        if match is None:
-            raise ValueError(f"cannot encode {value!r}")
-        fraction = match.group(7) or ""
-        micro = int(fraction.ljust(MAX_FSP, "0")) if fraction else 0
-        year, month, day = (int(match.group(i)) for i in (1, 2, 3))
-        hour, minute, second = (int(match.group(i) or 0) for i in (4, 5, 6))
-        return year, month, day, hour, minute, second, micro
-    if isinstance(value, datetime):
-        return (
-            value.year,
-            value.month,
-            value.day,
-            value.hour,
-            value.minute,
-            value.second,
-            value.microsecond,
-        )
-    return value.year, value.month, value.day, 0, 0, 0, 0
-
-
-def _check_micro(micro: int, unit: int, fsp: int) -> None:
-    if micro % unit:
-        raise ValueError(f"{micro} microseconds do not fit fractional precision {fsp}")
-
-
-def _time_parts(value: timedelta) -> tuple[bool, int, int, int, int, int]:
-    """(negative, total microseconds magnitude, hours, minutes, seconds, microseconds)."""
-    total = value // timedelta(microseconds=1)
-    negative = total < 0
-    magnitude = -total if negative else total
-    seconds, micro = divmod(magnitude, _MICRO)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return negative, magnitude, hours, minutes, secs, micro
-
-
-def encode_date(value: date | InvalidTemporal) -> bytes:
-    year, month, day, *_ = _fields(value)
-    return (year << 9 | month << 5 | day).to_bytes(3, "little")
-
-
-def encode_datetime2(value: datetime | InvalidTemporal, fsp: int) -> bytes:
-    _check_fsp(fsp, "DATETIME")
-    year, month, day, hour, minute, second, micro = _fields(value)
-    unit = _fraction_unit(fsp)
-    _check_micro(micro, _hires_unit(fsp), fsp)
-    ymd = (year * 13 + month) << 5 | day
-    packed = (ymd << 17 | hour << 12 | minute << 6 | second) + _DATETIMEF_INT_OFS
-    frac_bits = 8 * _fraction_bytes(fsp)
-    return (packed << frac_bits | micro // unit).to_bytes(datetime2_size(fsp), "big")
-
-
-def _epoch_parts(value: datetime | InvalidTemporal) -> tuple[int, int]:
-    if isinstance(value, InvalidTemporal):
-        if any(_fields(value)):
-            raise ValueError(f"only the zero TIMESTAMP can be encoded, not {value!r}")
-        return 0, 0
-    if value.tzinfo is None:
-        raise ValueError("TIMESTAMP values must be timezone-aware")
-    delta = value - _EPOCH
-    seconds, micro = divmod(delta // timedelta(microseconds=1), _MICRO)
-    if not 0 <= seconds < 1 << 32:
-        raise ValueError(f"{value!r} is outside the TIMESTAMP range")
-    return seconds, micro
-
-
-def encode_timestamp2(value: datetime | InvalidTemporal, fsp: int) -> bytes:
-    _check_fsp(fsp, "TIMESTAMP")
-    seconds, micro = _epoch_parts(value)
-    _check_micro(micro, _hires_unit(fsp), fsp)
-    frac_bits = 8 * _fraction_bytes(fsp)
-    whole = seconds << frac_bits | micro // _fraction_unit(fsp)
-    return whole.to_bytes(timestamp2_size(fsp), "big")
-
-
-def encode_time2(value: timedelta, fsp: int) -> bytes:
-    _check_fsp(fsp, "TIME")
-    negative, _, hours, minutes, seconds, micro = _time_parts(value)
-    if hours > 1023:
-        raise ValueError(f"{value!r} is outside the TIME2 range")
-    _check_micro(micro, _hires_unit(fsp), fsp)
-    frac_bits = 8 * _fraction_bytes(fsp)
-    hms = hours << 12 | minutes << 6 | seconds
-    magnitude = hms << frac_bits | micro // _fraction_unit(fsp)
-    size = time2_size(fsp)
-    stored = (-magnitude if negative else magnitude) + (1 << (8 * size - 1))
-    return stored.to_bytes(size, "big")
-
-
-def encode_datetime(value: datetime | InvalidTemporal) -> bytes:
-    year, month, day, hour, minute, second, micro = _fields(value)
-    _check_micro(micro, _MICRO, 0)
-    number = ((year * 100 + month) * 100 + day) * 1_000_000 + hour * 10_000 + minute * 100
-    return (number + second).to_bytes(8, "little")
-
-
-def encode_timestamp(value: datetime | InvalidTemporal) -> bytes:
-    seconds, micro = _epoch_parts(value)
-    _check_micro(micro, _MICRO, 0)
-    return seconds.to_bytes(4, "little")
-
-
-def encode_time(value: timedelta) -> bytes:
-    negative, _, hours, minutes, seconds, micro = _time_parts(value)
-    _check_micro(micro, _MICRO, 0)
-    number = hours * 10_000 + minutes * 100 + seconds
-    if number >= 1 << 23:
-        raise ValueError(f"{value!r} is outside the TIME range")
-    return (-number if negative else number).to_bytes(3, "little", signed=True)
-
-
-def encode_datetime_hires(value: datetime | InvalidTemporal, fsp: int) -> bytes:
-    _check_fsp(fsp, "DATETIME")
-    if fsp == 0:
-        return encode_datetime(value)
-    year, month, day, hour, minute, second, micro = _fields(value)
-    unit = _hires_unit(fsp)
-    _check_micro(micro, unit, fsp)
-    packed = ((((year * 13 + month) * 32 + day) * 24 + hour) * 60 + minute) * 60 + second
-    packed = packed * _MICRO + micro
-    return (packed // unit).to_bytes(DATETIME_HIRES_BYTES[fsp], "big")
-
-
-def encode_timestamp_hires(value: datetime | InvalidTemporal, fsp: int) -> bytes:
-    _check_fsp(fsp, "TIMESTAMP")
-    if fsp == 0:
-        return encode_timestamp(value)
-    seconds, micro = _epoch_parts(value)
-    unit = _hires_unit(fsp)
-    _check_micro(micro, unit, fsp)
-    fraction = (micro // unit).to_bytes(TIMESTAMP_HIRES_FRACTION_BYTES[fsp], "big")
-    return seconds.to_bytes(4, "big") + fraction
-
-
-def encode_time_hires(value: timedelta, fsp: int) -> bytes:
-    _check_fsp(fsp, "TIME")
-    if fsp == 0:
-        return encode_time(value)
-    negative, magnitude, *_ = _time_parts(value)
-    unit = _hires_unit(fsp)
-    _check_micro(magnitude, unit, fsp)
-    if magnitude >= _TIME_HIRES_ZERO:
-        raise ValueError(f"{value!r} is outside the TIME range")
-    scaled = magnitude // unit
-    stored = (-scaled if negative else scaled) + _TIME_HIRES_ZERO // unit
-    return stored.to_bytes(TIME_HIRES_BYTES[fsp], "big")
 
 
 # ----------------------------------------------------------------- from SELECT's text

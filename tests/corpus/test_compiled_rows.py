@@ -10,6 +10,7 @@ the sink reads them, and every column as values), and compares all rows events v
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from .util import decode_all, flatten
 LOCAL_FILES = sorted((Path(__file__).resolve().parents[1] / "data").glob("*.0*"))
 
 
-def _row_images(path: Path, *, buffers: bool) -> list[tuple[object, ...]] | tuple[str, str]:
+def _row_images(path: Path, *, buffers: bool) -> list[tuple[Any, ...]] | tuple[str, str]:
     try:
         events = decode_all(path)
     except DecodeError as exc:

@@ -26,7 +26,7 @@ import codecs
 import gzip
 import re
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -203,9 +203,10 @@ _BLOB_LABELS = {
     3: "MEDIUMBLOB/MEDIUMTEXT",
     4: "LONGBLOB/LONGTEXT",
 }
-_INT_TYPES = {T.TINY: ("TINYINT", 8), T.SHORT: ("SHORTINT", 16), T.INT24: ("MEDIUMINT", 24),
-              T.LONG: ("INT", 32), T.LONGLONG: ("LONGINT", 64)}  # fmt: skip
-_SIMPLE_LABELS = {T.FLOAT: "FLOAT", T.DOUBLE: "DOUBLE", T.TIMESTAMP: "TIMESTAMP",
+_INT_TYPES: dict[int, tuple[str, int]] = {
+    T.TINY: ("TINYINT", 8), T.SHORT: ("SHORTINT", 16), T.INT24: ("MEDIUMINT", 24),
+    T.LONG: ("INT", 32), T.LONGLONG: ("LONGINT", 64)}  # fmt: skip
+_SIMPLE_LABELS: dict[int, str] = {T.FLOAT: "FLOAT", T.DOUBLE: "DOUBLE", T.TIMESTAMP: "TIMESTAMP",
                   T.DATETIME: "DATETIME", T.TIME: "TIME", T.NEWDATE: "DATE", T.DATE: "DATE",
                   T.YEAR: "YEAR", T.GEOMETRY: "GEOMETRY"}  # fmt: skip
 _LATIN1_ENCODING = codecs.charmap_build(MYSQL_LATIN1_TABLE)
@@ -397,9 +398,11 @@ def render(value: object, col: ColumnDef) -> bytes:
         return format(value, "f").encode()
     if kind == T.DOUBLE:
         _need(value, float)
+        assert isinstance(value, float)
         return b"%.20g" % value
     if kind == T.FLOAT:
         _need(value, float)
+        assert isinstance(value, float)
         return b"%-20g" % value
     if kind == T.BIT:
         _need(value, int)
@@ -562,7 +565,7 @@ def test_reference_decode(
     corpus_dir: Path,
     ref_name: str,
     tmp_path: Path,
-    record_property: pytest.RecordProperty,
+    record_property: Callable[[str, object], None],
 ) -> None:
     stem = _stem(ref_name)
     candidates = _sources(corpus_dir).get(stem, [])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from replicator.binlog import events as ev
-from replicator.binlog.transaction import Transaction, TransactionAssembler
+from replicator.binlog.transaction import Transaction, TransactionAssembler, TransactionPart
 
 from .test_walk import EXPECTED_FAILURES, _binlog_paths
 from .util import changes, decode_all
@@ -18,7 +18,7 @@ def test_transactions_cover_every_row_change(corpus_dir: Path, rel: str) -> None
     events = decode_all(corpus_dir / rel)
     assembler = TransactionAssembler()
     found: list[Transaction] = []
-    passed_through: list[ev.Event] = []
+    passed_through: list[TransactionPart | ev.Event] = []
     for event in events:
         for item in assembler.feed(event):
             if isinstance(item, Transaction):

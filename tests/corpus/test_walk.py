@@ -21,7 +21,7 @@ from replicator.binlog.parser import EventParser
 from .util import CORPUS_DIR, corpus_file, decode_all, file_bytes
 
 # file -> (error class, position of the event or byte that must fail, words in the message)
-EXPECTED_FAILURES: dict[str, tuple[type[Exception], int, str]] = {
+EXPECTED_FAILURES: dict[str, tuple[type[DecodeError], int, str]] = {
     # text-mangled copy: magic bytes became U+FFFD
     "canal/tsdb/mysql-bin.000001": (DecodeError, 0, "not a binary log"),
     "mysql-binlog-connector-rust/non-binlog": (DecodeError, 0, "not a binary log"),

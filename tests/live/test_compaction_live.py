@@ -29,11 +29,10 @@ import pytest
 
 from replicator.binlog import events as ev
 from replicator.landed.committed import CommittedFile, committed_files, read_manifests
-from replicator.landed.compacted import read_arrow
-from replicator.sink import compaction as cp
+from replicator.landed.compacted import read_arrow, read_records
 from replicator.sink.landing import FAULT_ENV
 from replicator.source.binlog_file import read_binlog_file
-from replicator.storage import ObjectStoreOptions, Store, open_store
+from replicator.storage import LocalStore, ObjectStoreOptions, Store, open_store
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
@@ -177,13 +176,17 @@ def _workload(
         done.set()
 
 
+# (op, key) of each row change, counted
+Changes = Counter[tuple[object, tuple[object, ...]]]
+
+
 def _key(values: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(str(v) for v in values)
 
 
-def _expected(server: MariaDBServer, start: tuple[str, int]) -> dict[str, Counter]:
+def _expected(server: MariaDBServer, start: tuple[str, int]) -> dict[str, Changes]:
     server.flush_binlogs()
-    out: dict[str, Counter] = {name: Counter() for name in (*TABLES, "notes")}
+    out: dict[str, Changes] = {name: Counter() for name in (*TABLES, "notes")}
     for name in server.binlog_files():
         for event in read_binlog_file(server.binlog_path(name)):
             if not isinstance(event, ev.RowsEvent) or event.table.table not in out:
@@ -236,7 +239,7 @@ def _reader_now(root: Path | Store) -> tuple[int, dict[str, list[dict[str, objec
     return manifests[-1].batch, rows
 
 
-def _changes(rows: list[dict[str, object]], table: str) -> Counter:
+def _changes(rows: list[dict[str, object]], table: str) -> Changes:
     if table == "notes":
         return Counter((str(r["_op"]), ()) for r in rows)
     columns = [c for c in rows[0] if not c.startswith("_")]
@@ -287,7 +290,7 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         )
         writer.start()
         rng = random.Random(5)
-        fired: Counter = Counter()
+        fired: Counter[str] = Counter()
         runs = random_kills = daemon_kills = concurrent = 0
         midway: tuple[int, dict[str, list[dict[str, object]]]] | None = None
         try:
@@ -352,7 +355,7 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
         "compactor_kills_in_steps": dict(fired),
         "compactor_kills_at_random": random_kills,
         "daemon_kills": daemon_kills,
-        "records": len(cp.read_records(cp.LocalStore(root))),
+        "records": len(read_records(LocalStore(root))),
         "files_in_directories_before_last_run": before_files,
         "live_files_before_last_run": before_live,
         "files_in_directories_after": after_files,
@@ -395,8 +398,9 @@ def test_the_daemon_compacts_on_its_timer(
     """``sink.compaction.every``: the daemon compacts beside the stream it lands (into a
     directory, or an object store: the compaction lease)."""
     extra: dict[str, str] = {}
-    zone: Path | Store = tmp_path / "landing"
-    root: Path | str = zone
+    landing = tmp_path / "landing"
+    zone: Path | Store = landing
+    root: Path | str = landing
     if where == "s3":
         s3: S3Server = request.getfixturevalue("s3_server")
         url = f"s3://{s3.bucket('timer-landing')}/zone"
@@ -445,7 +449,7 @@ def test_the_daemon_compacts_on_its_timer(
     files = committed_files(zone)["shop.orders"]
     assert written >= 60  # batches of a few rows each
     assert len({f.path for f in files}) <= 2
-    assert cp.read_records(zone if isinstance(zone, Store) else cp.LocalStore(zone))
+    assert read_records(zone if isinstance(zone, Store) else LocalStore(zone))
     ids = read_arrow(files, ["id"]).column("id").to_pylist()
     assert sorted(ids) == list(range(200))
     assert '"compacted"' in log.read_text()
@@ -464,7 +468,7 @@ S3_TRANSACTIONS = 200
 
 def _s3_files(store: Store) -> dict[str, int]:
     """Parquet objects under each table's prefix (what a plain bucket listing sees)."""
-    out: Counter = Counter()
+    out: Counter[str] = Counter()
     for key in store.list("shop"):
         if key.endswith(".parquet"):
             out[key.split("/")[1]] += 1
@@ -511,7 +515,7 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
         )
         writer.start()
         rng = random.Random(11)
-        fired: Counter = Counter()
+        fired: Counter[str] = Counter()
         runs = random_kills = daemon_kills = concurrent = extra_rows = 0
         try:
             while not done.is_set() or set(+fired) != set(S3_STEPS):  # +: those that fired
@@ -583,7 +587,7 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
         "compactor_kills_in_steps": dict(fired),
         "compactor_kills_at_random": random_kills,
         "daemon_kills": daemon_kills,
-        "records": len(cp.read_records(store)),
+        "records": len(read_records(store)),
         "objects_listed_before_last_run": before_files,
         "live_files_before_last_run": before_live,
         "objects_listed_after": after_files,

@@ -131,9 +131,13 @@ def _workload(
         counted.append(n)
 
 
-def _expected(server: MariaDBServer, start_file: str, start_pos: int) -> dict[str, Counter]:
+# (op, key) of each row change, counted
+Changes = Counter[tuple[object, tuple[object, ...]]]
+
+
+def _expected(server: MariaDBServer, start_file: str, start_pos: int) -> dict[str, Changes]:
     server.flush_binlogs()
-    out: dict[str, Counter] = {name: Counter() for name in TABLES}
+    out: dict[str, Changes] = {name: Counter() for name in TABLES}
     for name in server.binlog_files():
         for event in read_binlog_file(server.binlog_path(name)):
             if not isinstance(event, ev.RowsEvent) or event.table.table not in TABLES:
@@ -160,8 +164,8 @@ def _table(store: Store, name: str) -> pa.Table:
     return pa.concat_tables([read_file(f) for f in files], promote_options="permissive")
 
 
-def _landed(store: Store) -> tuple[dict[str, Counter], list[int]]:
-    out: dict[str, Counter] = {name: Counter() for name in TABLES}
+def _landed(store: Store) -> tuple[dict[str, Changes], list[int]]:
+    out: dict[str, Changes] = {name: Counter() for name in TABLES}
     seqs: list[int] = []
     for name in TABLES:
         table = _table(store, name)
@@ -283,7 +287,7 @@ def _crash_test(
         writer.start()
         rng = random.Random(99)
         kills = kills_while_writing = 0
-        step_kills: Counter = Counter()  # kills the daemon did itself, inside a commit step
+        step_kills: Counter[str] = Counter()  # kills the daemon did itself, inside a commit step
         try:
             while kills < min_kills or set(step_kills) != set(STEPS):
                 assert kills < min_kills + 24, f"faults never fired: {step_kills}"

@@ -79,7 +79,7 @@ def landed_state(root: Path, table: str = "shop.t") -> dict[int, str | None]:
 
 
 def source_state(server: MariaDBServer) -> dict[int, str | None]:
-    return {int(r[0]): r[1] for r in server.query("SELECT id, v FROM shop.t")}  # type: ignore[misc]
+    return {int(r[0]): r[1] for r in server.query("SELECT id, v FROM shop.t")}
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:

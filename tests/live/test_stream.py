@@ -203,7 +203,7 @@ async def test_a_read_of_statements_delivers_the_transactions_holding_one(
     cfg = source_config(server.host, server.port)
     stream = ReplicaStream(cfg, start, stop_at_end=True, row_images=False, name="ddl-scan")
     got = await collect(stream)
-    assert [(t.gtid, e.query) for t in got for e in t.events] == expected
+    assert [(t.gtid, e.query) for t in got for e in t.events] == expected  # type: ignore[attr-defined]
     assert stream.stats.transactions == 5 * (len(statements) + 1) + len(statements)
     assert stream.position == end
     found = await scan_ddl(cfg, start, end)

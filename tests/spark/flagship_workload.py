@@ -403,13 +403,14 @@ def canonical(kind: str, value: Any) -> Any:
     if kind in ("datetime", "timestamp"):
         if isinstance(value, str):
             g = _DT.fullmatch(value).groups()  # type: ignore[union-attr]
+            year, month, day, hour, minute, second = (int(x) for x in g[:6])
             micro = int((g[6] or "0").ljust(6, "0"))
-            return dt.datetime(*(int(x) for x in g[:6]), micro)
+            return dt.datetime(year, month, day, hour, minute, second, micro)
         return value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
     if kind == "time":
         if isinstance(value, str):
-            sign, h, m, s, frac = _TIME.fullmatch(value).groups()  # type: ignore[union-attr]
-            micros = ((int(h) * 60 + int(m)) * 60 + int(s)) * 1_000_000 + int(
+            sign, hours, minutes, seconds, frac = _TIME.fullmatch(value).groups()  # type: ignore[union-attr]
+            micros = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * 1_000_000 + int(
                 (frac or "0").ljust(6, "0")
             )
             return -micros if sign else micros

@@ -170,7 +170,7 @@ def _text_forms(server: MariaDBServer) -> dict[tuple[str, bytes], str]:
                 f"SELECT CAST(CAST({value} AS {c.ddl}) AS BINARY({size})), "
                 f"CAST(CAST({value} AS {c.ddl}) AS CHAR)"
             )
-            out[c.ddl, bytes(raw)] = str(text)  # type: ignore[arg-type]
+            out[c.ddl, bytes(raw)] = str(text)
     return out
 
 

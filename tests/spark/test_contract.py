@@ -24,7 +24,7 @@ def test_the_copies_match_the_daemon() -> None:
     assert contract.FIELD_FILL_KEY == arrow_types.FIELD_FILL_KEY
     assert contract.PRIMARY_KEY_KEY == parquet_writer.PRIMARY_KEY_KEY
     assert contract.MANIFESTS == manifests.MANIFESTS
-    assert contract.COMPACTIONS == compaction.COMPACTIONS
+    assert contract.COMPACTIONS == compaction.COMPACTIONS  # type: ignore[attr-defined]
     assert contract.LANDING_ID_KEY == identity.LANDING_ID_KEY
     for name in ("shop", ".hidden", "a/b", "nul\0", "%2E"):
         assert contract.safe_part(name) == landing._safe(name)

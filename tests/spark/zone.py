@@ -77,7 +77,7 @@ Landed = tuple[Item, str | None, int]
 REPLAY_UNTIL = StreamPosition("mysql-bin.000001", 10**12)
 
 
-class Change(NamedTuple):
+class ModelChange(NamedTuple):
     """One row change as the model of ``expected_*`` applies it."""
 
     op: str
@@ -94,7 +94,7 @@ class Zone:
         self.zone = LandingZone(SinkConfig(root=str(root), keep_before_image=keep_before_image))
         self.checkpoint = self.zone.recover()
         self.gtids = gtids
-        self.history: list[tuple[TableVersion, Change]] = []
+        self.history: list[tuple[TableVersion, ModelChange]] = []
         self.records: list[tuple[int, Ddl]] = []  # (_seq, record), replays left out
         self.batches: dict[int, list[Landed]] = {}  # batch -> items with their identities
         self._transactions = 0
@@ -156,7 +156,7 @@ class Zone:
             run = row_change(op, seq, gtid, TS, 1, "mysql-bin.000001", position, values, before)
             seq += 1
             if not replay:
-                self.history.append((version, Change(op, seq - 1, values, before)))
+                self.history.append((version, ModelChange(op, seq - 1, values, before)))
             if groups and groups[-1][0] == version:
                 groups[-1][1].append(run)
             else:
@@ -184,7 +184,7 @@ def _merge_partial(
 
 
 def expected_keyed(
-    history: Iterable[tuple[TableVersion, Change]], name: str
+    history: Iterable[tuple[TableVersion, ModelChange]], name: str
 ) -> dict[tuple[object, ...], dict[str, object]]:
     """Key -> row (column name -> value) after applying ``history`` of table ``name``, one
     change at a time, as the server did; absent columns keep their value."""
@@ -209,7 +209,7 @@ def expected_keyed(
 
 
 def expected_multiset(
-    history: Iterable[tuple[TableVersion, Change]], name: str
+    history: Iterable[tuple[TableVersion, ModelChange]], name: str
 ) -> Counter[tuple[object, ...]]:
     """Whole rows (tuples) and their copies after ``history`` of a keyless table."""
     rows: Counter[tuple[object, ...]] = Counter()
@@ -229,7 +229,7 @@ def expected_multiset(
 Rows = list[dict[str, object]]
 
 
-def _apply(state: Any, version: TableVersion, change: Change) -> Any:
+def _apply(state: Any, version: TableVersion, change: ModelChange) -> Any:
     """One change on a table's state: key -> row (with a key) or Counter of rows."""
     names = [c.name or "" for c in version.columns]
     if version.primary_key:

@@ -23,18 +23,19 @@ from hypothesis import strategies as st
 
 from replicator.binlog import native
 from replicator.binlog.constants import ColumnType as T
-from replicator.binlog.decimal import encode_decimal
 from replicator.binlog.errors import DecodeError
 from replicator.binlog.rows import RowImage, TableDecoder
 from replicator.binlog.schema import ColumnDef
-from replicator.binlog.temporal import (
+from replicator.binlog.values import ABSENT, InvalidTemporal
+from tests.blocks import block_rows
+from tests.encoders import (
     encode_date,
     encode_datetime2,
+    encode_decimal,
     encode_time2,
     encode_timestamp2,
 )
-from replicator.binlog.values import ABSENT, InvalidTemporal
-from tests.blocks import block_rows
+from tests.hypothesis_budget import examples
 
 # --------------------------------------------------------------------------- column kinds
 # name -> (ColumnDef fields, strategy of values, encoder of one value)
@@ -309,7 +310,7 @@ def _bits(present: tuple[int, ...]) -> int:
     return sum(1 << i for i in present)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_fast_rows_match_the_reference(data: st.DataObject) -> None:
     columns, kinds = data.draw(tables())
@@ -332,7 +333,7 @@ def test_fast_rows_match_the_reference(data: st.DataObject) -> None:
         _same(columns, blob[:cut], _bits(present), None)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_fast_update_pairs_match_the_reference(data: st.DataObject) -> None:
     columns, kinds = data.draw(tables())
@@ -350,7 +351,7 @@ def test_fast_update_pairs_match_the_reference(data: st.DataObject) -> None:
         _same(columns, blob[:cut], _bits(before), _bits(after))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_any_bytes_in_fixed_width_columns_decode_or_fail_alike(data: st.DataObject) -> None:
     columns, kinds = data.draw(tables(EVERY_KIND))
@@ -364,7 +365,7 @@ def test_unusual_fixed_width_values_go_to_the_converters() -> None:
     """Zero dates, the zero TIMESTAMP and a bad DECIMAL digit group: markers or the error."""
     columns = _columns(["date_raw", "datetime2_raw", "timestamp4_raw", "time1_raw"])
     zeros = b"\x00" + bytes(3) + b"\x80" + bytes(5) + bytes(6) + b"\x80" + bytes(3)
-    (row,) = _same(columns, zeros, 0b1111, None)[0]
+    (row,) = _same(columns, zeros, 0b1111, None)[0]  # type: ignore[str-unpack]  # no error
     assert row == (
         InvalidTemporal("0000-00-00"),
         InvalidTemporal("0000-00-00 00:00:00.00"),
@@ -376,7 +377,7 @@ def test_unusual_fixed_width_values_go_to_the_converters() -> None:
     assert name == "DecodeError" and "invalid digit group" in message
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tables(), st.binary(max_size=120), st.booleans())
 def test_random_bytes_decode_or_fail_alike(
     table: tuple[tuple[ColumnDef, ...], list[str]], blob: bytes, update: bool

@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replicator.binlog.block import Block
-from replicator.binlog.decimal import encode_decimal
 from replicator.binlog.errors import DecodeError
 from replicator.binlog.rows import TableDecoder
 from replicator.binlog.schema import ColumnDef
-from replicator.binlog.temporal import encode_date
 from replicator.errors import IntegrityError, InternalError
 from replicator.sink.changes import Run, TableVersion
 from replicator.sink.parquet_writer import ParquetTableWriter
 from tests.blocks import block_rows
+from tests.encoders import encode_date, encode_decimal
+from tests.hypothesis_budget import examples
 
 from .test_block_decoding import KINDS, RAW_KINDS, _columns, images
 from .test_native import require_native
@@ -108,7 +108,9 @@ def _alike(found: dict[str, pa.Table | str]) -> None:
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(200),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(st.data(), st.booleans())
 def test_buffers_land_what_values_land(tmp_path: Path, data: st.DataObject, before: bool) -> None:

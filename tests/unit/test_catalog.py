@@ -29,7 +29,9 @@ MYSQL = ServerTraits("mysql", (8, 0, 36), 0)
 MARIADB_OLD = ServerTraits("mariadb", (10, 1, 48), 0)
 
 
-def col(name: str, data_type: str, column_type: str | None = None, **fields: Any) -> dict[str, Any]:
+def col(
+    name: str, data_type: str, column_type: str | bytes | None = None, **fields: Any
+) -> dict[str, Any]:
     """A COLUMNS row as a dict (table db.t unless given)."""
     return {
         "TABLE_SCHEMA": "db",
@@ -397,7 +399,7 @@ class FakeConnection:
     ],
 )
 def test_read_traits(version: str, expected: ServerTraits) -> None:
-    assert read_traits(FakeConnection([(version, 1)])) == expected  # type: ignore[arg-type]
+    assert read_traits(FakeConnection([(version, 1)])) == expected
 
 
 def test_read_catalog_runs_four_queries() -> None:
@@ -407,7 +409,7 @@ def test_read_catalog_runs_four_queries() -> None:
         rows(col("a", "int", IS_NULLABLE="NO")),
         [("db", "t", "a", 1)],
     )
-    catalog = read_catalog(conn, MARIADB)  # type: ignore[arg-type]
+    catalog = read_catalog(conn, MARIADB)
     assert catalog.tables[("db", "t")].primary_key == ("a",)
     assert len(conn.sql) == 4
     assert "GENERATION_EXPRESSION" in conn.sql[2]
@@ -417,10 +419,10 @@ def test_read_catalog_runs_four_queries() -> None:
 def test_errors_are_sorted_by_cause() -> None:
     denied = pymysql.err.OperationalError(1142, "SELECT command denied to user 'repl'")
     with pytest.raises(ServerRefusedError, match=r"may not read information_schema\.SCHEMATA") as e:
-        read_catalog(FakeConnection(denied), MARIADB)  # type: ignore[arg-type]
+        read_catalog(FakeConnection(denied), MARIADB)
     assert "SELECT on the replicated tables" in e.value.hint
     lost = pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
     with pytest.raises(SourceUnavailableError, match=r"cannot read information_schema\.TABLES"):
-        read_catalog(FakeConnection([], lost), MARIADB)  # type: ignore[arg-type]
+        read_catalog(FakeConnection([], lost), MARIADB)
     with pytest.raises(SourceUnavailableError, match=r"db\.example:3306: cannot read"):
-        read_traits(FakeConnection(pymysql.err.InterfaceError(0, "")))  # type: ignore[arg-type]
+        read_traits(FakeConnection(pymysql.err.InterfaceError(0, "")))

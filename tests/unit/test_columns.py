@@ -23,13 +23,12 @@ from replicator.binlog.charsets import (
 )
 from replicator.binlog.columns import build_decoder
 from replicator.binlog.constants import ColumnType as T
-from replicator.binlog.decimal import encode_decimal
 from replicator.binlog.errors import DecodeError, TruncatedError
-from replicator.binlog.json_binary import decode_json_text, encode_json_value
+from replicator.binlog.json_binary import decode_json_text
 from replicator.binlog.schema import ColumnDef
-from replicator.binlog.temporal import encode_datetime2, encode_time2
 from replicator.binlog.values import Geometry, InvalidTemporal
 from tests.corpus.util import CORPUS_DIR
+from tests.encoders import encode_datetime2, encode_decimal, encode_json_value, encode_time2
 
 CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
 GO_MYSQL_VECTORS = CORPUS / "go-mysql" / "test-vectors.json"

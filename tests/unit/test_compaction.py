@@ -18,6 +18,7 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,13 @@ from replicator.cli import main
 from replicator.config import CompactionConfig, Config, SinkConfig
 from replicator.errors import IntegrityError, SinkError
 from replicator.landed.committed import committed_files, read_manifests
-from replicator.landed.compacted import read_arrow
+from replicator.landed.compacted import (
+    intent_key,
+    output_name,
+    read_arrow,
+    read_records,
+    record_key,
+)
 from replicator.service import RunOptions, Service
 from replicator.sink import compaction as cp
 from replicator.sink.digest import hash_key, is_digest
@@ -146,7 +153,7 @@ def _end(batch: int) -> dict[str, object]:
 
 def _rows(root: Path, after: int = 0) -> dict[str, list[tuple[object, ...]]]:
     """What the committed readers return per table: (_seq, id, v) in order."""
-    out = {}
+    out: dict[str, list[tuple[object, ...]]] = {}
     for table, files in committed_files(root, after=after).items():
         data = read_arrow(files, ["_seq", "id", "v"]).to_pylist()
         out[table] = sorted((r["_seq"], r["id"], r["v"]) for r in data)
@@ -166,7 +173,7 @@ def _data_files(root: Path, table: str = "db/t") -> list[str]:
 def _live(root: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for table, files in committed_files(root).items():
-        out[table] = sorted({f.path.name for f in files})
+        out[table] = sorted({Path(f.path).name for f in files})
     return out
 
 
@@ -183,10 +190,10 @@ def test_consecutive_files_merge_into_one_and_readers_see_the_same_rows(tmp_path
     assert (result.files_before, result.files_after) == (40, 2)
     assert _rows(tmp_path) == before
     assert _live(tmp_path) == {
-        "db.t": [cp.output_name(1, 98)],
-        "db.u": [cp.output_name(4, 100)],
+        "db.t": [output_name(1, 98)],
+        "db.u": [output_name(4, 100)],
     }
-    output = pq.read_table(tmp_path / "db" / "t" / cp.output_name(1, 98))
+    output = pq.read_table(tmp_path / "db" / "t" / output_name(1, 98))
     assert output.schema.equals(_schema(), check_metadata=True)
     assert output.column("_seq").to_pylist() == sorted(output.column("_seq").to_pylist())
     # superseded files stay for the retention period
@@ -223,7 +230,7 @@ def test_schema_changes_lifecycle_records_and_replays_bound_groups(tmp_path: Pat
     zone.add({"db.t": 2}, checkpoint=False)  # 13: not checkpointed (maybe unpublished)
     before = _rows(tmp_path)
     store = LocalStore(tmp_path)
-    records = cp.read_records(store)
+    records = read_records(store)
     manifests, batch = cp.read_landing(store)
     live = cp.live_files(manifests, records)
     tables, marks = cp.candidates(store, manifests, live, batch, 60.0)
@@ -267,8 +274,8 @@ def test_compaction_of_compacted_files_with_new_batches(tmp_path: Path) -> None:
     before = _rows(tmp_path)
     result = cp.run_compaction(store, _settings(retention=0.0))
     assert (result.record, result.merged, result.files_after) == (2, 6, 1)
-    assert _live(tmp_path) == {"db.t": [cp.output_name(1, 20)]}
-    assert _data_files(tmp_path) == [cp.output_name(1, 20)]  # retention 0: all else gone
+    assert _live(tmp_path) == {"db.t": [output_name(1, 20)]}
+    assert _data_files(tmp_path) == [output_name(1, 20)]  # retention 0: all else gone
     assert _rows(tmp_path) == before
     for after in range(11):
         assert _rows(tmp_path, after) == _rows_before(before, zone, after)
@@ -326,17 +333,17 @@ def test_a_failure_at_every_step_leaves_old_or_new_committed(tmp_path: Path, ste
         assert _rows(root) == before
         cp.recover(store)
     assert _rows(root) == before
-    assert len(cp.read_records(store)) == (1 if committed else 0)
+    assert len(read_records(store)) == (1 if committed else 0)
     live = _live(root)
-    assert live["db.t"] == ([cp.output_name(1, 17)] if committed else _original(root, "t"))
+    assert live["db.t"] == ([output_name(1, 17)] if committed else _original(root, "t"))
     # the daemon's start cleans up (or rolls forward) too, and the next run finishes
     LandingZone(SinkConfig(root=str(root))).recover()
     assert _rows(root) == before
     assert not [p for p in root.rglob(".compact-*")]
     result = cp.run_compaction(store, _settings(retention=0.0))
     assert result.record == (None if committed else 1)
-    assert _live(root) == {"db.t": [cp.output_name(1, 17)], "db.u": [cp.output_name(3, 18)]}
-    assert _data_files(root) == [cp.output_name(1, 17)]
+    assert _live(root) == {"db.t": [output_name(1, 17)], "db.u": [output_name(3, 18)]}
+    assert _data_files(root) == [output_name(1, 17)]
     assert _rows(root) == before
 
 
@@ -353,8 +360,8 @@ def test_uncommitted_outputs_are_removed_and_a_running_compactor_is_left_alone(
     store = LocalStore(tmp_path)
     with pytest.raises(Boom):  # killed after its first output: intent and output are left
         cp.run_compaction(store, _settings(), FailAt("compact-data-mid"))
-    staged = tmp_path / "db" / "t" / f".{cp.output_name(1, 8)}.tmp"
-    intent = tmp_path / cp.intent_key(1)
+    staged = tmp_path / "db" / "t" / f".{output_name(1, 8)}.tmp"
+    intent = tmp_path / intent_key(1)
     assert staged.exists() and intent.exists()
     lock = cp.CompactionLock(store)
     assert lock.take_or_holder() is None
@@ -405,7 +412,7 @@ def _capture_log(monkeypatch: pytest.MonkeyPatch, module: object) -> LogCapture:
     return capture
 
 
-def _held_by_a_compactor(entry: dict[str, Any]) -> bool:
+def _held_by_a_compactor(entry: Mapping[str, Any]) -> bool:
     """The log entry names this process, as ``replicator compact``, as the lock's holder."""
     here = f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since"
     return here in entry["holder"]
@@ -521,7 +528,7 @@ def test_a_missing_record_or_a_foreign_file_stops(tmp_path: Path) -> None:
     original = path.read_bytes()
     path.unlink()
     with pytest.raises(IntegrityError, match=r"_compactions/00000000000000000001\.json is missing"):
-        cp.read_records(LocalStore(tmp_path))
+        read_records(LocalStore(tmp_path))
     with pytest.raises(IntegrityError, match="a record is missing"):
         committed_files(tmp_path)
     _record(tmp_path, 2).unlink()
@@ -571,8 +578,8 @@ def test_a_lost_record_stops_compaction_and_the_daemon_naming_it_and_nothing_is_
     the only copy of their rows: nobody may take them for leftovers."""
     _compacted_thrice(tmp_path)
     before = _rows(tmp_path)
-    assert _data_files(tmp_path) == [cp.output_name(1, 35)]  # the only copy of db.t's rows
-    record = tmp_path / cp.record_key(lost)
+    assert _data_files(tmp_path) == [output_name(1, 35)]  # the only copy of db.t's rows
+    record = tmp_path / record_key(lost)
     saved = record.read_bytes()
     record.unlink()
     kept = _files(tmp_path)
@@ -616,14 +623,14 @@ def test_a_run_killed_before_its_record_is_cleaned_up_exactly(
     store = LocalStore(tmp_path)
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(), FailAt(step))
-    intent = json.loads((tmp_path / cp.intent_key(1)).read_text())
+    intent = json.loads((tmp_path / intent_key(1)).read_text())
     assert intent["intent"] == 1
-    t_out, u_out = f"db/t/{cp.output_name(1, 17)}", f"db/u/{cp.output_name(3, 18)}"
+    t_out, u_out = f"db/t/{output_name(1, 17)}", f"db/u/{output_name(3, 18)}"
     assert [o["path"] for o in intent["outputs"]] == [t_out, u_out]
     assert [len(o["replaces"]) for o in intent["outputs"]] == [6, 6]
     written = {"compact-intent": [], "compact-data-mid": [t_out], "compact-data": [t_out, u_out]}
     left = set(_files(tmp_path)) - set(originals)
-    assert left == {cp.intent_key(1), *(store.staged(o) for o in written[step])}
+    assert left == {intent_key(1), *(store.staged(o) for o in written[step])}
     assert _rows(tmp_path) == before
     if cleaner == "next-run":
         cp.recover(store)  # what a run does first
@@ -646,7 +653,7 @@ def test_an_output_no_record_or_intent_names_is_refused_not_deleted(
     if intent:  # a killed run's intent names compact-1-6, not the stray
         with pytest.raises(Boom):
             cp.run_compaction(store, _settings(), FailAt("compact-intent"))
-    name = cp.output_name(1, 4)
+    name = output_name(1, 4)
     path = tmp_path / "db" / "t" / (name if stray == "in-place" else f".{name}.tmp")
     path.write_bytes(b"rows of a compaction whose record is lost")
     kept = _files(tmp_path)
@@ -659,20 +666,20 @@ def test_an_output_no_record_or_intent_names_is_refused_not_deleted(
     assert _files(tmp_path) == kept
     path.unlink()  # moved out by hand: then the leftovers of the killed run go
     LandingZone(SinkConfig(root=str(tmp_path))).recover()
-    assert not (tmp_path / cp.intent_key(1)).exists()
+    assert not (tmp_path / intent_key(1)).exists()
 
 
 def _intent_to_2(root: Path) -> None:
-    intent = root / cp.intent_key(1)
+    intent = root / intent_key(1)
     data = json.loads(intent.read_text())
     data["intent"] = 2
-    (root / cp.intent_key(2)).write_text(json.dumps(data))
+    (root / intent_key(2)).write_text(json.dumps(data))
     intent.unlink()
 
 
 def _publish_one(root: Path) -> None:
-    staged = root / "db" / "t" / f".{cp.output_name(1, 17)}.tmp"
-    staged.rename(staged.with_name(cp.output_name(1, 17)))
+    staged = root / "db" / "t" / f".{output_name(1, 17)}.tmp"
+    staged.rename(staged.with_name(output_name(1, 17)))
 
 
 def _replaced_gone(root: Path) -> None:
@@ -692,7 +699,7 @@ def test_an_intent_that_shows_its_record_was_lost_stops_recovery(
     store = LocalStore(tmp_path)
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(), FailAt("compact-record"))
-    (tmp_path / cp.record_key(1)).unlink()
+    (tmp_path / record_key(1)).unlink()
     change(tmp_path)
     kept = _files(tmp_path)
     with pytest.raises(IntegrityError, match=r"_compactions/00000000000000000001\.json is missing"):
@@ -720,7 +727,7 @@ def test_outputs_carry_their_hash_and_one_changed_before_the_record_is_not_commi
         zone.add({"db.t": 2, "db.u": 1})
     before = _rows(tmp_path)
     store = LocalStore(tmp_path)
-    staged = tmp_path / "db" / "u" / f".{cp.output_name(3, 18)}.tmp"
+    staged = tmp_path / "db" / "u" / f".{output_name(3, 18)}.tmp"
 
     def flip_a_byte() -> None:  # the same size, other bytes
         data = bytearray(staged.read_bytes())
@@ -730,7 +737,7 @@ def test_outputs_carry_their_hash_and_one_changed_before_the_record_is_not_commi
     with pytest.raises(SinkError, match=r"is gone or changed before its commit: sha256") as caught:
         cp.run_compaction(store, _settings(), Then("compact-data", flip_a_byte))
     assert str(staged) in str(caught.value)
-    assert not cp.read_records(store) and _rows(tmp_path) == before
+    assert not read_records(store) and _rows(tmp_path) == before
     assert cp.run_compaction(store, _settings()).record == 1
     record = json.loads(_record(tmp_path).read_text())
     for output in record["outputs"]:
@@ -743,20 +750,20 @@ def test_records_from_before_hashes_are_read_and_an_invalid_hash_stops(tmp_path:
     data = json.loads(path.read_text())
     assert is_digest(data["outputs"][0].pop("sha256"))
     path.write_text(json.dumps(data))  # as written before hashes
-    assert cp.read_records(LocalStore(tmp_path))[0].outputs[0].sha256 is None
+    assert read_records(LocalStore(tmp_path))[0].outputs[0].sha256 is None
     assert len(_rows(tmp_path)["db.t"]) == 8
     data["outputs"][0]["sha256"] = "0" * 63
     path.write_text(json.dumps(data))
     with pytest.raises(IntegrityError, match="with an invalid sha256 '0000"):
-        cp.read_records(LocalStore(tmp_path))
+        read_records(LocalStore(tmp_path))
 
 
 def test_retention_keeps_superseded_files_until_the_grace_period_ends(tmp_path: Path) -> None:
     _compacted(tmp_path)
     store = LocalStore(tmp_path)
-    assert cp.retain(store, cp.read_records(store), 3600.0) == []
+    assert cp.retain(store, read_records(store), 3600.0) == []
     assert len(_original(tmp_path, "t")) == 4
-    gone = cp.retain(store, cp.read_records(store), 0.0)
+    gone = cp.retain(store, read_records(store), 0.0)
     assert len(gone) == 4 and _original(tmp_path, "t") == []
     assert len(_rows(tmp_path)["db.t"]) == 8
 

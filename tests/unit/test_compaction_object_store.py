@@ -28,7 +28,13 @@ from replicator.cli import main
 from replicator.config import ObjectStoreConfig, Secret, SinkConfig
 from replicator.errors import IntegrityError, SinkError
 from replicator.landed.committed import committed_files, read_manifests
-from replicator.landed.compacted import read_arrow
+from replicator.landed.compacted import (
+    intent_key,
+    output_name,
+    read_arrow,
+    read_records,
+    record_key,
+)
 from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
 from replicator.storage import ObjectStoreOptions, Store, open_store
@@ -83,7 +89,7 @@ def _zone(tmp_path: Path, store: Store, batches: int = 6) -> None:
 
 def _rows(store: Store, after: int = 0) -> dict[str, list[tuple[object, ...]]]:
     """What the committed readers return per table: (_seq, id, v) in order."""
-    out = {}
+    out: dict[str, list[tuple[object, ...]]] = {}
     for table, files in committed_files(store, after=after).items():
         data = read_arrow(files, ["_seq", "id", "v"]).to_pylist()
         out[table] = sorted((r["_seq"], r["id"], r["v"]) for r in data)
@@ -122,7 +128,7 @@ def _lease(store: Store, **fields: object) -> None:
     store.write(cp.LEASE_KEY, json.dumps(record).encode())
 
 
-T_OUT, U_OUT = cp.output_name(1, 17), cp.output_name(3, 18)
+T_OUT, U_OUT = output_name(1, 17), output_name(3, 18)
 
 
 def test_compaction_and_retention_on_an_object_store(
@@ -143,8 +149,8 @@ def test_compaction_and_retention_on_an_object_store(
         assert _rows(store, after) == {t: v for t, v in expected.items() if v}
     # superseded objects stay for the grace period: a plain listing sees old and new
     assert len(_listed(store)) == 7 and T_OUT in _listed(store)
-    assert cp.retain(store, cp.read_records(store), 3600.0) == []
-    gone = cp.retain(store, cp.read_records(store), 0.0)
+    assert cp.retain(store, read_records(store), 3600.0) == []
+    gone = cp.retain(store, read_records(store), 0.0)
     assert len(gone) == 12 and _listed(store) == [T_OUT] and _listed(store, "db/u") == [U_OUT]
     assert _rows(store) == before
     # the lease was let go; the daemon's start accepts the superseded files gone
@@ -167,7 +173,7 @@ def test_a_failure_at_every_step_leaves_old_or_new_committed(
     # no rename to wait for: once the record is there, the outputs are read, else the old files
     assert read_manifests(store).waiting is None
     assert _rows(store) == before
-    assert len(cp.read_records(store)) == (1 if committed else 0)
+    assert len(read_records(store)) == (1 if committed else 0)
     assert _live(store)["db.t"] == ([T_OUT] if committed else originals)
     if step == "compact-data-mid":  # the first output is there, at its final key, uncommitted
         assert _listed(store) == sorted([*originals, T_OUT])
@@ -200,12 +206,12 @@ def test_the_lease_keeps_a_second_compactor_and_the_daemons_recovery_out(
         assert named in str(caught.value)
         assert not cp.recover_if_idle(store)
         LandingZone(_sink(s3_server, url)).recover()
-        assert store.exists(leftover) and store.exists(cp.intent_key(1))  # may be writing
-        assert not cp.read_records(store)
+        assert store.exists(leftover) and store.exists(intent_key(1))  # may be writing
+        assert not read_records(store)
     finally:
         holder.release()
     LandingZone(_sink(s3_server, url)).recover()
-    assert not store.exists(leftover) and not store.exists(cp.intent_key(1))
+    assert not store.exists(leftover) and not store.exists(intent_key(1))
 
 
 def _killed_after_an_output(store: Store) -> str:
@@ -213,8 +219,8 @@ def _killed_after_an_output(store: Store) -> str:
     its final key): the output's key."""
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(), FailAt("compact-data-mid"))
-    leftover = f"db/t/{cp.output_name(1, 8)}"
-    assert store.exists(leftover) and store.exists(cp.intent_key(1))
+    leftover = f"db/t/{output_name(1, 8)}"
+    assert store.exists(leftover) and store.exists(intent_key(1))
     return leftover
 
 
@@ -254,8 +260,8 @@ def test_a_killed_compactors_lease_is_taken_over(
     before = _rows(store)
     assert cp.run_compaction(store, _settings()).record == 1
     # the leftover was deleted first; the output of that name is written anew and committed
-    assert _live(store)["db.t"] == [cp.output_name(1, 8)]
-    assert not store.exists(cp.intent_key(1)) and not store.exists(cp.intent_key(2))
+    assert _live(store)["db.t"] == [output_name(1, 8)]
+    assert not store.exists(intent_key(1)) and not store.exists(intent_key(2))
     assert _rows(store) == before
 
 
@@ -290,7 +296,7 @@ def test_a_compactor_that_lost_its_lease_or_an_output_commits_nothing(
         cp.run_compaction(
             store, _settings(), Then("compact-data", lambda: _lease(store, pid=os.getpid()))
         )
-    assert not cp.read_records(store) and _rows(store) == before
+    assert not read_records(store) and _rows(store) == before
     assert json.loads(store.read(cp.LEASE_KEY))["owner"] == "e" * 32  # left alone
     store.delete(cp.LEASE_KEY)
     # an output deleted under it (a recovery that took the lease meanwhile, then let go)
@@ -298,7 +304,7 @@ def test_a_compactor_that_lost_its_lease_or_an_output_commits_nothing(
         cp.run_compaction(
             store, _settings(), Then("compact-data", lambda: store.delete(f"db/u/{U_OUT}"))
         )
-    assert not cp.read_records(store) and _rows(store) == before
+    assert not read_records(store) and _rows(store) == before
     assert cp.run_compaction(store, _settings()).record == 1
     assert _rows(store) == before
 
@@ -329,15 +335,15 @@ def test_a_read_that_a_compaction_overtakes_reads_again(
     """The reader took the compaction records, then a compaction committed and retention (at
     0 s) deleted what it merged before the reader looked at those files: the reader reads
     again rather than call a committed file gone."""
-    from replicator.landed import committed
+    from replicator.landed import committed, compacted
 
     store = _store(s3_server, url)
     _zone(tmp_path, store)
     before = _rows(store)
-    stale = committed.holders(store)  # the records as the reader saw them first
+    stale = compacted.holders(store)  # the records as the reader saw them first
     cp.run_compaction(store, _settings(retention=0.0))
     assert stale == {}  # before any compaction
-    real = committed.holders
+    real = compacted.holders
     calls = iter([stale])
 
     def holders(of: Store) -> dict[str, Any]:
@@ -364,8 +370,8 @@ def test_a_lost_last_record_stops_and_nothing_is_deleted(
     before = _rows(store)
     assert cp.run_compaction(store, _settings(retention=0.0)).record == 1
     assert _listed(store) == [T_OUT]
-    saved = store.read(cp.record_key(1))
-    store.delete(cp.record_key(1))
+    saved = store.read(record_key(1))
+    store.delete(record_key(1))
     kept = _objects(store)
     named = r"compaction record s3://.*/_compactions/00000000000000000001\.json is missing"
     with pytest.raises(IntegrityError, match=named) as caught:
@@ -375,7 +381,7 @@ def test_a_lost_last_record_stops_and_nothing_is_deleted(
     with pytest.raises(IntegrityError, match=named):  # the daemon's start names the record
         LandingZone(_sink(s3_server, url)).recover()
     assert _objects(store) == kept
-    store.write(cp.record_key(1), saved)
+    store.write(record_key(1), saved)
     assert LandingZone(_sink(s3_server, url)).recover().batch == 6
     assert _rows(store) == before
 
@@ -390,7 +396,7 @@ def test_a_run_killed_before_its_record_is_cleaned_up_exactly(
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(), FailAt(step))
     outputs = [f"db/t/{T_OUT}"] + ([f"db/u/{U_OUT}"] if step == "compact-data" else [])
-    assert set(_objects(store)) - set(originals) == {cp.intent_key(1), *outputs}
+    assert set(_objects(store)) - set(originals) == {intent_key(1), *outputs}
     LandingZone(_sink(s3_server, url)).recover()
     assert _objects(store) == originals
     assert _rows(store) == before
@@ -401,7 +407,7 @@ def test_an_output_no_intent_names_is_refused_not_deleted(
 ) -> None:
     store = _store(s3_server, url)
     _zone(tmp_path, store, batches=3)
-    stray = f"db/t/{cp.output_name(1, 8)}"
+    stray = f"db/t/{output_name(1, 8)}"
     store.write(stray, b"rows of a compaction whose record is lost")
     kept = _objects(store)
     with pytest.raises(IntegrityError, match=r"named by no compaction record or intent: s3://"):
@@ -421,14 +427,14 @@ def test_a_daemons_start_sees_a_compaction_that_commits_while_it_reads(
     _zone(tmp_path, store)
     with pytest.raises(Boom):  # record, intent and outputs there
         cp.run_compaction(store, _settings(), FailAt("compact-record"))
-    record = store.read(cp.record_key(1))
-    store.delete(cp.record_key(1))  # as just before the commit point
+    record = store.read(record_key(1))
+    store.delete(record_key(1))  # as just before the commit point
     read = store.read
 
     def commit_then_read(key: str) -> bytes:
-        if key == cp.intent_key(1) and not store.exists(cp.record_key(1)):
-            store.write(cp.record_key(1), record)  # the compactor commits meanwhile
-            store.delete(cp.intent_key(1))
+        if key == intent_key(1) and not store.exists(record_key(1)):
+            store.write(record_key(1), record)  # the compactor commits meanwhile
+            store.delete(intent_key(1))
         return read(key)
 
     monkeypatch.setattr(store, "read", commit_then_read)

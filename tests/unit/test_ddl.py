@@ -429,7 +429,7 @@ def test_a_quote_in_a_line_comment_does_not_hide_what_follows() -> None:
     after, _ = apply(statement)
     table = after.table("shop", "items")
     assert table is not None
-    assert table.column("c").nullable is False  # type: ignore[union-attr]
+    assert table.column("c").nullable is False
     assert [c.name for c in table.columns[4:]] == ["b", "c"]
 
 
@@ -455,6 +455,6 @@ def test_charsets_named_as_the_server_names_them() -> None:
 def test_mariadb_wait_clauses() -> None:
     after, effects = apply("ALTER TABLE items WAIT 5 ADD z INT")
     assert [type(e).__name__ for e in effects] == ["TableAltered"]
-    assert after.table("shop", "items").column("z") is not None  # type: ignore[union-attr]
+    assert after.table("shop", "items").column("z") is not None
     with pytest.raises(ddl.DdlError):
         apply("CREATE TABLE t2 (a INT) DEFAULT")

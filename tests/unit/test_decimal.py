@@ -17,10 +17,10 @@ from replicator.binlog.decimal import (
     build_decimal_decoder,
     decimal_size,
     decode_decimal,
-    encode_decimal,
 )
 from replicator.binlog.errors import DecodeError, TruncatedError
 from tests.corpus.util import CORPUS_DIR
+from tests.encoders import encode_decimal
 
 CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
 GO_MYSQL_VECTORS = CORPUS / "go-mysql" / "test-vectors.json"

@@ -104,7 +104,7 @@ def test_every_command_example_is_accepted_by_the_cli(page: Path) -> None:
 def _field_type(kind: object, name: str) -> object | None:
     if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
         return None
-    hints = typing.get_type_hints(kind, include_extras=False)
+    hints: dict[str, object] = typing.get_type_hints(kind, include_extras=False)
     names = {field.name for field in dataclasses.fields(kind)}
     if name in names:
         return hints[name]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 from decimal import Context, Decimal
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from replicator.binlog.values import ABSENT, Geometry, InvalidTemporal
 from replicator.dump import RowChangeFormatter, json_lines
 from tests.corpus.util import file_bytes
 from tests.harness.dump_reference import reference_output
+from tests.hypothesis_budget import examples
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLES = sorted(p.name for p in DATA.glob("*.0000*"))
@@ -117,12 +119,12 @@ def _table(*columns: tuple[str | None, int, int], name: str = "t") -> ev.TableMa
 def _rows(
     table: ev.TableMapEvent,
     kind: ev.RowsKind,
-    rows: list[tuple[object, ...]],
-    after: list[tuple[object, ...]] | None = None,
+    rows: Sequence[tuple[object, ...]],
+    after: Sequence[tuple[object, ...]] | None = None,
 ) -> ev.RowsEvent:
     width = len(table.columns)
 
-    def vectors(images: list[tuple[object, ...]]) -> tuple[list[object] | None, ...]:
+    def vectors(images: Sequence[tuple[object, ...]]) -> tuple[list[object] | None, ...]:
         """One list per column; a column absent from every image is not in the block."""
         if not images:
             return tuple([] for _ in range(width))
@@ -318,27 +320,27 @@ SCALES = st.integers(min_value=0, max_value=30)
 EXACT = Context(prec=100)
 
 
-def _one_column(kind: int, meta: int, values: list[object]) -> None:
+def _one_column(kind: int, meta: int, values: Sequence[object]) -> None:
     table = _table(("id", T.LONG, 0), ("v", kind, meta))
     rows = [(i, v) for i, v in enumerate(values)]
     _assert_as_reference([_rows(table, ev.RowsKind.INSERT, rows)])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(), min_size=1, max_size=20))
 def test_any_double_prints_as_the_reference(values: list[float]) -> None:
     _one_column(T.DOUBLE, 8, list(values))
     _one_column(T.VECTOR, 4, [list(values)])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.integers(min_value=-1074, max_value=1023), st.integers(1, 2**52))
 def test_doubles_of_every_exponent_print_as_the_reference(exponent: int, mantissa: int) -> None:
     value = math.ldexp(mantissa / 2**52, exponent)
     _one_column(T.DOUBLE, 8, [value, -value])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.data(), SCALES)
 def test_any_decimal_prints_as_the_reference(data: st.DataObject, scale: int) -> None:
     digits = st.integers(min_value=-(10**35) + 1, max_value=10**35 - 1)
@@ -349,7 +351,7 @@ def test_any_decimal_prints_as_the_reference(data: st.DataObject, scale: int) ->
     _one_column(T.NEWDECIMAL, 65 << 8 | scale, decimals)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.datetimes(), min_size=1, max_size=10))
 def test_any_datetime_date_and_time_prints_as_the_reference(values: list[dt.datetime]) -> None:
     _one_column(T.DATETIME2, 6, list(values))

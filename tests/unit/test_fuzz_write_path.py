@@ -36,6 +36,7 @@ from replicator.landed.manifests import read_chain
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
 from tests.conftest import CORPUS_DIR
+from tests.hypothesis_budget import examples
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HEADER = 19
@@ -189,7 +190,7 @@ def test_damage_gets_past_the_checksum() -> None:
 @pytest.mark.filterwarnings("error::ResourceWarning")
 @pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 @settings(
-    max_examples=250,
+    max_examples=examples(250),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -27,6 +27,7 @@ from replicator.binlog.gtid import (
 )
 from replicator.errors import ConfigError
 from tests.corpus.util import CORPUS_DIR
+from tests.hypothesis_budget import examples
 
 CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
 NO_CORPUS = f"binlog corpus file not found under {CORPUS} (scripts/fetch-corpus)"
@@ -454,7 +455,7 @@ def test_mysql_tagged_layout() -> None:
     )
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(any_sets.filter(lambda s: len(s.encode()) <= 400))
 def test_mysql_decode_refuses_every_truncation(gtid_set: MysqlGtidSet) -> None:
     data = gtid_set.encode()

@@ -20,10 +20,8 @@ from replicator.binlog.json_binary import (
     JsonOpaque,
     JsonValue,
     decimal_from_bin,
-    decimal_to_bin,
     decode_json_text,
     decode_json_value,
-    encode_json_value,
     json_to_text,
 )
 from replicator.binlog.json_diff import (
@@ -38,6 +36,8 @@ from replicator.binlog.json_diff import (
 )
 from replicator.binlog.rows import TableDecoder
 from replicator.binlog.schema import ColumnDef
+from tests.encoders import decimal_to_bin, encode_json_value
+from tests.hypothesis_budget import examples
 
 REPLACE, INSERT, REMOVE = (
     JsonDiffOperation.REPLACE,
@@ -390,7 +390,7 @@ def test_nesting_depth_is_bounded() -> None:
     assert json_to_text(decode_json_value(shallow)) == "[" * 100 + "]" * 100
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=64))
 def test_arbitrary_bytes_decode_or_raise_decode_error(raw: bytes) -> None:
     try:
@@ -424,7 +424,7 @@ _trees: st.SearchStrategy[JsonValue] = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_trees)
 def test_encode_decode_round_trip(value: JsonValue) -> None:
     raw = encode_json_value(value)
@@ -435,7 +435,7 @@ def test_encode_decode_round_trip(value: JsonValue) -> None:
     assert json.loads(text, parse_float=Decimal) == _as_parsed(value)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(_trees, st.data())
 def test_every_truncation_raises_decode_error(value: JsonValue, data: st.DataObject) -> None:
     raw = encode_json_value(value)
@@ -634,7 +634,7 @@ def test_partial_after_image_without_before_image_keeps_the_diffs() -> None:
         )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(_trees)
 def test_canonical_text_reads_back_to_the_same_text(value: JsonValue) -> None:
     # decode_partial_after_image re-reads the before image's text; untouched parts must print

@@ -198,6 +198,7 @@ def _promtool() -> str:
     pytest.skip(reason)
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize(
     "command", [("check", "rules", RULES.name), ("test", "rules", RULE_TESTS.name)]
 )

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from replicator.binlog.values import ABSENT, InvalidTemporal
 from replicator.sink import native_arrow
 from replicator.sink.parquet_writer import _from_buffers
+from tests.hypothesis_budget import examples
 
 from .test_native import require_native
 
@@ -101,7 +102,7 @@ def _native(values: list[Any], type_: pa.DataType) -> pa.Array | None:
     return from_list
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.data())
 def test_native_columns_equal_pyarrow(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(sorted(TYPES)))

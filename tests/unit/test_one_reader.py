@@ -12,6 +12,7 @@ import pytest
 from replicator.config import SinkConfig
 from replicator.errors import IntegrityError
 from replicator.landed.committed import committed_files
+from replicator.landed.compacted import read_records
 from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
 from replicator.storage import LocalStore
@@ -70,6 +71,6 @@ def test_a_compaction_record_with_an_edited_hash_is_refused_by_readers(tmp_path:
     data["outputs"][0]["sha256"] = "0" * 63
     record.write_text(json.dumps(data))
     with pytest.raises(IntegrityError, match="with an invalid sha256"):
-        cp.read_records(LocalStore(tmp_path))
+        read_records(LocalStore(tmp_path))
     with pytest.raises(IntegrityError, match="with an invalid sha256"):
         committed_files(tmp_path)

@@ -30,6 +30,7 @@ def _compose_command() -> list[str]:
                 "installs docker-compose)")  # fmt: skip
 
 
+@pytest.mark.tools
 def test_compose_file_validates() -> None:
     done = subprocess.run(
         [*_compose_command(), "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],

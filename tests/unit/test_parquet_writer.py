@@ -38,6 +38,7 @@ from replicator.sink.arrow_types import (
 from replicator.sink.changes import Run, TableVersion
 from replicator.sink.parquet_writer import ParquetTableWriter, WrittenFile
 from tests.blocks import row_change
+from tests.hypothesis_budget import examples
 
 TS = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
 TIME_MIN = -timedelta(hours=838, minutes=59, seconds=59)
@@ -648,7 +649,7 @@ ROW = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows=st.lists(ROW, max_size=30), group=st.integers(1, 8))
 def test_random_rows_round_trip_exactly(rows: list[tuple[object, ...]], group: int) -> None:
     changes = [change(seq, row) for seq, row in enumerate(rows)]
@@ -757,7 +758,7 @@ def test_dictionaries_give_up_at_64_kib(tmp_path: Path) -> None:
     def dictionary_bytes(index: int) -> int:
         chunk = meta.column(index)
         assert chunk.has_dictionary_page
-        return chunk.data_page_offset - chunk.dictionary_page_offset
+        return int(chunk.data_page_offset - chunk.dictionary_page_offset)
 
     ids, states = dictionary_bytes(0), dictionary_bytes(1)
     assert 32 * 1024 < ids <= 64 * 1024 + 4096  # it grew to the limit and stopped there

@@ -5,7 +5,9 @@ everything after it, so no commit ever follows rows that were not written."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -30,7 +32,7 @@ COLUMNS = (
 
 
 class _Feed:
-    def __init__(self, root: Path, *, pipeline: Pipeline | None = None, **sink: object) -> None:
+    def __init__(self, root: Path, *, pipeline: Pipeline | None = None, **sink: Any) -> None:
         self.cfg = SinkConfig(root=str(root), batch_max_seconds=999, **sink)
         if pipeline is None:
             self.zone = LandingZone(self.cfg)
@@ -41,7 +43,7 @@ class _Feed:
         self.assembler = TransactionAssembler()
         self.gno = 0
 
-    def _rows(self, rows: list[tuple[object, ...]]) -> list[ev.Event]:
+    def _rows(self, rows: Sequence[tuple[object, ...]]) -> list[ev.Event]:
         e = self.events
         header = ev.EventHeader(1_700_000_000, 19, 1, 50, e.position + 50, 0)
         table = ev.TableMapEvent(header, "b.1", e.position, e.position + 50, 7, 0, "db", "t",
@@ -54,7 +56,7 @@ class _Feed:
         e.position += 50
         return [table, rows_event]
 
-    async def transaction(self, rows: list[tuple[object, ...]]) -> None:
+    async def transaction(self, rows: Sequence[tuple[object, ...]]) -> None:
         self.gno += 1
         e = self.events
         events = [e.gtid(self.gno), e.query("BEGIN"), *self._rows(rows), e.xid(self.gno)]

@@ -26,8 +26,8 @@ def _row(size: int) -> bytes:
 class _Reader(io.BytesIO):
     """A socket file that hands out odd pieces (as a socket does)."""
 
-    def read1(self, size: int = -1) -> bytes:
-        return super().read1(min(size, 4093) if size > 0 else 4093)
+    def read1(self, size: int | None = -1) -> bytes:
+        return super().read1(min(size, 4093) if size is not None and size > 0 else 4093)
 
 
 def test_rows_within_takes_the_row_that_reaches_the_budget() -> None:

@@ -77,7 +77,7 @@ def test_tls_verification_failure_under_a_connect_error() -> None:
     verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
     verify.verify_message = "unable to get local issuer certificate"
     raw = pymysql.err.OperationalError(2003, f"Can't connect to MySQL server on 'x' ({verify})")
-    raw.original_exception = verify  # type: ignore[attr-defined]  # as pymysql sets it
+    raw.original_exception = verify  # as pymysql sets it
     error = _translate(raw)
     assert isinstance(error, ServerRefusedError)
     assert "TLS verification failed" in str(error)

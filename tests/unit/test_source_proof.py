@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,7 +95,7 @@ COLUMNS = _parsed(70, [1]).table.columns
 class _Feed:
     """Transactions of parser-made rows events into a pipeline on a real landing zone."""
 
-    def __init__(self, root: Path, **sink: object) -> None:
+    def __init__(self, root: Path, **sink: Any) -> None:
         self.cfg = SinkConfig(root=str(root), batch_max_seconds=999, **sink)
         self.zone = LandingZone(self.cfg)
         self.pipeline = Pipeline(self.cfg, FilterConfig(), self.zone, self.zone.recover())

@@ -29,6 +29,7 @@ from replicator.binlog.framing import (
 from replicator.binlog.parser import STEPPED_OVER, EventParser
 from replicator.binlog.reader import read_lenenc, write_lenenc
 from replicator.binlog.stream import BinlogFileDecoder, DumpStreamDecoder
+from tests.hypothesis_budget import examples
 
 from .test_native import require_native
 
@@ -116,7 +117,7 @@ def test_file_cut_inside_an_event() -> None:
     assert info.value.position == last_start
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.data())
 def test_any_flipped_byte_is_detected(data: st.DataObject) -> None:
     raw = SAMPLE.read_bytes()

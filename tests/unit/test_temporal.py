@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from replicator.binlog import temporal as t
 from replicator.binlog.errors import DecodeError, TruncatedError
 from replicator.binlog.values import InvalidTemporal
+from tests import encoders as enc
 from tests.corpus.util import CORPUS_DIR
 
 CORPUS = CORPUS_DIR  # ../shared/binlog-corpus, or $REPLICATOR_CORPUS_DIR
@@ -62,7 +63,7 @@ def test_go_mysql_time2_vectors() -> None:
         fsp, expected = int(match[1]), parse_time(match[3])
         data = bytes.fromhex(vector["hex"])
         assert t.time2_decoder(fsp)(data, 0) == (expected, len(data)), vector
-        assert t.encode_time2(expected, fsp) == data
+        assert enc.encode_time2(expected, fsp) == data
         checked += 1
     assert checked == 15
 
@@ -75,7 +76,7 @@ def test_go_mysql_datetime2_vectors() -> None:
         fsp, expected = int(match[1]), expected_datetime(match[3])
         data = bytes.fromhex(vector["hex"])
         assert t.datetime2_decoder(fsp)(data, 0) == (expected, len(data)), vector
-        assert t.encode_datetime2(expected, fsp) == data
+        assert enc.encode_datetime2(expected, fsp) == data
         invalid += isinstance(expected, InvalidTemporal)
         checked += 1
     assert (checked, invalid) == (11, 4)
@@ -87,7 +88,7 @@ def test_negative_time_from_mysql_80_binlog() -> None:
     if not path.is_file():
         pytest.skip(f"binlog corpus file not found: {path}")
     value = -timedelta(hours=507, minutes=48, seconds=27)
-    image = t.encode_time2(value, 0)
+    image = enc.encode_time2(value, 0)
     data = path.read_bytes()
     assert data.count(image) == 1
     assert t.time2_decoder(0)(data, data.index(image)) == (value, data.index(image) + 3)
@@ -96,10 +97,10 @@ def test_negative_time_from_mysql_80_binlog() -> None:
 def test_packed_longlong_forms_agree_with_row_formats() -> None:
     """TIME2(6)/DATETIME2(6) images are the packed longlong plus an offset."""
     value = -timedelta(hours=838, minutes=59, seconds=58, microseconds=123456)
-    image = t.encode_time2(value, 6)
+    image = enc.encode_time2(value, 6)
     assert t.time_from_packed(int.from_bytes(image, "big") - (1 << 47)) == value
     moment = datetime(2016, 10, 28, 15, 30, 42, 654321)
-    image = t.encode_datetime2(moment, 6)
+    image = enc.encode_datetime2(moment, 6)
     packed = ((int.from_bytes(image[:5], "big") - 0x8000000000) << 24) + 654321
     assert t.datetime_from_packed(packed) == moment
     assert t.datetime_from_packed(0, 0) == InvalidTemporal("0000-00-00 00:00:00")
@@ -113,9 +114,9 @@ def test_date_images() -> None:
     # 2016-10-28: (2016 << 9 | 10 << 5 | 28) = 0x0FC15C little-endian
     assert decode(bytes.fromhex("5CC10F"), 0) == (date(2016, 10, 28), 3)
     assert decode(b"\x00\x00\x00", 0) == (InvalidTemporal("0000-00-00"), 3)
-    feb31 = t.encode_date(InvalidTemporal("2020-02-31"))
+    feb31 = enc.encode_date(InvalidTemporal("2020-02-31"))
     assert decode(feb31, 0) == (InvalidTemporal("2020-02-31"), 3)
-    year0 = t.encode_date(InvalidTemporal("0000-01-01"))
+    year0 = enc.encode_date(InvalidTemporal("0000-01-01"))
     # a real date of year 0: its exact days since 1970-01-01 come along (Arrow's date32)
     assert decode(year0, 0) == (InvalidTemporal("0000-01-01", -719528), 3)
 
@@ -131,22 +132,22 @@ def test_zero_timestamps() -> None:
         InvalidTemporal("0000-00-00 00:00:00.000000"),
         7,
     )
-    assert t.encode_timestamp2(InvalidTemporal("0000-00-00 00:00:00"), 0) == bytes(4)
+    assert enc.encode_timestamp2(InvalidTemporal("0000-00-00 00:00:00"), 0) == bytes(4)
     with pytest.raises(ValueError, match="zero TIMESTAMP"):
-        t.encode_timestamp2(InvalidTemporal("2020-00-00 00:00:00"), 0)
+        enc.encode_timestamp2(InvalidTemporal("2020-00-00 00:00:00"), 0)
 
 
 def test_timestamp2_image() -> None:
     # 1 second past the epoch + 0.5 s at fsp 1 (unit 1/100 s: 50), big-endian.
     value = datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
-    assert t.encode_timestamp2(value, 1) == bytes.fromhex("0000000132")
+    assert enc.encode_timestamp2(value, 1) == bytes.fromhex("0000000132")
     decoded, end = t.timestamp2_decoder(1)(bytes.fromhex("0000000132"), 0)
     assert (decoded, end) == (value, 5)
     assert isinstance(decoded, datetime) and decoded.tzinfo is UTC
 
 
 def test_datetime2_invalid_text_keeps_fraction_digits() -> None:
-    image = t.encode_datetime2(InvalidTemporal("2020-00-00 00:00:00.120"), 3)
+    image = enc.encode_datetime2(InvalidTemporal("2020-00-00 00:00:00.120"), 3)
     assert t.datetime2_decoder(3)(image, 0) == (InvalidTemporal("2020-00-00 00:00:00.120"), 7)
 
 
@@ -169,7 +170,7 @@ def test_legacy_images() -> None:
 def test_mariadb_hires_images() -> None:
     """Hand-computed from MariaDB's formulas (Field_*_hires in sql/field.cc)."""
     # TIME(1) 00:00:00.0 is zero_point = (838:59:59 + 1 s) in 1/10 s = 30204000, 4 bytes.
-    assert t.encode_time_hires(timedelta(0), 1) == (30204000).to_bytes(4, "big")
+    assert enc.encode_time_hires(timedelta(0), 1) == (30204000).to_bytes(4, "big")
     assert t.time_hires_decoder(1)((30204000 - 15).to_bytes(4, "big"), 0) == (
         timedelta(seconds=-1.5),
         4,
@@ -218,7 +219,7 @@ def test_truncated_and_bad_precision() -> None:
         with pytest.raises(DecodeError, match="precision 7"):
             build(7)
     with pytest.raises(ValueError, match="precision 2"):
-        t.encode_datetime2(datetime(2020, 1, 1, 0, 0, 0, 123000), 2)
+        enc.encode_datetime2(datetime(2020, 1, 1, 0, 0, 0, 123000), 2)
 
 
 # ------------------------------------------------------------------- round trips
@@ -289,7 +290,7 @@ def check(decoder: Callable[[bytes, int], tuple[object, int]], image: bytes, val
 
 @given(st.dates())
 def test_date_round_trip(value: date) -> None:
-    check(t.date_decoder(), t.encode_date(value), value)
+    check(t.date_decoder(), enc.encode_date(value), value)
 
 
 @given(st.data(), FSP)
@@ -297,7 +298,7 @@ def test_datetime2_round_trip(data: st.DataObject, fsp: int) -> None:
     value: datetime | InvalidTemporal = data.draw(
         st.one_of(naive_datetimes(fsp), invalid_datetimes(fsp))
     )
-    image = t.encode_datetime2(value, fsp)
+    image = enc.encode_datetime2(value, fsp)
     assert len(image) == t.datetime2_size(fsp)
     check(t.datetime2_decoder(fsp), image, value)
 
@@ -305,7 +306,7 @@ def test_datetime2_round_trip(data: st.DataObject, fsp: int) -> None:
 @given(st.data(), FSP)
 def test_timestamp2_round_trip(data: st.DataObject, fsp: int) -> None:
     value = data.draw(utc_datetimes(fsp))
-    image = t.encode_timestamp2(value, fsp)
+    image = enc.encode_timestamp2(value, fsp)
     assert len(image) == t.timestamp2_size(fsp)
     check(t.timestamp2_decoder(fsp), image, value)
 
@@ -313,7 +314,7 @@ def test_timestamp2_round_trip(data: st.DataObject, fsp: int) -> None:
 @given(st.data(), FSP)
 def test_time2_round_trip(data: st.DataObject, fsp: int) -> None:
     value = data.draw(times(fsp))
-    image = t.encode_time2(value, fsp)
+    image = enc.encode_time2(value, fsp)
     assert len(image) == t.time2_size(fsp)
     check(t.time2_decoder(fsp), image, value)
 
@@ -323,19 +324,19 @@ def test_legacy_datetime_round_trip(data: st.DataObject) -> None:
     value: datetime | InvalidTemporal = data.draw(
         st.one_of(naive_datetimes(0), invalid_datetimes(0))
     )
-    check(t.datetime_decoder(), t.encode_datetime(value), value)
+    check(t.datetime_decoder(), enc.encode_datetime(value), value)
 
 
 @given(st.data())
 def test_legacy_timestamp_round_trip(data: st.DataObject) -> None:
     value = data.draw(utc_datetimes(0))
-    check(t.timestamp_decoder(), t.encode_timestamp(value), value)
+    check(t.timestamp_decoder(), enc.encode_timestamp(value), value)
 
 
 @given(st.data())
 def test_legacy_time_round_trip(data: st.DataObject) -> None:
     value = data.draw(times(0))
-    check(t.time_decoder(), t.encode_time(value), value)
+    check(t.time_decoder(), enc.encode_time(value), value)
 
 
 @given(st.data(), HIRES_FSP)
@@ -343,7 +344,7 @@ def test_datetime_hires_round_trip(data: st.DataObject, fsp: int) -> None:
     value: datetime | InvalidTemporal = data.draw(
         st.one_of(naive_datetimes(fsp), invalid_datetimes(fsp))
     )
-    image = t.encode_datetime_hires(value, fsp)
+    image = enc.encode_datetime_hires(value, fsp)
     assert len(image) == t.DATETIME_HIRES_BYTES[fsp]
     check(t.datetime_hires_decoder(fsp), image, value)
 
@@ -351,7 +352,7 @@ def test_datetime_hires_round_trip(data: st.DataObject, fsp: int) -> None:
 @given(st.data(), HIRES_FSP)
 def test_timestamp_hires_round_trip(data: st.DataObject, fsp: int) -> None:
     value = data.draw(utc_datetimes(fsp))
-    image = t.encode_timestamp_hires(value, fsp)
+    image = enc.encode_timestamp_hires(value, fsp)
     assert len(image) == 4 + t.TIMESTAMP_HIRES_FRACTION_BYTES[fsp]
     check(t.timestamp_hires_decoder(fsp), image, value)
 
@@ -359,7 +360,7 @@ def test_timestamp_hires_round_trip(data: st.DataObject, fsp: int) -> None:
 @given(st.data(), HIRES_FSP)
 def test_time_hires_round_trip(data: st.DataObject, fsp: int) -> None:
     value = data.draw(times(fsp))
-    image = t.encode_time_hires(value, fsp)
+    image = enc.encode_time_hires(value, fsp)
     assert len(image) == t.TIME_HIRES_BYTES[fsp]
     check(t.time_hires_decoder(fsp), image, value)
 
@@ -369,14 +370,14 @@ def test_extremes_round_trip() -> None:
         top = timedelta(microseconds=truncate(TIME_MAX // timedelta(microseconds=1), fsp))
         tick = timedelta(microseconds=10 ** (6 - fsp))
         for value in (top, -top, timedelta(0), tick, -tick):
-            check(t.time2_decoder(fsp), t.encode_time2(value, fsp), value)
-            check(t.time_hires_decoder(fsp), t.encode_time_hires(value, fsp), value)
+            check(t.time2_decoder(fsp), enc.encode_time2(value, fsp), value)
+            check(t.time_hires_decoder(fsp), enc.encode_time_hires(value, fsp), value)
         for moment in (datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59)):
-            check(t.datetime2_decoder(fsp), t.encode_datetime2(moment, fsp), moment)
-            check(t.datetime_hires_decoder(fsp), t.encode_datetime_hires(moment, fsp), moment)
+            check(t.datetime2_decoder(fsp), enc.encode_datetime2(moment, fsp), moment)
+            check(t.datetime_hires_decoder(fsp), enc.encode_datetime_hires(moment, fsp), moment)
         for instant in (
             datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC),
             datetime(2106, 2, 7, 6, 28, 15, tzinfo=UTC),
         ):
-            check(t.timestamp2_decoder(fsp), t.encode_timestamp2(instant, fsp), instant)
-            check(t.timestamp_hires_decoder(fsp), t.encode_timestamp_hires(instant, fsp), instant)
+            check(t.timestamp2_decoder(fsp), enc.encode_timestamp2(instant, fsp), instant)
+            check(t.timestamp_hires_decoder(fsp), enc.encode_timestamp_hires(instant, fsp), instant)
