@@ -127,7 +127,7 @@ def dump(
         if binlog_files:
             tune_gc()  # after the imports: they are start-up, frozen out of collection
             events = read_binlog_files(
-                list(binlog_files), verify_checksum=not no_verify_checksum, objects=True
+                list(binlog_files), verify_checksum=not no_verify_checksum, buffers=False
             )
             for lines in json_lines(events, formatter):
                 out.write(lines)

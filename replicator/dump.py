@@ -364,7 +364,7 @@ async def dump_live(
     lookup = InformationSchemaLookup(cfg)
     try:
         async with ReplicaStream(
-            cfg, start, stop_at_end=stop_at_end, schema_lookup=lookup, objects=True
+            cfg, start, stop_at_end=stop_at_end, schema_lookup=lookup, buffers=False
         ) as stream:
             async for item in stream:
                 if isinstance(item, Transaction):

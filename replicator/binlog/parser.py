@@ -248,13 +248,13 @@ class EventParser:
         self._table_decoders: dict[tuple[ColumnDef, ...], TableDecoder] = {}
         self.ignored_events = 0
         self.events_decoded = 0
-        # rows events into blocks of values only, no buffers (for callers that want rows as
-        # tuples, like `replicator dump`)
-        self.objects = False
-        # False: a read of statements only (a scan for DDL). ``steps_over`` verifies and
+        # False: rows events into blocks of values only, no column buffers (for callers that
+        # want rows as tuples, like `replicator dump`)
+        self.buffers = True
+        # True: a read of statements only (a scan for DDL). ``steps_over`` verifies and
         # passes over rows and TABLE_MAP events; rows events inside a transaction payload
         # keep their header and table but no row images (an empty block)
-        self.row_images = True
+        self.statements_only = False
         self._format_alg = CHECKSUM_OFF
 
     # -- entry point -------------------------------------------------------------------------
@@ -349,11 +349,11 @@ class EventParser:
         return self.checksum_alg == CHECKSUM_CRC32 and self.verify_checksum
 
     def steps_over(self, raw: bytes) -> bool:
-        """In a read of statements only (``row_images`` False), pass over a rows or
+        """In a read of statements only (``statements_only``), pass over a rows or
         TABLE_MAP event: its size and CRC32 are checked and the position moves past it, but
         no event is made. False (nothing done) for any other event, which ``parse`` takes."""
         if (
-            self.row_images
+            not self.statements_only
             or len(raw) < EVENT_HEADER_SIZE
             or raw[4] not in _STEPPED_OVER
             or self.checksum_alg is None
@@ -866,7 +866,7 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
             f"rows event has {column_count} columns but TABLE_MAP {table.schema}.{table.table} "
             f"has {len(table.columns)}"
         )
-    if not p.row_images:
+    if p.statements_only:
         block = Block.from_rows((), column_count)
         return ev.RowsEvent(*w.fields(), table_id, flags, table, kind, block)
     width = (column_count + 7) // 8
@@ -890,9 +890,9 @@ def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         # (sql/log_event_server.cc Rows_log_event::write_compressed).
         buf = mariadb_uncompress(buf[pos:])
         pos = 0
-    block = decoder.decode(buf, pos, layout, after_layout, after_hook, objects=p.objects)
+    block = decoder.decode(buf, pos, layout, after_layout, after_hook, objects=not p.buffers)
     redecode = None
-    if not p.objects:  # rows as tuples, when asked for, from the event's bytes again
+    if p.buffers:  # rows as tuples, when asked for, from the event's bytes again
         # a partial, not a closure: ``row_image_bytes`` reads the images from its arguments
         redecode = partial(decoder.decode, buf, pos, layout, after_layout, after_hook, objects=True)
     return ev.RowsEvent(*w.fields(), table_id, flags, table, kind, block, redecode)
@@ -902,7 +902,7 @@ def row_image_bytes(event: ev.RowsEvent) -> memoryview | None:
     """The row images of a rows event as the server wrote them, uncompressed: the bytes after
     the table id, flags, extra data, column count and column bitmaps (what identifies the rows
     independently of the server's table ids and event versions). None for an event decoded
-    without them (``objects``, or a read of statements only)."""
+    without them (``buffers`` off, or a read of statements only)."""
     redecode = event.redecode
     if not isinstance(redecode, partial):
         return None

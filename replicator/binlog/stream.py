@@ -102,7 +102,7 @@ class DumpStreamDecoder:
         ready = self._ready
         if ready:  # framed and checked natively (see _split_natively)
             return parser.parse(ready.popleft(), verified=True)
-        if not parser.row_images:  # a read of statements only passes over rows
+        if parser.statements_only:  # a read of statements only passes over rows
             self._step_natively()
         if self._split_natively():
             return parser.parse(ready.popleft(), verified=True)
@@ -136,7 +136,7 @@ class DumpStreamDecoder:
         if split is None or parser.checksum_alg is None:
             return False
         crc = binascii.crc32 if parser.verifies_crc32 else None
-        if parser.row_images:
+        if not parser.statements_only:
             events = self.framer.split_events(split, crc)
         else:  # up to the next rows or TABLE_MAP event, which _step_natively passes over
             events = self.framer.split_events(split, crc, STEPPED_OVER)

@@ -22,10 +22,10 @@ def read_binlog_file(
     *,
     schema_lookup: SchemaLookup | None = None,
     verify_checksum: bool = True,
-    objects: bool = False,
+    buffers: bool = True,
 ) -> Iterator[Event]:
     """Yield every event of one binlog file in order; raise at the first bad one.
-    ``objects``: rows events decoded into values only, no buffers (``binlog.block``)."""
+    ``buffers=False``: rows events decoded into values only, no buffers (``binlog.block``)."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -33,7 +33,7 @@ def read_binlog_file(
     decoder = BinlogFileDecoder(
         path.name, schema_lookup=schema_lookup, verify_checksum=verify_checksum
     )
-    decoder.parser.objects = objects
+    decoder.parser.buffers = buffers
     with handle:
         while True:
             chunk = handle.read(CHUNK)
@@ -54,10 +54,10 @@ def read_binlog_files(
     *,
     schema_lookup: SchemaLookup | None = None,
     verify_checksum: bool = True,
-    objects: bool = False,
+    buffers: bool = True,
 ) -> Iterator[Event]:
     """Events of several files, in the order given."""
     for path in paths:
         yield from read_binlog_file(
-            path, schema_lookup=schema_lookup, verify_checksum=verify_checksum, objects=objects
+            path, schema_lookup=schema_lookup, verify_checksum=verify_checksum, buffers=buffers
         )

@@ -170,7 +170,7 @@ async def scan_ddl(
         end=end,
         name="ddl-scan",
         report_host=report_host,
-        row_images=False,
+        statements_only=True,
     )
     async with stream:
         async for item in stream:

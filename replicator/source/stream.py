@@ -105,7 +105,7 @@ class ReplicaStream:
     ends once everything up to the end of the binlog at start has been delivered.
     ``report_host``: the host name it registers with as a replica (COM_REGISTER_SLAVE); None:
     it does not register (a short read, as ``source.continuity`` makes with server_id 0).
-    ``row_images=False`` makes it a read of statements only (a DDL scan): rows and TABLE_MAP
+    ``statements_only=True`` makes it a read of statements only (a DDL scan): rows and TABLE_MAP
     events are checked and passed over (inside a TRANSACTION_PAYLOAD: decoded without their
     rows), and only the transactions left holding a statement are delivered (the others still
     move ``position``).
@@ -121,8 +121,8 @@ class ReplicaStream:
         queue_size: int | None = None,
         part_rows: int | None = None,
         name: str = "replica-reader",
-        objects: bool = False,
-        row_images: bool = True,
+        buffers: bool = True,
+        statements_only: bool = False,
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
         report_host: str | None = "replicator",
@@ -135,9 +135,9 @@ class ReplicaStream:
         self.facts: ServerFacts | None = None
         self._stop_at_end = stop_at_end
         self._schema_lookup = schema_lookup
-        self._objects = objects  # rows events as values only, no buffers (block.py)
+        self._buffers = buffers  # False: rows events as values only, no buffers (block.py)
         # False: a read of statements only (a DDL scan; see the class docstring)
-        self._row_images = row_images
+        self._statements_only = statements_only
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         # The hand-off is bounded by items and by row images: a few parts of a huge
@@ -354,8 +354,8 @@ class ReplicaStream:
             schema_lookup=self._schema_lookup,
             verify_checksum=True,
         )
-        decoder.parser.objects = self._objects
-        decoder.parser.row_images = self._row_images
+        decoder.parser.buffers = self._buffers
+        decoder.parser.statements_only = self._statements_only
         assembler = TransactionAssembler(part_rows=self._part_rows)
         try:
             return self._read_events(sock, decoder, assembler, end, behind)
@@ -470,7 +470,7 @@ class ReplicaStream:
             elif item.ending is Ending.DDL and may_change_columns(item):
                 forget_schemas(self._schema_lookup)
             if (
-                not self._row_images
+                self._statements_only
                 and not item.parts  # parts handed out wait for their transaction's end
                 and not any(isinstance(e, ev.QueryEvent) for e in item.events)
             ):

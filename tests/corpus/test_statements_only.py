@@ -1,6 +1,6 @@
 """A DDL scan's read of statements only, over every corpus file that walks to its end.
 
-Served as a dump stream (each event in its packet), a file read with ``row_images`` off gives
+Served as a dump stream (each event in its packet), a file read of statements only gives
 the same events as a full read, less its rows and TABLE_MAP events (passed over, natively
 when the core is built), at the same positions: MySQL 5.x v1 rows, MariaDB compressed rows,
 TRANSACTION_PAYLOAD (inner rows keep their header with no images), partial JSON updates.
@@ -35,7 +35,7 @@ def _dump_stream(events: list[bytes]) -> bytes:
 
 def _read(stream: bytes, name: str, checksum: int, row_images: bool) -> list[ev.Event]:
     decoder = DumpStreamDecoder(file=name, position=4, checksum_alg=checksum)
-    decoder.parser.row_images = row_images
+    decoder.parser.statements_only = not row_images
     got: list[ev.Event] = []
     for i in range(0, len(stream), 4096):
         decoder.feed(stream[i : i + 4096])

@@ -175,7 +175,7 @@ async def test_stop_at_end_with_nothing_new_ends_at_once(server: MariaDBServer) 
 async def test_a_read_of_statements_delivers_the_transactions_holding_one(
     server: MariaDBServer,
 ) -> None:
-    """A DDL scan's read (``row_images=False``) delivers the DDL and nothing of the row
+    """A DDL scan's read (``statements_only=True``) delivers the DDL and nothing of the row
     transactions around it, yet moves its position over all of them; the scan finds the
     statements in order with their GTIDs."""
     start = here(server)
@@ -201,7 +201,7 @@ async def test_a_read_of_statements_delivers_the_transactions_holding_one(
     ]
 
     cfg = source_config(server.host, server.port)
-    stream = ReplicaStream(cfg, start, stop_at_end=True, row_images=False, name="ddl-scan")
+    stream = ReplicaStream(cfg, start, stop_at_end=True, statements_only=True, name="ddl-scan")
     got = await collect(stream)
     assert [(t.gtid, e.query) for t in got for e in t.events] == expected  # type: ignore[attr-defined]
     assert stream.stats.transactions == 5 * (len(statements) + 1) + len(statements)

@@ -358,7 +358,7 @@ def test_every_byte_of_a_dump_stream_is_covered() -> None:
 
 def _statements_only(data: bytes, chunk: int) -> list[ev.Event]:
     decoder = DumpStreamDecoder(checksum_alg=CHECKSUM_CRC32)
-    decoder.parser.row_images = False
+    decoder.parser.statements_only = True
     got: list[ev.Event] = []
     for i in range(0, len(data), chunk):
         decoder.feed(data[i : i + chunk])
