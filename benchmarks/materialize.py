@@ -22,6 +22,11 @@ sampled every 0.1 s over its session):
      lands, and the latency is from its commit to the Delta table's app transaction version
      (``replicator-<landing id>``) naming that batch; then SIGTERM.
 
+With ``--floor``, also the copy-on-write floor of (b): in a process of its own, the batch's
+rows folded alone (no output rows read: full row images) and applied by one bare delta-rs
+MERGE (upsert and delete by key, no key-range predicate) to a copy of the built output; the
+MERGE alone is timed, and the process's peak RSS shown. What (b) costs beyond it is ours.
+
 After every run the output's row count is checked against what the batches leave. A run that
 fails, is killed (out of memory) or passes ``--timeout`` shows as such in the table.
 
@@ -30,7 +35,7 @@ build; incremental grows with K, not N (10M within 2x of 1M); follow latency <= 
 peak RSS <= 1 GB.
 
 Run: ``.venv/bin/python benchmarks/materialize.py [--rows 1000000,10000000] [--changes
-1000,100000] [--spread uniform,newest] [--repeat 1] [--timeout 900] [--work DIR]``;
+1000,100000] [--spread uniform,newest] [--repeat 1] [--timeout 900] [--work DIR] [--floor]``;
 ``--quick`` is N=100k, K=1000. The N-row landing zones stay in ``--work`` (default a temp dir)
 and are reused by the next run with the same ``--work``.
 """
@@ -346,6 +351,7 @@ class Child:
         os.close(out)
         os.close(err)
         self.sampled = 0.0
+        self.last_output = ""  # its stdout, once finished
         Child.live.add(self)
 
     def printed(self) -> str:
@@ -389,6 +395,7 @@ class Child:
         text = peak.read_text().strip() if peak.exists() else ""
         rss = max(self.sampled, int(text) / 1024 if text else 0.0)
         tail = (self.files / "stderr").read_bytes().decode(errors="replace").splitlines()
+        self.last_output = self.printed()
         shutil.rmtree(self.files, ignore_errors=True)
         Child.live.discard(self)
         code = self.proc.returncode
@@ -470,6 +477,58 @@ def follow_latency(landing: Landing, out: Path, timeout: float, land: Callable[[
     return Outcome(latency, end.rss_mb)
 
 
+def merge_floor(landing: Path, out: Path) -> None:
+    """(In the child of ``--floor``.) Fold the batches ``out`` does not hold yet, alone, and
+    apply them by one bare delta-rs MERGE; prints the seconds of the MERGE."""
+    import pyarrow as pa  # noqa: PLC0415
+    from deltalake import DeltaTable  # noqa: PLC0415
+
+    from replicator.delta.changes import read_files  # noqa: PLC0415
+    from replicator.delta.fold import fold  # noqa: PLC0415
+    from replicator.delta.materialize import app_id  # noqa: PLC0415
+    from replicator.landed.batches import Landing as Landed  # noqa: PLC0415
+    from replicator.landed.batches import landing_root  # noqa: PLC0415
+    from replicator.landed.options import MaterializeOptions  # noqa: PLC0415
+
+    landed = Landed.read(landing_root(landing))
+    table = DeltaTable(str(out / "bench" / "t"))
+    done = table.transaction_version(app_id(landed)) or 0
+    files = [f for m in landed.manifests if m.batch > done for f in m.files]
+    read = read_files("bench.t", files, MaterializeOptions())
+    folded = fold(read.model, read.changes)
+    alive = folded.rows
+    gone = folded.touched.join(alive.select(["id"]), ["id"], join_type="left anti")
+    action = "__action"
+    updated = alive.append_column(action, pa.array(["u"] * alive.num_rows))
+    deleted = pa.table(
+        [gone["id"] if f.name == "id" else pa.nulls(gone.num_rows, f.type) for f in alive.schema],
+        schema=alive.schema,
+    ).append_column(action, pa.array(["d"] * gone.num_rows))
+    source = pa.concat_tables([updated, deleted])
+    began = time.perf_counter()
+    (
+        table.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_delete(predicate=f"s.{action} = 'd'")
+        .when_matched_update_all(predicate=f"s.{action} = 'u'", except_cols=[action])
+        .when_not_matched_insert_all(predicate=f"s.{action} = 'u'", except_cols=[action])
+        .execute()
+    )
+    print(f"merge seconds {time.perf_counter() - began:.3f}", flush=True)
+
+
+def run_floor(landing: Path, built: Path, out: Path, timeout: float) -> Outcome:
+    _restore(built, out)
+    command = [sys.executable, __file__, "--floor-of", str(landing), str(out)]
+    child = Child(command)
+    outcome = child.finish(timeout)
+    if outcome.seconds is None:
+        return outcome
+    found = [line for line in child.last_output.splitlines() if line.startswith("merge seconds")]
+    if not found:
+        return Outcome(None, outcome.rss_mb, "no time printed")
+    return Outcome(float(found[-1].split()[-1]), outcome.rss_mb)
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -495,6 +554,7 @@ class Row:
     full: Outcome
     incremental: Outcome
     follow: Outcome | None
+    floor: Outcome | None = None  # a bare delta-rs MERGE of the batch (``--floor``)
 
 
 def _secs(outcome: Outcome | None) -> str:
@@ -526,6 +586,19 @@ def print_table(results: list[Row]) -> None:
             f"| {_secs(row.incremental)} | {'-' if pct is None else f'{pct:.1f}'} "
             f"| {_secs(row.follow)} | {rss} |"
         )
+    floors = [row for row in results if row.floor is not None]
+    if floors:
+        print(
+            "\n| rows N | changes K | spread | incremental s | bare delta-rs MERGE s "
+            "| peak RSS MB incremental / bare MERGE |"
+        )
+        print("|---:|---:|---|---:|---:|---:|")
+        for row in floors:
+            assert row.floor is not None
+            print(
+                f"| {row.n:,} | {row.k:,} | {row.spread} | {_secs(row.incremental)} "
+                f"| {_secs(row.floor)} | {row.incremental.rss_mb:.0f} / {row.floor.rss_mb:.0f} |"
+            )
     failures = [
         (row, what, o)
         for row in results
@@ -632,7 +705,14 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--quick", action="store_true", help="N=100k, K=1000")
     parser.add_argument("--work", type=Path, help="keeps the landing zones for the next run")
+    parser.add_argument(
+        "--floor", action="store_true", help="also time a bare delta-rs MERGE of each batch"
+    )
+    parser.add_argument("--floor-of", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor_of:
+        merge_floor(*args.floor_of)
+        return
     if args.quick:
         args.rows, args.changes = [100_000], [1000]
     spreads = [s.strip() for s in args.spread.split(",") if s.strip()]
@@ -678,6 +758,7 @@ def measure(
             seed = k * 7 + len(spread)
             incremental: dict[str, list[Outcome]] = {fmt: [] for fmt in formats}
             follows: list[Outcome] = []
+            floors: list[Outcome] = []
             for rep in range(args.repeat):
                 _restore(base, landing_dir)
                 landing = Landing(landing_dir)
@@ -697,6 +778,17 @@ def measure(
                         flush=True,
                     )
                 delta = incremental.get("delta", [])
+                if args.floor and "delta" in formats and full["delta"].seconds is not None:
+                    floor = run_floor(
+                        landing_dir, place / "built-delta", run / "out-floor", args.timeout
+                    )
+                    floors.append(floor)
+                    shutil.rmtree(run / "out-floor", ignore_errors=True)
+                    print(
+                        f"N={n:,} K={k:,} {spread} delta bare MERGE {rep + 1}: "
+                        f"{_secs(floor)} s, {floor.rss_mb:.0f} MB",
+                        flush=True,
+                    )
                 if delta and delta[-1].seconds is not None:
                     # another K-change batch, landed while --follow runs on the output of (b)
 
@@ -709,8 +801,9 @@ def measure(
                     print(f"N={n:,} K={k:,} {spread} delta follow {rep + 1}: {_secs(follow)} s")
             for fmt in formats:
                 median = _median(follows) if fmt == "delta" and follows else None
+                floor = _median(floors) if fmt == "delta" and floors else None
                 rows_out.append(
-                    Row(n, k, spread, fmt, full[fmt], _median(incremental[fmt]), median)
+                    Row(n, k, spread, fmt, full[fmt], _median(incremental[fmt]), median, floor)
                 )
     return rows_out
 

@@ -7,6 +7,8 @@ with pyarrow and delta-rs only (no Spark, no JVM).
 * ``fold`` — the current-state algebra (``spark.merge``'s) with Arrow.
 * ``build`` — a table's state from its whole lineage, range by range in bounded memory;
   ``files`` — its files written in key order and committed whole.
+* ``rewrite`` — an incremental batch over large files applied file by file (the MERGE's
+  copy-on-write, in the memory of one file).
 * ``materialize`` — the runs: one-shot, ``--follow``, ``--optimize``.
 
 The landing zone is read through ``replicator.landed``; nothing here imports ``spark`` or

@@ -1043,6 +1043,27 @@ class LineageScan:
                     if frame.num_rows:
                         yield normalize(align(frame, version.schema, newest, types), self.model)
 
+    def sample(self, column: str, every: int) -> pa.Array:
+        """Every ``every``-th value of the table's ``column`` (in its model type) as the
+        files hold it, reading that column only: an approximation of its distribution
+        (rows of replayed copies and of other segments included, a column an older version
+        names otherwise left out) for choosing range bounds, never for rows."""
+        dtype = self.model.schema.field(column).type
+        wanted = {f.path for f in self.files}
+        found: list[pa.Array] = []
+        for version, _ in self._versions:
+            field = find_field(version.schema, column)
+            if field is None:
+                continue
+            for item in reads([f for f in version.files if f.path in wanted]):
+                values = _read(item.path, item.source, [field.name]).column(0)
+                values = values.combine_chunks()[::every]
+                try:
+                    found.append(values.cast(output_type(field.type)).cast(dtype))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    continue  # a type the cast cannot take: fewer samples
+        return pa.concat_arrays(found) if found else pa.array([], dtype)
+
 
 def scan_lineage(
     lineage: Lineage,

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..storage import Store
 
-__all__ = ["FILE_ROWS", "write_files"]
+__all__ = ["FILE_ROWS", "write_file", "write_files"]
 
 FILE_ROWS = 262_144  # small enough that a MERGE of a few keys rewrites little
 
@@ -45,13 +45,14 @@ def write_files(
             held += take
             offset += take
             if held == FILE_ROWS:
-                yield _write(store, rel, pa.concat_tables(pending), key)
+                yield write_file(store, rel, pa.concat_tables(pending), key)
                 pending, held = [], 0
     if held:
-        yield _write(store, rel, pa.concat_tables(pending), key)
+        yield write_file(store, rel, pa.concat_tables(pending), key)
 
 
-def _write(store: Store, rel: str, rows: pa.Table, key: Sequence[str]) -> Any:
+def write_file(store: Store, rel: str, rows: pa.Table, key: Sequence[str]) -> Any:
+    """The ``AddAction`` of ``rows`` written as one new file under ``<rel>/``."""
     from deltalake.transaction import AddAction  # noqa: PLC0415 - optional dependency
 
     filesystem, base = store.filesystem()
@@ -59,7 +60,7 @@ def _write(store: Store, rel: str, rows: pa.Table, key: Sequence[str]) -> Any:
     path = f"{base}/{rel}/{name}"
     filesystem.create_dir(f"{base}/{rel}", recursive=True)
     with filesystem.open_output_stream(path) as out:
-        pq.write_table(rows.combine_chunks(), out, compression="snappy")
+        pq.write_table(rows, out, compression="snappy")
     size = filesystem.get_file_info(path).size
     return AddAction(
         path=name,

@@ -76,7 +76,12 @@ def fold(model: Model, changes: pa.Table | None, state: pa.Table | None = None) 
     if not parts:
         raise ValueError("nothing to fold")
     events = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    events = events.take(pc.sort_indices(events["_seq"], sort_keys=[("_seq", "ascending")]))
+    del parts
+    seqs = np.asarray(events["_seq"].to_numpy(), dtype=np.int64)
+    if len(seqs) > 1 and not bool((seqs[1:] >= seqs[:-1]).all()):
+        # a stable sort: events already in ``_seq`` order (a state's rows, then changes
+        # read in order) are not copied
+        events = events.take(pc.sort_indices(events["_seq"], sort_keys=[("_seq", "ascending")]))
     if model.key:
         return _keyed(model, events)
     return _keyless(model, events)

@@ -15,7 +15,9 @@ landing zone's committed batches, with delta-rs (``deltalake``) and no Spark:
   keys, a keyless table's whole rows, read by a filtered scan), and MERGEs the result in
   one commit: keys that no longer exist are deleted, the others inserted or replaced; a
   keyless table's touched rows are replaced by their new number of copies. Its cost follows
-  the number of changes, not the table's size.
+  the number of changes, not the table's size. When a keyed table's touched keys lie in
+  files of ``rewrite.REWRITE_FROM_ROWS`` rows or more, the same commit is made file by
+  file instead (``rewrite``), in the memory of one file.
 * **Rebuilt when the shape changes.** A lifecycle record naming the table (truncate, drop,
   create, rename), a replay batch touching it, or a schema change (a column added, dropped,
   renamed or widened) rewrites the table from its whole lineage in one overwrite commit.
@@ -54,6 +56,7 @@ from .changes import read_files, read_lineage, scan_lineage
 from .files import write_files
 from .fold import Folded, fold, identities
 from .layout import ABSENT, Model, output_schema
+from .rewrite import REWRITE_FROM_ROWS, locate, rewrite
 
 __all__ = ["APP_PREFIX", "follow_delta", "materialize_delta"]
 
@@ -408,9 +411,20 @@ def _merge(
         )
     if not _same_columns(model.schema, previous_schema):
         return _rebuild(landing, place, name, existing, options, "rebuilt: its columns changed")
-    state = _rows_of(table, identities(model, read.changes), model)
-    folded = fold(model, read.changes, state)
-    _merge_commit(table, folded, model, landing)
+    located = locate(table, place.out.store, place.rel, model, read.changes)
+    if located is not None and located.rows >= REWRITE_FROM_ROWS:
+        folded, actions = rewrite(located, place.out.store, place.rel, model, read.changes)
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=output_schema(model),
+            commit_properties=_commit(landing, model),
+        )
+        table.update_incremental()
+    else:
+        state = _rows_of(table, identities(model, read.changes), model)
+        folded = fold(model, read.changes, state)
+        _merge_commit(table, folded, model, landing)
     return _result(
         landing,
         name,

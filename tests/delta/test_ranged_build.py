@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -26,7 +27,7 @@ def workload(zone: Zone, seed: int) -> None:
     rows: dict[int, str] = {}
     copies: list[tuple[int, str]] = []
     for _ in range(6):
-        items = []
+        items: list[tuple[Any, ...]] = []
         for _ in range(60):
             key = rng.randrange(200)
             if key not in rows:
@@ -62,13 +63,13 @@ def test_ranges_give_the_rows_the_whole_fold_gives(
     assert results["shop.items"].rows == len(expected_tables(zone)["shop.items"])
     # in key order across the ranges: each file sorted, the files' ranges apart
     uris = DeltaTable(str(tmp_path / "ranged" / "shop" / "items")).file_uris()
-    keys = [
+    keys: list[list[int]] = [
         pq.read_table(u.removeprefix("file://"), columns=["id"])["id"].to_pylist() for u in uris
     ]
     keys.sort(key=lambda k: k[0])
     assert all(k == sorted(k) for k in keys)
     flat = [k for part in keys for k in part]
-    assert flat == sorted(flat) == sorted(r["id"] for r in expected_tables(zone)["shop.items"])
+    assert flat == sorted(flat) == sorted(r["id"] for r in expected_tables(zone)["shop.items"])  # type: ignore[type-var]
 
     zone.commit([Ddl("truncate", "shop.log")])
     workload(zone, 12)

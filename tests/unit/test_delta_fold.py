@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from replicator.delta.fold import fold
 from replicator.delta.layout import TableShape
 from replicator.errors import IntegrityError
+from tests.hypothesis_budget import examples
 
 SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.string()), ("w", pa.int64())])
 KEYED = TableShape("d.t", SCHEMA, key=("id",))
@@ -247,7 +248,7 @@ def split(stream: list[dict[str, Any]], at: int) -> tuple[list[Any], list[Any]]:
     return stream[:at], stream[at:]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(keyed_streams(), st.integers(0, 14))
 def test_keyed_fold_is_a_replay_and_incremental_equals_whole(
     stream: list[dict[str, Any]], at: int
@@ -260,7 +261,7 @@ def test_keyed_fold_is_a_replay_and_incremental_equals_whole(
     assert rows_of(state) == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(keyless_streams(), st.integers(0, 14))
 def test_keyless_fold_is_a_replay_and_incremental_equals_whole(
     stream: list[dict[str, Any]], at: int

@@ -1,0 +1,162 @@
+"""A batch whose keys lie in large files is applied file by file (``delta.rewrite``) instead
+of by a MERGE: with tiny files and the threshold at one row, batches that move rows between
+keys, delete and insert give exactly what the plain reference gives, each file keeps its
+key order, the files holding no touched key are kept as they are, and partial row images
+take the columns they lack from the earlier rows (or stop, with nothing applied)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from replicator.binlog.values import ABSENT
+from replicator.delta import files as files_module
+from replicator.delta import materialize as materialize_module
+from replicator.delta.materialize import materialize_delta
+from replicator.errors import IntegrityError
+from replicator.landed.options import MaterializeOptions
+from tests.delta.test_lifecycle import ITEMS, outputs
+from tests.delta.test_object_store import tables_on
+from tests.delta.test_partial_images import WIDE
+from tests.delta.test_ranged_build import workload
+from tests.harness.duckdb_delta import read_delta
+from tests.harness.s3 import S3Server
+from tests.spark.zone import Zone, expected_tables
+
+pytestmark = pytest.mark.delta
+
+
+@pytest.fixture
+def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files_module, "FILE_ROWS", 10)
+    monkeypatch.setattr(materialize_module, "REWRITE_FROM_ROWS", 1)
+
+
+@pytest.fixture
+def object_store(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """``s3_server`` with the environment ``--out s3://`` reads (as ``test_object_store``)."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    return s3_server
+
+
+def keys_by_file(path: Path) -> dict[str, list[int]]:
+    return {
+        u: pq.read_table(u.removeprefix("file://"), columns=["id"])["id"].to_pylist()
+        for u in DeltaTable(str(path)).file_uris()
+    }
+
+
+def test_batches_over_many_files_give_the_reference_rows(tmp_path: Path, small_files: None) -> None:
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(0, 200, 2)])
+    materialize_delta(zone.root, out)
+    items = out / "shop" / "items"
+    before = keys_by_file(items)
+    assert len(before) == 10
+
+    # keys in three of the ten files: one updated, one deleted, one moved to a new key
+    zone.commit(
+        [
+            (ITEMS, "u", (4, "four"), (4, "n4")),
+            (ITEMS, "d", (62, "n62")),
+            (ITEMS, "u", (301, "moved"), (150, "n150")),
+            (ITEMS, "c", (5, "new")),
+        ]
+    )
+    (result,) = (r for r in materialize_delta(zone.root, out) if r.table == "shop.items")
+    assert (result.action, result.rows) == ("merged", 100)
+    assert DeltaTable(str(items)).history(1)[0]["operation"] == "WRITE"
+    assert outputs(out) == expected_tables(zone)
+    after = keys_by_file(items)
+    kept = {u for u in before if u in after}
+    assert len(kept) == 7  # the files without a touched key are not rewritten
+    assert all(after[u] == before[u] for u in kept)
+    assert all(keys == sorted(keys) for keys in after.values())
+    assert sorted(after[u] for u in after if u not in kept) == [
+        [0, 2, 4, 6, 8, 10, 12, 14, 16, 18],
+        [5, 301],  # the new keys, in a file of their own
+        [60, 64, 66, 68, 70, 72, 74, 76, 78],
+        [140, 142, 144, 146, 148, 152, 154, 156, 158],
+    ]
+
+    for seed in (21, 22, 23):  # key moves, deletes and re-inserts, batch after batch
+        workload(zone, seed)
+        materialize_delta(zone.root, out)
+        assert outputs(out) == expected_tables(zone)
+
+
+def test_partial_images_take_their_other_columns_from_the_files(
+    tmp_path: Path, small_files: None
+) -> None:
+    zone = Zone(tmp_path / "landing")
+    out, lenient = tmp_path / "out", tmp_path / "lenient"
+    options = MaterializeOptions(allow_unknown=True)
+    zone.commit([(WIDE, "c", (i, f"a{i}", i * 10)) for i in range(30)])
+    materialize_delta(zone.root, out)
+    materialize_delta(zone.root, lenient, options=options)
+    zone.commit(
+        [
+            (WIDE, "u", (ABSENT, "X", ABSENT), (1, ABSENT, ABSENT)),
+            (WIDE, "u", (ABSENT, ABSENT, 7), (25, ABSENT, ABSENT)),
+            (WIDE, "u", (12, "full", 0), (12, "a12", 120)),  # needs no earlier row
+        ]
+    )
+    (result,) = materialize_delta(zone.root, out)
+    assert result.action == "merged"
+    wide = out / "shop" / "wide"
+    assert DeltaTable(str(wide)).history(1)[0]["operation"] == "WRITE"
+    rows = read_delta(wide, order_by="id")[1]
+    assert rows == [
+        (i, {1: "X", 12: "full"}.get(i, f"a{i}"), {25: 7, 12: 0}.get(i, i * 10)) for i in range(30)
+    ]
+    materialize_delta(zone.root, lenient, options=options)
+    assert read_delta(lenient / "shop" / "wide", order_by="id")[1] == [(*r, []) for r in rows]
+
+    zone.commit(
+        [
+            (WIDE, "u", (ABSENT, "Y", ABSENT), (2, ABSENT, ABSENT)),
+            (WIDE, "u", (ABSENT, "seen", ABSENT), (77, ABSENT, ABSENT)),  # row 77 unseen
+        ]
+    )
+    with pytest.raises(IntegrityError, match=r'the row with key \{"id": 77\} has columns no row'):
+        materialize_delta(zone.root, out)
+    assert read_delta(wide, order_by="id")[1] == rows  # nothing applied
+
+    materialize_delta(zone.root, lenient, options=options)
+    assert DeltaTable(str(lenient / "shop" / "wide")).history(1)[0]["operation"] == "WRITE"
+    found = read_delta(lenient / "shop" / "wide", order_by="id")[1]
+    assert found == [
+        *[(*r, []) for r in rows[:2]],
+        (2, "Y", 20, []),
+        *[(*r, []) for r in rows[3:]],
+        (77, "seen", None, ["b"]),
+    ]
+
+
+def test_a_batch_on_an_object_store_is_rewritten_file_by_file(
+    object_store: S3Server, tmp_path: Path, small_files: None
+) -> None:
+    bucket = object_store.bucket("rewritten")
+    out = f"s3://{bucket}/tables"
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(40)])
+    materialize_delta(zone.root, out)
+    zone.commit(
+        [
+            (ITEMS, "u", (3, "three"), (3, "n3")),
+            (ITEMS, "d", (25, "n25")),
+            (ITEMS, "c", (99, "new")),
+        ]
+    )
+    (result,) = materialize_delta(zone.root, out)
+    assert (result.action, result.rows) == ("merged", 40)
+    assert tables_on(object_store, bucket, "tables", tmp_path / "copy") == expected_tables(zone)
+    copied = DeltaTable(str(tmp_path / "copy" / "shop" / "items"))
+    assert copied.history(1)[0]["operation"] == "WRITE"
+    assert len(copied.file_uris()) == 5  # two files rewritten, one for the new key
