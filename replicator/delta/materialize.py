@@ -33,6 +33,7 @@ import contextlib
 import fnmatch
 import json
 import os
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import structlog
 
 from ..errors import ConfigError, IntegrityError
 from ..landed.batches import Landing, landing_root, why_rebuild
@@ -57,6 +59,8 @@ from .files import write_files
 from .fold import Folded, fold, identities
 from .layout import ABSENT, Model, output_schema
 from .rewrite import REWRITE_FROM_ROWS, locate, rewrite
+
+log = structlog.get_logger("replicator")
 
 __all__ = ["APP_PREFIX", "follow_delta", "materialize_delta"]
 
@@ -254,12 +258,39 @@ class _Place:
         self.out.remove(self.rel)
 
 
+# what a table's first commit leaves before it is made: data files named by ``files``
+# (``part-<uuid hex>.snappy.parquet``) or by delta-rs, and delta-rs's temporary commit file
+_UNCOMMITTED = re.compile(
+    r"part-[0-9a-f]{32}\.snappy\.parquet"
+    r"|part-\d{5}-[0-9a-f-]{36}-c000(?:\.[a-z0-9]+)?\.parquet"
+    r"|_delta_log/_commit_[0-9a-f-]+\.json\.tmp"
+)
+
+
+def _first_commit_never_made(place: _Place) -> bool:
+    """The table's directory holds only what a first build writes before its commit (a run
+    killed in between): files no Delta log names, so no table's rows. The build goes on as
+    for a new table; they stay (not deleted: they could be another writer's) and are
+    named in a warning."""
+    keys = place.out.store.list(place.rel + "/")
+    names = [key[len(place.rel) + 1 :] for key in keys]
+    if not names or not all(_UNCOMMITTED.fullmatch(name) for name in names):
+        return False
+    log.warning(
+        "a table's first commit was never made (a run was stopped while writing it): its "
+        "files are left unreferenced and the table is built again",
+        table=str(place.shown),
+        files=len(names),
+    )
+    return True
+
+
 def _open(place: _Place, landing: Landing) -> _Existing | None:
     from deltalake import DeltaTable  # noqa: PLC0415 - optional dependency
 
     storage = place.out.storage
     if not DeltaTable.is_deltatable(place.uri, storage_options=storage):
-        if place.out.holds_files(place.rel):
+        if place.out.holds_files(place.rel) and not _first_commit_never_made(place):
             raise IntegrityError(
                 f"{place.shown} exists and is not a Delta table",
                 hint="pass --out a directory that only materialize --format delta writes",

@@ -99,6 +99,29 @@ def test_killed_at_random_instants_never_loses_or_doubles_a_batch(tmp_path: Path
     assert outputs(out) == expected_tables(zone)
 
 
+def test_a_first_commit_never_made_is_built_again_and_anything_else_refused(
+    tmp_path: Path,
+) -> None:
+    """A run killed after writing a new table's files and before its first commit leaves
+    files no Delta log names: the next run builds the table (they stay, unreferenced). A
+    directory holding anything else is not taken for a table."""
+    zone = Zone(tmp_path / "landing")
+    land(zone, 1)
+    out = tmp_path / "out"
+    items = out / "shop" / "items"
+    (items / "_delta_log").mkdir(parents=True)
+    (items / "part-0123456789abcdef0123456789abcdef.snappy.parquet").write_bytes(b"PAR1")
+    (items / "_delta_log" / "_commit_1b4e28ba-2fa1-11d2-883f-0016d3cca427.json.tmp").write_text("{")
+    materialize_delta(zone.root, out)
+    assert outputs(out) == expected_tables(zone)
+    other = tmp_path / "other"
+    (other / "shop" / "items").mkdir(parents=True)
+    (other / "shop" / "items" / "notes.txt").write_text("mine")
+    with pytest.raises(IntegrityError, match=r"shop/items exists and is not a Delta table"):
+        materialize_delta(zone.root, other)
+    assert (other / "shop" / "items" / "notes.txt").read_text() == "mine"
+
+
 def test_an_output_of_another_landing_zone_is_refused(tmp_path: Path) -> None:
     first, second = Zone(tmp_path / "a"), Zone(tmp_path / "b")
     out = tmp_path / "out"
