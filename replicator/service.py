@@ -44,6 +44,8 @@ from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineInterrupted, PipelineStats, TableFilter
 from .progress import CatchUpTracker, bytes_behind
 from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, resync_change
+from .schema.ledger import SchemaLedger
+from .schema.model import Catalog
 from .schema.tracker import SchemaTracker
 from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
@@ -254,15 +256,16 @@ class Service:
                     )
                 if gone is None:  # before anything is read or lands: the same history?
                     self._proof = await self._prove_source(checkpoint)
-                history, start, rewound = await self._schema_history(start)
+                history, start, unwritten = await self._schema_history(start)
+                ledger = SchemaLedger(history, landed=not unwritten)  # the run's one history
                 resync = None
                 if gone is not None:
-                    resync, start = await self._resync(history, start, gone)
+                    resync, start = await self._resync(ledger.catalog, start, gone)
                     self.notifier = Notifier(self.config.mqtt)  # the first one has closed
                     self._sync_metrics()  # the old objects' last totals, then new ones count
                     self.metrics.sources_replaced()
                 try:
-                    return await self._stream(checkpoint, start, history, rewound, resync)
+                    return await self._stream(checkpoint, start, ledger, resync)
                 except PositionGoneError as exc:
                     if not self._resyncs(exc, resynced=gone is not None):
                         raise
@@ -302,11 +305,12 @@ class Service:
         return mode
 
     async def _resync(
-        self, history: SchemaHistory, gone_from: StreamPosition, exc: PositionGoneError
+        self, catalog: Catalog, gone_from: StreamPosition, exc: PositionGoneError
     ) -> tuple[SchemaChange, StreamPosition]:
         """``snapshot.mode: when_needed`` and the source no longer has the binlog after the
         checkpoint: the stream goes on from the source's binlog end, with a change that brings
-        the history's tables to the source's as of there and a snapshot of every table."""
+        the history's tables (``catalog``) to the source's as of there and a snapshot of every
+        table."""
         log.warning(
             "the source no longer has the checkpoint's binlog: snapshotting every table again",
             checkpoint=gone_from.describe(),
@@ -319,7 +323,7 @@ class Service:
         # had" by a stream resuming exactly there)
         point = Point(start.file, start.position - 1)
         change = resync_change(
-            history.catalog,
+            catalog,
             seed.history.catalog,
             point,
             f"-- snapshot.mode when_needed: the binlog from {gone_from.describe()} to "
@@ -332,7 +336,9 @@ class Service:
     ) -> tuple[SchemaHistory, StreamPosition, bool]:
         """The landing zone's schema history as of ``start`` (rewound when the stream starts
         before changes it recorded), or a new one seeded from the source. Returns it, the
-        start (resolved when it was "now") and whether it was rewound."""
+        start (resolved when it was "now") and whether it is not the history the landing zone
+        holds (seeded, rewound, or advanced over a skipped range): the first commit writes it
+        then (``SchemaLedger``)."""
         history = await asyncio.get_running_loop().run_in_executor(None, self.zone.load_history)
         if history is not None and start is not None:
             at = start
@@ -349,19 +355,20 @@ class Service:
             if dropped:
                 log.info("schema history rewound", changes_dropped=dropped, to=at.describe())
             end = self.zone.committed_end
+            advanced = 0
             if not dropped and end is not None and not is_past(end, start):
                 # `checkpoint set` moved the stream forward: the skipped range's DDL
                 wants = TableFilter(self.config.filters).wants
-                dropped = await apply_skipped_ddl(
+                advanced = await apply_skipped_ddl(
                     self.config.source, history, end, start, wants, report_host=self.replica_host
                 )
-            return history, start, dropped > 0
+            return history, start, dropped + advanced > 0
         seed = await self._until_answered(
             lambda: seed_history(self.config.source, start, report_host=self.replica_host),
             retrying="cannot read the source's tables, retrying",
             stopped="stopped before the source's tables could be read",
         )
-        return seed.history, seed.start, False
+        return seed.history, seed.start, True
 
     async def _until_answered(
         self, attempt: Callable[[], Awaitable[_T]], *, retrying: str, stopped: str
@@ -408,22 +415,17 @@ class Service:
         self,
         checkpoint: Checkpoint,
         start: StreamPosition,
-        history: SchemaHistory,
-        rewound: bool,
+        ledger: SchemaLedger,
         resync: SchemaChange | None = None,
     ) -> int:
-        pipeline = self._new_pipeline(checkpoint, history)
-        if rewound:
-            pipeline.history_changed()
+        pipeline = self._new_pipeline(checkpoint, ledger)
         self.pipeline = pipeline
         if resync is not None:
             await pipeline.resync(resync, start)
-        # the reader thread keeps its own copy of the history (it runs ahead of the pipeline)
-        tracker = SchemaTracker(
-            history.copy(),
-            TableFilter(self.config.filters).wants,
-        )
-        runner = self._snapshot_runner(checkpoint, pipeline, history, resync is not None)
+        # the reader thread decodes ahead of the pipeline: it works on a view the ledger hands
+        # out (see schema.ledger for why it cannot share the ledger's history)
+        tracker = SchemaTracker(ledger.reader_view(), TableFilter(self.config.filters).wants)
+        runner = self._snapshot_runner(checkpoint, pipeline, ledger.catalog, resync is not None)
         # a snapshot needs the stream beside it until its last chunk: it ends the run then
         self._live_for_snapshot = self.options.stop_at_end and pipeline.snapshot.active
         stop_at_end = self.options.stop_at_end and not self._live_for_snapshot
@@ -479,7 +481,7 @@ class Service:
         )
         return 0
 
-    def _new_pipeline(self, checkpoint: Checkpoint, history: SchemaHistory | None) -> Pipeline:
+    def _new_pipeline(self, checkpoint: Checkpoint, ledger: SchemaLedger | None) -> Pipeline:
         return Pipeline(
             self.config.sink,
             self.config.filters,
@@ -487,7 +489,7 @@ class Service:
             checkpoint,
             on_commit=self._committed,
             on_commit_failed=self._commit_failed,
-            history=history,
+            history=ledger,
             proof=self._proof,
             columns=column_defs,  # create and alter records carry the table's file schema
         )
@@ -498,14 +500,14 @@ class Service:
         self.metrics.commit_failed(str(exc) or type(exc).__name__)
 
     def _snapshot_runner(
-        self, checkpoint: Checkpoint, pipeline: Pipeline, history: SchemaHistory, resync: bool
+        self, checkpoint: Checkpoint, pipeline: Pipeline, catalog: Catalog, resync: bool
     ) -> SnapshotRunner:
         """The snapshot of this run: the initial one of a new landing zone, every table again
         after a resync, the one under way, tables the filters newly take in (unless
         ``snapshot.mode: never`` is set), and what `replicator snapshot` asked for."""
         cfg = self.config
         runner = SnapshotRunner(
-            cfg.source, cfg.snapshot, history.catalog.traits.flavor, pipeline, stop=self._stop
+            cfg.source, cfg.snapshot, catalog.traits.flavor, pipeline, stop=self._stop
         )
         mode = self._snapshot_mode()
         filters = (cfg.filters.include, cfg.filters.exclude)
@@ -521,7 +523,7 @@ class Service:
             old = TableFilter(FilterConfig(include=before[0], exclude=before[1]))
             added = [
                 f"{schema}.{table}"
-                for schema, table in history.catalog.tables
+                for schema, table in catalog.tables
                 if not old.wants(schema, table)
             ]
             tables = runner.queue(added) if added else []

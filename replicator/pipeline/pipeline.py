@@ -57,6 +57,7 @@ from ..checkpoint import Checkpoint
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
 from ..schema.history import SchemaChange, SchemaHistory
+from ..schema.ledger import SchemaLedger
 from ..schema.tracker import SchemaChangeEvent, TableLearnedEvent
 from ..sink.changes import HeldXa, Run, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
@@ -104,7 +105,7 @@ class _Commit:
     batch: Batch
     started: float
     held: dict[str, HeldXa]
-    history_count: int  # changes of the schema history this commit covers
+    history_mark: int  # the changes of the schema history this commit covers (SchemaLedger)
     snapshot: SnapshotState  # the snapshot progress this commit lands
     proof: dict[str, Any] | None  # the manifest's source proof (source.proof)
     newest: dt.datetime | None = None  # the commit time (``_ts``) of its newest transaction
@@ -235,7 +236,7 @@ class Pipeline:
         *,
         on_commit: Callable[[dict[str, Any], PipelineStats], None] | None = None,
         on_commit_failed: Callable[[BaseException], None] | None = None,
-        history: SchemaHistory | None = None,
+        history: SchemaLedger | SchemaHistory | None = None,
         proof: dict[str, Any] | None = None,
         columns: Columns | None = None,
     ) -> None:
@@ -282,13 +283,14 @@ class Pipeline:
             item.key: item for item in zone.load_held(checkpoint.xa_pending)
         }
         self._held_committed = dict(self._held)
-        # The schema history as of the last transaction taken (each DDL's effects are landed
-        # as lifecycle records of the open batch, and the history is written with the batch
-        # that holds them); None: no history kept (offline tools).
-        self.history = history
+        # The run's schema history (each DDL's effects are landed as lifecycle records of the
+        # open batch, and the history is written with the batch that holds them; the ledger
+        # says when): a history given as it is counts as not written yet. None: no history
+        # kept (offline tools).
+        self.ledger = (
+            SchemaLedger(history, landed=False) if isinstance(history, SchemaHistory) else history
+        )
         self._records: list[dict[str, Any]] = []  # lifecycle records of the open batch
-        self._history_committed = 0 if history is None else len(history.changes)
-        self._history_written = self._history_committed
         self.require_names = history is not None  # rows need named columns to land
         self._named: TableVersion | None = None  # the last version whose names were checked
         # after `checkpoint set` moved the stream back: batches up to here are replays
@@ -318,10 +320,10 @@ class Pipeline:
         if self._position is None:
             self._position = origin
 
-    def history_changed(self) -> None:
-        """The history was changed outside the stream (rewound for a replay): the next commit
-        writes it even if no DDL comes."""
-        self._history_written = -1
+    @property
+    def history(self) -> SchemaHistory | None:
+        """The schema history as of the last transaction taken (None: none kept)."""
+        return None if self.ledger is None else self.ledger.history
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -529,7 +531,7 @@ class Pipeline:
 
     def _schema_change(self, change: SchemaChange, ts: dt.datetime, seq: int) -> int:
         """Record a DDL statement: its lifecycle records join the open batch (numbered from
-        ``seq``) and the change the pipeline's history. Returns the next ``_seq``."""
+        ``seq``) and the change the schema ledger. Returns the next ``_seq``."""
         landed = (
             None
             if self._columns is None
@@ -541,8 +543,8 @@ class Pipeline:
             )
         )
         records = schema_records(change, ts, seq, self.filter.wants, landed)
-        if self.history is not None:
-            self.history.record(dataclasses.replace(change, seq=seq))
+        if self.ledger is not None:
+            self.ledger.record(dataclasses.replace(change, seq=seq))
         self._records.extend(records)
         return seq + len(records)
 
@@ -651,9 +653,8 @@ class Pipeline:
             self._held = dict(self._held_committed)
             self.snapshot = self._snapshot_committed
             self._records = []
-            if self.history is not None:
-                self.history.truncate(self._history_committed)
-                self._history_written = min(self._history_written, self._history_committed)
+            if self.ledger is not None:
+                self.ledger.roll_back()
             self._in_parts = False
             self._proof, self._last, self._parts_digest = self._proof_committed, None, None
             return
@@ -662,7 +663,7 @@ class Pipeline:
         batch = self._open()
         ts = _commit_time(item, item.timestamp)
         records = len(self._records)
-        changes = 0 if self.history is None else len(self.history.changes)
+        taken = 0 if self.ledger is None else self.ledger.mark  # the history before it
         try:
             if item.ending.is_xa:
                 groups = self._xa(item, ts)
@@ -673,8 +674,8 @@ class Pipeline:
             # statement: nothing of this transaction was staged, and a DDL it held before the
             # statement is taken back (its record and history change would land without it)
             del self._records[records:]
-            if self.history is not None:
-                self.history.truncate(changes)
+            if self.ledger is not None:
+                self.ledger.take_back(taken)
             await self.commit()
             raise
         await self._stage(batch, groups)
@@ -802,8 +803,8 @@ class Pipeline:
         batch = self._batch
         if batch is not None and not self._in_parts and not self._in_chunk and batch.transactions:
             assert self._position is not None
-            history = self.history
-            count = 0 if history is None else len(history.changes)
+            # the history goes with the batch that changed it (and with the first one)
+            mark, history = (0, None) if self.ledger is None else self.ledger.for_commit()
             if self._last is not None:
                 proof = Proof.of(self._last, self._last_before, self._last_parts)
                 self._proof, self._last, self._last_parts = proof.to_json(), None, None
@@ -811,16 +812,11 @@ class Pipeline:
                 batch,
                 time.monotonic(),
                 dict(self._held),
-                count,
+                mark,
                 self.snapshot,
                 self._proof,
                 newest=self._newest,
             )
-            # the history goes with the batch that changed it (and with the first one)
-            snapshot = None
-            if history is not None and (count != self._history_written or not self.zone.history):
-                snapshot = history.copy()
-                self._history_written = count
             records, self._records = self._records, []
             await self._hand_over(batch)
             self._submit(
@@ -832,7 +828,7 @@ class Pipeline:
                 self._next_seq,
                 commit.held,
                 records,
-                snapshot,
+                history,
                 commit.snapshot,
                 commit.proof,
             )
@@ -873,7 +869,8 @@ class Pipeline:
         batch = commit.batch
         self.checkpoint = checkpoint
         self._held_committed = commit.held
-        self._history_committed = commit.history_count
+        if self.ledger is not None:
+            self.ledger.committed(commit.history_mark)
         self._snapshot_committed = commit.snapshot
         self._proof_committed = commit.proof
         self._replay_until = checkpoint.replay_until

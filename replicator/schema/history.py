@@ -14,7 +14,8 @@ default for a NOT NULL column without one; ``expression`` when the binlog cannot
 ``DEFAULT CURRENT_TIMESTAMP``, AUTO_INCREMENT or generated columns).
 
 The history is written into the landing zone with the batch whose transactions it covers
-(``sink.landing``), as the JSON ``to_json`` makes; nothing here does I/O.
+(``sink.landing``), as the JSON ``to_json`` makes; nothing here does I/O. In a run, one object
+owns it and says when it is written (``schema.ledger``).
 """
 
 from __future__ import annotations

@@ -9,10 +9,15 @@ next event is decoded, so the rows events after an ALTER are read with the alter
 
 A QUERY event whose statement changed the catalog comes out as a ``SchemaChangeEvent`` (the
 same event, carrying the recorded ``SchemaChange``); the pipeline turns its effects into
-landing records and keeps its own copy of the history, written with the batch that holds it.
+landing records and records the change in the run's schema history, which its owner
+(``schema.ledger.SchemaLedger``) writes with the batch that holds it. The history here is a
+view that owner handed out when the stream started (``reader_view``): the reader thread runs
+ahead of the pipeline, and the owner's module doc says why the two are kept apart.
 
 The reader resumes after the last transaction it handed over when a connection breaks, so the
-tracker keeps a mark there (``mark``) and forgets what it applied after it (``rewind``).
+tracker keeps a mark there (``mark``) and forgets what it applied after it (``rewind``): no
+transaction the pipeline took whole holds them (a large transaction's parts that did are
+aborted, ``TransactionAborted``, and the owner rolls them back too).
 
 A table whose columns are not known at the stream's start (``Catalog.unknown``: the history
 was seeded after DDL that changed it) is learned from its first TABLE_MAP that logs full
@@ -189,11 +194,8 @@ class SchemaTracker:
 
     def rewind(self) -> None:
         """The stream resumes at the mark: forget the changes applied after it."""
-        if len(self.history.changes) > self._mark:
-            self.history.truncate(self._mark)
-            self._changed()
+        self._back_to_mark()
         self._gtid = None
-        self._learned.clear()
 
     def discard_open(self, current: ev.Event) -> None:
         """The assembler dropped an incomplete group (no XID/COMMIT came): forget the DDL it
@@ -206,6 +208,9 @@ class SchemaTracker:
                 "where a DDL statement begins: the schema history cannot be rebuilt exactly",
                 hint="start replicator again (it resumes after the last complete transaction)",
             )
+        self._back_to_mark()
+
+    def _back_to_mark(self) -> None:
         if len(self.history.changes) > self._mark:
             self.history.truncate(self._mark)
             self._changed()
