@@ -76,6 +76,7 @@ from replicator.sink.landing import LandingZone
 from tests.spark.zone import col, int_col, text_col
 
 REPLICATOR = Path(sys.executable).with_name("replicator")
+FORMATS = {"delta", "delta-dv", "parquet"}
 TABLE = TableVersion(
     "bench",
     "t",
@@ -285,9 +286,9 @@ def land_changes(
     return number, seconds
 
 
-def _land_next(landing: Landing, model: Model, k: int, spread: str, seed: int) -> int:
-    """The second K-change batch (version 2), landed while ``--follow`` runs."""
-    return land_changes(landing, model, k, spread, 2, seed)[0]
+def _land_next(landing: Landing, model: Model, k: int, spread: str, version: int, seed: int) -> int:
+    """A later K-change batch (rows at ``version``), landed while ``--follow`` runs."""
+    return land_changes(landing, model, k, spread, version, seed)[0]
 
 
 # ------------------------------------------------------------------------------ runs
@@ -410,18 +411,23 @@ class Child:
 
 
 def materialize_command(fmt: str, landing: Path, out: Path, *extra: str) -> list[str]:
+    """``fmt``: ``delta``, ``parquet`` or ``delta-dv`` (``delta`` with ``--deletion-vectors``)."""
+    flags = ["--format", "delta", "--deletion-vectors"] if fmt == "delta-dv" else ["--format", fmt]
     return [
-        str(REPLICATOR), "materialize", "--format", fmt,
+        str(REPLICATOR), "materialize", *flags,
         "--landing", str(landing), "--out", str(out), *extra,
     ]  # fmt: skip
 
 
 def count_rows(fmt: str, out: Path) -> int:
     path = out / "bench" / "t"
-    if fmt == "delta":
+    if fmt.startswith("delta"):
+        import pyarrow as pa  # noqa: PLC0415
         from deltalake import DeltaTable  # noqa: PLC0415 - only where Delta is measured
 
-        return int(DeltaTable(str(path)).to_pyarrow_dataset().count_rows())
+        table = DeltaTable(str(path))
+        first = table.schema().fields[0].name
+        return int(pa.table(table.scan(columns=[first]).read_all()).num_rows)  # vectors applied
     return int(ds.dataset(str(path), format="parquet").count_rows())
 
 
@@ -443,13 +449,15 @@ def app_version(out: Path, app_id: str) -> int | None:
         return None
 
 
-def follow_latency(landing: Landing, out: Path, timeout: float, land: Callable[[], int]) -> Outcome:
+def follow_latency(
+    landing: Landing, out: Path, timeout: float, land: Callable[[], int], fmt: str = "delta"
+) -> Outcome:
     """Start ``--follow`` on the built ``out``, land one batch, time until it is applied."""
     from replicator.delta.materialize import APP_PREFIX  # noqa: PLC0415
     from replicator.landed.committed import landing_id_of, read_manifests  # noqa: PLC0415
 
     app_id = APP_PREFIX + (landing_id_of(read_manifests(landing.root).manifests) or "")
-    child = Child(materialize_command("delta", landing.root, out, "--follow", "--interval", "0.1"))
+    child = Child(materialize_command(fmt, landing.root, out, "--follow", "--interval", "0.1"))
     began = time.perf_counter()
     # ready: its first pass (nothing new) reported the table, it looks for batches now
     while "bench.t:" not in child.printed() or app_version(out, app_id) != landing.batch:
@@ -700,7 +708,7 @@ def main() -> None:
     parser.add_argument("--rows", type=_ints, default=[1_000_000, 10_000_000])
     parser.add_argument("--changes", type=_ints, default=[1000, 100_000])
     parser.add_argument("--spread", default="uniform,newest")
-    parser.add_argument("--formats", default="delta,parquet")
+    parser.add_argument("--formats", default="delta,delta-dv,parquet")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--quick", action="store_true", help="N=100k, K=1000")
@@ -717,8 +725,8 @@ def main() -> None:
         args.rows, args.changes = [100_000], [1000]
     spreads = [s.strip() for s in args.spread.split(",") if s.strip()]
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-    if not set(spreads) <= {"uniform", "newest"} or not set(formats) <= {"delta", "parquet"}:
-        parser.error("--spread takes uniform,newest; --formats delta,parquet")
+    if not set(spreads) <= {"uniform", "newest"} or not set(formats) <= FORMATS:
+        parser.error("--spread takes uniform,newest; --formats delta,delta-dv,parquet")
     work = args.work or Path(tempfile.mkdtemp(prefix="materialize-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"work directory: {work}", flush=True)
@@ -757,7 +765,7 @@ def measure(
         for spread in spreads:
             seed = k * 7 + len(spread)
             incremental: dict[str, list[Outcome]] = {fmt: [] for fmt in formats}
-            follows: list[Outcome] = []
+            follows: dict[str, list[Outcome]] = {}
             floors: list[Outcome] = []
             for rep in range(args.repeat):
                 _restore(base, landing_dir)
@@ -777,7 +785,6 @@ def measure(
                         f"{_secs(outcome)} s (batch landed in {landed_s:.1f} s)",
                         flush=True,
                     )
-                delta = incremental.get("delta", [])
                 if args.floor and "delta" in formats and full["delta"].seconds is not None:
                     floor = run_floor(
                         landing_dir, place / "built-delta", run / "out-floor", args.timeout
@@ -789,18 +796,23 @@ def measure(
                         f"{_secs(floor)} s, {floor.rss_mb:.0f} MB",
                         flush=True,
                     )
-                if delta and delta[-1].seconds is not None:
-                    # another K-change batch, landed while --follow runs on the output of (b)
-
-                    land = functools.partial(_land_next, landing, model, k, spread, seed + 1)
-                    out = run / "out-delta"
-                    follow = follow_latency(landing, out, args.timeout, land)
-                    if follow.seconds is not None and count_rows("delta", out) != model.rows:
+                for number, fmt in enumerate(("delta", "delta-dv"), start=2):
+                    done = incremental.get(fmt, [])
+                    if not done or done[-1].seconds is None:
+                        continue
+                    # another K-change batch, landed while --follow runs on the output of
+                    # (b); the second format's first pass applies the first's batch too
+                    land = functools.partial(
+                        _land_next, landing, model, k, spread, number, seed + number
+                    )
+                    out = run / f"out-{fmt}"
+                    follow = follow_latency(landing, out, args.timeout, land, fmt)
+                    if follow.seconds is not None and count_rows(fmt, out) != model.rows:
                         follow = Outcome(None, follow.rss_mb, "WRONG row count after follow")
-                    follows.append(follow)
-                    print(f"N={n:,} K={k:,} {spread} delta follow {rep + 1}: {_secs(follow)} s")
+                    follows.setdefault(fmt, []).append(follow)
+                    print(f"N={n:,} K={k:,} {spread} {fmt} follow {rep + 1}: {_secs(follow)} s")
             for fmt in formats:
-                median = _median(follows) if fmt == "delta" and follows else None
+                median = _median(follows[fmt]) if follows.get(fmt) else None
                 floor = _median(floors) if fmt == "delta" and floors else None
                 rows_out.append(
                     Row(n, k, spread, fmt, full[fmt], _median(incremental[fmt]), median, floor)

@@ -53,12 +53,13 @@ from ..landed.lineage import Ended
 from ..landed.options import MaterializeOptions, TableResult
 from ..landed.outputs import lock
 from ..storage import LocalStore, Store, is_url, open_store
+from . import vectors
 from .build import Built, build
 from .changes import read_files, read_lineage, scan_lineage
 from .files import write_files
 from .fold import Folded, fold, identities
 from .layout import ABSENT, Model, output_schema
-from .rewrite import REWRITE_FROM_ROWS, locate, rewrite
+from .rewrite import REWRITE_FROM_ROWS, locate, mark_deleted, rewrite
 
 log = structlog.get_logger("replicator")
 
@@ -68,6 +69,7 @@ APP_PREFIX = "replicator-"  # + the landing zone's id: the app transaction's app
 _ACTION = "__replicator_action"
 _INDEX = "__replicator_row"
 _RECORD = "replicator"  # the commit-info key of what a run recorded (options, key, batch)
+_CHECKPOINT_EVERY = 100  # versions between checkpoints (delta-rs's default interval)
 
 
 def app_id(landing: Landing) -> str:
@@ -367,7 +369,7 @@ def _run_table(
         return _rebuild(landing, place, name, existing, options, why)
     files = [f for m in new for f in m.files if f.table == name]
     if not files:
-        return _result(landing, name, place, "unchanged", rows=_count(existing.table))
+        return _result(landing, name, place, "unchanged", rows=_count(existing.table, place))
     return _merge(landing, place, name, existing, files, options)
 
 
@@ -442,9 +444,23 @@ def _merge(
         )
     if not _same_columns(model.schema, previous_schema):
         return _rebuild(landing, place, name, existing, options, "rebuilt: its columns changed")
-    located = locate(table, place.out.store, place.rel, model, read.changes)
-    if located is not None and located.rows >= REWRITE_FROM_ROWS:
-        folded, actions = rewrite(located, place.out.store, place.rel, model, read.changes)
+    store = place.out.store
+    if options.deletion_vectors and model.key and not _has_vectors(table):
+        _enable_vectors(table)
+    located = locate(table, store, place.rel, model, read.changes)
+    if located is not None and located.version is not None:  # deletion vectors
+        folded, marks = mark_deleted(located, store, place.rel, model, read.changes)
+        version = located.version + 1
+        info = {_RECORD: json.dumps(_record(landing, model))}
+        vectors.commit(
+            store, place.rel, version, marks, app=app_id(landing), batch=landing.end, info=info
+        )
+        if version % _CHECKPOINT_EVERY == 0:  # as delta-rs does after its own commits
+            table.update_incremental()
+            table.create_checkpoint()
+        table.update_incremental()
+    elif located is not None and located.rows >= REWRITE_FROM_ROWS:
+        folded, actions = rewrite(located, store, place.rel, model, read.changes)
         table.create_write_transaction(
             actions,
             mode="append",
@@ -453,7 +469,7 @@ def _merge(
         )
         table.update_incremental()
     else:
-        state = _rows_of(table, identities(model, read.changes), model)
+        state = _rows_of(table, place, identities(model, read.changes), model)
         folded = fold(model, read.changes, state)
         _merge_commit(table, folded, model, landing)
     return _result(
@@ -462,18 +478,36 @@ def _merge(
         place,
         "merged",
         files,
-        rows=_count(table),
+        rows=_count(table, place),
         unmatched=folded.unmatched,
     )
+
+
+def _has_vectors(table: Any) -> bool:
+    """Whether the table has the deletion vectors feature (``vectors``)."""
+    protocol = table.protocol()
+    return vectors.FEATURE in set(protocol.reader_features or ()) | set(
+        protocol.writer_features or ()
+    )
+
+
+def _enable_vectors(table: Any) -> None:
+    """Turn deletion vectors on (protocol 3/7 with the ``deletionVectors`` feature): a
+    commit of its own, before the first batch applied with them. Delta features are never
+    turned off; the table keeps them until its output is deleted."""
+    from deltalake import TableFeatures  # noqa: PLC0415 - optional dependency
+
+    table.alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    table.alter.set_table_properties({"delta.enableDeletionVectors": "true"})
+    table.update_incremental()
 
 
 # ------------------------------------------------------------------------------ Delta I/O
 
 
-def _commit(landing: Landing, model: Model) -> Any:
-    from deltalake import CommitProperties, Transaction  # noqa: PLC0415
-
-    record = {
+def _record(landing: Landing, model: Model) -> dict[str, Any]:
+    """What a commit records of the run that made it (its commit info's ``replicator``)."""
+    return {
         "table": model.name,
         "landing": str(landing.root),
         "batch": landing.end,
@@ -481,6 +515,12 @@ def _commit(landing: Landing, model: Model) -> Any:
         "keep_metadata": model.keep_metadata,
         "allow_unknown": model.allow_unknown,
     }
+
+
+def _commit(landing: Landing, model: Model) -> Any:
+    from deltalake import CommitProperties, Transaction  # noqa: PLC0415
+
+    record = _record(landing, model)
     return CommitProperties(
         app_transactions=[Transaction(app_id=app_id(landing), version=landing.end)],
         custom_metadata={_RECORD: json.dumps(record)},
@@ -582,8 +622,8 @@ class _Bounds:
     def expression(self) -> Any:
         return (pc.field(self.column) >= self.low) & (pc.field(self.column) <= self.high)
 
-    def sql(self, alias: str) -> str:
-        name = f"{alias}.{_quote(self.column)}"
+    def sql(self, alias: str | None) -> str:
+        name = _quote(self.column) if alias is None else f"{alias}.{_quote(self.column)}"
         return f"({name} >= {_literal(self.low)} AND {name} <= {_literal(self.high)})"
 
 
@@ -607,7 +647,7 @@ def _bounds(touched: pa.Table) -> _Bounds | None:
     return _Bounds(first, found["min"].as_py(), found["max"].as_py())
 
 
-def _rows_of(table: Any, touched: pa.Table, model: Model) -> pa.Table:
+def _rows_of(table: Any, place: _Place, touched: pa.Table, model: Model) -> pa.Table:
     """The output's rows of the identities in ``touched``: a scan filtered on the first
     identity column, then (keyed tables) the exact keys. Keyless tables keep every row
     the filter found: folding them in again is exact, only a little more work."""
@@ -620,7 +660,12 @@ def _rows_of(table: Any, touched: pa.Table, model: Model) -> pa.Table:
     bounds = _bounds(touched)
     if bounds is not None:  # lets the scan skip the files outside the range
         test = bounds.expression() & test
-    found = table.to_pyarrow_dataset().to_table(filter=test, columns=schema.names)
+    if _has_vectors(table):  # a scan that applies them (pyarrow's dataset refuses)
+        where = None if bounds is None else bounds.sql(None)
+        found = pa.table(table.scan(columns=schema.names, predicate=where).read_all())
+        found = found.filter(test)
+    else:
+        found = table.to_pyarrow_dataset().to_table(filter=test, columns=schema.names)
     found = found.cast(schema)
     if model.key and found.num_rows:  # the exact keys (a join cannot carry list columns)
         keys = list(model.key)
@@ -645,9 +690,14 @@ def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
     return [(f.name, f.type) for f in a] == [(f.name, f.type) for f in b]
 
 
-def _count(table: Any) -> int:
+def _count(table: Any, place: _Place) -> int:
+    """The table's rows: its files' rows, less those their deletion vectors delete."""
     actions = pa.table(table.get_add_actions(flatten=True))
-    return int(pc.sum(actions["num_records"]).as_py() or 0) if actions.num_rows else 0
+    stored = int(pc.sum(actions["num_records"]).as_py() or 0) if actions.num_rows else 0
+    if not _has_vectors(table):
+        return stored
+    _, live = vectors.live_files(place.out.store, place.rel)
+    return stored - sum(int((f.vector or {}).get("cardinality", 0)) for f in live.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -691,12 +741,17 @@ def optimize_delta(
                 dry_run=False,
                 commit_properties=commit,
             )
+            swept = (
+                vectors.vacuum_vectors(target.store, rel, retention_hours)
+                if _has_vectors(table)
+                else 0
+            )
             results.append(
                 Optimized(
                     name,
                     int(metrics.get("numFilesRemoved", 0)),
                     int(metrics.get("numFilesAdded", 0)),
-                    len(vacuumed),
+                    len(vacuumed) + swept,
                 )
             )
     return results

@@ -39,13 +39,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..errors import IntegrityError
 from ..storage import Store
 from .build import release_unused
 from .files import FILE_ROWS, write_file, write_files
 from .fold import Folded, fold
 from .layout import ABSENT, BEFORE_KEY, Model, TableShape, output_schema
+from .vectors import (
+    FEATURE,
+    LogFile,
+    added,
+    deleted_rows,
+    live_files,
+    removal,
+    with_vector,
+    write_vectors,
+)
 
-__all__ = ["REWRITE_FROM_ROWS", "Located", "locate", "rewrite"]
+__all__ = ["REWRITE_FROM_ROWS", "Located", "locate", "mark_deleted", "rewrite"]
 
 # a batch whose keys lie in files of fewer rows is left to the MERGE (whose memory grows
 # by about 2 KB a row it rewrites, on a 13-column table)
@@ -53,26 +64,33 @@ REWRITE_FROM_ROWS = FILE_ROWS // 4
 _INDEX = "__replicator_row"
 _SLICED = 256  # rows replaced in a file up to which it is written from slices
 _AT = "__replicator_at"
-_UNSUPPORTED = frozenset({"deletionVectors", "columnMapping"})
+_UNSUPPORTED = frozenset({"columnMapping"})
 
 
 @dataclass(frozen=True, slots=True)
 class _Hit:
     """A file holding touched keys: its path as the log names it, its size, and the rows
-    (their positions, ascending, and their keys) of the touched keys it holds."""
+    (their positions, ascending, and their keys) of the touched keys it holds; in a table
+    with deletion vectors, also its ``add`` as the log holds it, the rows its vector
+    deletes and its rows in all (deleted ones included)."""
 
     path: str
     size: int
     positions: npt.NDArray[np.int64]
     keys: pa.Table
+    entry: LogFile | None = None
+    deleted: npt.NDArray[np.int64] | None = None
+    stored: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Located:
-    """Where a batch's touched keys are: the files holding them, and the touched keys."""
+    """Where a batch's touched keys are: the files holding them, and the touched keys;
+    ``version``: the table's version the log was read at (tables with deletion vectors)."""
 
     hits: tuple[_Hit, ...]
     rows: int  # rows of the files in ``hits``: what a rewrite of them copies
+    version: int | None = None
 
 
 def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) -> Located | None:
@@ -89,9 +107,17 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
     if features & _UNSUPPORTED or table.metadata().partition_columns:
         return None
     actions = pa.table(table.get_add_actions(flatten=True))
-    if actions.num_rows == 0 or touched.num_rows == 0:
-        return Located((), 0)
     paths = actions.column("path").to_pylist()
+    version, live = None, None
+    if FEATURE in features:  # the rows deleted by vectors are not there
+        version, live = live_files(store, rel)
+        if version != table.version() or set(live) != set(paths):
+            raise IntegrityError(
+                f"{rel}: the Delta log read at version {version} does not list the files "
+                f"delta-rs lists at version {table.version()}"
+            )
+    if actions.num_rows == 0 or touched.num_rows == 0:
+        return Located((), 0, version)
     if any("%" in p or "/" in p or ":" in p for p in paths):
         return None
     candidates = _candidates(actions, touched.column(keys[0]).combine_chunks(), keys[0])
@@ -103,19 +129,36 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
     rows = 0
     for at in candidates:
         read = pq.read_table(f"{base}/{rel}/{paths[at]}", columns=keys, filesystem=filesystem)
-        read = read.append_column(_INDEX, pa.array(np.arange(read.num_rows, dtype=np.int64)))
+        stored = read.num_rows
+        read = read.append_column(_INDEX, pa.array(np.arange(stored, dtype=np.int64)))
+        entry = None if live is None else live[paths[at]]
+        deleted = None if entry is None else deleted_rows(store, rel, entry)
+        if deleted is not None and len(deleted):
+            kept = np.ones(stored, dtype=np.bool_)
+            kept[deleted] = False
+            read = read.filter(pa.array(kept))
         held = read.join(touched.select(keys), keys, join_type="left semi")
         if held.num_rows:
             held = held.sort_by(_INDEX)
             positions = np.asarray(held.column(_INDEX).to_numpy(), dtype=np.int64)
-            hits.append(_Hit(paths[at], int(sizes[at]), positions, held.select(keys)))
+            hits.append(
+                _Hit(
+                    paths[at],
+                    int(sizes[at]),
+                    positions,
+                    held.select(keys),
+                    entry,
+                    deleted,
+                    stored,
+                )
+            )
             found += held.num_rows
             rows += counts[at] if counts[at] is not None else FILE_ROWS
     if hits:
         every = pa.concat_tables([h.keys for h in hits])
         if every.group_by(keys, use_threads=False).aggregate([]).num_rows != found:
             return None  # a key held twice: the MERGE replaces every copy
-    return Located(tuple(hits), rows)
+    return Located(tuple(hits), rows, version)
 
 
 def _touched(model: Model, changes: pa.Table) -> pa.Table:
@@ -188,6 +231,8 @@ def rewrite(
     returns the fold and the Delta actions to commit (``RemoveAction`` and ``AddAction``)."""
     from deltalake.transaction import RemoveAction  # noqa: PLC0415 - optional dependency
 
+    if located.version is not None:  # a removal must name the file's vector: mark_deleted
+        raise ValueError("a table with deletion vectors is not rewritten file by file")
     folded = _fold(located, store, rel, model, changes)
     keys = list(model.key)
     schema = output_schema(model)
@@ -234,6 +279,39 @@ def rewrite(
     if len(unplaced):
         added = alive.take(pa.array(unplaced)).sort_by([(k, "ascending") for k in keys])
         actions.extend(write_files(store, rel, [added], keys))
+    return folded, actions
+
+
+def mark_deleted(
+    located: Located,
+    store: Store,
+    rel: str,
+    model: Model,
+    changes: pa.Table,
+) -> tuple[Folded, list[dict[str, Any]]]:
+    """Fold the batch and write what applies it with deletion vectors (``vectors``): each
+    touched row deleted in its file's vector, the touched keys' new versions and new keys
+    in new files; returns the fold and the log actions to commit."""
+    folded = _fold(located, store, rel, model, changes)
+    keys = list(model.key)
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    marked: list[tuple[LogFile, npt.NDArray[np.int64]]] = []
+    for hit in located.hits:
+        if hit.entry is None or hit.deleted is None:
+            raise ValueError("mark_deleted needs a table located with its deletion vectors")
+        deleted = np.union1d(hit.deleted, hit.positions)
+        if len(deleted) == hit.stored:  # every row gone: the file is removed
+            actions.append(removal(hit.entry, now))
+        else:
+            marked.append((hit.entry, deleted))
+    vectors = write_vectors(store, rel, [d for _, d in marked]) if marked else []
+    for (entry, _), vector in zip(marked, vectors, strict=True):
+        actions.extend([removal(entry, now), with_vector(entry, vector)])
+    alive = folded.rows
+    if alive.num_rows:
+        ordered = alive.sort_by([(k, "ascending") for k in keys])
+        actions.extend(added(a) for a in write_files(store, rel, [ordered], keys))
     return folded, actions
 
 

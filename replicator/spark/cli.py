@@ -264,6 +264,13 @@ def _run(
     help="--follow: seconds between looks for new batches.",
 )
 @click.option(
+    "--deletion-vectors",
+    is_flag=True,
+    help="--format delta: apply a keyed table's batches by marking replaced rows deleted "
+    "(Delta deletion vectors) instead of rewriting their files; needs readers that support "
+    "them (Spark with delta-spark 2.3+, Databricks, DuckDB, Trino).",
+)
+@click.option(
     "--optimize",
     is_flag=True,
     help="--format delta: compact each table's files (Z-ordered by key) and vacuum old "
@@ -289,6 +296,7 @@ def materialize(
     full_refresh: bool,
     follow: bool,
     interval: float,
+    deletion_vectors: bool,
     optimize: bool,
     retention_hours: float,
 ) -> None:
@@ -317,6 +325,7 @@ def materialize(
             assume_stable_keys=assume_stable_keys,
             keys=parsed,
             full_refresh=full_refresh,
+            deletion_vectors=deletion_vectors,
         )
         names = [n.strip() for value in tables for n in value.split(",") if n.strip()]
         out: Path | str = out_arg if is_url(out_arg) else Path(out_arg)
@@ -325,6 +334,8 @@ def materialize(
                 f"--out {out} is not a directory: the Parquet output is written to one",
                 hint="pass a directory, or --format delta for an object store",
             )
+        if deletion_vectors and output_format != "delta":
+            raise ConfigError("--deletion-vectors needs --format delta", hint="add --format delta")
         if (follow or optimize) and output_format != "delta":
             raise ConfigError(
                 f"--{'follow' if follow else 'optimize'} needs --format delta",

@@ -41,7 +41,7 @@ def land(zone: Zone, batch: int) -> None:
     )
 
 
-def command(landing: Path, out: Path) -> list[str]:
+def command(landing: Path, out: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-c",
@@ -53,17 +53,24 @@ def command(landing: Path, out: Path) -> list[str]:
         str(landing),
         "--out",
         str(out),
+        *extra,
     ]
 
 
-def _run_seconds(landing: Path, out: Path) -> float:
+FLAGS = pytest.mark.parametrize("flags", [(), ("--deletion-vectors",)], ids=["merge", "vectors"])
+
+
+def _run_seconds(landing: Path, out: Path, flags: tuple[str, ...]) -> float:
     """How long one whole run takes on this machine (into a scratch output)."""
     began = time.monotonic()
-    subprocess.run(command(landing, out), stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(command(landing, out, *flags), stdout=subprocess.DEVNULL, check=True)
     return time.monotonic() - began
 
 
-def test_killed_at_random_instants_never_loses_or_doubles_a_batch(tmp_path: Path) -> None:
+@FLAGS
+def test_killed_at_random_instants_never_loses_or_doubles_a_batch(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
     rng = random.Random(20261127)
     zone = Zone(tmp_path / "landing")
     out = tmp_path / "out"
@@ -73,13 +80,13 @@ def test_killed_at_random_instants_never_loses_or_doubles_a_batch(tmp_path: Path
     # the kills fall within a run's duration as measured here (start-up included): a fixed
     # window would let runs on a fast machine end before every kill
     land(zone, 1)
-    seconds = _run_seconds(zone.root, tmp_path / "scratch")
+    seconds = _run_seconds(zone.root, tmp_path / "scratch", flags)
     for batch in range(1, 13):
         if batch > 1:
             land(zone, batch)
         expected[batch] = expected_tables(zone)
         app = APP_PREFIX + str(landing_id_of(read_manifests(zone.root).manifests))
-        run = subprocess.Popen(command(zone.root, out), stdout=subprocess.DEVNULL)
+        run = subprocess.Popen(command(zone.root, out, *flags), stdout=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.05, 0.95) * seconds)
         if run.poll() is None:
             os.kill(run.pid, signal.SIGKILL)
@@ -97,6 +104,8 @@ def test_killed_at_random_instants_never_loses_or_doubles_a_batch(tmp_path: Path
     assert kills >= 4, "the runs ended before the kills: the test proves nothing"
     materialize_delta(zone.root, out)
     assert outputs(out) == expected_tables(zone)
+    vectors = DeltaTable(str(out / "shop" / "items")).protocol().reader_features or []
+    assert ("deletionVectors" in vectors) == bool(flags)
 
 
 def test_a_first_commit_never_made_is_built_again_and_anything_else_refused(
@@ -165,9 +174,9 @@ def test_options_must_match_the_existing_output(tmp_path: Path) -> None:
     assert [r[:3] for r in rows][-1] == (22, "b2", "c")
 
 
-def follow(landing: Path, out: Path) -> subprocess.Popen[bytes]:
+def follow(landing: Path, out: Path, flags: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [*command(landing, out), "--follow", "--interval", "0.1"],
+        [*command(landing, out, *flags), "--follow", "--interval", "0.1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -180,8 +189,9 @@ def held_batch(out: Path, app: str) -> int | None:
     return DeltaTable(str(path)).transaction_version(app)
 
 
+@FLAGS
 def test_follow_applies_each_batch_within_two_seconds_and_survives_kills(
-    tmp_path: Path,
+    tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
     """--follow lands each batch within 2 s of its manifest; SIGKILLed at random instants
     and started again, it never loses or doubles a batch; SIGTERM ends it with exit 0."""
@@ -190,7 +200,7 @@ def test_follow_applies_each_batch_within_two_seconds_and_survives_kills(
     out = tmp_path / "out"
     land(zone, 1)
     app = APP_PREFIX + str(landing_id_of(read_manifests(zone.root).manifests))
-    run = follow(zone.root, out)
+    run = follow(zone.root, out, flags)
     latencies: list[float] = []
     kills = 0
     try:
@@ -207,7 +217,7 @@ def test_follow_applies_each_batch_within_two_seconds_and_survives_kills(
                 run.kill()
                 run.wait()
                 kills += 1
-                run = follow(zone.root, out)
+                run = follow(zone.root, out, flags)
                 continue
             while held_batch(out, app) != batch:
                 assert time.monotonic() - landed < 10, f"batch {batch} not applied"
@@ -223,3 +233,5 @@ def test_follow_applies_each_batch_within_two_seconds_and_survives_kills(
     assert kills == 4
     assert max(latencies) < 2.0, latencies
     assert outputs(out) == expected_tables(zone)
+    vectors = DeltaTable(str(out / "shop" / "items")).protocol().reader_features or []
+    assert ("deletionVectors" in vectors) == bool(flags)

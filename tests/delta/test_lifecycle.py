@@ -5,6 +5,7 @@ plain-Python reference (``zone.expected_tables``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,18 @@ def outputs(out: Path) -> dict[str, Rows]:
     return found
 
 
+_VECTORS = {"on": False}  # this module's tests run twice: by MERGE, by deletion vectors
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["merge", "vectors"])
+def _vectors(request: pytest.FixtureRequest) -> Iterator[None]:
+    _VECTORS["on"] = request.param
+    yield
+    _VECTORS["on"] = False
+
+
 def check(zone: Zone, out: Path, **options: Any) -> dict[str, TableResult]:
-    chosen = MaterializeOptions(**options)
+    chosen = MaterializeOptions(**{"deletion_vectors": _VECTORS["on"], **options})
     results = {r.table: r for r in materialize_delta(zone.root, out, options=chosen)}
     full = out.with_name(out.name + "-full")
     materialize_delta(zone.root, full, options=replace(chosen, full_refresh=True))

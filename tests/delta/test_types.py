@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.schema import ColumnDef
 from replicator.delta.materialize import materialize_delta
+from replicator.landed.options import MaterializeOptions
 from replicator.sink.changes import TableVersion
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.test_types import collected, expected_columns
@@ -45,7 +46,8 @@ def duckdb_value(value: object) -> object:
     return collected(value)
 
 
-def test_every_type_lands_in_delta_as_in_spark(tmp_path: Path) -> None:
+@pytest.mark.parametrize("vectors", [False, True], ids=["merge", "vectors"])
+def test_every_type_lands_in_delta_as_in_spark(tmp_path: Path, vectors: bool) -> None:
     pk = ColumnDef(index=len(CASES), type=CT.LONG, meta=0, name="pk")
     version = TableVersion("shop", "types", (*ALL_TYPES.columns, pk), (len(CASES),))
     rows = list(zip(*(case[2] for case in CASES), strict=True))
@@ -70,8 +72,16 @@ def test_every_type_lands_in_delta_as_in_spark(tmp_path: Path) -> None:
     # the table's schema read back from Delta is the one the next run computes: a later
     # batch merges (a difference would rebuild the table at every run)
     zone.commit([(version, "u", (*rows[1], 1), (*rows[1], 1))])
-    (result,) = materialize_delta(zone.root, out)
+    options = MaterializeOptions(deletion_vectors=vectors)
+    (result,) = materialize_delta(zone.root, out, options=options)
     assert (result.action, result.detail) == ("merged", None)
+    # the row written again (by a MERGE, or to a new file beside a deletion vector) reads
+    # back as it was
+    names, got = read_delta(path, order_by="pk")
+    for name, (_, values) in expected_columns().items():
+        at = names.index(name)
+        assert [duckdb_value(r[at]) for r in got] == values, name
+    assert bool(pa.table(DeltaTable(str(path)).deletion_vectors().read_all()).num_rows) == vectors
 
 
 def test_every_type_as_a_keyless_row_survives_merges(tmp_path: Path) -> None:

@@ -1,0 +1,283 @@
+"""``materialize --format delta --deletion-vectors``: a keyed table's batches applied by
+deletion vectors (``delta.vectors``). The files holding touched keys stay as they are and
+gain vectors; new versions go to new files; DuckDB's delta extension and delta-rs's own scan
+(both independent of the writer) read exactly the rows the plain reference gives, batch
+after batch, through checkpoints, rebuilds and ``--optimize``; a vector file that does not
+match its descriptor stops the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replicator.binlog.values import ABSENT
+from replicator.delta import files as files_module
+from replicator.delta import materialize as materialize_module
+from replicator.delta import vectors
+from replicator.delta.materialize import materialize_delta, optimize_delta
+from replicator.errors import IntegrityError
+from replicator.landed.options import MaterializeOptions
+from replicator.storage import LocalStore
+from tests.delta.test_lifecycle import ITEMS, outputs
+from tests.delta.test_object_store import tables_on
+from tests.delta.test_partial_images import WIDE
+from tests.delta.test_ranged_build import workload
+from tests.harness.duckdb_delta import read_delta
+from tests.harness.s3 import S3Server
+from tests.spark.zone import Ddl, Zone, expected_tables
+
+pytestmark = pytest.mark.delta
+
+VECTORS = MaterializeOptions(deletion_vectors=True)
+
+
+@pytest.fixture
+def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files_module, "FILE_ROWS", 10)
+
+
+def scanned(path: Path) -> list[tuple[object, ...]]:
+    """The table as delta-rs's DataFusion scan reads it (it applies deletion vectors)."""
+    rows = pa.table(DeltaTable(str(path)).scan().read_all()).to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def vector_files(path: Path) -> list[Path]:
+    return sorted(path.glob("deletion_vector_*.bin"))
+
+
+def test_batches_mark_rows_deleted_and_leave_the_files(tmp_path: Path, small_files: None) -> None:
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(0, 200, 2)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    items = out / "shop" / "items"
+    before = set(DeltaTable(str(items)).file_uris())
+    assert len(before) == 10
+    assert vector_files(items) == []
+
+    zone.commit(
+        [
+            (ITEMS, "u", (4, "four"), (4, "n4")),
+            (ITEMS, "d", (62, "n62")),
+            (ITEMS, "u", (301, "moved"), (150, "n150")),
+            (ITEMS, "c", (5, "new")),
+        ]
+    )
+    (result,) = (
+        r for r in materialize_delta(zone.root, out, options=VECTORS) if r.table == "shop.items"
+    )
+    assert (result.action, result.rows) == ("merged", 100)
+    table = DeltaTable(str(items))
+    assert table.history(1)[0]["operation"] == "MERGE"
+    assert "deletionVectors" in (table.protocol().reader_features or [])
+    after = set(table.file_uris())
+    assert before <= after  # no file rewritten
+    assert len(after - before) == 1  # the new versions and new keys, in one new file
+    assert len(vector_files(items)) == 1
+    selections = pa.table(table.deletion_vectors().read_all()).to_pylist()
+    assert sorted(r["selection_vector"].count(False) for r in selections) == [1, 1, 1]
+    assert outputs(out) == expected_tables(zone)
+    assert scanned(items) == sorted(
+        (r["id"], r["name"]) for r in expected_tables(zone)["shop.items"]
+    )
+
+    for seed in (21, 22, 23):  # key moves, deletes and re-inserts, batch after batch
+        workload(zone, seed)
+        materialize_delta(zone.root, out, options=VECTORS)
+        assert outputs(out) == expected_tables(zone)
+    assert len(vector_files(items)) > 1
+    assert DeltaTable(str(items)).history(1)[0]["operation"] == "MERGE"
+    # the keyless table is applied by MERGE, without vectors
+    assert "deletionVectors" not in (
+        DeltaTable(str(out / "shop" / "log")).protocol().reader_features or []
+    )
+
+    # later runs without the flag go on with vectors: the table has them
+    workload(zone, 24)
+    materialize_delta(zone.root, out)
+    assert outputs(out) == expected_tables(zone)
+    assert DeltaTable(str(items)).history(1)[0]["operation"] == "MERGE"
+
+    # --optimize rewrites the files without their deleted rows
+    (done,) = (d for d in optimize_delta(out, retention_hours=0) if d.table == "shop.items")
+    assert done.files_added >= 1
+    assert pa.table(DeltaTable(str(items)).deletion_vectors().read_all()).num_rows == 0
+    assert outputs(out) == expected_tables(zone)
+    assert vector_files(items) == []  # vacuumed: no version within the retention uses them
+
+
+def test_a_file_whose_rows_are_all_deleted_is_removed(tmp_path: Path, small_files: None) -> None:
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(20)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    items = out / "shop" / "items"
+    zone.commit([(ITEMS, "d", (i, f"n{i}")) for i in range(10)])
+    (result,) = (
+        r for r in materialize_delta(zone.root, out, options=VECTORS) if r.table == "shop.items"
+    )
+    assert result.rows == 10
+    table = DeltaTable(str(items))
+    assert len(table.file_uris()) == 1
+    assert pa.table(table.deletion_vectors().read_all()).num_rows == 0
+    assert outputs(out) == expected_tables(zone)
+
+
+def test_partial_images_read_their_columns_through_the_vectors(
+    tmp_path: Path, small_files: None
+) -> None:
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(WIDE, "c", (i, f"a{i}", i * 10)) for i in range(30)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit([(WIDE, "u", (1, "one", 1), (1, "a1", 10))])  # a full image: a vector
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit(
+        [
+            (WIDE, "u", (ABSENT, "X", ABSENT), (1, ABSENT, ABSENT)),  # from the new file
+            (WIDE, "u", (ABSENT, ABSENT, 7), (25, ABSENT, ABSENT)),
+        ]
+    )
+    materialize_delta(zone.root, out, options=VECTORS)
+    rows = read_delta(out / "shop" / "wide", order_by="id")[1]
+    assert rows == [(i, {1: "X"}.get(i, f"a{i}"), {1: 1, 25: 7}.get(i, i * 10)) for i in range(30)]
+
+
+def test_checkpoints_keep_the_vectors(
+    tmp_path: Path, small_files: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(materialize_module, "_CHECKPOINT_EVERY", 2)
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(50)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    items = out / "shop" / "items"
+    for i in range(6):
+        zone.commit([(ITEMS, "u", (i * 7, f"v{i}"), (i * 7, f"n{i * 7}"))])
+        materialize_delta(zone.root, out, options=VECTORS)
+        assert outputs(out) == expected_tables(zone)
+    assert list((items / "_delta_log").glob("*.checkpoint.parquet"))
+    version, live = vectors.live_files(LocalStore(items), "")
+    assert version == DeltaTable(str(items)).version()
+    assert {f.path for f in live.values()} == {
+        u.rsplit("/", 1)[-1] for u in DeltaTable(str(items)).file_uris()
+    }
+    # keys 0 and 7, 14, 21 and 28, 35: four files of ten rows hold them
+    assert sum(1 for f in live.values() if f.vector) == 4
+    assert pa.table(DeltaTable(str(items)).deletion_vectors().read_all()).num_rows == 4
+
+
+def test_a_truncated_table_is_rebuilt_with_its_new_rows(tmp_path: Path, small_files: None) -> None:
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(30)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit([(ITEMS, "u", (3, "three"), (3, "n3")), (ITEMS, "d", (17, "n17"))])
+    materialize_delta(zone.root, out, options=VECTORS)
+    assert vector_files(out / "shop" / "items")
+    zone.commit([Ddl("truncate", "shop.items"), (ITEMS, "c", (1, "again"))])
+    materialize_delta(zone.root, out, options=VECTORS)
+    assert outputs(out) == expected_tables(zone)
+    assert scanned(out / "shop" / "items") == [(1, "again")]
+
+
+def test_a_vector_that_fails_its_checksum_stops_the_run(tmp_path: Path, small_files: None) -> None:
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(30)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit([(ITEMS, "u", (3, "three"), (3, "n3"))])
+    materialize_delta(zone.root, out, options=VECTORS)
+    items = out / "shop" / "items"
+    (found,) = vector_files(items)
+    blob = bytearray(found.read_bytes())
+    blob[-6] ^= 0x40  # a bit of the vector's bitmap
+    found.write_bytes(bytes(blob))
+    version = DeltaTable(str(items)).version()
+    zone.commit([(ITEMS, "u", (4, "four"), (4, "n4"))])
+    with pytest.raises(IntegrityError, match=r"deletion vector of part-.* fails its checksum"):
+        materialize_delta(zone.root, out, options=VECTORS)
+    assert DeltaTable(str(items)).version() == version  # nothing committed
+
+
+def test_a_commit_never_replaces_a_version(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+    info = {"replicator": "{}"}
+    vectors.commit(store, "t", 0, [], app="a", batch=1, info=info)
+    first = (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").read_bytes()
+    with pytest.raises(FileExistsError):
+        vectors.commit(store, "t", 0, [], app="b", batch=2, info=info)
+    assert (tmp_path / "t" / "_delta_log" / f"{0:020d}.json").read_bytes() == first
+    assert [p.name for p in (tmp_path / "t" / "_delta_log").iterdir()] == [f"{0:020d}.json"]
+    lines = [json.loads(line) for line in first.splitlines()]
+    assert lines[1] == {
+        "txn": {"appId": "a", "version": 1, "lastUpdated": lines[1]["txn"]["lastUpdated"]}
+    }
+
+
+def test_batches_on_an_object_store_use_vectors(
+    s3_server: S3Server, tmp_path: Path, small_files: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    bucket = s3_server.bucket("vectors")
+    out = f"s3://{bucket}/tables"
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(40)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit(
+        [(ITEMS, "u", (3, "three"), (3, "n3")), (ITEMS, "d", (25, "n25")), (ITEMS, "c", (99, "x"))]
+    )
+    (result,) = materialize_delta(zone.root, out, options=VECTORS)
+    assert (result.action, result.rows) == ("merged", 40)
+    copy = tmp_path / "copy"
+    assert tables_on(s3_server, bucket, "tables", copy) == expected_tables(zone)
+    assert DeltaTable(str(copy / "shop" / "items")).history(1)[0]["operation"] == "MERGE"
+    assert len(vector_files(copy / "shop" / "items")) == 1
+
+
+# ------------------------------------------------------------------------------ the format
+
+
+def test_z85_matches_the_reference_vector() -> None:
+    # the example of the Z85 specification (ZeroMQ RFC 32)
+    raw = bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])
+    assert vectors._z85(raw) == "HelloWorld"
+    assert vectors._unz85("HelloWorld") == raw
+
+
+@given(st.sets(st.integers(0, (1 << 32) - 1), max_size=300))
+def test_a_vector_decodes_to_its_rows(rows: set[int]) -> None:
+    positions = np.array(sorted(rows), dtype=np.int64)
+    data = vectors.encode(positions)
+    assert data[:4] == (1681511377).to_bytes(4, "little")
+    assert vectors.decode(data, "v").tolist() == positions.tolist()
+
+
+def test_a_vector_of_rows_past_32_bits_decodes_them() -> None:
+    from pyroaring import BitMap
+
+    low, high = BitMap([1, 2]).serialize(), BitMap([3]).serialize()
+    data = (
+        (1681511377).to_bytes(4, "little")
+        + (2).to_bytes(8, "little")
+        + (0).to_bytes(4, "little")
+        + low
+        + (1).to_bytes(4, "little")
+        + high
+    )
+    assert vectors.decode(data, "v").tolist() == [1, 2, (1 << 32) + 3]
+    with pytest.raises(IntegrityError, match="holds"):
+        vectors.decode(data + b"\0", "v")
+    with pytest.raises(IntegrityError, match="magic"):
+        vectors.decode(b"\0" * 16, "v")
