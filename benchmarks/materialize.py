@@ -22,6 +22,10 @@ sampled every 0.1 s over its session):
      lands, and the latency is from its commit to the Delta table's app transaction version
      (``replicator-<landing id>``) naming that batch; then SIGTERM.
 
+Formats: ``delta`` (the default: a keyed table's batches by deletion vectors), ``delta-cow``
+(``--no-deletion-vectors``: copy-on-write, each touched file written again) and ``parquet``
+(the Spark job).
+
 With ``--floor``, also the copy-on-write floor of (b): in a process of its own, the batch's
 rows folded alone (no output rows read: full row images) and applied by one bare delta-rs
 MERGE (upsert and delete by key, no key-range predicate) to a copy of the built output; the
@@ -35,7 +39,8 @@ build; incremental grows with K, not N (10M within 2x of 1M); follow latency <= 
 peak RSS <= 1 GB.
 
 Run: ``.venv/bin/python benchmarks/materialize.py [--rows 1000000,10000000] [--changes
-1000,100000] [--spread uniform,newest] [--repeat 1] [--timeout 900] [--work DIR] [--floor]``;
+1000,100000] [--spread uniform,newest] [--formats delta,delta-cow,parquet] [--repeat 1]
+[--timeout 900] [--work DIR] [--floor]``;
 ``--quick`` is N=100k, K=1000. The N-row landing zones stay in ``--work`` (default a temp dir)
 and are reused by the next run with the same ``--work``.
 """
@@ -76,7 +81,7 @@ from replicator.sink.landing import LandingZone
 from tests.spark.zone import col, int_col, text_col
 
 REPLICATOR = Path(sys.executable).with_name("replicator")
-FORMATS = {"delta", "delta-dv", "parquet"}
+FORMATS = {"delta", "delta-cow", "parquet"}
 TABLE = TableVersion(
     "bench",
     "t",
@@ -411,8 +416,11 @@ class Child:
 
 
 def materialize_command(fmt: str, landing: Path, out: Path, *extra: str) -> list[str]:
-    """``fmt``: ``delta``, ``parquet`` or ``delta-dv`` (``delta`` with ``--deletion-vectors``)."""
-    flags = ["--format", "delta", "--deletion-vectors"] if fmt == "delta-dv" else ["--format", fmt]
+    """``fmt``: ``delta`` (deletion vectors, the default), ``delta-cow`` (copy-on-write:
+    ``--no-deletion-vectors``) or ``parquet``."""
+    flags = (
+        ["--format", "delta", "--no-deletion-vectors"] if fmt == "delta-cow" else ["--format", fmt]
+    )
     return [
         str(REPLICATOR), "materialize", *flags,
         "--landing", str(landing), "--out", str(out), *extra,
@@ -708,7 +716,7 @@ def main() -> None:
     parser.add_argument("--rows", type=_ints, default=[1_000_000, 10_000_000])
     parser.add_argument("--changes", type=_ints, default=[1000, 100_000])
     parser.add_argument("--spread", default="uniform,newest")
-    parser.add_argument("--formats", default="delta,delta-dv,parquet")
+    parser.add_argument("--formats", default="delta,delta-cow,parquet")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--quick", action="store_true", help="N=100k, K=1000")
@@ -726,7 +734,7 @@ def main() -> None:
     spreads = [s.strip() for s in args.spread.split(",") if s.strip()]
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     if not set(spreads) <= {"uniform", "newest"} or not set(formats) <= FORMATS:
-        parser.error("--spread takes uniform,newest; --formats delta,delta-dv,parquet")
+        parser.error("--spread takes uniform,newest; --formats delta,delta-cow,parquet")
     work = args.work or Path(tempfile.mkdtemp(prefix="materialize-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"work directory: {work}", flush=True)
@@ -796,7 +804,7 @@ def measure(
                         f"{_secs(floor)} s, {floor.rss_mb:.0f} MB",
                         flush=True,
                     )
-                for number, fmt in enumerate(("delta", "delta-dv"), start=2):
+                for number, fmt in enumerate(("delta", "delta-cow"), start=2):
                     done = incremental.get(fmt, [])
                     if not done or done[-1].seconds is None:
                         continue

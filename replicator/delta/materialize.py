@@ -397,11 +397,11 @@ def _rebuild(
             return _result(landing, name, place, "empty", detail="no committed rows yet")
         model: Model = empty[0].model
         built, used = Built(), []
-        _overwrite(place, [], landing, model)
+        _overwrite(place, [], landing, model, _wants_vectors(options, existing))
     else:
         model = scan.model
         parts, built = build(scan)
-        _overwrite(place, parts, landing, model)
+        _overwrite(place, parts, landing, model, _wants_vectors(options, existing))
         used = scan.files
     return _result(
         landing,
@@ -445,13 +445,14 @@ def _merge(
     if not _same_columns(model.schema, previous_schema):
         return _rebuild(landing, place, name, existing, options, "rebuilt: its columns changed")
     store = place.out.store
-    if options.deletion_vectors and model.key and not _has_vectors(table):
+    wants = _wants_vectors(options, existing)
+    if wants and model.key and not _has_vectors(table):
         _enable_vectors(table)
     located = locate(table, store, place.rel, model, read.changes)
     if located is not None and located.version is not None:  # deletion vectors
         folded, marks = mark_deleted(located, store, place.rel, model, read.changes)
         version = located.version + 1
-        info = {_RECORD: json.dumps(_record(landing, model))}
+        info = {_RECORD: json.dumps(_record(landing, model, wants))}
         vectors.commit(
             store, place.rel, version, marks, app=app_id(landing), batch=landing.end, info=info
         )
@@ -465,13 +466,13 @@ def _merge(
             actions,
             mode="append",
             schema=output_schema(model),
-            commit_properties=_commit(landing, model),
+            commit_properties=_commit(landing, model, wants),
         )
         table.update_incremental()
     else:
         state = _rows_of(table, place, identities(model, read.changes), model)
         folded = fold(model, read.changes, state)
-        _merge_commit(table, folded, model, landing)
+        _merge_commit(table, folded, model, _commit(landing, model, wants))
     return _result(
         landing,
         name,
@@ -481,6 +482,18 @@ def _merge(
         rows=_count(table, place),
         unmatched=folded.unmatched,
     )
+
+
+def _wants_vectors(options: MaterializeOptions, existing: _Existing | None) -> bool:
+    """Whether a keyed table's batches go by deletion vectors (``vectors``): always once
+    the table has them; else as ``--[no-]deletion-vectors`` says; else for a table built
+    now, and for one built by a run that chose them (its record), not for older tables
+    (their readers may not read vectors)."""
+    if existing is not None and _has_vectors(existing.table):
+        return True
+    if options.deletion_vectors is not None:
+        return options.deletion_vectors
+    return existing is None or bool(existing.record.get("deletion_vectors"))
 
 
 def _has_vectors(table: Any) -> bool:
@@ -497,17 +510,19 @@ def _enable_vectors(table: Any) -> None:
     turned off; the table keeps them until its output is deleted."""
     from deltalake import TableFeatures  # noqa: PLC0415 - optional dependency
 
+    # (not ``set_table_properties``: delta-rs 1.6 then adds reader features such as
+    # ``variantType`` that Spark's delta-spark 3 cannot read)
     table.alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
-    table.alter.set_table_properties({"delta.enableDeletionVectors": "true"})
     table.update_incremental()
 
 
 # ------------------------------------------------------------------------------ Delta I/O
 
 
-def _record(landing: Landing, model: Model) -> dict[str, Any]:
+def _record(landing: Landing, model: Model, vectors: bool) -> dict[str, Any]:
     """What a commit records of the run that made it (its commit info's ``replicator``)."""
     return {
+        "deletion_vectors": vectors,
         "table": model.name,
         "landing": str(landing.root),
         "batch": landing.end,
@@ -517,17 +532,19 @@ def _record(landing: Landing, model: Model) -> dict[str, Any]:
     }
 
 
-def _commit(landing: Landing, model: Model) -> Any:
+def _commit(landing: Landing, model: Model, vectors: bool) -> Any:
     from deltalake import CommitProperties, Transaction  # noqa: PLC0415
 
-    record = _record(landing, model)
+    record = _record(landing, model, vectors)
     return CommitProperties(
         app_transactions=[Transaction(app_id=app_id(landing), version=landing.end)],
         custom_metadata={_RECORD: json.dumps(record)},
     )
 
 
-def _overwrite(place: _Place, parts: Iterable[pa.Table], landing: Landing, model: Model) -> None:
+def _overwrite(
+    place: _Place, parts: Iterable[pa.Table], landing: Landing, model: Model, vectors: bool
+) -> None:
     """Replace the table's rows (and schema) with ``parts``, in one commit (``files``)."""
     from deltalake import DeltaTable  # noqa: PLC0415
     from deltalake.schema import Schema  # noqa: PLC0415
@@ -538,7 +555,10 @@ def _overwrite(place: _Place, parts: Iterable[pa.Table], landing: Landing, model
     storage = place.out.storage
     if DeltaTable.is_deltatable(place.uri, storage_options=storage):
         DeltaTable(place.uri, storage_options=storage).create_write_transaction(
-            actions, mode="overwrite", schema=schema, commit_properties=_commit(landing, model)
+            actions,
+            mode="overwrite",
+            schema=schema,
+            commit_properties=_commit(landing, model, vectors),
         )
     else:
         create_table_with_add_actions(
@@ -547,7 +567,7 @@ def _overwrite(place: _Place, parts: Iterable[pa.Table], landing: Landing, model
             actions,
             mode="overwrite",
             storage_options=storage,
-            commit_properties=_commit(landing, model),
+            commit_properties=_commit(landing, model, vectors),
         )
 
 
@@ -555,12 +575,11 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _merge_commit(table: Any, folded: Folded, model: Model, landing: Landing) -> None:
+def _merge_commit(table: Any, folded: Folded, model: Model, commit: Any) -> None:
     """One MERGE commit: every row of the touched identities replaced by ``folded.rows``."""
     schema = output_schema(model)
     columns = {_quote(f.name): f"s.{_quote(f.name)}" for f in schema}
     action = f"s.{_quote(_ACTION)}"
-    commit = _commit(landing, model)
     if model.key:
         alive = folded.rows.select(list(model.key))
         gone = folded.touched.join(alive, list(model.key), join_type="left anti")

@@ -296,7 +296,7 @@ def mark_deleted(
     keys = list(model.key)
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = []
-    marked: list[tuple[LogFile, npt.NDArray[np.int64]]] = []
+    marked: list[tuple[LogFile, npt.NDArray[np.int64], int]] = []
     for hit in located.hits:
         if hit.entry is None or hit.deleted is None:
             raise ValueError("mark_deleted needs a table located with its deletion vectors")
@@ -304,10 +304,10 @@ def mark_deleted(
         if len(deleted) == hit.stored:  # every row gone: the file is removed
             actions.append(removal(hit.entry, now))
         else:
-            marked.append((hit.entry, deleted))
-    vectors = write_vectors(store, rel, [d for _, d in marked]) if marked else []
-    for (entry, _), vector in zip(marked, vectors, strict=True):
-        actions.extend([removal(entry, now), with_vector(entry, vector)])
+            marked.append((hit.entry, deleted, hit.stored))
+    vectors = write_vectors(store, rel, [d for _, d, _ in marked]) if marked else []
+    for (entry, _, stored), vector in zip(marked, vectors, strict=True):
+        actions.extend([removal(entry, now), with_vector(entry, vector, stored)])
     alive = folded.rows
     if alive.num_rows:
         ordered = alive.sort_by([(k, "ascending") for k in keys])

@@ -1,9 +1,10 @@
 """Deletion vectors: an incremental run that marks replaced rows deleted, not rewriting files.
 
 Copy-on-write rewrites every file that holds a touched key; a batch whose keys are spread
-evenly over a table touches nearly every file, and so costs a whole rewrite. With
-``materialize --format delta --deletion-vectors`` a keyed table's batch is applied as Spark
-and Databricks apply one to a table with deletion vectors on:
+evenly over a table touches nearly every file, and so costs a whole rewrite. With deletion
+vectors (``materialize --format delta``'s default for the tables it builds:
+``materialize._wants_vectors``) a keyed table's batch is applied as Spark and Databricks apply
+one to a table with deletion vectors on:
 
 * every touched row's file keeps its data and gets a *deletion vector* (the positions of its
   rows that no longer count: the old vector's and this batch's), in one vector file per
@@ -15,12 +16,12 @@ and Databricks apply one to a table with deletion vectors on:
 delta-rs 1.6 reads such tables (``DeltaTable.scan``, MERGE, DELETE, optimize, vacuum,
 checkpoints) but writes no vectors (delta-rs issue #4512) and its commit API takes no
 ``deletionVector``, so this module writes the vectors and the commit itself, in the formats
-of the Delta protocol: a vector is a ``RoaringBitmapArray`` (magic number, then 64-bit
-portable Roaring bitmaps, from ``pyroaring``) in a file of format version 1 whose entries
-are a big-endian size, the vector and its big-endian CRC-32; the commit is the next
-``_delta_log/<version>.json``, created only if absent (a hard link locally; a conditional
-PUT on an object store), so that a concurrent commit makes this one fail instead of being
-overwritten.
+of the Delta protocol: a vector is a ``RoaringBitmapArray`` (a magic number, then portable
+32-bit Roaring bitmaps from ``pyroaring``, each after its high half) in a file of format
+version 1 whose entries are a big-endian size, the vector and its big-endian CRC-32; the
+commit is the next ``_delta_log/<version>.json``, created only if absent (a hard link
+locally; a conditional PUT on an object store), so that a concurrent commit makes this one
+fail instead of being overwritten.
 
 The removal of a file with a vector must name that vector (the protocol identifies a file
 by its path and its vector), which delta-rs does not expose: ``live_files`` replays the log
@@ -28,10 +29,10 @@ itself (the last checkpoint, then the commits after it). Only vectors stored in 
 (storage type ``u``) are read; any other stops the run with a clear error.
 
 Tables with deletion vectors need readers of protocol 3/7 with the ``deletionVectors``
-feature: Spark with delta-spark 2.3+, Databricks, DuckDB's delta extension, Trino, delta-rs's
-``DeltaTable.scan`` and Polars' ``scan_delta`` over it. ``DeltaTable.to_pyarrow_table`` and
-``to_pyarrow_dataset`` refuse them. ``materialize --optimize`` rewrites the files without
-their deleted rows (its Z-order reads through the vectors).
+feature: Spark with delta-spark 2.4+, Databricks, DuckDB's delta extension, Trino, Polars,
+delta-rs's ``DeltaTable.scan``. ``DeltaTable.to_pyarrow_table`` and ``to_pyarrow_dataset``
+refuse them (``--no-deletion-vectors`` is for their users). ``materialize --optimize``
+rewrites the files without their deleted rows (its Z-order reads through the vectors).
 """
 
 from __future__ import annotations
@@ -333,9 +334,10 @@ def removal(entry: LogFile, now: int) -> dict[str, Any]:
     return {"remove": remove}
 
 
-def with_vector(entry: LogFile, vector: dict[str, Any]) -> dict[str, Any]:
+def with_vector(entry: LogFile, vector: dict[str, Any], stored: int) -> dict[str, Any]:
     """The action that adds ``entry``'s file again with the vector ``vector`` (after its
-    ``removal``): stats kept, their bounds no longer tight."""
+    ``removal``): stats kept, their bounds no longer tight, and its ``stored`` rows as
+    ``numRecords`` (which the protocol requires of a file with a vector)."""
     add = entry.add
     again: dict[str, Any] = {
         "path": add["path"],
@@ -345,11 +347,10 @@ def with_vector(entry: LogFile, vector: dict[str, Any]) -> dict[str, Any]:
         "dataChange": True,
         "deletionVector": vector,
     }
-    stats = add.get("stats")
-    if stats:
-        parsed = json.loads(stats)
-        parsed["tightBounds"] = False
-        again["stats"] = json.dumps(parsed, separators=(",", ":"))
+    stats = json.loads(add.get("stats") or "{}")
+    stats["numRecords"] = stored
+    stats["tightBounds"] = False
+    again["stats"] = json.dumps(stats, separators=(",", ":"))
     return {"add": again}
 
 

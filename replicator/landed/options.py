@@ -20,7 +20,8 @@ class MaterializeOptions:
     assume_stable_keys: bool = False  # updates without ``_before_key`` keep their key
     keys: Mapping[str, Sequence[str]] = field(default_factory=dict)  # db.t -> key; () = none
     full_refresh: bool = False  # ignore the existing state, rebuild from every manifest
-    deletion_vectors: bool = False  # Delta: keyed tables' batches as deletion vectors
+    # Delta: keyed tables' batches as deletion vectors (None: for tables built from now on)
+    deletion_vectors: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -264,11 +264,12 @@ def _run(
     help="--follow: seconds between looks for new batches.",
 )
 @click.option(
-    "--deletion-vectors",
-    is_flag=True,
+    "--deletion-vectors/--no-deletion-vectors",
+    default=None,
     help="--format delta: apply a keyed table's batches by marking replaced rows deleted "
-    "(Delta deletion vectors) instead of rewriting their files; needs readers that support "
-    "them (Spark with delta-spark 2.3+, Databricks, DuckDB, Trino).",
+    "(Delta deletion vectors) instead of rewriting their files. Default: on for tables built "
+    "from now on. Off for readers that cannot apply them (delta-rs's to_pyarrow_table, "
+    "pandas); a table that has them keeps them.",
 )
 @click.option(
     "--optimize",
@@ -296,7 +297,7 @@ def materialize(
     full_refresh: bool,
     follow: bool,
     interval: float,
-    deletion_vectors: bool,
+    deletion_vectors: bool | None,
     optimize: bool,
     retention_hours: float,
 ) -> None:
@@ -334,8 +335,10 @@ def materialize(
                 f"--out {out} is not a directory: the Parquet output is written to one",
                 hint="pass a directory, or --format delta for an object store",
             )
-        if deletion_vectors and output_format != "delta":
-            raise ConfigError("--deletion-vectors needs --format delta", hint="add --format delta")
+        if deletion_vectors is not None and output_format != "delta":
+            raise ConfigError(
+                "--[no-]deletion-vectors needs --format delta", hint="add --format delta"
+            )
         if (follow or optimize) and output_format != "delta":
             raise ConfigError(
                 f"--{'follow' if follow else 'optimize'} needs --format delta",

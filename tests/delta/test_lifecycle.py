@@ -34,14 +34,14 @@ def outputs(out: Path) -> dict[str, Rows]:
     return found
 
 
-_VECTORS = {"on": False}  # this module's tests run twice: by MERGE, by deletion vectors
+_VECTORS: dict[str, bool | None] = {"on": None}  # tests run twice: by MERGE, by vectors
 
 
 @pytest.fixture(autouse=True, params=[False, True], ids=["merge", "vectors"])
 def _vectors(request: pytest.FixtureRequest) -> Iterator[None]:
     _VECTORS["on"] = request.param
     yield
-    _VECTORS["on"] = False
+    _VECTORS["on"] = None
 
 
 def check(zone: Zone, out: Path, **options: Any) -> dict[str, TableResult]:

@@ -1,8 +1,9 @@
-"""A batch whose keys lie in large files is applied file by file (``delta.rewrite``) instead
-of by a MERGE: with tiny files and the threshold at one row, batches that move rows between
-keys, delete and insert give exactly what the plain reference gives, each file keeps its
-key order, the files holding no touched key are kept as they are, and partial row images
-take the columns they lack from the earlier rows (or stop, with nothing applied)."""
+"""Without deletion vectors (``--no-deletion-vectors``), a batch whose keys lie in large
+files is applied file by file (``delta.rewrite``) instead of by a MERGE: with tiny files and
+the threshold at one row, batches that move rows between keys, delete and insert give
+exactly what the plain reference gives, each file keeps its key order, the files holding no
+touched key are kept as they are, and partial row images take the columns they lack from
+the earlier rows (or stop, with nothing applied)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from tests.harness.s3 import S3Server
 from tests.spark.zone import Zone, expected_tables
 
 pytestmark = pytest.mark.delta
+
+COPY = MaterializeOptions(deletion_vectors=False)  # copy-on-write, not deletion vectors
 
 
 @pytest.fixture
@@ -55,7 +58,7 @@ def test_batches_over_many_files_give_the_reference_rows(tmp_path: Path, small_f
     zone = Zone(tmp_path / "landing")
     out = tmp_path / "out"
     zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(0, 200, 2)])
-    materialize_delta(zone.root, out)
+    materialize_delta(zone.root, out, options=COPY)
     items = out / "shop" / "items"
     before = keys_by_file(items)
     assert len(before) == 10
@@ -69,7 +72,9 @@ def test_batches_over_many_files_give_the_reference_rows(tmp_path: Path, small_f
             (ITEMS, "c", (5, "new")),
         ]
     )
-    (result,) = (r for r in materialize_delta(zone.root, out) if r.table == "shop.items")
+    (result,) = (
+        r for r in materialize_delta(zone.root, out, options=COPY) if r.table == "shop.items"
+    )
     assert (result.action, result.rows) == ("merged", 100)
     assert DeltaTable(str(items)).history(1)[0]["operation"] == "WRITE"
     assert outputs(out) == expected_tables(zone)
@@ -87,7 +92,7 @@ def test_batches_over_many_files_give_the_reference_rows(tmp_path: Path, small_f
 
     for seed in (21, 22, 23):  # key moves, deletes and re-inserts, batch after batch
         workload(zone, seed)
-        materialize_delta(zone.root, out)
+        materialize_delta(zone.root, out, options=COPY)
         assert outputs(out) == expected_tables(zone)
 
 
@@ -96,9 +101,9 @@ def test_partial_images_take_their_other_columns_from_the_files(
 ) -> None:
     zone = Zone(tmp_path / "landing")
     out, lenient = tmp_path / "out", tmp_path / "lenient"
-    options = MaterializeOptions(allow_unknown=True)
+    options = MaterializeOptions(allow_unknown=True, deletion_vectors=False)
     zone.commit([(WIDE, "c", (i, f"a{i}", i * 10)) for i in range(30)])
-    materialize_delta(zone.root, out)
+    materialize_delta(zone.root, out, options=COPY)
     materialize_delta(zone.root, lenient, options=options)
     zone.commit(
         [
@@ -107,7 +112,7 @@ def test_partial_images_take_their_other_columns_from_the_files(
             (WIDE, "u", (12, "full", 0), (12, "a12", 120)),  # needs no earlier row
         ]
     )
-    (result,) = materialize_delta(zone.root, out)
+    (result,) = materialize_delta(zone.root, out, options=COPY)
     assert result.action == "merged"
     wide = out / "shop" / "wide"
     assert DeltaTable(str(wide)).history(1)[0]["operation"] == "WRITE"
@@ -125,7 +130,7 @@ def test_partial_images_take_their_other_columns_from_the_files(
         ]
     )
     with pytest.raises(IntegrityError, match=r'the row with key \{"id": 77\} has columns no row'):
-        materialize_delta(zone.root, out)
+        materialize_delta(zone.root, out, options=COPY)
     assert read_delta(wide, order_by="id")[1] == rows  # nothing applied
 
     materialize_delta(zone.root, lenient, options=options)
@@ -146,7 +151,7 @@ def test_a_batch_on_an_object_store_is_rewritten_file_by_file(
     out = f"s3://{bucket}/tables"
     zone = Zone(tmp_path / "landing")
     zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(40)])
-    materialize_delta(zone.root, out)
+    materialize_delta(zone.root, out, options=COPY)
     zone.commit(
         [
             (ITEMS, "u", (3, "three"), (3, "n3")),
@@ -154,7 +159,7 @@ def test_a_batch_on_an_object_store_is_rewritten_file_by_file(
             (ITEMS, "c", (99, "new")),
         ]
     )
-    (result,) = materialize_delta(zone.root, out)
+    (result,) = materialize_delta(zone.root, out, options=COPY)
     assert (result.action, result.rows) == ("merged", 40)
     assert tables_on(object_store, bucket, "tables", tmp_path / "copy") == expected_tables(zone)
     copied = DeltaTable(str(tmp_path / "copy" / "shop" / "items"))

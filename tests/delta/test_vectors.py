@@ -35,7 +35,7 @@ from tests.spark.zone import Ddl, Zone, expected_tables
 
 pytestmark = pytest.mark.delta
 
-VECTORS = MaterializeOptions(deletion_vectors=True)
+VECTORS = MaterializeOptions(deletion_vectors=True)  # (also the default for new tables)
 
 
 @pytest.fixture
@@ -77,7 +77,9 @@ def test_batches_mark_rows_deleted_and_leave_the_files(tmp_path: Path, small_fil
     assert (result.action, result.rows) == ("merged", 100)
     table = DeltaTable(str(items))
     assert table.history(1)[0]["operation"] == "MERGE"
-    assert "deletionVectors" in (table.protocol().reader_features or [])
+    # the one reader feature vectors need (readers refuse a table with one they lack)
+    assert table.protocol().reader_features == ["deletionVectors"]
+    assert table.protocol().writer_features == ["deletionVectors"]
     after = set(table.file_uris())
     assert before <= after  # no file rewritten
     assert len(after - before) == 1  # the new versions and new keys, in one new file
