@@ -681,8 +681,8 @@ def _rows_of(table: Any, place: _Place, touched: pa.Table, model: Model) -> pa.T
         test = bounds.expression() & test
     if _has_vectors(table):  # a scan that applies them (pyarrow's dataset refuses)
         where = None if bounds is None else bounds.sql(None)
-        found = pa.table(table.scan(columns=schema.names, predicate=where).read_all())
-        found = found.filter(test)
+        scanned = pa.table(table.scan(columns=schema.names, predicate=where).read_all())
+        found = scanned.cast(schema).filter(test)  # (its text comes as string_view)
     else:
         found = table.to_pyarrow_dataset().to_table(filter=test, columns=schema.names)
     found = found.cast(schema)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from hypothesis import given
@@ -62,6 +63,10 @@ def test_batches_mark_rows_deleted_and_leave_the_files(tmp_path: Path, small_fil
     before = set(DeltaTable(str(items)).file_uris())
     assert len(before) == 10
     assert vector_files(items) == []
+    # the integer key delta-encoded (what a batch reads of every file it may touch)
+    first = pq.read_metadata(next(iter(before)).removeprefix("file://"))
+    assert "DELTA_BINARY_PACKED" in first.row_group(0).column(0).encodings
+    assert "RLE_DICTIONARY" in first.row_group(0).column(1).encodings
 
     zone.commit(
         [
@@ -283,3 +288,34 @@ def test_a_vector_of_rows_past_32_bits_decodes_them() -> None:
         vectors.decode(data + b"\0", "v")
     with pytest.raises(IntegrityError, match="magic"):
         vectors.decode(b"\0" * 16, "v")
+
+
+def test_a_batch_left_to_the_merge_reads_the_table_through_its_vectors(
+    tmp_path: Path, small_files: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch ``locate`` leaves to the MERGE (a key value that is null, say) on a table with
+    vectors: the rows it folds with are read through the vectors (pyarrow's dataset refuses
+    such a table), and delta-rs's MERGE keeps the deleted rows deleted."""
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(30)])
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit([(ITEMS, "u", (3, "three"), (3, "n3")), (ITEMS, "d", (12, "n12"))])
+    materialize_delta(zone.root, out, options=VECTORS)
+    assert pa.table(DeltaTable(str(out / "shop" / "items")).deletion_vectors().read_all()).num_rows
+    monkeypatch.setattr(materialize_module, "locate", lambda *args: None)
+    zone.commit(
+        [
+            (ITEMS, "u", (3, "again"), (3, "three")),  # its row is in the new file
+            (ITEMS, "u", (4, "four"), (4, "n4")),  # in a file with a vector
+            (ITEMS, "c", (12, "back")),  # deleted by a vector, inserted again
+        ]
+    )
+    (result,) = (
+        r for r in materialize_delta(zone.root, out, options=VECTORS) if r.table == "shop.items"
+    )
+    assert (result.action, result.rows) == ("merged", 30)
+    assert outputs(out) == expected_tables(zone)
+    assert scanned(out / "shop" / "items") == sorted(
+        (r["id"], r["name"]) for r in expected_tables(zone)["shop.items"]
+    )
