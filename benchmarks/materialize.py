@@ -694,17 +694,22 @@ def print_targets(results: list[Row]) -> None:
             f"- {fmt}: peak RSS <= {TARGET_RSS_MB:.0f} MB: "
             f"{verdict(max(peaks.values()) <= TARGET_RSS_MB)} (max: {', '.join(shown)})"
         )
-    follows = [r.follow for r in results if r.follow is not None and r.n == 10_000_000]
-    ok = (
-        None
-        if not follows
-        else all(f.seconds is not None and f.seconds <= TARGET_FOLLOW_S for f in follows)
-    )
-    worst = [f.seconds for f in follows if f.seconds is not None]
-    print(
-        f"- delta: follow latency at 10M <= {TARGET_FOLLOW_S:.0f} s: {verdict(ok)} "
-        f"(max {max(worst) if worst else float('nan'):.2f} s)"
-    )
+    for fmt in ("delta", "delta-cow"):
+        follows = [
+            r.follow for r in results if r.fmt == fmt and r.follow is not None and r.n == 10_000_000
+        ]
+        if not any(r.fmt == fmt for r in results):
+            continue
+        ok = (
+            None
+            if not follows
+            else all(f.seconds is not None and f.seconds <= TARGET_FOLLOW_S for f in follows)
+        )
+        worst = [f.seconds for f in follows if f.seconds is not None]
+        print(
+            f"- {fmt}: follow latency at 10M <= {TARGET_FOLLOW_S:.0f} s: {verdict(ok)} "
+            f"(max {max(worst) if worst else float('nan'):.2f} s)"
+        )
 
 
 def _ints(text: str) -> list[int]:
@@ -821,9 +826,9 @@ def measure(
                     print(f"N={n:,} K={k:,} {spread} {fmt} follow {rep + 1}: {_secs(follow)} s")
             for fmt in formats:
                 median = _median(follows[fmt]) if follows.get(fmt) else None
-                floor = _median(floors) if fmt == "delta" and floors else None
+                lowest = _median(floors) if fmt == "delta" and floors else None
                 rows_out.append(
-                    Row(n, k, spread, fmt, full[fmt], _median(incremental[fmt]), median, floor)
+                    Row(n, k, spread, fmt, full[fmt], _median(incremental[fmt]), median, lowest)
                 )
     return rows_out
 
