@@ -101,13 +101,16 @@ def decode(data: bytes, where: str) -> npt.NDArray[np.int64]:
     (count,) = struct.unpack_from("<q", data, 4)
     parts: list[npt.NDArray[np.int64]] = []
     at = 12
-    for _ in range(count):
-        (high,) = struct.unpack_from("<i", data, at)
-        bitmap = BitMap.deserialize(data[at + 4 :])
-        size = len(bitmap.serialize())
-        at += 4 + size
-        low = np.asarray(bitmap.to_array(), dtype=np.int64)
-        parts.append(low + (np.int64(high) << 32))
+    try:
+        for _ in range(count):
+            (high,) = struct.unpack_from("<i", data, at)
+            bitmap = BitMap.deserialize(data[at + 4 :])
+            size = len(bitmap.serialize())
+            at += 4 + size
+            low = np.asarray(bitmap.to_array(), dtype=np.int64)
+            parts.append(low + (np.int64(high) << 32))
+    except (struct.error, ValueError, OverflowError) as exc:
+        raise IntegrityError(f"{where}: a malformed deletion vector ({exc})") from exc
     if at != len(data):
         raise IntegrityError(f"{where}: a deletion vector of {len(data)} bytes holds {at}")
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

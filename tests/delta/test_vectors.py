@@ -288,6 +288,10 @@ def test_a_vector_of_rows_past_32_bits_decodes_them() -> None:
         vectors.decode(data + b"\0", "v")
     with pytest.raises(IntegrityError, match="magic"):
         vectors.decode(b"\0" * 16, "v")
+    with pytest.raises(IntegrityError, match="malformed"):
+        vectors.decode(data[:-3], "v")  # a bitmap cut short
+    with pytest.raises(IntegrityError, match="malformed"):
+        vectors.decode(data[:12].replace(b"\x02", b"\x07", 1) + data[12:], "v")  # 7 halves
 
 
 def test_a_batch_left_to_the_merge_reads_the_table_through_its_vectors(
