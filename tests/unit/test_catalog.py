@@ -426,3 +426,24 @@ def test_errors_are_sorted_by_cause() -> None:
         read_catalog(FakeConnection([], lost), MARIADB)
     with pytest.raises(SourceUnavailableError, match=r"db\.example:3306: cannot read"):
         read_traits(FakeConnection(pymysql.err.InterfaceError(0, "")))
+
+
+def test_columns_are_numbered_across_tables_in_key_order() -> None:
+    """The ids a seed's catalog gives its columns: 1..n over the tables sorted by key, each
+    table's columns in ordinal order, whatever order the server lists them in."""
+    second = [{**c, "TABLE_NAME": "b"} for c in (col("x", "int"), col("y", "int"))]
+    first = [{**c, "TABLE_NAME": "a"} for c in (col("p", "int"), col("q", "int"))]
+    listed = rows(*second) + rows(*first)
+    listed[0], listed[1] = listed[1], listed[0]  # b's columns out of ordinal order
+    catalog = catalog_from_rows(
+        MARIADB,
+        [("db", "utf8mb4", "utf8mb4_general_ci")],
+        [("db", "b", "latin1_swedish_ci", "latin1"), ("db", "a", "latin1_swedish_ci", "latin1")],
+        listed,
+        [],
+    )
+    assert list(catalog.tables) == [("db", "a"), ("db", "b")]
+    found = [(t.name, c.name, c.id) for t in catalog.tables.values() for c in t.columns]
+    assert found == [("a", "p", 1), ("a", "q", 2), ("b", "x", 3), ("b", "y", 4)]
+    assert catalog.next_column_id == 5
+    assert catalog.numbered() == catalog
