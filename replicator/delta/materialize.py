@@ -70,6 +70,8 @@ _ACTION = "__replicator_action"
 _INDEX = "__replicator_row"
 _RECORD = "replicator"  # the commit-info key of what a run recorded (options, key, batch)
 _CHECKPOINT_EVERY = 100  # versions between checkpoints (delta-rs's default interval)
+_SMALL_FILES = 32  # small files that make a batch with deletion vectors compact them
+_SMALL_BYTES = 8 << 20  # what counts as small, and the size compaction makes
 
 
 def app_id(landing: Landing) -> str:
@@ -460,6 +462,7 @@ def _merge(
             table.update_incremental()
             table.create_checkpoint()
         table.update_incremental()
+        _compact_small(table, _commit(landing, model, wants))
     elif located is not None and located.rows >= REWRITE_FROM_ROWS:
         folded, actions = rewrite(located, store, place.rel, model, read.changes)
         table.create_write_transaction(
@@ -482,6 +485,19 @@ def _merge(
         rows=_count(table, place),
         unmatched=folded.unmatched,
     )
+
+
+def _compact_small(table: Any, commit: Any) -> None:
+    """With deletion vectors each batch adds a small file (its rows' new versions) whose key
+    range spans the batch's keys, so every later batch reads it; once ``_SMALL_FILES`` of
+    them gather, they are compacted (delta-rs's bin-packing of the files under
+    ``_SMALL_BYTES``, one commit of its own; the table's large files are left as they
+    are). The number of files a batch reads then stays bounded between ``--optimize``
+    runs, and with it a ``--follow``'s latency."""
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
+    if pc.sum(pc.less(sizes, _SMALL_BYTES)).as_py() >= _SMALL_FILES:
+        table.optimize.compact(target_size=_SMALL_BYTES, commit_properties=commit)
+        table.update_incremental()
 
 
 def _wants_vectors(options: MaterializeOptions, existing: _Existing | None) -> bool:

@@ -7,7 +7,10 @@ match its descriptor stops the run."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
+import string
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from replicator.delta import materialize as materialize_module
 from replicator.delta import vectors
 from replicator.delta.materialize import materialize_delta, optimize_delta
 from replicator.errors import IntegrityError
+from replicator.landed.batches import Landing
 from replicator.landed.options import MaterializeOptions
 from replicator.storage import LocalStore
 from tests.delta.test_lifecycle import ITEMS, outputs
@@ -322,4 +326,42 @@ def test_a_batch_left_to_the_merge_reads_the_table_through_its_vectors(
     assert outputs(out) == expected_tables(zone)
     assert scanned(out / "shop" / "items") == sorted(
         (r["id"], r["name"]) for r in expected_tables(zone)["shop.items"]
+    )
+
+
+def _noise(seed: int) -> str:
+    """600 letters that do not compress."""
+    return "".join(random.Random(seed).choices(string.ascii_letters, k=600))
+
+
+def test_small_files_of_batches_are_compacted_as_they_gather(
+    tmp_path: Path, small_files: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(materialize_module, "_SMALL_FILES", 4)
+    monkeypatch.setattr(materialize_module, "_SMALL_BYTES", 4096)
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (i, _noise(i))) for i in range(40)])  # files over 4 KB
+    materialize_delta(zone.root, out, options=VECTORS)
+    items = out / "shop" / "items"
+    built = {u for u in DeltaTable(str(items)).file_uris()}
+    counts = []
+    for i in range(8):
+        zone.commit([(ITEMS, "u", (i * 5, f"v{i}"), (i * 5, _noise(i * 5)))])
+        materialize_delta(zone.root, out, options=VECTORS)
+        assert outputs(out) == expected_tables(zone)
+        files = set(DeltaTable(str(items)).file_uris())
+        counts.append(len(files - built))  # the batches' own files
+        assert built <= files  # the large files are never compacted
+    # a fourth small file makes them fewer (files of up to 4 KB); never four at the end of
+    # a run
+    assert counts[:3] == [1, 2, 3]
+    assert max(counts) == 3
+    assert any(later < earlier for earlier, later in itertools.pairwise(counts))
+    assert "OPTIMIZE" in [c["operation"] for c in DeltaTable(str(items)).history(20)]
+    assert (
+        DeltaTable(str(items)).transaction_version(
+            materialize_module.app_id(Landing.read(zone.root))
+        )
+        == 9
     )
