@@ -46,8 +46,10 @@ checks must be as quick.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -490,6 +492,7 @@ class Metrics:
 # -- the HTTP side ---------------------------------------------------------------------------
 
 _TEXT: Final = "text/plain; charset=utf-8"
+_BACKLOG: Final = 128  # aiohttp's sites' default
 _SHUTDOWN_SECONDS: Final = 1.0  # close() waits this long at most for answers under way
 
 
@@ -527,6 +530,12 @@ class MetricsServer:
     with no whole request in that time is closed, however many bytes dribble in, so idle or
     slow clients hold a connection that long at most. It serves on the daemon's event loop and
     leaves its signals alone.
+
+    ``start`` is ``listen`` then ``serve``. ``listen`` binds and listens on the port (a port
+    taken is a ``ConfigError`` there) without aiohttp; ``serve`` imports aiohttp (a tenth of a
+    second) and answers, the connections made in between included: they wait in the socket's
+    backlog. The daemon listens before it reads the source and serves once its stream has
+    begun (``service``), so that the import does not hold up its first binlog request.
     """
 
     def __init__(
@@ -547,6 +556,8 @@ class MetricsServer:
         self._idle_timeout = idle_timeout
         self._runner: web.ServerRunner | None = None
         self._started = False
+        self._served = False
+        self._sockets: list[socket.socket] = []  # bound and listening (``listen``)
         self._addresses: tuple[tuple[str, int], ...] = ()
         self._routes: dict[str, Callable[[web.BaseRequest], web.Response]] = {
             "/metrics": self._metrics,
@@ -555,9 +566,59 @@ class MetricsServer:
         }
 
     async def start(self) -> None:
+        await self.listen()
+        await self.serve()
+
+    async def listen(self) -> None:
+        """Bind and listen on every address the host resolves to, as asyncio's
+        ``create_server`` (which aiohttp's sites use) does: SO_REUSEADDR, IPv6 sockets
+        IPv6-only, aiohttp's backlog. Nothing is answered until ``serve``."""
         if self._started:
             raise RuntimeError("the metrics server was already started")
         self._started = True
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(
+                self._host or None,
+                self._requested_port,
+                type=socket.SOCK_STREAM,
+                flags=socket.AI_PASSIVE,
+            )
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, True)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, True)
+                try:
+                    sock.bind(address)
+                except OSError as err:  # worded as asyncio words it
+                    raise OSError(
+                        err.errno,
+                        f"error while attempting to bind on address {address!r}: "
+                        f"{(err.strerror or str(err)).lower()}",
+                    ) from None
+                sock.listen(_BACKLOG)
+                sock.setblocking(False)
+        except OSError as exc:
+            self._close_sockets()
+            raise ConfigError(
+                f"cannot listen for metrics on {self._host}:{self._requested_port}: "
+                f"{exc.strerror or exc}",
+                hint="choose another metrics host/port, or stop what is using that port",
+            ) from exc
+        # (host, port) of each socket; IPv6 socket names carry flow info and scope id too
+        names = [sock.getsockname() for sock in self._sockets]
+        self._addresses = tuple((str(a[0]), int(a[1])) for a in names)
+        log.info("metrics server listening", addresses=[f"{h}:{p}" for h, p in self._addresses])
+
+    async def serve(self) -> None:
+        """Answer on the sockets ``listen`` opened (once)."""
+        if not self._sockets:
+            raise RuntimeError("the metrics server is not listening")
+        if self._served:
+            raise RuntimeError("the metrics server is already serving")
+        self._served = True
         from aiohttp import web  # noqa: PLC0415 - see the imports
 
         server = web.Server(
@@ -570,24 +631,19 @@ class MetricsServer:
         # the daemon handles SIGTERM/SIGINT itself (a graceful drain, then exit)
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=_SHUTDOWN_SECONDS)
         await runner.setup()
-        try:
-            await web.TCPSite(runner, self._host, self._requested_port).start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise ConfigError(
-                f"cannot listen for metrics on {self._host}:{self._requested_port}: "
-                f"{exc.strerror or exc}",
-                hint="choose another metrics host/port, or stop what is using that port",
-            ) from exc
-        self._runner = runner
-        # (host, port) of each socket; IPv6 socket names carry flow info and scope id too
-        self._addresses = tuple((str(a[0]), int(a[1])) for a in runner.addresses)
-        log.info("metrics server listening", addresses=[f"{h}:{p}" for h, p in self._addresses])
+        self._runner = runner  # ``close`` cleans it up from here on
+        for sock in self._sockets:
+            await web.SockSite(runner, sock, backlog=_BACKLOG).start()
+
+    def _close_sockets(self) -> None:
+        sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            sock.close()
 
     @property
     def addresses(self) -> tuple[tuple[str, int], ...]:
         """(host, port) of every listening socket (a name like ``localhost`` may give two)."""
-        if self._runner is None:
+        if not self._addresses:
             raise RuntimeError("the metrics server is not started")
         return self._addresses
 
@@ -599,9 +655,12 @@ class MetricsServer:
     async def close(self) -> None:
         """Stop listening and drop the connections still open. Safe to call twice."""
         runner, self._runner = self._runner, None
-        if runner is None:
+        if runner is None and not self._sockets:
             return
-        await runner.cleanup()
+        if runner is not None:
+            await runner.cleanup()
+        self._close_sockets()  # what was never served (closing twice does nothing)
+        self._addresses = ()
         log.info("metrics server closed")
 
     async def __aenter__(self) -> MetricsServer:

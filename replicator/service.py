@@ -64,6 +64,9 @@ from .source.stream import ReplicaStream
 log = structlog.get_logger("replicator")
 _T = TypeVar("_T")
 GUARD_SECONDS = 2.0
+HTTP_SERVE_WITHIN = 0.25
+"""The HTTP port listens before the source is read and answers once the stream has begun, or
+this many seconds after it listens if that comes first (``_serve_http``)."""
 OVERRUN_SECONDS = 1.0
 """How long past ``service.shutdown_timeout`` a stop may still have work under way (a commit
 in the writer thread, a call to the source) before the process ends without it."""
@@ -97,6 +100,7 @@ class Service:
         # every heartbeat_seconds on an idle source)
         self.metrics = Metrics(stall_seconds=max(30.0, 3 * config.source.heartbeat_seconds))
         self.http: MetricsServer | None = None
+        self._serving: asyncio.Task[None] | None = None  # the HTTP port's (``_serve_http``)
         self._ready_taken = 0  # items taken without waiting (see _take)
         self.metrics.on_scrape(self._sync_metrics)
         self.snapshots: SnapshotRunner | None = None
@@ -271,6 +275,10 @@ class Service:
                         raise
                     gone = exc
         finally:
+            if self._serving is not None:
+                self._serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._serving
             if self.http is not None:
                 await self.http.close()
 
@@ -609,9 +617,25 @@ class Service:
         self.http = MetricsServer(
             self.metrics, host=service.http_host, port=service.http_port, ready=self._ready
         )
-        await self.http.start()
+        await self.http.listen()
         log.info("http listening", host=service.http_host, port=self.http.port)
         self.lock.note(http_host=service.http_host, http_port=self.http.port)
+        self._serving = asyncio.create_task(self._serve_http(self.http), name="http")
+
+    async def _serve_http(self, http: MetricsServer) -> None:
+        """Answer on the port once the stream has begun (its first bytes came), or
+        ``HTTP_SERVE_WITHIN`` seconds after it listens (a slow or unreachable source, the
+        history still being seeded), whichever comes first: aiohttp's import (a tenth of a
+        second) then does not hold up the first binlog request. A probe that connects before
+        is answered then (it waits in the socket's backlog)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + HTTP_SERVE_WITHIN
+        while loop.time() < until and not self._stop.is_set():
+            stream = self.stream
+            if stream is not None and stream.stats.bytes_received > 0:
+                break
+            await asyncio.sleep(0.01)
+        await http.serve()
 
     def _ready(self) -> Status:
         self._sync_metrics()

@@ -28,9 +28,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Callable
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..binlog.schema import ColumnDef
 from ..errors import IntegrityError, ReplicatorError
@@ -38,6 +36,9 @@ from ..schema import ddl
 from ..schema.history import SchemaChange
 from ..schema.model import Table
 from ..sink.changes import TableVersion
+
+if TYPE_CHECKING:  # the schemas come from the landing zone's writer, which imports pyarrow
+    import pyarrow as pa
 
 Replicated = Callable[[str, str], bool]
 # the landed version of a table: (database, table, columns, key ordinals) -> (version, kept)

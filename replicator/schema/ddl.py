@@ -30,20 +30,14 @@ as the server reads them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import re
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
-
-from sqlglot.dialects.mysql import MySQL
-from sqlglot.errors import TokenError
-from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
+from typing import TYPE_CHECKING, ClassVar
 
 from ..binlog.charsets import KNOWN_CHARSETS
-from .ddl_tree import ColumnSpec as _ColumnSpec
-from .ddl_tree import TypeSpec as _Type
-from .ddl_tree import UnreadableColumn, read_column, read_default, sized
 from .model import (
     BINARY_TYPES,
     NO_DEFAULT,
@@ -55,6 +49,15 @@ from .model import (
     ServerTraits,
     Table,
 )
+
+# sqlglot (the tokenizer here, the syntax tree in ``ddl_tree``) is imported at the first
+# statement read, not with this module: it takes a tenth of a second, and a stream whose binlog
+# holds no DDL never needs it (tests/unit/test_startup.py)
+if TYPE_CHECKING:
+    from sqlglot.tokens import Tokenizer, TokenType  # type: ignore[attr-defined]
+
+    from .ddl_tree import ColumnSpec as _ColumnSpec
+    from .ddl_tree import TypeSpec as _Type
 
 __all__ = [
     "Context",
@@ -227,18 +230,44 @@ def effects_tables(effects: Sequence[Effect]) -> Iterator[Table]:
 
 WORD, IDENT, STRING, NUMBER = "word", "ident", "string", "number"
 HEX, BIT, PUNCT, INTRODUCER = "hex", "bit", "punct", "introducer"
-_PUNCT = {
-    TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA, TokenType.DOT, TokenType.EQ,
-    TokenType.SEMICOLON, TokenType.DASH, TokenType.PLUS, TokenType.STAR, TokenType.SLASH,
-    TokenType.PARAMETER, TokenType.LT, TokenType.GT, TokenType.LTE, TokenType.GTE,
-    TokenType.NEQ, TokenType.COLON, TokenType.PIPE, TokenType.AMP, TokenType.CARET,
-    TokenType.MOD, TokenType.DPIPE, TokenType.NULLSAFE_EQ,
-}  # fmt: skip
-# token kinds by sqlglot token type (strings are told apart below; anything else is a word)
-_KINDS = {
-    TokenType.IDENTIFIER: IDENT, TokenType.NUMBER: NUMBER, TokenType.HEX_STRING: HEX,
-    TokenType.BIT_STRING: BIT, TokenType.INTRODUCER: INTRODUCER, **dict.fromkeys(_PUNCT, PUNCT),
-}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Lexer:
+    """sqlglot's MySQL tokenizer and how ``tokenize`` reads its tokens (``_lexer``)."""
+
+    tokenizer: type[Tokenizer]
+    kinds: dict[TokenType, str]  # token kinds by sqlglot token type
+    strings: frozenset[TokenType]
+    error: type[Exception]
+
+
+@functools.cache
+def _lexer() -> _Lexer:
+    """Built at the first statement read (see the imports)."""
+    from sqlglot.dialects.mysql import MySQL  # noqa: PLC0415 - see the imports
+    from sqlglot.errors import TokenError  # noqa: PLC0415
+    from sqlglot.tokens import TokenType  # type: ignore[attr-defined]  # noqa: PLC0415
+
+    class _Tokenizer(MySQL.Tokenizer):
+        # sqlglot keeps RENAME/REPLACE/... as one opaque string
+        COMMANDS: ClassVar[set[TokenType]] = set()
+
+    punct = {
+        TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA, TokenType.DOT, TokenType.EQ,
+        TokenType.SEMICOLON, TokenType.DASH, TokenType.PLUS, TokenType.STAR, TokenType.SLASH,
+        TokenType.PARAMETER, TokenType.LT, TokenType.GT, TokenType.LTE, TokenType.GTE,
+        TokenType.NEQ, TokenType.COLON, TokenType.PIPE, TokenType.AMP, TokenType.CARET,
+        TokenType.MOD, TokenType.DPIPE, TokenType.NULLSAFE_EQ,
+    }  # fmt: skip
+    # strings are told apart in ``tokenize``; anything else is a word
+    kinds = {
+        TokenType.IDENTIFIER: IDENT, TokenType.NUMBER: NUMBER, TokenType.HEX_STRING: HEX,
+        TokenType.BIT_STRING: BIT, TokenType.INTRODUCER: INTRODUCER,
+        **dict.fromkeys(punct, PUNCT),
+    }  # fmt: skip
+    strings = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING})
+    return _Lexer(_Tokenizer, kinds, strings, TokenError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,22 +342,18 @@ def unwrap_versioned(sql: str, traits: ServerTraits) -> str:
     return "".join(out)
 
 
-class _Tokenizer(MySQL.Tokenizer):
-    # sqlglot keeps RENAME/REPLACE/... as one opaque string
-    COMMANDS: ClassVar[set[TokenType]] = set()
-
-
 def tokenize(sql: str, context: Context, traits: ServerTraits) -> list[Tok]:
     text = unwrap_versioned(sql, traits)
+    lexer = _lexer()
     try:
-        raw = _Tokenizer().tokenize(text)
-    except TokenError as exc:
+        raw = lexer.tokenizer().tokenize(text)
+    except lexer.error as exc:
         raise DdlError(f"cannot read the statement: {exc}", None) from exc
     out: list[Tok] = []
     for tok in raw:
         value = tok.text
-        kind = _KINDS.get(tok.token_type, WORD)
-        if tok.token_type in (TokenType.STRING, TokenType.NATIONAL_STRING):
+        kind = lexer.kinds.get(tok.token_type, WORD)
+        if tok.token_type in lexer.strings:
             quoted_dq = text[tok.start : tok.start + 1] == '"'
             kind = IDENT if quoted_dq and context.ansi_quotes else STRING
         if kind == WORD and " " in value.strip():  # sqlglot joins "PRIMARY KEY", "ORDER BY"
@@ -512,6 +537,8 @@ class _CharsetOptions:
 def _column_spec(parser: _Parser, name: str, in_alter: bool) -> _ColumnSpec:
     """The definition of column ``name`` (the next tokens up to a ``,`` or ``)``, or in ALTER
     TABLE a partition clause), read from sqlglot's syntax tree (``ddl_tree``)."""
+    from .ddl_tree import UnreadableColumn, read_column  # noqa: PLC0415 - see the imports
+
     first = parser.i
     parser.skip_until(",", ")", *(("PARTITION BY", "REMOVE PARTITIONING") if in_alter else ()))
     if parser.i == first:
@@ -525,6 +552,8 @@ def _column_spec(parser: _Parser, name: str, in_alter: bool) -> _ColumnSpec:
 
 def _default(parser: _Parser) -> ColumnDefault:
     """``DEFAULT``'s value (ALTER COLUMN ... SET DEFAULT), read as ``ddl_tree`` reads it."""
+    from .ddl_tree import UnreadableColumn, read_default  # noqa: PLC0415 - see the imports
+
     first = parser.i
     parser.skip_until(",")
     if parser.i == first:
@@ -648,6 +677,8 @@ def _make_column(
         elif found.binary_collation and charset is not None:
             collation = f"{charset}_bin"
         if found.text_size is not None and charset != "binary":
+            from .ddl_tree import sized  # noqa: PLC0415 - see the imports
+
             data_type = sized("text", found.text_size * _MAXLEN.get(charset or "", 1))
         if collation is not None and charset == "utf8mb3" and collation.startswith("utf8_"):
             collation = "utf8mb3_" + collation[5:]  # as the server names it then
@@ -1399,6 +1430,8 @@ def _convert(run: _Run, state: _Altering, name: TableName) -> None:
             continue
         data_type = column.data_type
         if data_type.endswith("text"):
+            from .ddl_tree import sized  # noqa: PLC0415 - see the imports
+
             chars = _TEXT_SIZE[data_type] // _MAXLEN.get(column.charset or "", 1)
             data_type = sized("text", chars * _MAXLEN.get(charset, 1))
         state.columns[i] = dataclasses.replace(

@@ -64,11 +64,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import structlog
 
 from ..errors import IntegrityError, SinkError
@@ -95,6 +92,12 @@ from ..storage import LocalStore, Store
 from .digest import DIGEST_KEY, HashingStream, hash_key
 from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder
 from .parquet_options import writer_options
+
+# pyarrow is imported where files are read or written: a daemon's start recovers through this
+# module (``recover_if_idle``) long before it writes its first file (tests/unit/test_startup.py)
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 log = structlog.get_logger("replicator")
 
@@ -645,6 +648,9 @@ def _committed_at(manifest: Manifest) -> float:
 def _footer(store: Store, path: str) -> tuple[pa.Schema, int]:
     """A file's schema and the bytes its data takes (compressed column chunks): the size it
     adds to a merged file, without the footer and page overhead a small file repeats."""
+    import pyarrow as pa  # noqa: PLC0415 - see the imports
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
     fs, base = store.filesystem()
     try:
         with fs.open_input_file(f"{base}/{path}") as handle:
@@ -698,6 +704,8 @@ def candidates(
 
 
 def _increasing(seqs: pa.Array) -> bool:
+    import pyarrow.compute as pc  # noqa: PLC0415 - see the imports
+
     return len(seqs) < 2 or bool(pc.all(pc.greater(seqs[1:], seqs[:-1])).as_py())
 
 
@@ -749,6 +757,9 @@ def _write_output(
     the bytes hashed on their way out. Each file is checked against its commit record first
     (``recorded``) and its Parquet page checksums as it is read. ``keep`` is called before
     each file (it renews the compaction lease)."""
+    import pyarrow as pa  # noqa: PLC0415 - see the imports
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
     target = group.output
     staged = store.staged(target.path)
     schema = group.members[0].schema

@@ -65,9 +65,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import structlog
 
 from ..binlog.position import StreamPosition, is_past
@@ -89,8 +88,14 @@ from . import compaction, verify
 from .changes import HeldXa, Run, TableVersion, rows_in
 from .digest import DIGEST_KEY, HISTORY_DIGEST_KEY, check_history, hash_bytes
 from .identity import LANDING_ID_KEY, establish
-from .parquet_writer import ParquetTableWriter, WrittenFile, file_schema
 from .stores import landing_store
+
+# pyarrow (under ``parquet_writer``) is imported with the first file written or schema asked:
+# a daemon's start reaches its first binlog request without it (tests/unit/test_startup.py)
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .parquet_writer import ParquetTableWriter, WrittenFile
 
 log = structlog.get_logger("replicator")
 HELD_XA = Path("_state") / "xa"
@@ -404,6 +409,8 @@ class LandingZone:
 
     def file_schema(self, version: TableVersion) -> pa.Schema:
         """The schema this landing zone's files of ``version`` have (``_open_file``)."""
+        from .parquet_writer import file_schema  # noqa: PLC0415 - see the imports
+
         return file_schema(
             version,
             with_before=self.cfg.keep_before_image,
@@ -413,6 +420,8 @@ class LandingZone:
         )
 
     def _open_file(self, version: TableVersion, first_seq: int) -> _TableFile:
+        from .parquet_writer import ParquetTableWriter  # noqa: PLC0415 - see the imports
+
         directory = f"{_safe(version.schema)}/{_safe(version.table)}"
         final = f"{directory}/part-{first_seq:020d}.parquet"
         where = self.store.uri(final)
