@@ -346,8 +346,13 @@ def test_small_files_of_batches_are_compacted_as_they_gather(
     items = out / "shop" / "items"
     built = {u for u in DeltaTable(str(items)).file_uris()}
     counts = []
+    values = {i: _noise(i) for i in range(40)}
     for i in range(8):
-        zone.commit([(ITEMS, "u", (i * 5, f"v{i}"), (i * 5, _noise(i * 5)))])
+        # keys 0, 5, 10, 15, then the same again: their rows then lie in the batches' own
+        # files (vectors on small files, compacted through them)
+        key = i % 4 * 5
+        zone.commit([(ITEMS, "u", (key, f"v{i}"), (key, values[key]))])
+        values[key] = f"v{i}"
         materialize_delta(zone.root, out, options=VECTORS)
         assert outputs(out) == expected_tables(zone)
         files = set(DeltaTable(str(items)).file_uris())
