@@ -220,6 +220,12 @@ def native_type(kind: NativeKind) -> pa.DataType:
     return _NATIVE_TYPES[name]
 
 
+# up to this many rows a write's metadata columns are spread in Python: each Arrow call
+# costs microseconds, and a source whose transactions change a row or two of many tables
+# makes one write of a few rows per table and transaction
+_SPREAD_IN_PYTHON = 64
+
+
 class _Rows:
     """The rows of a list of runs: where each run starts, and where a row came from."""
 
@@ -239,6 +245,11 @@ class _Rows:
         is empty, ``write`` leaves those out)."""
         if len(self.runs) == 1:
             return pa.repeat(pa.scalar(values[0], type_), self.count)
+        if self.count <= _SPREAD_IN_PYTHON:  # a few rows: a list is quicker than Arrow's calls
+            counts = [run.block.count for run in self.runs]
+            return pa.array(
+                [v for v, n in zip(values, counts, strict=True) for _ in range(n)], type_
+            )
         if self._ends is None:  # where each run ends, made once per conversion
             self._ends = pa.array(self.starts[1:], pa.int32())
         encoded = pa.RunEndEncodedArray.from_arrays(self._ends, pa.array(values, type_))
@@ -248,6 +259,11 @@ class _Rows:
         """``_seq``: each run's numbers from its ``seq``, one per row."""
         if self.count == 0:
             return pa.array([], pa.int64())
+        if self.count <= _SPREAD_IN_PYTHON:
+            return pa.array(
+                [n for run in self.runs for n in range(run.seq, run.seq + run.block.count)],
+                pa.int64(),
+            )
         offsets = [run.seq - start for run, start in zip(self.runs, self.starts, strict=False)]
         counting = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), self.count))
         return pc.add(self.spread(offsets, pa.int64()), pc.subtract(counting, 1))

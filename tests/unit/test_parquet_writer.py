@@ -27,6 +27,7 @@ from replicator.binlog.json_diff import JsonDiff, JsonDiffOperation, UnappliedJs
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT, Geometry, InvalidTemporal
 from replicator.errors import ConfigError, IntegrityError, InternalError, SinkError
+from replicator.sink import parquet_writer
 from replicator.sink.arrow_types import (
     SCHEMA_TABLE_KEY,
     SCHEMA_VERSION_KEY,
@@ -277,7 +278,12 @@ def test_unsupported_type_is_refused() -> None:
         arrow_field(col(0, T.DECIMAL))
 
 
-def test_metadata_columns(tmp_path: Path) -> None:
+@pytest.mark.parametrize("python_up_to", [0, 64], ids=["arrow", "python"])
+def test_metadata_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, python_up_to: int
+) -> None:
+    """(The metadata columns spread by Arrow's kernels, and in Python for a few rows.)"""
+    monkeypatch.setattr(parquet_writer, "_SPREAD_IN_PYTHON", python_up_to)
     version = version_of(col(0, T.LONG))
     changes = [
         change(10, (1,), op="c"),
