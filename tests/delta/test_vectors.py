@@ -186,13 +186,20 @@ def test_checkpoints_keep_the_vectors(
     assert pa.table(DeltaTable(str(items)).deletion_vectors().read_all()).num_rows == 4
 
 
-def test_a_truncated_table_is_rebuilt_with_its_new_rows(tmp_path: Path, small_files: None) -> None:
+def _thirty_rows_and_a_batch(tmp_path: Path, deleted: int) -> tuple[Zone, Path]:
+    """A table of 30 rows, then a batch applied with vectors: key 3 updated, ``deleted``
+    deleted."""
     zone = Zone(tmp_path / "landing")
     out = tmp_path / "out"
     zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(30)])
     materialize_delta(zone.root, out, options=VECTORS)
-    zone.commit([(ITEMS, "u", (3, "three"), (3, "n3")), (ITEMS, "d", (17, "n17"))])
+    zone.commit([(ITEMS, "u", (3, "three"), (3, "n3")), (ITEMS, "d", (deleted, f"n{deleted}"))])
     materialize_delta(zone.root, out, options=VECTORS)
+    return zone, out
+
+
+def test_a_truncated_table_is_rebuilt_with_its_new_rows(tmp_path: Path, small_files: None) -> None:
+    zone, out = _thirty_rows_and_a_batch(tmp_path, deleted=17)
     assert vector_files(out / "shop" / "items")
     zone.commit([Ddl("truncate", "shop.items"), (ITEMS, "c", (1, "again"))])
     materialize_delta(zone.root, out, options=VECTORS)
@@ -304,12 +311,7 @@ def test_a_batch_left_to_the_merge_reads_the_table_through_its_vectors(
     """A batch ``locate`` leaves to the MERGE (a key value that is null, say) on a table with
     vectors: the rows it folds with are read through the vectors (pyarrow's dataset refuses
     such a table), and delta-rs's MERGE keeps the deleted rows deleted."""
-    zone = Zone(tmp_path / "landing")
-    out = tmp_path / "out"
-    zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(30)])
-    materialize_delta(zone.root, out, options=VECTORS)
-    zone.commit([(ITEMS, "u", (3, "three"), (3, "n3")), (ITEMS, "d", (12, "n12"))])
-    materialize_delta(zone.root, out, options=VECTORS)
+    zone, out = _thirty_rows_and_a_batch(tmp_path, deleted=12)
     assert pa.table(DeltaTable(str(out / "shop" / "items")).deletion_vectors().read_all()).num_rows
     monkeypatch.setattr(materialize_module, "locate", lambda *args: None)
     zone.commit(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from replicator.binlog import events as ev
 from replicator.binlog.position import StreamPosition
-from replicator.binlog.transaction import Ending, Transaction, TransactionPart
+from replicator.binlog.transaction import TransactionPart
 from replicator.config import FilterConfig, SinkConfig
 from replicator.pipeline.pipeline import Pipeline
 from replicator.schema import ddl
@@ -21,6 +21,7 @@ from replicator.schema.tracker import SchemaChangeEvent, SchemaTracker
 from replicator.service import Service
 from replicator.sink.landing import LandingZone
 from replicator.source.items import TransactionAborted
+from tests.unit.test_history_review import _transaction
 
 MARIADB = ServerTraits("mariadb", (10, 11, 6), 0)
 CTX = ddl.Context(default_db="shop", server_charset="latin1")
@@ -50,23 +51,6 @@ def _query(statement: str, position: int) -> ev.QueryEvent:
     header = ev.EventHeader(0, 2, 1, 100, position + 100, 0)
     return ev.QueryEvent(
         header, FILE, position, position + 100, 1, 0, 0, "shop", statement, b"", None, None
-    )
-
-
-def _transaction(start: int, end: int, *events: ev.Event) -> Transaction:
-    return Transaction(
-        gtid=None,
-        mariadb_gtid=None,
-        mysql_gtid=None,
-        events=tuple(events),
-        file=FILE,
-        position=start,
-        end_file=FILE,
-        end_position=end,
-        timestamp=1_700_000_000,
-        xid=1,
-        parts=0,
-        ending=Ending.XID,
     )
 
 
