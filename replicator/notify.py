@@ -58,14 +58,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import PurePath
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
-import aiomqtt
 import structlog
 
 from . import __version__
 from .config import MqttConfig
 from .errors import InternalError
+
+if TYPE_CHECKING:
+    import aiomqtt  # imported where a broker is talked to: a daemon without MQTT never loads it
 from .source.connection import tls_context
 
 __all__ = ["Notifier", "NotifierStats", "encode_payload", "utc_now_iso"]
@@ -228,6 +230,8 @@ class Notifier:
                 self._queue.clear()
 
     async def _connect_forever(self) -> None:
+        import aiomqtt  # noqa: PLC0415 - only with a broker (module's TYPE_CHECKING import)
+
         cfg = self.cfg
         delay = cfg.reconnect_initial_delay
         streak = 0  # failures since the last successful connect
@@ -261,6 +265,8 @@ class Notifier:
 
     async def _session(self) -> None:
         """One connection: online, drain until closing, stopped. Raises MqttError when lost."""
+        import aiomqtt  # noqa: PLC0415 - only with a broker
+
         cfg = self.cfg
         self._session_connected = False
         client = aiomqtt.Client(
@@ -426,6 +432,8 @@ def _describe(exc: BaseException) -> str:
 
 async def _watch(client: aiomqtt.Client) -> None:
     """Return never; raise MqttError once the connection is gone (we subscribe to nothing)."""
+    import aiomqtt  # noqa: PLC0415 - only with a broker
+
     async for _ in client.messages:
         pass
     raise aiomqtt.MqttError("the message stream ended")

@@ -1,14 +1,15 @@
 """Start-up: a command imports only what it uses (``replicator.cli``, the comment on imports).
 
 Each case runs the command in a fresh interpreter and lists which of the heavy libraries it
-loaded: pyarrow (and numpy under it), pymysql (and cryptography under it), sqlglot, aiohttp and
-pydantic take most of a second to import, and ``--help`` needs none of them. The check is on
-the modules loaded, not on time (the times are in docs/performance.md, Start-up, from
+loaded: pyarrow (and numpy under it), pymysql (and cryptography under it), sqlglot, aiohttp,
+aiomqtt and pydantic take most of a second to import, and ``--help`` needs none of them. The
+check is on the modules loaded, not on time (the times are in docs/performance.md, Start-up, from
 benchmarks/startup.py).
 
-``run`` gets to its first binlog request without pyarrow, sqlglot or aiohttp: the landing
-zone imports pyarrow with its first file, the DDL reader sqlglot with its first statement, and
-the HTTP port listens at once but imports aiohttp to answer only once the stream has begun.
+``run`` gets to its first binlog request without pyarrow, sqlglot, aiohttp or aiomqtt: the
+landing zone imports pyarrow with its first file, the DDL reader sqlglot with its first
+statement, the notifier aiomqtt when it talks to a broker, and the HTTP port listens at once
+but imports aiohttp to answer only once the stream has begun.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from replicator.sink.landing import LandingZone
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "tests" / "data" / "mariadb-full-metadata.000001"
 
-HEAVY = ("pyarrow", "numpy", "pymysql", "cryptography", "sqlglot", "aiohttp", "pydantic")
+HEAVY = (
+    "pyarrow", "numpy", "pymysql", "cryptography", "sqlglot", "aiohttp", "aiomqtt", "pydantic"
+)  # fmt: skip
 
 # runs the command as the installed script does, then prints the heavy modules it loaded
 _PROBE = """
