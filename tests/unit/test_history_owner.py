@@ -16,24 +16,11 @@ from replicator.pipeline.pipeline import Pipeline
 from replicator.schema import ddl
 from replicator.schema.history import Point, SchemaChange, SchemaHistory
 from replicator.schema.ledger import SchemaLedger
-from replicator.schema.model import Catalog, ServerTraits
 from replicator.schema.tracker import SchemaChangeEvent, SchemaTracker
 from replicator.service import Service
 from replicator.sink.landing import LandingZone
 from replicator.source.items import TransactionAborted
-from tests.unit.test_history_review import _transaction
-
-MARIADB = ServerTraits("mariadb", (10, 11, 6), 0)
-CTX = ddl.Context(default_db="shop", server_charset="latin1")
-FILE = "bin.000007"
-
-
-def _catalog(*statements: str) -> Catalog:
-    current = Catalog(MARIADB)
-    for statement in statements:
-        current, _ = ddl.apply_ddl(current, statement, CTX)
-    return current
-
+from tests.unit.test_history_review import CTX, FILE, _catalog, _transaction
 
 SEED = _catalog("CREATE DATABASE shop", "CREATE TABLE t (id INT PRIMARY KEY, a INT)")
 
