@@ -108,6 +108,8 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
         return None
     actions = pa.table(table.get_add_actions(flatten=True))
     paths = actions.column("path").to_pylist()
+    if any("%" in p or "/" in p or ":" in p for p in paths):
+        return None  # (paths the log may spell otherwise than delta-rs lists them)
     version, live = None, None
     if FEATURE in features:  # the rows deleted by vectors are not there
         version, live = live_files(store, rel)
@@ -118,8 +120,6 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
             )
     if actions.num_rows == 0 or touched.num_rows == 0:
         return Located((), 0, version)
-    if any("%" in p or "/" in p or ":" in p for p in paths):
-        return None
     candidates = _candidates(actions, touched.column(keys[0]).combine_chunks(), keys[0])
     filesystem, base = store.filesystem()
     hits: list[_Hit] = []
