@@ -19,14 +19,6 @@ from tests.spark.zone import Ddl, Zone, expected_tables
 pytestmark = pytest.mark.delta
 
 
-@pytest.fixture
-def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    return s3_server
-
-
 def tables_on(server: S3Server, bucket: str, prefix: str, local: Path) -> dict[str, object]:
     """Every Delta table under s3://bucket/prefix, copied down and read by DuckDB."""
     fs = server.filesystem()

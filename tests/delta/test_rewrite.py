@@ -38,15 +38,6 @@ def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(materialize_module, "REWRITE_FROM_ROWS", 1)
 
 
-@pytest.fixture
-def object_store(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
-    """``s3_server`` with the environment ``--out s3://`` reads (as ``test_object_store``)."""
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    return s3_server
-
-
 def keys_by_file(path: Path) -> dict[str, list[int]]:
     return {
         u: pq.read_table(u.removeprefix("file://"), columns=["id"])["id"].to_pylist()
@@ -145,9 +136,9 @@ def test_partial_images_take_their_other_columns_from_the_files(
 
 
 def test_a_batch_on_an_object_store_is_rewritten_file_by_file(
-    object_store: S3Server, tmp_path: Path, small_files: None
+    s3_env: S3Server, tmp_path: Path, small_files: None
 ) -> None:
-    bucket = object_store.bucket("rewritten")
+    bucket = s3_env.bucket("rewritten")
     out = f"s3://{bucket}/tables"
     zone = Zone(tmp_path / "landing")
     zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(40)])
@@ -161,7 +152,7 @@ def test_a_batch_on_an_object_store_is_rewritten_file_by_file(
     )
     (result,) = materialize_delta(zone.root, out, options=COPY)
     assert (result.action, result.rows) == ("merged", 40)
-    assert tables_on(object_store, bucket, "tables", tmp_path / "copy") == expected_tables(zone)
+    assert tables_on(s3_env, bucket, "tables", tmp_path / "copy") == expected_tables(zone)
     copied = DeltaTable(str(tmp_path / "copy" / "shop" / "items"))
     assert copied.history(1)[0]["operation"] == "WRITE"
     assert len(copied.file_uris()) == 5  # two files rewritten, one for the new key

@@ -243,12 +243,9 @@ def test_a_commit_never_replaces_a_version(tmp_path: Path) -> None:
 
 
 def test_batches_on_an_object_store_use_vectors(
-    s3_server: S3Server, tmp_path: Path, small_files: None, monkeypatch: pytest.MonkeyPatch
+    s3_env: S3Server, tmp_path: Path, small_files: None
 ) -> None:
-    for name, value in s3_server.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    bucket = s3_server.bucket("vectors")
+    bucket = s3_env.bucket("vectors")
     out = f"s3://{bucket}/tables"
     zone = Zone(tmp_path / "landing")
     zone.commit([(ITEMS, "c", (i, f"n{i}")) for i in range(40)])
@@ -259,7 +256,7 @@ def test_batches_on_an_object_store_use_vectors(
     (result,) = materialize_delta(zone.root, out, options=VECTORS)
     assert (result.action, result.rows) == ("merged", 40)
     copy = tmp_path / "copy"
-    assert tables_on(s3_server, bucket, "tables", copy) == expected_tables(zone)
+    assert tables_on(s3_env, bucket, "tables", copy) == expected_tables(zone)
     assert DeltaTable(str(copy / "shop" / "items")).history(1)[0]["operation"] == "MERGE"
     assert len(vector_files(copy / "shop" / "items")) == 1
 
