@@ -121,6 +121,7 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
     if actions.num_rows == 0 or touched.num_rows == 0:
         return Located((), 0, version)
     candidates = _candidates(actions, touched.column(keys[0]).combine_chunks(), keys[0])
+    vector_files: dict[str, bytes] = {}  # read once for all the files whose vectors they hold
     filesystem, base = store.filesystem()
     hits: list[_Hit] = []
     found = 0
@@ -132,7 +133,7 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
         stored = read.num_rows
         read = read.append_column(_INDEX, pa.array(np.arange(stored, dtype=np.int64)))
         entry = None if live is None else live[paths[at]]
-        deleted = None if entry is None else deleted_rows(store, rel, entry)
+        deleted = None if entry is None else deleted_rows(store, rel, entry, vector_files)
         if deleted is not None and len(deleted):
             kept = np.ones(stored, dtype=np.bool_)
             kept[deleted] = False

@@ -154,14 +154,21 @@ def vector_file(descriptor: dict[str, Any], where: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def deleted_rows(store: Store, rel: str, entry: LogFile) -> npt.NDArray[np.int64]:
-    """The positions of ``entry``'s deleted rows (none without a vector), its CRC checked."""
+def deleted_rows(
+    store: Store, rel: str, entry: LogFile, files: dict[str, bytes] | None = None
+) -> npt.NDArray[np.int64]:
+    """The positions of ``entry``'s deleted rows (none without a vector), its CRC checked.
+    ``files``: the vector files already read, by path (one commit writes the vectors of all
+    the files it touched into one), filled as they are read."""
     descriptor = entry.vector
     if descriptor is None:
         return np.zeros(0, dtype=np.int64)
     where = f"{rel}/{entry.path}"
     path = f"{rel}/{vector_file(descriptor, where)}"
-    blob = store.read(path)
+    read = {} if files is None else files
+    if path not in read:
+        read[path] = store.read(path)
+    blob = read[path]
     offset = int(descriptor.get("offset") or 1)
     size = int(descriptor["sizeInBytes"])
     if not blob or blob[0] != _FILE_VERSION or len(blob) < offset + 8 + size:
