@@ -76,7 +76,7 @@ def main() -> None:
     base = args.data_dir or Path(tempfile.mkdtemp(prefix="snapshot-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     with MariaDBServer(base_dir=base / "server") as server:
-        prepare(server, args.rows, args.seed, base / "workload.json")
+        prepare(server, "standard", args.rows, args.seed, base / "workload.json")
         table_rows = int(server.query("SELECT COUNT(*) FROM bench.t")[0][0])
         print(f"bench.t: {table_rows:,} rows", flush=True)
         results: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": []}

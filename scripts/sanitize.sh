@@ -70,6 +70,7 @@ status=0
     tests/unit/test_block_decoding.py \
     tests/unit/test_block_landing.py \
     tests/unit/test_stream.py \
+    tests/unit/test_skip_row_transactions.py \
     tests/unit/test_snapshot_units.py \
     tests/unit/test_snapshot_bytes.py \
     tests/corpus/test_compiled_rows.py \

@@ -2,7 +2,7 @@
 ``replicator/binlog/_rowcore_c/``, one file per job). Python reaches it through ``native.py``;
 tests/unit/test_native.py checks this stub against the built module."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Self
 
 from typing_extensions import Buffer
@@ -130,3 +130,17 @@ def step_events(
     buf: Buffer, start: int, seq: int, position: int, types: Buffer, crc: _Crc32 | None, /
 ) -> tuple[int, int, int, int]:
     """(offset, seq, position, events stepped over)."""
+
+def skip_transactions(
+    buf: Buffer,
+    start: int,
+    seq: int,
+    position: int,
+    limit: int,
+    inside: Buffer,
+    watch: Sequence[tuple[int, int]],
+    crc: _Crc32,
+    /,
+) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]:
+    """(offset, seq, position, events, transactions, last (domain, server_id, seq_no) of each
+    domain)."""

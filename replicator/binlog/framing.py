@@ -21,6 +21,9 @@ from typing import Final
 from .constants import BINLOG_MAGIC, EVENT_HEADER_SIZE
 from .errors import DecodeError, ServerError, TruncatedError
 
+# a MariaDB GTID as the native core gives it: (domain_id, server_id, seq_no)
+Gtid3 = tuple[int, int, int]
+
 
 class _NeedData:
     __slots__ = ()
@@ -178,6 +181,24 @@ class PacketFramer:
         )
         buf._start = offset
         return position, stepped
+
+    def skip_transactions(
+        self,
+        skip: Callable[..., tuple[int, int, int, int, int, list[Gtid3]]],
+        position: int,
+        *args: object,
+    ) -> tuple[int, int, int, list[Gtid3]]:
+        """Pass over whole transactions with the native ``skip_transactions`` (which checks
+        each event and stops before anything unusual); (position after them, events and
+        transactions passed over, the last GTID of each domain among them)."""
+        if self._parts:
+            return position, 0, 0, []
+        buf = self._buffer
+        offset, self._sequence, position, events, transactions, gtids = skip(
+            buf._buf, buf._start, self._sequence, position, *args
+        )
+        buf._start = offset
+        return position, events, transactions, gtids
 
     def split_events(
         self, split: Callable[..., tuple[int, int, list[bytes]]], *args: object

@@ -179,6 +179,14 @@ async def scan_ddl(
             for event in item.events:
                 if isinstance(event, ev.QueryEvent) and may_change_tables(event):
                     found.append((Point(event.file, event.position, item.gtid), event))
+    log.debug(
+        "ddl scan",
+        start=start.describe(),
+        end=end.describe(),
+        transactions=stream.stats.transactions,
+        passed_over=stream.stats.transactions_passed_over,
+        statements=len(found),
+    )
     return found
 
 

@@ -45,6 +45,7 @@ from ..binlog import events as ev
 from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF, EventType
 from ..binlog.errors import DecodeError, SchemaMismatchError, ServerError
 from ..binlog.framing import EndOfStream, _NeedData
+from ..binlog.gtid import MariadbGtid
 from ..binlog.position import StreamPosition, is_past
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
@@ -60,7 +61,7 @@ from .handoff import End, Entry, HandOff
 from .items import GtidStateLearned, StreamItem, TransactionAborted
 from .reconnect_log import ReconnectLog
 from .schema_follow import feed, forget_schemas, may_change_columns
-from .stream_end import end_reached, start_reached
+from .stream_end import end_reached, skip_bounds, start_reached
 from .stream_stats import StreamStats
 
 if TYPE_CHECKING:
@@ -389,6 +390,9 @@ class ReplicaStream:
         # was reported as a silent server. So the silence allowed grows until then (only for
         # a start behind the binlog's end: at the end there is nothing to read up to).
         scanning = behind
+        # a read of statements only delivers nothing of a transaction of rows: whole ones are
+        # passed over natively (their events framed and CRC32-checked all the same)
+        skipping = self._statements_only and tracker is None
         sock.settimeout(max(silence, START_SCAN_SECONDS) if behind else silence)
         while not self._stopping.is_set():
             try:
@@ -412,6 +416,8 @@ class ReplicaStream:
             self.stats.streaming = self.stats.streaming_seen = True
             decoder.feed(view[:count])  # copied into the framer at once
             while True:
+                if skipping and not assembler.in_transaction:
+                    events_here += self._skip_row_transactions(decoder, end)
                 try:
                     event = decoder.next_event()
                 except ServerError as exc:
@@ -455,6 +461,23 @@ class ReplicaStream:
                     hint="the connection is reconnected automatically",
                 )
         return False
+
+    def _skip_row_transactions(self, decoder: DumpStreamDecoder, end: StreamPosition | None) -> int:
+        """Between transactions of a read of statements only: pass the buffered transactions
+        of rows over, moving the position as handing each over would; how many."""
+        file = decoder.parser.file
+        limit, watch = skip_bounds(end, file)
+        skipped, gtids = decoder.skip_row_transactions(limit, watch)
+        if not skipped:
+            return 0
+        assert self.position is not None
+        position, after = self.position, decoder.parser.position
+        for domain_id, server_id, seq_no in gtids:  # the last GTID of each domain, in order
+            position = position.after(MariadbGtid(domain_id, server_id, seq_no), file, after)
+        self.position = position
+        self.stats.transactions += skipped
+        self.stats.transactions_passed_over += skipped
+        return skipped
 
     def _hand_over(self, item: StreamItem, assembler: TransactionAssembler) -> bool:
         assert self.position is not None

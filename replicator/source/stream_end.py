@@ -10,11 +10,11 @@ with a rotate is done at once instead of a heartbeat period later.
 from __future__ import annotations
 
 from ..binlog import events as ev
-from ..binlog.position import StreamPosition, position_reached
+from ..binlog.position import StreamPosition, binlog_index, position_reached
 from ..binlog.transaction import Transaction
 from .items import StreamItem
 
-__all__ = ["end_reached", "gtid_covers", "start_reached"]
+__all__ = ["end_reached", "gtid_covers", "skip_bounds", "start_reached"]
 
 
 def gtid_covers(start: StreamPosition, end: StreamPosition) -> bool:
@@ -56,3 +56,26 @@ def end_reached(
         # the end is reached here instead of a heartbeat period later.
         return position_reached(item.file, item.next_position, end.file, end.position)
     return False
+
+
+def skip_bounds(end: StreamPosition | None, file: str) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """What transactions passed over unseen (``DumpStreamDecoder.skip_row_transactions``)
+    must stop before, so that ``end_reached`` sees the one that reaches ``end``: (a position in
+    ``file`` that none of them may end at or past, 0 for none; the (domain, seq_no) of the
+    end's MariaDB GTIDs, which a GTID passed over must stay below in its domain). A
+    transaction that stays below both cannot reach the end: not by its position, and not by
+    making the GTID state cover the end's, which needs some domain to come up to its end."""
+    if end is None:
+        return 0, ()
+    watch = (
+        () if end.mariadb_gtid is None else tuple((g.domain_id, g.seq_no) for g in end.mariadb_gtid)
+    )
+    if not end.file:
+        return 0, watch
+    if file != end.file:
+        here, there = binlog_index(file)[1], binlog_index(end.file)[1]
+        if here < there:
+            return 0, watch  # the end is in a later file: a rotate comes first
+        if here > there:
+            return 1, watch  # past the end's file: pass nothing over
+    return max(end.position, 1), watch

@@ -19,6 +19,7 @@ class StreamStats:
     reconnect_attempts: int = 0  # every attempt to connect again, failed or not
     checksum_errors: int = 0
     transactions: int = 0
+    transactions_passed_over: int = 0  # of them, by a read of statements only, natively
     bytes_received: int = 0
     heartbeats: int = 0
     discarded_incomplete: int = 0

@@ -16,6 +16,12 @@ from replicator.binlog import events as ev
 from replicator.binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
 from replicator.binlog.framing import END_OF_STREAM, _NeedData
 from replicator.binlog.stream import DumpStreamDecoder
+from tests.unit.test_native import require_native
+from tests.unit.test_skip_row_transactions import (
+    removed_transactions,
+    scan_plain,
+    scan_skipping,
+)
 
 from .test_walk import EXPECTED_FAILURES, _binlog_paths
 from .util import decode_all, file_bytes
@@ -77,3 +83,29 @@ def test_a_read_of_statements_gives_every_other_event(corpus_dir: Path, rel: str
     ]
     got = [_shape(e) for e in _read(stream, name, checksum, False)]
     assert got == expected
+
+
+@pytest.mark.parametrize("rel", _binlog_paths())
+def test_a_scan_passes_over_whole_transactions_of_rows_only(corpus_dir: Path, rel: str) -> None:
+    """Passing MariaDB transactions of rows over natively, between transactions, leaves the
+    read of statements only as it was less whole transactions of rows, and ends at the same
+    position, whatever the server wrote (MySQL's transactions are never passed over)."""
+    require_native()
+    if rel in EXPECTED_FAILURES:
+        pytest.skip("this file does not walk to its end (test_walk checks where it stops)")
+    path = corpus_dir / rel
+    formats = [e for e in decode_all(path) if isinstance(e, ev.FormatDescriptionEvent)]
+    if len(formats) != 1 or formats[0].checksum_alg != CHECKSUM_CRC32:
+        pytest.skip("not one FORMAT_DESCRIPTION announcing CRC32 (only checked events pass)")
+    data = file_bytes(path)
+    raw, pos = [], 4
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        raw.append(data[pos : pos + size])
+        pos += size
+    name = path.name.removesuffix(".gz")
+    stream = _dump_stream(raw)
+    plain, end = scan_plain(stream, name)
+    got, skipped, _, position = scan_skipping(stream, 1 << 16, name=name)
+    assert removed_transactions(plain, got) == skipped
+    assert position == end

@@ -2,7 +2,8 @@
  * Whole events of the dump stream (replicator/binlog/framing.py, stream.py): the packets of
  * COM_BINLOG_DUMP split into events, with the sequence ids, the 0x00 marker, the lengths and
  * the events' CRC32 checked, a buffer at a time instead of per event in Python (split_events),
- * or passed over (step_events) by a read of statements only.
+ * or passed over (step_events, and whole transactions of rows: skip_transactions) by a read
+ * of statements only.
  */
 #include "rowcore.h"
 
@@ -188,5 +189,190 @@ done:
     if (stop.obj != NULL) {
         PyBuffer_Release(&stop);
     }
+    return result;
+}
+
+/* MariaDB's GTID event flags (log_event.h, Gtid_log_event) */
+#define GTID_STANDALONE 0x01
+#define GTID_GROUP_COMMIT_ID 0x02
+#define GTID_XA 0xC0 /* PREPARED_XA | COMPLETED_XA */
+#define EVENT_ARTIFICIAL 0x20
+#define MARIADB_GTID_EVENT 162
+#define XID_EVENT 16
+#define MAX_DOMAINS 32
+#define MAX_WATCHED 64
+
+typedef struct {
+    unsigned long domain, server_id;
+    unsigned long long seq_no;
+} domain_gtid;
+
+static unsigned long
+u32_at(const unsigned char *p)
+{
+    return (unsigned long)p[0] | ((unsigned long)p[1] << 8) | ((unsigned long)p[2] << 16) |
+           ((unsigned long)p[3] << 24);
+}
+
+static unsigned long long
+u64_at(const unsigned char *p)
+{
+    return (unsigned long long)u32_at(p) | ((unsigned long long)u32_at(p + 4) << 32);
+}
+
+/* skip_transactions(buf, start, seq, position, limit, inside, watch, crc)
+ *     -> (offset, seq, position, events, transactions, gtids)
+ *
+ * A read of statements only (a DDL scan) has nothing to deliver from a transaction of rows:
+ * between transactions, this passes over whole ones of the MariaDB form
+ *
+ *     GTID (not standalone, not XA), then events of the types flagged in `inside` (256
+ *     bytes: ANNOTATE_ROWS, TABLE_MAP, rows), then XID
+ *
+ * each event whole and checked (see whole_event; `crc` is required), moving `position` as
+ * the parser moves it. It stops before the first transaction that is not of that form, not
+ * whole in the buffer yet, or that the stream's end check needs to see: one that ends at or
+ * past `limit` (a position in this file; 0 for none) or whose GTID is in a domain of `watch`
+ * (pairs of domain and seq_no) at or past that seq_no. `gtids`: the last GTID passed over in
+ * each domain, as (domain, server_id, seq_no), in the order of those last ones. */
+PyObject *
+rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bufobj, *watchobj, *crc;
+    Py_ssize_t start;
+    int seq;
+    unsigned long long position, limit;
+    Py_buffer view, types;
+    if (!PyArg_ParseTuple(args, "OniKKy*OO", &bufobj, &start, &seq, &position, &limit, &types,
+                          &watchobj, &crc)) {
+        return NULL;
+    }
+    domain_gtid watched[MAX_WATCHED];
+    Py_ssize_t n_watched = 0;
+    PyObject *watch = NULL, *result = NULL;
+    if (types.len != 256) {
+        PyErr_SetString(PyExc_ValueError, "inside must be 256 bytes");
+        goto fail_types;
+    }
+    if (crc == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "skip_transactions checks every event: crc needed");
+        goto fail_types;
+    }
+    watch = PySequence_Fast(watchobj, "watch must be a sequence of (domain, seq_no)");
+    if (watch == NULL) {
+        goto fail_types;
+    }
+    n_watched = PySequence_Fast_GET_SIZE(watch);
+    if (n_watched > MAX_WATCHED) {
+        PyErr_SetString(PyExc_ValueError, "too many watched domains");
+        goto fail_watch;
+    }
+    for (Py_ssize_t i = 0; i < n_watched; i++) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(watch, i), "kK", &watched[i].domain,
+                              &watched[i].seq_no)) {
+            goto fail_watch;
+        }
+    }
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        goto fail_watch;
+    }
+    const unsigned char *buf = view.buf, *allowed = types.buf;
+    Py_ssize_t pos = start < 0 ? 0 : start, events = 0, transactions = 0;
+    domain_gtid last[MAX_DOMAINS];
+    int n_last = 0;
+    for (;;) {
+        /* one transaction, from its GTID: taken whole or not at all */
+        Py_ssize_t at = pos, count = 0;
+        int at_seq = seq;
+        unsigned long long moved = position;
+        const unsigned char *event;
+        Py_ssize_t size, packet;
+        int found = whole_event(buf, view.len, at, at_seq, crc, &event, &size, &packet);
+        if (found < 0) {
+            goto done;
+        }
+        if (found == 0 || event[4] != MARIADB_GTID_EVENT || (event[17] & EVENT_ARTIFICIAL)) {
+            break;
+        }
+        Py_ssize_t body = size - 19 - 4;
+        const unsigned char *b = event + 19;
+        if (body < 13) {
+            break;
+        }
+        unsigned char flags = b[12];
+        if ((flags & (GTID_STANDALONE | GTID_XA)) || ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
+            break;
+        }
+        domain_gtid gtid = {u32_at(b + 8), u32_at(event + 5), u64_at(b)};
+        int stop = 0;
+        for (Py_ssize_t i = 0; i < n_watched; i++) {
+            if (watched[i].domain == gtid.domain && gtid.seq_no >= watched[i].seq_no) {
+                stop = 1;
+            }
+        }
+        if (stop) {
+            break;
+        }
+        int complete = 0;
+        for (;;) {
+            unsigned long long log_pos = u32_at(event + 13);
+            moved = log_pos ? log_pos : moved + (unsigned long long)size;
+            at_seq = (at_seq + 1) & 0xFF;
+            at += packet;
+            count++;
+            if (count > 1 && event[4] == XID_EVENT) {
+                complete = size == 19 + 8 + 4; /* the parser takes an 8-byte xid only */
+                break;
+            }
+            found = whole_event(buf, view.len, at, at_seq, crc, &event, &size, &packet);
+            if (found < 0) {
+                goto done;
+            }
+            if (found == 0 || (event[17] & EVENT_ARTIFICIAL) ||
+                (event[4] != XID_EVENT && !allowed[event[4]])) {
+                break;
+            }
+        }
+        if (!complete || (limit && moved >= limit)) {
+            break;
+        }
+        /* the domain's last GTID, moved to the end of the list */
+        int i = 0;
+        while (i < n_last && last[i].domain != gtid.domain) {
+            i++;
+        }
+        if (i == n_last) {
+            if (n_last == MAX_DOMAINS) {
+                break;
+            }
+            n_last++;
+        }
+        memmove(&last[i], &last[i + 1], (size_t)(n_last - 1 - i) * sizeof(domain_gtid));
+        last[n_last - 1] = gtid;
+        pos = at;
+        seq = at_seq;
+        position = moved;
+        events += count;
+        transactions++;
+    }
+    PyObject *gtids = PyList_New(n_last);
+    if (gtids == NULL) {
+        goto done;
+    }
+    for (int i = 0; i < n_last; i++) {
+        PyObject *item = Py_BuildValue("(kkK)", last[i].domain, last[i].server_id, last[i].seq_no);
+        if (item == NULL) {
+            Py_DECREF(gtids);
+            goto done;
+        }
+        PyList_SET_ITEM(gtids, i, item);
+    }
+    result = Py_BuildValue("niKnnN", pos, seq, position, events, transactions, gtids);
+done:
+    PyBuffer_Release(&view);
+fail_watch:
+    Py_DECREF(watch);
+fail_types:
+    PyBuffer_Release(&types);
     return result;
 }

@@ -1,0 +1,212 @@
+"""A DDL scan passes whole MariaDB transactions of rows over natively
+(``DumpStreamDecoder.skip_row_transactions``): what it reads is the read of statements only
+without those transactions, at the same positions; every byte of them is still checked; it
+stops before a transaction the stream's end check must see (``skip_bounds``).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from replicator.binlog import events as ev
+from replicator.binlog.constants import CHECKSUM_CRC32
+from replicator.binlog.errors import DecodeError
+from replicator.binlog.framing import END_OF_STREAM, _NeedData
+from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition
+from replicator.binlog.position import StreamPosition
+from replicator.binlog.stream import DumpStreamDecoder
+from replicator.binlog.transaction import TransactionAssembler
+from replicator.source.stream_end import skip_bounds
+
+from .test_native import require_native
+from .test_stream import SAMPLE, _artificial_rotate, _dump_stream, _raw_events
+
+_XA_OR_STANDALONE = 0x01 | 0x40 | 0x80
+
+
+def scan_skipping(
+    data: bytes,
+    chunk: int,
+    limit: int = 0,
+    watch: tuple[tuple[int, int], ...] = (),
+    name: str = "sample.000001",
+) -> tuple[list[ev.Event], int, list[tuple[int, int, int]], int]:
+    """A read of statements only as the stream reader does it: between transactions, the
+    buffered transactions of rows are passed over. (events read, transactions passed over,
+    the GTIDs the last pass reported, the position at the end)."""
+    decoder = DumpStreamDecoder(file=name, position=4, checksum_alg=CHECKSUM_CRC32)
+    decoder.parser.statements_only = True
+    assembler = TransactionAssembler()
+    got: list[ev.Event] = []
+    skipped = 0
+    gtids: list[tuple[int, int, int]] = []
+    for i in range(0, len(data), chunk):
+        decoder.feed(data[i : i + chunk])
+        while True:
+            if not assembler.in_transaction:
+                passed, last = decoder.skip_row_transactions(limit, watch)
+                skipped += passed
+                gtids = last if passed else gtids
+            item = decoder.next_event()
+            if isinstance(item, _NeedData) or item is END_OF_STREAM:
+                break
+            assert isinstance(item, ev.Event)
+            got.append(item)
+            assembler.feed(item)
+    return got, skipped, gtids, decoder.parser.position
+
+
+def scan_plain(data: bytes, name: str = "sample.000001") -> tuple[list[ev.Event], int]:
+    """The read of statements only, nothing passed over."""
+    decoder = DumpStreamDecoder(file=name, position=4, checksum_alg=CHECKSUM_CRC32)
+    decoder.parser.statements_only = True
+    decoder.feed(data)
+    got: list[ev.Event] = []
+    while not isinstance(item := decoder.next_event(), _NeedData) and item is not END_OF_STREAM:
+        assert isinstance(item, ev.Event)
+        got.append(item)
+    return got, decoder.parser.position
+
+
+def _row_transaction_end(events: list[ev.Event], at: int) -> int | None:
+    """Where the transaction of rows starting at ``events[at]`` ends (its rows and TABLE_MAP
+    events are not in a read of statements only), or None if none starts there."""
+    first = events[at]
+    if not isinstance(first, ev.MariadbGtidEvent) or int(first.flags) & _XA_OR_STANDALONE:
+        return None
+    at += 1
+    while at < len(events) and isinstance(events[at], ev.AnnotateRowsEvent):
+        at += 1
+    return at + 1 if at < len(events) and isinstance(events[at], ev.XidEvent) else None
+
+
+def removed_transactions(plain: list[ev.Event], got: list[ev.Event]) -> int:
+    """How many whole transactions of rows ``got`` lacks; fails if it differs from ``plain``
+    in anything else."""
+    i = j = removed = 0
+    while i < len(plain):
+        here = plain[i]
+        if j < len(got) and (type(got[j]), got[j].position) == (type(here), here.position):
+            assert got[j] == here
+            i, j = i + 1, j + 1
+            continue
+        end = _row_transaction_end(plain, i)
+        assert end is not None, f"{type(here).__name__} at {here.position} is missing"
+        i, removed = end, removed + 1
+    assert j == len(got)
+    return removed
+
+
+def _sample_stream() -> bytes:
+    events = [e for _, e in _raw_events(SAMPLE.read_bytes())]
+    return _dump_stream([_artificial_rotate(b"sample.000001", 4), *events])
+
+
+@pytest.mark.parametrize("chunk", [1, 13, 512, 1 << 20])
+def test_a_scan_reads_the_same_less_whole_transactions_of_rows(chunk: int) -> None:
+    require_native()
+    stream = _sample_stream()
+    plain, end = scan_plain(stream)
+    got, skipped, _, position = scan_skipping(stream, chunk)
+    assert removed_transactions(plain, got) == skipped
+    assert position == end
+    assert any(isinstance(e, ev.QueryEvent) for e in got)  # the DDL is read as ever
+    if chunk == 1 << 20:  # all in one buffer: every transaction of rows (the sample has 4)
+        assert skipped == 4
+
+
+def _retagged(event: bytes, log_pos: int, domain: int | None = None, seq: int = 0) -> bytes:
+    """``event`` with a new log_pos (and, for a MariaDB GTID, domain and seq_no), its CRC32
+    made again."""
+    body = bytearray(event[:-4])
+    body[13:17] = log_pos.to_bytes(4, "little")
+    if domain is not None:
+        body[19:27] = seq.to_bytes(8, "little")
+        body[27:31] = domain.to_bytes(4, "little")
+    return bytes(body) + zlib.crc32(body).to_bytes(4, "little")
+
+
+def _row_transactions(gtids: list[tuple[int, int]]) -> tuple[bytes, list[int]]:
+    """A dump stream of the sample's first transaction of rows once per (domain, seq_no),
+    after the sample's FORMAT_DESCRIPTION; (stream, position after each transaction)."""
+    events = [e for _, e in _raw_events(SAMPLE.read_bytes())]
+    first = next(i for i, e in enumerate(events) if e[4] == 162 and events[i + 1][4] == 160)
+    template = events[first : first + 5]  # GTID, ANNOTATE_ROWS, TABLE_MAP, WRITE_ROWS, XID
+    assert [e[4] for e in template] == [162, 160, 19, 23, 16]
+    out, ends, pos = [events[0]], [], 4 + len(events[0])
+    for domain, seq in gtids:
+        for n, event in enumerate(template):
+            pos += len(event)
+            out.append(_retagged(event, pos, *((domain, seq) if n == 0 else ())))
+        ends.append(pos)
+    return _dump_stream([_artificial_rotate(b"sample.000001", 4), *out]), ends
+
+
+def test_the_last_gtid_of_each_domain_comes_back_in_order() -> None:
+    require_native()
+    stream, ends = _row_transactions([(0, 1), (1, 2), (0, 3), (2, 4), (1, 5)])
+    got, skipped, gtids, position = scan_skipping(stream, 1 << 20)
+    assert skipped == 5
+    assert not any(isinstance(e, (ev.MariadbGtidEvent, ev.XidEvent)) for e in got)
+    assert position == ends[-1]
+    server_id = int.from_bytes(stream[4 + 1 + 5 : 4 + 1 + 9], "little")  # of the rotate: 1
+    assert [(d, s) for d, _, s in gtids] == [(0, 3), (2, 4), (1, 5)]
+    assert {sid for _, sid, _ in gtids} == {server_id}
+    # the stream moves its GTID state over them as handing each over would
+    start = StreamPosition("sample.000001", 4, MariadbGtidPosition(()), None)
+    one_by_one, by_last = start, start
+    for domain, seq in [(0, 1), (1, 2), (0, 3), (2, 4), (1, 5)]:
+        one_by_one = one_by_one.after(MariadbGtid(domain, server_id, seq), "", 0)
+    for domain, sid, seq in gtids:
+        by_last = by_last.after(MariadbGtid(domain, sid, seq), "", 0)
+    assert by_last.mariadb_gtid == one_by_one.mariadb_gtid
+
+
+def test_it_stops_before_what_the_end_check_must_see() -> None:
+    require_native()
+    stream, ends = _row_transactions([(0, 1), (0, 2), (1, 3), (0, 4)])
+    # a position: the transaction ending there is left to the reader, as are those after it
+    got, skipped, _, _ = scan_skipping(stream, 1 << 20, limit=ends[1])
+    assert skipped == 1
+    xid_ends = [e.next_position for e in got if isinstance(e, ev.XidEvent)]
+    assert xid_ends == ends[1:]
+    # a GTID: the first transaction of the watched domain at or past its seq_no is read
+    got, skipped, _, _ = scan_skipping(stream, 1 << 20, watch=((1, 3),))
+    assert skipped == 3
+    read = [e.gtid for e in got if isinstance(e, ev.MariadbGtidEvent)]
+    assert read == [MariadbGtid(1, 1, 3)]
+
+
+def test_skip_bounds_keep_the_end_check_exact() -> None:
+    gtid = MariadbGtidPosition((MariadbGtid(0, 1, 9), MariadbGtid(2, 1, 4)))
+    end = StreamPosition("mysql-bin.000007", 800, gtid, None)
+    assert skip_bounds(None, "mysql-bin.000007") == (0, ())
+    assert skip_bounds(end, "mysql-bin.000007") == (800, ((0, 9), (2, 4)))
+    assert skip_bounds(end, "mysql-bin.000006")[0] == 0  # a rotate comes before the end
+    assert skip_bounds(end, "mysql-bin.000008")[0] == 1  # past it: nothing passed over
+    assert skip_bounds(StreamPosition("", 0, gtid, None), "mysql-bin.000007")[0] == 0
+    assert skip_bounds(StreamPosition("mysql-bin.000007", 0, None, None), "mysql-bin.000007") == (
+        1,
+        (),
+    )
+
+
+def test_every_byte_of_a_passed_over_transaction_is_checked() -> None:
+    """A flipped byte anywhere in the transactions of rows (header, body or CRC32 of any of
+    their events, or their packets' headers) is still a DecodeError, not a silent skip."""
+    require_native()
+    stream, ends = _row_transactions([(0, 1), (0, 2), (0, 3)])
+    prefix = len(_dump_stream([_artificial_rotate(b"sample.000001", 4)])) - 9
+    missed = []
+    for offset in range(prefix, len(stream) - 9, 3):
+        corrupted = bytearray(stream)
+        corrupted[offset] ^= 0x5A
+        try:
+            scan_skipping(bytes(corrupted), 1 << 20)
+        except DecodeError:
+            continue
+        missed.append(offset)
+    assert missed == []
+    assert ends  # the stream holds the transactions flipped above
