@@ -139,8 +139,9 @@ def skip_transactions(
     limit: int,
     inside: Buffer,
     watch: Sequence[tuple[int, int]],
+    budget: int,
+    query_post: int,
     crc: _Crc32,
     /,
-) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]:
-    """(offset, seq, position, events, transactions, last (domain, server_id, seq_no) of each
-    domain)."""
+) -> tuple[int, int, int, int, int, list[tuple[int, int, int]], list[tuple[bytes, int, int]]]:
+    """(offset, seq, position, events, transactions, mariadb, mysql)."""

@@ -23,6 +23,10 @@ from .errors import DecodeError, ServerError, TruncatedError
 
 # a MariaDB GTID as the native core gives it: (domain_id, server_id, seq_no)
 Gtid3 = tuple[int, int, int]
+# consecutive MySQL GTIDs of one source as the native core gives them: (uuid, first, last gno)
+GnoRun = tuple[bytes, int, int]
+# what the native skip_transactions returns
+Skipped = tuple[int, int, int, int, int, list[Gtid3], list[GnoRun]]
 
 
 class _NeedData:
@@ -183,22 +187,20 @@ class PacketFramer:
         return position, stepped
 
     def skip_transactions(
-        self,
-        skip: Callable[..., tuple[int, int, int, int, int, list[Gtid3]]],
-        position: int,
-        *args: object,
-    ) -> tuple[int, int, int, list[Gtid3]]:
+        self, skip: Callable[..., Skipped], position: int, *args: object
+    ) -> tuple[int, int, int, list[Gtid3], list[GnoRun]]:
         """Pass over whole transactions with the native ``skip_transactions`` (which checks
         each event and stops before anything unusual); (position after them, events and
-        transactions passed over, the last GTID of each domain among them)."""
+        transactions passed over, the last MariaDB GTID of each domain among them, their
+        MySQL GTIDs as runs)."""
         if self._parts:
-            return position, 0, 0, []
+            return position, 0, 0, [], []
         buf = self._buffer
-        offset, self._sequence, position, events, transactions, gtids = skip(
+        offset, self._sequence, position, events, transactions, mariadb, mysql = skip(
             buf._buf, buf._start, self._sequence, position, *args
         )
         buf._start = offset
-        return position, events, transactions, gtids
+        return position, events, transactions, mariadb, mysql
 
     def split_events(
         self, split: Callable[..., tuple[int, int, list[bytes]]], *args: object

@@ -474,6 +474,14 @@ class MysqlGtidSet:
         entries.insert(bisect.bisect(keys, key), _trusted_entry(gtid.uuid, gtid.tag, (new,)))
         return _trusted_set(tuple(entries))
 
+    def with_runs(self, runs: Iterable[tuple[bytes, int, int]]) -> MysqlGtidSet:
+        """A new set that also holds the GTIDs ``first..last`` (inclusive) of each run's
+        uuid (as 16 bytes), untagged."""
+        added = tuple(
+            TsidIntervals(UUID(bytes=uid), "", ((first, last + 1),)) for uid, first, last in runs
+        )
+        return self.union(MysqlGtidSet(added)) if added else self
+
     def union(self, other: MysqlGtidSet) -> MysqlGtidSet:
         """A new set holding the transactions of both."""
         if not other.entries:
@@ -492,6 +500,17 @@ class MysqlGtidSet:
             if mine is None or not _covers(mine.intervals, entry.intervals):
                 return False
         return True
+
+    def missing_from(self, other: MysqlGtidSet) -> int:
+        """How many transactions of this set ``other`` does not hold."""
+        missing = 0
+        for entry in self.entries:
+            theirs = other._find(entry.sort_key)
+            for start, end in entry.intervals:
+                missing += end - start
+                for their_start, their_end in theirs.intervals if theirs is not None else ():
+                    missing -= max(0, min(end, their_end) - max(start, their_start))
+        return missing
 
     def issubset(self, other: MysqlGtidSet) -> bool:
         return other.issuperset(self)

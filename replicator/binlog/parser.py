@@ -837,15 +837,13 @@ _STEPPED_OVER = frozenset({*_ROWS_KIND, _T.TABLE_MAP})
 # the same, one byte per type code (for the native core's step_events and split_events)
 STEPPED_OVER = bytes(code in _STEPPED_OVER for code in range(256))
 # where a read of statements only splits no further natively: the events it steps over, and a
-# MariaDB GTID, where DumpStreamDecoder.skip_row_transactions may pass a whole transaction over
-STATEMENTS_SPLIT_STOP = bytes(
-    code in _STEPPED_OVER or code == _T.MARIADB_GTID for code in range(256)
-)
-# the events between a MariaDB GTID and its XID in a transaction of rows only, which such a
-# read passes over whole (one byte per type code, for the native core's skip_transactions)
-ROW_TRANSACTION_INSIDE = bytes(
-    code in _STEPPED_OVER or code == _T.MARIADB_ANNOTATE_ROWS for code in range(256)
-)
+# GTID, where DumpStreamDecoder.skip_row_transactions may pass a whole transaction over
+_GTIDS = (_T.MARIADB_GTID, _T.GTID, _T.ANONYMOUS_GTID)
+STATEMENTS_SPLIT_STOP = bytes(code in _STEPPED_OVER or code in _GTIDS for code in range(256))
+# the events between the start (GTID, and BEGIN on MySQL) and the XID of a transaction of rows
+# only, which such a read passes over whole (one byte per type code, for skip_transactions)
+_ANNOTATIONS = (_T.MARIADB_ANNOTATE_ROWS, _T.ROWS_QUERY)
+ROW_TRANSACTION_INSIDE = bytes(code in _STEPPED_OVER or code in _ANNOTATIONS for code in range(256))
 
 
 def _rows(p: EventParser, w: _Where, body: bytes) -> ev.Event:

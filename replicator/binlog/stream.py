@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import native
-from .constants import CHECKSUM_CRC32
+from .constants import CHECKSUM_CRC32, EventType
 from .errors import DecodeError
 from .events import Event
 from .framing import (
@@ -22,6 +22,7 @@ from .framing import (
     NEED_DATA,
     EndOfStream,
     FileFramer,
+    GnoRun,
     Gtid3,
     PacketFramer,
     _NeedData,
@@ -157,28 +158,38 @@ class DumpStreamDecoder:
         parser.events_decoded += stepped
 
     def skip_row_transactions(
-        self, limit: int, watch: Sequence[tuple[int, int]]
-    ) -> tuple[int, list[Gtid3]]:
+        self, limit: int, watch: Sequence[tuple[int, int]], budget: int
+    ) -> tuple[int, list[Gtid3], list[GnoRun]]:
         """In a read of statements only, between two transactions: pass over the whole
-        MariaDB transactions of rows buffered here (GTID, ANNOTATE_ROWS, TABLE_MAP, rows, XID),
-        natively and in one go, each event framed and CRC32-checked as ever. Such a read has
-        nothing to deliver from them; the per-transaction work in Python was most of a DDL
-        scan's time on a binlog of small transactions.
+        transactions of rows buffered here (MariaDB: GTID, ANNOTATE_ROWS, TABLE_MAP, rows,
+        XID; MySQL: GTID, BEGIN, ROWS_QUERY, TABLE_MAP, rows, XID), natively and in one go,
+        each event framed and CRC32-checked as ever. Such a read has nothing to deliver from
+        them; the per-transaction work in Python was most of a DDL scan's time on a binlog of
+        small transactions.
 
         Stops before a transaction that the stream's end check must see: one ending at or
-        past ``limit`` in this file (0: no limit), or whose GTID is in a domain of ``watch``
-        at or past that (domain, seq_no). Returns (transactions passed over, the last GTID
-        of each domain among them, in the order of those last ones); (0, []) without the
-        native core, without CRC32 checks, or with events already split here."""
+        past ``limit`` in this file (0: no limit), one whose MariaDB GTID is in a domain of
+        ``watch`` at or past that (domain, seq_no), or a MySQL GTID beyond the first
+        ``budget`` (-1: no limit); see ``stream_end.skip_bounds``. Returns (transactions
+        passed over, the last MariaDB GTID of each domain among them in the order of those
+        last ones, their MySQL GTIDs as runs); (0, [], []) without the native core, without
+        CRC32 checks, or with events already split here."""
         parser = self.parser
         skip = _native("skip_transactions")
         if skip is None or self._ready or not parser.statements_only or not parser.verifies_crc32:
-            return 0, []
-        parser.position, events, transactions, gtids = self.framer.skip_transactions(
-            skip, parser.position, limit, ROW_TRANSACTION_INSIDE, watch, binascii.crc32
+            return 0, [], []
+        parser.position, events, transactions, mariadb, mysql = self.framer.skip_transactions(
+            skip,
+            parser.position,
+            limit,
+            ROW_TRANSACTION_INSIDE,
+            watch,
+            budget,
+            parser.post_header_length(EventType.QUERY, 13),
+            binascii.crc32,
         )
         parser.events_decoded += events
-        return transactions, gtids
+        return transactions, mariadb, mysql
 
     def _check_packet_length(self) -> bool:
         """Cross-check a new packet's length with the event size inside it; True when the

@@ -37,6 +37,7 @@ import random
 import socket
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -465,16 +466,17 @@ class ReplicaStream:
     def _skip_row_transactions(self, decoder: DumpStreamDecoder, end: StreamPosition | None) -> int:
         """Between transactions of a read of statements only: pass the buffered transactions
         of rows over, moving the position as handing each over would; how many."""
-        file = decoder.parser.file
-        limit, watch = skip_bounds(end, file)
-        skipped, gtids = decoder.skip_row_transactions(limit, watch)
+        assert self.position is not None
+        position, file = self.position, decoder.parser.file
+        skipped, mariadb, mysql = decoder.skip_row_transactions(*skip_bounds(end, file, position))
         if not skipped:
             return 0
-        assert self.position is not None
-        position, after = self.position, decoder.parser.position
-        for domain_id, server_id, seq_no in gtids:  # the last GTID of each domain, in order
+        after = decoder.parser.position
+        for domain_id, server_id, seq_no in mariadb:  # the last GTID of each domain, in order
             position = position.after(MariadbGtid(domain_id, server_id, seq_no), file, after)
-        self.position = position
+        if mysql and position.mysql_gtid is not None:
+            position = replace(position, mysql_gtid=position.mysql_gtid.with_runs(mysql))
+        self.position = position.after(None, file, after)
         self.stats.transactions += skipped
         self.stats.transactions_passed_over += skipped
         return skipped

@@ -58,24 +58,32 @@ def end_reached(
     return False
 
 
-def skip_bounds(end: StreamPosition | None, file: str) -> tuple[int, tuple[tuple[int, int], ...]]:
-    """What transactions passed over unseen (``DumpStreamDecoder.skip_row_transactions``)
-    must stop before, so that ``end_reached`` sees the one that reaches ``end``: (a position in
-    ``file`` that none of them may end at or past, 0 for none; the (domain, seq_no) of the
-    end's MariaDB GTIDs, which a GTID passed over must stay below in its domain). A
-    transaction that stays below both cannot reach the end: not by its position, and not by
-    making the GTID state cover the end's, which needs some domain to come up to its end."""
+def skip_bounds(
+    end: StreamPosition | None, file: str, position: StreamPosition
+) -> tuple[int, tuple[tuple[int, int], ...], int]:
+    """What transactions passed over unseen from ``position`` in ``file``
+    (``DumpStreamDecoder.skip_row_transactions``) must stop before, so that ``end_reached``
+    sees the one that reaches ``end``: (a position in ``file`` that none of them may end at or
+    past, 0 for none; the (domain, seq_no) of the end's MariaDB GTIDs, which a GTID passed
+    over must stay below in its domain; how many MySQL GTIDs may be passed over, -1 for any).
+
+    A transaction within all three cannot reach the end: not by its position, and not by
+    making the GTID state cover the end's. A MariaDB state comes to cover it only when some
+    domain comes up to its end; a MySQL set only once it holds every GTID of the end's that it
+    lacks, one transaction adding one, so fewer than that many cannot."""
     if end is None:
-        return 0, ()
-    watch = (
-        () if end.mariadb_gtid is None else tuple((g.domain_id, g.seq_no) for g in end.mariadb_gtid)
-    )
+        return 0, (), -1
+    gtids = end.mariadb_gtid
+    watch = () if gtids is None else tuple((g.domain_id, g.seq_no) for g in gtids)
+    budget = -1
+    if end.mysql_gtid is not None and position.mysql_gtid is not None:
+        budget = max(end.mysql_gtid.missing_from(position.mysql_gtid) - 1, 0)
     if not end.file:
-        return 0, watch
+        return 0, watch, budget
     if file != end.file:
         here, there = binlog_index(file)[1], binlog_index(end.file)[1]
         if here < there:
-            return 0, watch  # the end is in a later file: a rotate comes first
+            return 0, watch, budget  # the end is in a later file: a rotate comes first
         if here > there:
-            return 1, watch  # past the end's file: pass nothing over
-    return max(end.position, 1), watch
+            return 1, watch, budget  # past the end's file: pass nothing over
+    return max(end.position, 1), watch, budget

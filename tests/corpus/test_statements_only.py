@@ -9,6 +9,7 @@ TRANSACTION_PAYLOAD (inner rows keep their header with no images), partial JSON 
 from __future__ import annotations
 
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
@@ -106,6 +107,40 @@ def test_a_scan_passes_over_whole_transactions_of_rows_only(corpus_dir: Path, re
     name = path.name.removesuffix(".gz")
     stream = _dump_stream(raw)
     plain, end = scan_plain(stream, name)
-    got, skipped, _, position = scan_skipping(stream, 1 << 16, name=name)
-    assert removed_transactions(plain, got) == skipped
-    assert position == end
+    scan = scan_skipping(stream, 1 << 16, name=name)
+    assert removed_transactions(plain, scan.events) == scan.skipped
+    assert scan.position == end
+    # the MySQL GTIDs passed over are those of the transactions left out, in order
+    read = {e.position for e in scan.events}
+    left_out = [
+        (UUID(e.uuid).bytes, e.gno)
+        for e in plain
+        if isinstance(e, ev.MysqlGtidEvent) and not e.anonymous and e.position not in read
+    ]
+    assert [(uid, gno) for uid, first, last in scan.mysql for gno in range(first, last + 1)] == (
+        left_out
+    )
+
+
+def test_a_scan_passes_no_more_mysql_gtids_over_than_its_budget(corpus_dir: Path) -> None:
+    """The end check of a MySQL stream needs the transaction whose GTID completes the end's
+    set: ``budget`` caps the GTIDs passed over (``skip_bounds`` gives one fewer than the set
+    lacks), and the reader takes the rest."""
+    require_native()
+    path = corpus_dir / "rust_mysql_common" / "mysql-enum-string-set.000001"
+    data = file_bytes(path)
+    raw, pos = [], 4
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        raw.append(data[pos : pos + size])
+        pos += size
+    stream = _dump_stream(raw)
+    plain, end = scan_plain(stream, path.name)
+    passed = {}
+    for budget in (-1, 0, 1):
+        scan = scan_skipping(stream, 1 << 16, budget=budget, name=path.name)
+        assert removed_transactions(plain, scan.events) == scan.skipped
+        assert scan.position == end
+        passed[budget] = sum(1 + last - first for _, first, last in scan.mysql)
+    assert passed[-1] >= 2  # the file has MySQL transactions of rows to pass over
+    assert (passed[0], passed[1]) == (0, 1)

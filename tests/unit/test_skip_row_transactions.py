@@ -7,6 +7,7 @@ stops before a transaction the stream's end check must see (``skip_bounds``).
 from __future__ import annotations
 
 import zlib
+from typing import NamedTuple
 
 import pytest
 
@@ -14,7 +15,7 @@ from replicator.binlog import events as ev
 from replicator.binlog.constants import CHECKSUM_CRC32
 from replicator.binlog.errors import DecodeError
 from replicator.binlog.framing import END_OF_STREAM, _NeedData
-from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition
+from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition, MysqlGtidSet
 from replicator.binlog.position import StreamPosition
 from replicator.binlog.stream import DumpStreamDecoder
 from replicator.binlog.transaction import TransactionAssembler
@@ -26,36 +27,45 @@ from .test_stream import SAMPLE, _artificial_rotate, _dump_stream, _raw_events
 _XA_OR_STANDALONE = 0x01 | 0x40 | 0x80
 
 
+class Scan(NamedTuple):
+    events: list[ev.Event]  # what the read delivered
+    skipped: int  # transactions passed over
+    mariadb: list[list[tuple[int, int, int]]]  # per pass over: the last GTID of each domain
+    mysql: list[tuple[bytes, int, int]]  # the runs of MySQL GTIDs passed over
+    position: int  # at the end
+
+
 def scan_skipping(
     data: bytes,
     chunk: int,
     limit: int = 0,
     watch: tuple[tuple[int, int], ...] = (),
+    budget: int = -1,
     name: str = "sample.000001",
-) -> tuple[list[ev.Event], int, list[tuple[int, int, int]], int]:
+) -> Scan:
     """A read of statements only as the stream reader does it: between transactions, the
-    buffered transactions of rows are passed over. (events read, transactions passed over,
-    the GTIDs the last pass reported, the position at the end)."""
+    buffered transactions of rows are passed over."""
     decoder = DumpStreamDecoder(file=name, position=4, checksum_alg=CHECKSUM_CRC32)
     decoder.parser.statements_only = True
     assembler = TransactionAssembler()
-    got: list[ev.Event] = []
+    scan = Scan([], 0, [], [], 0)
     skipped = 0
-    gtids: list[tuple[int, int, int]] = []
     for i in range(0, len(data), chunk):
         decoder.feed(data[i : i + chunk])
         while True:
             if not assembler.in_transaction:
-                passed, last = decoder.skip_row_transactions(limit, watch)
+                passed, mariadb, mysql = decoder.skip_row_transactions(limit, watch, budget)
                 skipped += passed
-                gtids = last if passed else gtids
+                budget = budget if budget < 0 else budget - sum(1 + b - a for _, a, b in mysql)
+                scan.mariadb.extend([mariadb] if mariadb else [])
+                scan.mysql.extend(mysql)
             item = decoder.next_event()
             if isinstance(item, _NeedData) or item is END_OF_STREAM:
                 break
             assert isinstance(item, ev.Event)
-            got.append(item)
+            scan.events.append(item)
             assembler.feed(item)
-    return got, skipped, gtids, decoder.parser.position
+    return scan._replace(skipped=skipped, position=decoder.parser.position)
 
 
 def scan_plain(data: bytes, name: str = "sample.000001") -> tuple[list[ev.Event], int]:
@@ -74,10 +84,18 @@ def _row_transaction_end(events: list[ev.Event], at: int) -> int | None:
     """Where the transaction of rows starting at ``events[at]`` ends (its rows and TABLE_MAP
     events are not in a read of statements only), or None if none starts there."""
     first = events[at]
-    if not isinstance(first, ev.MariadbGtidEvent) or int(first.flags) & _XA_OR_STANDALONE:
+    if isinstance(first, ev.MariadbGtidEvent):
+        if int(first.flags) & _XA_OR_STANDALONE:
+            return None
+        at += 1
+    elif isinstance(first, ev.MysqlGtidEvent) and first.header.type_code in (33, 34):
+        begin = events[at + 1] if at + 1 < len(events) else None
+        if not isinstance(begin, ev.QueryEvent) or begin.query != "BEGIN":
+            return None
+        at += 2
+    else:
         return None
-    at += 1
-    while at < len(events) and isinstance(events[at], ev.AnnotateRowsEvent):
+    while at < len(events) and isinstance(events[at], (ev.AnnotateRowsEvent, ev.RowsQueryEvent)):
         at += 1
     return at + 1 if at < len(events) and isinstance(events[at], ev.XidEvent) else None
 
@@ -109,12 +127,12 @@ def test_a_scan_reads_the_same_less_whole_transactions_of_rows(chunk: int) -> No
     require_native()
     stream = _sample_stream()
     plain, end = scan_plain(stream)
-    got, skipped, _, position = scan_skipping(stream, chunk)
-    assert removed_transactions(plain, got) == skipped
-    assert position == end
-    assert any(isinstance(e, ev.QueryEvent) for e in got)  # the DDL is read as ever
+    scan = scan_skipping(stream, chunk)
+    assert removed_transactions(plain, scan.events) == scan.skipped
+    assert scan.position == end
+    assert any(isinstance(e, ev.QueryEvent) for e in scan.events)  # the DDL is read as ever
     if chunk == 1 << 20:  # all in one buffer: every transaction of rows (the sample has 4)
-        assert skipped == 4
+        assert scan.skipped == 4
 
 
 def _retagged(event: bytes, log_pos: int, domain: int | None = None, seq: int = 0) -> bytes:
@@ -147,10 +165,11 @@ def _row_transactions(gtids: list[tuple[int, int]]) -> tuple[bytes, list[int]]:
 def test_the_last_gtid_of_each_domain_comes_back_in_order() -> None:
     require_native()
     stream, ends = _row_transactions([(0, 1), (1, 2), (0, 3), (2, 4), (1, 5)])
-    got, skipped, gtids, position = scan_skipping(stream, 1 << 20)
-    assert skipped == 5
-    assert not any(isinstance(e, (ev.MariadbGtidEvent, ev.XidEvent)) for e in got)
-    assert position == ends[-1]
+    scan = scan_skipping(stream, 1 << 20)
+    assert scan.skipped == 5
+    assert not any(isinstance(e, (ev.MariadbGtidEvent, ev.XidEvent)) for e in scan.events)
+    assert scan.position == ends[-1]
+    (gtids,) = scan.mariadb  # one pass over all five
     server_id = int.from_bytes(stream[4 + 1 + 5 : 4 + 1 + 9], "little")  # of the rotate: 1
     assert [(d, s) for d, _, s in gtids] == [(0, 3), (2, 4), (1, 5)]
     assert {sid for _, sid, _ in gtids} == {server_id}
@@ -168,29 +187,35 @@ def test_it_stops_before_what_the_end_check_must_see() -> None:
     require_native()
     stream, ends = _row_transactions([(0, 1), (0, 2), (1, 3), (0, 4)])
     # a position: the transaction ending there is left to the reader, as are those after it
-    got, skipped, _, _ = scan_skipping(stream, 1 << 20, limit=ends[1])
-    assert skipped == 1
-    xid_ends = [e.next_position for e in got if isinstance(e, ev.XidEvent)]
+    scan = scan_skipping(stream, 1 << 20, limit=ends[1])
+    assert scan.skipped == 1
+    xid_ends = [e.next_position for e in scan.events if isinstance(e, ev.XidEvent)]
     assert xid_ends == ends[1:]
     # a GTID: the first transaction of the watched domain at or past its seq_no is read
-    got, skipped, _, _ = scan_skipping(stream, 1 << 20, watch=((1, 3),))
-    assert skipped == 3
-    read = [e.gtid for e in got if isinstance(e, ev.MariadbGtidEvent)]
+    scan = scan_skipping(stream, 1 << 20, watch=((1, 3),))
+    assert scan.skipped == 3
+    read = [e.gtid for e in scan.events if isinstance(e, ev.MariadbGtidEvent)]
     assert read == [MariadbGtid(1, 1, 3)]
 
 
 def test_skip_bounds_keep_the_end_check_exact() -> None:
     gtid = MariadbGtidPosition((MariadbGtid(0, 1, 9), MariadbGtid(2, 1, 4)))
     end = StreamPosition("mysql-bin.000007", 800, gtid, None)
-    assert skip_bounds(None, "mysql-bin.000007") == (0, ())
-    assert skip_bounds(end, "mysql-bin.000007") == (800, ((0, 9), (2, 4)))
-    assert skip_bounds(end, "mysql-bin.000006")[0] == 0  # a rotate comes before the end
-    assert skip_bounds(end, "mysql-bin.000008")[0] == 1  # past it: nothing passed over
-    assert skip_bounds(StreamPosition("", 0, gtid, None), "mysql-bin.000007")[0] == 0
-    assert skip_bounds(StreamPosition("mysql-bin.000007", 0, None, None), "mysql-bin.000007") == (
-        1,
-        (),
-    )
+    here = StreamPosition("mysql-bin.000007", 4, MariadbGtidPosition(()), None)
+    assert skip_bounds(None, "mysql-bin.000007", here) == (0, (), -1)
+    assert skip_bounds(end, "mysql-bin.000007", here) == (800, ((0, 9), (2, 4)), -1)
+    assert skip_bounds(end, "mysql-bin.000006", here)[0] == 0  # a rotate comes before the end
+    assert skip_bounds(end, "mysql-bin.000008", here)[0] == 1  # past it: nothing passed over
+    assert skip_bounds(StreamPosition("", 0, gtid, None), "mysql-bin.000007", here)[0] == 0
+    at_zero = StreamPosition("mysql-bin.000007", 0, None, None)
+    assert skip_bounds(at_zero, "mysql-bin.000007", here) == (1, (), -1)
+    # MySQL: fewer GTIDs than the set lacks of the end's cannot make it cover the end
+    uid = "3E11FA47-71CA-11E1-9E33-C80AA9429562"
+    mysql_end = StreamPosition("", 0, None, MysqlGtidSet.parse(f"{uid}:1-100:200-209"))
+    mysql_here = StreamPosition("mysql-bin.000007", 4, None, MysqlGtidSet.parse(f"{uid}:1-95"))
+    assert skip_bounds(mysql_end, "mysql-bin.000007", mysql_here)[2] == 5 + 10 - 1
+    covered = StreamPosition("mysql-bin.000007", 4, None, mysql_end.mysql_gtid)
+    assert skip_bounds(mysql_end, "mysql-bin.000007", covered)[2] == 0
 
 
 def test_every_byte_of_a_passed_over_transaction_is_checked() -> None:

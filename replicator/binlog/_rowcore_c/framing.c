@@ -197,15 +197,25 @@ done:
 #define GTID_GROUP_COMMIT_ID 0x02
 #define GTID_XA 0xC0 /* PREPARED_XA | COMPLETED_XA */
 #define EVENT_ARTIFICIAL 0x20
-#define MARIADB_GTID_EVENT 162
+#define QUERY_EVENT 2
 #define XID_EVENT 16
+#define MYSQL_GTID_EVENT 33
+#define MYSQL_ANONYMOUS_GTID_EVENT 34
+#define MARIADB_GTID_EVENT 162
+#define GNO_MAX 0x7FFFFFFFFFFFFFFEULL
 #define MAX_DOMAINS 32
 #define MAX_WATCHED 64
+#define MAX_RUNS 64
 
 typedef struct {
     unsigned long domain, server_id;
     unsigned long long seq_no;
 } domain_gtid;
+
+typedef struct {
+    unsigned char sid[16];
+    unsigned long long first, last;
+} gno_run;
 
 static unsigned long
 u32_at(const unsigned char *p)
@@ -220,36 +230,105 @@ u64_at(const unsigned char *p)
     return (unsigned long long)u32_at(p) | ((unsigned long long)u32_at(p + 4) << 32);
 }
 
-/* skip_transactions(buf, start, seq, position, limit, inside, watch, crc)
- *     -> (offset, seq, position, events, transactions, gtids)
+/* A MySQL GTID or ANONYMOUS_GTID body of `len` bytes that the parser reads without an error
+ * (mysql_bodies.decode_gtid, and MysqlGtid's range for a GTID's number): 1, else 0. */
+static int
+mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type)
+{
+    if (len < 25) {
+        return 0;
+    }
+    unsigned long long gno = u64_at(b + 17);
+    if (gno >> 63 || (type == MYSQL_GTID_EVENT && (gno < 1 || gno > GNO_MAX))) {
+        return 0;
+    }
+    Py_ssize_t pos = 25;
+    if (pos >= len || b[pos] != 2 /* logical timestamps */) {
+        return 1;
+    }
+    if (pos + 17 > len) {
+        return 0;
+    }
+    pos += 17;
+    if (pos + 7 > len) {
+        return 1;
+    }
+    int original_ts = (b[pos + 6] & 0x80) != 0; /* bit 55 of the immediate commit time */
+    pos += 7;
+    if (original_ts) {
+        if (pos + 7 > len) {
+            return 0;
+        }
+        pos += 7;
+    }
+    if (pos < len) { /* the transaction length, length-encoded */
+        unsigned char first = b[pos];
+        Py_ssize_t width = first < 0xFB   ? 0
+                           : first == 0xFC ? 2
+                           : first == 0xFD ? 3
+                           : first == 0xFE ? 8
+                                           : -1; /* 0xFB and 0xFF are no length */
+        if (width < 0 || pos + 1 + width > len) {
+            return 0;
+        }
+        pos += 1 + width;
+    }
+    if (pos + 4 <= len && (b[pos + 3] & 0x80) && pos + 8 > len) {
+        return 0; /* the original server version is announced but missing */
+    }
+    return 1;
+}
+
+/* A QUERY event whose statement is exactly BEGIN, as the parser finds it (the post-header of
+ * `post` bytes, the status variables and the schema name before it); `size` counts the
+ * CRC32. */
+static int
+is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post)
+{
+    const unsigned char *b = event + 19;
+    Py_ssize_t len = size - 19 - 4;
+    if (post < 13 || len < post) {
+        return 0;
+    }
+    Py_ssize_t at = post + (Py_ssize_t)(b[11] | (b[12] << 8)) + b[8] + 1;
+    return len - at == 5 && memcmp(b + at, "BEGIN", 5) == 0;
+}
+
+/* skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post,
+ *                   crc) -> (offset, seq, position, events, transactions, mariadb, mysql)
  *
  * A read of statements only (a DDL scan) has nothing to deliver from a transaction of rows:
- * between transactions, this passes over whole ones of the MariaDB form
+ * between transactions, this passes over whole ones of the forms
  *
- *     GTID (not standalone, not XA), then events of the types flagged in `inside` (256
- *     bytes: ANNOTATE_ROWS, TABLE_MAP, rows), then XID
+ *     MariaDB: GTID (not standalone, not XA), events flagged in `inside`, XID
+ *     MySQL:   GTID or ANONYMOUS_GTID, QUERY "BEGIN", events flagged in `inside`, XID
  *
- * each event whole and checked (see whole_event; `crc` is required), moving `position` as
- * the parser moves it. It stops before the first transaction that is not of that form, not
- * whole in the buffer yet, or that the stream's end check needs to see: one that ends at or
- * past `limit` (a position in this file; 0 for none) or whose GTID is in a domain of `watch`
- * (pairs of domain and seq_no) at or past that seq_no. `gtids`: the last GTID passed over in
- * each domain, as (domain, server_id, seq_no), in the order of those last ones. */
+ * (`inside`: 256 bytes, one per type code: ANNOTATE_ROWS, ROWS_QUERY, TABLE_MAP, rows), each
+ * event whole and checked (see whole_event; `crc` is required), moving `position` as the
+ * parser moves it. `query_post` is the QUERY post-header length of the FORMAT_DESCRIPTION.
+ *
+ * It stops before the first transaction that is not of those forms, not whole in the buffer
+ * yet, or that the stream's end check needs to see: one that ends at or past `limit` (a
+ * position in this file; 0 for none), one whose MariaDB GTID is in a domain of `watch` (pairs
+ * of domain and seq_no) at or past that seq_no, or a MySQL GTID beyond the first `budget`
+ * (-1: no limit). `mariadb`: the last GTID passed over in each domain, as (domain,
+ * server_id, seq_no), in the order of those last ones; `mysql`: the MySQL GTIDs passed over,
+ * as runs (uuid bytes, first gno, last gno). */
 PyObject *
 rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *bufobj, *watchobj, *crc;
-    Py_ssize_t start;
+    Py_ssize_t start, budget, query_post;
     int seq;
     unsigned long long position, limit;
     Py_buffer view, types;
-    if (!PyArg_ParseTuple(args, "OniKKy*OO", &bufobj, &start, &seq, &position, &limit, &types,
-                          &watchobj, &crc)) {
+    if (!PyArg_ParseTuple(args, "OniKKy*OnnO", &bufobj, &start, &seq, &position, &limit, &types,
+                          &watchobj, &budget, &query_post, &crc)) {
         return NULL;
     }
     domain_gtid watched[MAX_WATCHED];
     Py_ssize_t n_watched = 0;
-    PyObject *watch = NULL, *result = NULL;
+    PyObject *watch = NULL, *result = NULL, *mariadb = NULL, *mysql = NULL;
     if (types.len != 256) {
         PyErr_SetString(PyExc_ValueError, "inside must be 256 bytes");
         goto fail_types;
@@ -277,9 +356,10 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
         goto fail_watch;
     }
     const unsigned char *buf = view.buf, *allowed = types.buf;
-    Py_ssize_t pos = start < 0 ? 0 : start, events = 0, transactions = 0;
+    Py_ssize_t pos = start < 0 ? 0 : start, events = 0, transactions = 0, gtids = 0;
     domain_gtid last[MAX_DOMAINS];
-    int n_last = 0;
+    gno_run runs[MAX_RUNS];
+    int n_last = 0, n_runs = 0;
     for (;;) {
         /* one transaction, from its GTID: taken whole or not at all */
         Py_ssize_t at = pos, count = 0;
@@ -291,26 +371,39 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
         if (found < 0) {
             goto done;
         }
-        if (found == 0 || event[4] != MARIADB_GTID_EVENT || (event[17] & EVENT_ARTIFICIAL)) {
+        if (found == 0 || (event[17] & EVENT_ARTIFICIAL)) {
             break;
         }
-        Py_ssize_t body = size - 19 - 4;
+        int type = event[4], begun = 0;
         const unsigned char *b = event + 19;
-        if (body < 13) {
-            break;
-        }
-        unsigned char flags = b[12];
-        if ((flags & (GTID_STANDALONE | GTID_XA)) || ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
-            break;
-        }
-        domain_gtid gtid = {u32_at(b + 8), u32_at(event + 5), u64_at(b)};
-        int stop = 0;
-        for (Py_ssize_t i = 0; i < n_watched; i++) {
-            if (watched[i].domain == gtid.domain && gtid.seq_no >= watched[i].seq_no) {
-                stop = 1;
+        Py_ssize_t body = size - 19 - 4;
+        domain_gtid gtid = {0, 0, 0};
+        if (type == MARIADB_GTID_EVENT) {
+            if (body < 13) {
+                break;
             }
-        }
-        if (stop) {
+            unsigned char flags = b[12];
+            if ((flags & (GTID_STANDALONE | GTID_XA)) ||
+                ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
+                break;
+            }
+            gtid = (domain_gtid){u32_at(b + 8), u32_at(event + 5), u64_at(b)};
+            int stop = 0;
+            for (Py_ssize_t i = 0; i < n_watched; i++) {
+                if (watched[i].domain == gtid.domain && gtid.seq_no >= watched[i].seq_no) {
+                    stop = 1;
+                }
+            }
+            if (stop) {
+                break;
+            }
+            begun = 1; /* a MariaDB GTID opens the group itself */
+        } else if (type == MYSQL_GTID_EVENT || type == MYSQL_ANONYMOUS_GTID_EVENT) {
+            if (!mysql_gtid_ok(b, body, type) ||
+                (type == MYSQL_GTID_EVENT && budget >= 0 && gtids >= budget)) {
+                break;
+            }
+        } else {
             break;
         }
         int complete = 0;
@@ -321,54 +414,89 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
             at += packet;
             count++;
             if (count > 1 && event[4] == XID_EVENT) {
-                complete = size == 19 + 8 + 4; /* the parser takes an 8-byte xid only */
+                complete = begun && size == 19 + 8 + 4; /* the parser takes an 8-byte xid */
                 break;
             }
             found = whole_event(buf, view.len, at, at_seq, crc, &event, &size, &packet);
             if (found < 0) {
                 goto done;
             }
-            if (found == 0 || (event[17] & EVENT_ARTIFICIAL) ||
-                (event[4] != XID_EVENT && !allowed[event[4]])) {
+            if (found == 0 || (event[17] & EVENT_ARTIFICIAL)) {
+                break;
+            }
+            if (!begun) { /* MySQL: the event after the GTID must be BEGIN */
+                if (event[4] != QUERY_EVENT || !is_begin(event, size, query_post)) {
+                    break;
+                }
+                begun = 1;
+                continue;
+            }
+            if (event[4] != XID_EVENT && !allowed[event[4]]) {
                 break;
             }
         }
         if (!complete || (limit && moved >= limit)) {
             break;
         }
-        /* the domain's last GTID, moved to the end of the list */
-        int i = 0;
-        while (i < n_last && last[i].domain != gtid.domain) {
-            i++;
-        }
-        if (i == n_last) {
-            if (n_last == MAX_DOMAINS) {
-                break;
+        if (type == MARIADB_GTID_EVENT) { /* the domain's last GTID, moved to the end */
+            int i = 0;
+            while (i < n_last && last[i].domain != gtid.domain) {
+                i++;
             }
-            n_last++;
+            if (i == n_last) {
+                if (n_last == MAX_DOMAINS) {
+                    break;
+                }
+                n_last++;
+            }
+            memmove(&last[i], &last[i + 1], (size_t)(n_last - 1 - i) * sizeof(domain_gtid));
+            last[n_last - 1] = gtid;
+        } else if (type == MYSQL_GTID_EVENT) { /* the run it extends, or a new one */
+            const unsigned char *sid = b + 1;
+            unsigned long long gno = u64_at(b + 17);
+            gno_run *run = n_runs ? &runs[n_runs - 1] : NULL;
+            if (run != NULL && memcmp(run->sid, sid, 16) == 0 && gno == run->last + 1) {
+                run->last = gno;
+            } else {
+                if (n_runs == MAX_RUNS) {
+                    break;
+                }
+                run = &runs[n_runs++];
+                memcpy(run->sid, sid, 16);
+                run->first = run->last = gno;
+            }
+            gtids++;
         }
-        memmove(&last[i], &last[i + 1], (size_t)(n_last - 1 - i) * sizeof(domain_gtid));
-        last[n_last - 1] = gtid;
         pos = at;
         seq = at_seq;
         position = moved;
         events += count;
         transactions++;
     }
-    PyObject *gtids = PyList_New(n_last);
-    if (gtids == NULL) {
+    mariadb = PyList_New(n_last);
+    mysql = PyList_New(n_runs);
+    if (mariadb == NULL || mysql == NULL) {
         goto done;
     }
     for (int i = 0; i < n_last; i++) {
         PyObject *item = Py_BuildValue("(kkK)", last[i].domain, last[i].server_id, last[i].seq_no);
         if (item == NULL) {
-            Py_DECREF(gtids);
             goto done;
         }
-        PyList_SET_ITEM(gtids, i, item);
+        PyList_SET_ITEM(mariadb, i, item);
     }
-    result = Py_BuildValue("niKnnN", pos, seq, position, events, transactions, gtids);
+    for (int i = 0; i < n_runs; i++) {
+        PyObject *item = Py_BuildValue("(y#KK)", (const char *)runs[i].sid, (Py_ssize_t)16,
+                                       runs[i].first, runs[i].last);
+        if (item == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(mysql, i, item);
+    }
+    result = Py_BuildValue("niKnnOO", pos, seq, position, events, transactions, mariadb, mysql);
 done:
+    Py_XDECREF(mariadb);
+    Py_XDECREF(mysql);
     PyBuffer_Release(&view);
 fail_watch:
     Py_DECREF(watch);

@@ -33,8 +33,8 @@ static PyMethodDef rowcore_methods[] = {
      "step_events(buf, start, seq, position, types, crc): pass over whole event packets of "
      "the flagged types (a read of statements only)."},
     {"skip_transactions", rc_skip_transactions, METH_VARARGS,
-     "skip_transactions(buf, start, seq, position, limit, inside, watch, crc): pass over "
-     "whole MariaDB transactions of rows (a read of statements only)."},
+     "skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post, "
+     "crc): pass over whole transactions of rows (a read of statements only)."},
     {"arrow_columns", rc_arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},
