@@ -40,6 +40,17 @@ def _dump_stream(events: list[bytes]) -> bytes:
     return bytes(out)
 
 
+def _served(path: Path) -> tuple[str, bytes]:
+    """The file's name and its events as a dump stream serves them."""
+    data = file_bytes(path)
+    raw, pos = [], 4
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        raw.append(data[pos : pos + size])
+        pos += size
+    return path.name.removesuffix(".gz"), _dump_stream(raw)
+
+
 def _read(stream: bytes, name: str, checksum: int, row_images: bool) -> list[ev.Event]:
     decoder = DumpStreamDecoder(file=name, position=4, checksum_alg=checksum)
     decoder.parser.statements_only = not row_images
@@ -70,14 +81,7 @@ def test_a_read_of_statements_gives_every_other_event(corpus_dir: Path, rel: str
     formats = [e for e in full if isinstance(e, ev.FormatDescriptionEvent)]
     if len(formats) != 1 or formats[0].checksum_alg not in (CHECKSUM_CRC32, CHECKSUM_OFF):
         pytest.skip("not one FORMAT_DESCRIPTION announcing CRC32 or none")
-    data = file_bytes(path)
-    raw, pos = [], 4
-    while pos < len(data):
-        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
-        raw.append(data[pos : pos + size])
-        pos += size
-    name = path.name.removesuffix(".gz")
-    stream = _dump_stream(raw)
+    name, stream = _served(path)
     checksum = formats[0].checksum_alg
     expected = [
         _shape(e) for e in _read(stream, name, checksum, True) if not isinstance(e, _STEPPED)
@@ -98,14 +102,7 @@ def test_a_scan_passes_over_whole_transactions_of_rows_only(corpus_dir: Path, re
     formats = [e for e in decode_all(path) if isinstance(e, ev.FormatDescriptionEvent)]
     if len(formats) != 1 or formats[0].checksum_alg != CHECKSUM_CRC32:
         pytest.skip("not one FORMAT_DESCRIPTION announcing CRC32 (only checked events pass)")
-    data = file_bytes(path)
-    raw, pos = [], 4
-    while pos < len(data):
-        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
-        raw.append(data[pos : pos + size])
-        pos += size
-    name = path.name.removesuffix(".gz")
-    stream = _dump_stream(raw)
+    name, stream = _served(path)
     plain, end = scan_plain(stream, name)
     scan = scan_skipping(stream, 1 << 16, name=name)
     assert removed_transactions(plain, scan.events) == scan.skipped
@@ -128,17 +125,11 @@ def test_a_scan_passes_no_more_mysql_gtids_over_than_its_budget(corpus_dir: Path
     lacks), and the reader takes the rest."""
     require_native()
     path = corpus_dir / "rust_mysql_common" / "mysql-enum-string-set.000001"
-    data = file_bytes(path)
-    raw, pos = [], 4
-    while pos < len(data):
-        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
-        raw.append(data[pos : pos + size])
-        pos += size
-    stream = _dump_stream(raw)
-    plain, end = scan_plain(stream, path.name)
+    name, stream = _served(path)
+    plain, end = scan_plain(stream, name)
     passed = {}
     for budget in (-1, 0, 1):
-        scan = scan_skipping(stream, 1 << 16, budget=budget, name=path.name)
+        scan = scan_skipping(stream, 1 << 16, budget=budget, name=name)
         assert removed_transactions(plain, scan.events) == scan.skipped
         assert scan.position == end
         passed[budget] = sum(1 + last - first for _, first, last in scan.mysql)
