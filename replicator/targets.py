@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Config, ServiceConfig, SinkConfig, load_config
-from .embedded.demo import DEMO_LANDING, DEMO_SERVER_DIR, RECORD, demo_settings
 from .errors import ConfigError
 from .landed.contract import MANIFESTS
 from .sink.stores import landing_store
@@ -37,6 +36,10 @@ class Target:
 
 def demo_target() -> Target | None:
     """The embedded demo's settings, when the current directory holds its landing zone."""
+    # the demo's module (its server, workload and structlog) only when no config names the
+    # target: ``status --config`` must not pay for it (tests/unit/test_startup.py)
+    from .embedded.demo import DEMO_LANDING, demo_settings  # noqa: PLC0415
+
     config = demo_settings(DEMO_LANDING)
     if config is None:
         return None
@@ -72,6 +75,8 @@ def resolve(
         return Target(config, f"--landing {landing}", source_known=False, root_named_by="--landing")
     demo = demo_target()
     if demo is None:
+        from .embedded.demo import DEMO_LANDING, DEMO_SERVER_DIR, RECORD  # noqa: PLC0415
+
         raise ConfigError(
             f"{command} needs --config FILE or --landing DIR",
             hint=f"{Path.cwd()} holds no demo landing zone either ({DEMO_LANDING}/ named by "

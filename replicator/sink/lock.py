@@ -55,12 +55,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import structlog
-
 from ..errors import ConfigError, SinkError
 from ..storage import LocalStore, Store
-
-log = structlog.get_logger("replicator")
 
 LOCK_FILE = Path("_state") / "lock"
 LEASE_KEY = "_state/lease.json"
@@ -350,7 +346,11 @@ class LeaseLock:
                 hint="check sink.root, sink.object_store and the credentials",
             ) from exc
         if missing is not None:
-            log.warning(
+            # structlog (and asyncio under it) only here: ``status`` reads the lock without
+            # logging, and must not pay for them (tests/unit/test_startup.py)
+            import structlog  # noqa: PLC0415
+
+            structlog.get_logger("replicator").warning(
                 "no conditional writes: two writers started in the same instant could both "
                 "take the lease",
                 lease=self.where,

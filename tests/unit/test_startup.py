@@ -94,6 +94,17 @@ def test_status_without_the_source_reads_the_landing_zone_without_arrow(tmp_path
         f"source:\n  password: x\nsink:\n  root: {root}\nservice:\n  http_enabled: false\n"
     )
     assert loaded("status", "--config", str(config), "--no-source") == ["pydantic"]
+    # nor the logging library (the lock logs only when a store lacks conditional writes), nor
+    # the embedded demo's modules (only when no config names the landing zone)
+    probe = _PROBE.format(heavy=("structlog", "asyncio", "replicator.embedded.demo"))
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "status", "--config", str(config), "--no-source"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
 
 
 def test_check_shows_the_default_server_id_of_the_config() -> None:
