@@ -141,6 +141,7 @@ def skip_transactions(
     watch: Sequence[tuple[int, int]],
     budget: int,
     query_post: int,
+    spells_begin: Callable[[bytes], bool],
     crc: _Crc32,
     /,
 ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]], list[tuple[bytes, int, int]]]:

@@ -16,6 +16,7 @@ the event is decoded before the check.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Callable
@@ -585,6 +586,14 @@ def _decode_statement(raw: bytes, charset_id: int | None) -> str:
         return raw.decode(codec, "replace")
     except LookupError:
         return raw.decode("utf-8", "replace")
+
+
+@functools.lru_cache(maxsize=64)
+def spells_begin(status_vars: bytes) -> bool:
+    """Whether a QUERY event with these status variables reads the bytes ``BEGIN`` as the
+    statement ``BEGIN``: its client character set decodes ASCII as ASCII (UCS-2, UTF-16 and
+    UTF-32 do not). The native pass over transactions asks it, as ``_query`` decodes."""
+    return _decode_statement(b"BEGIN", _scan_status_vars(status_vars)[0]) == "BEGIN"
 
 
 def _query(p: EventParser, w: _Where, body: bytes) -> ev.Event:

@@ -28,7 +28,13 @@ from .framing import (
     _NeedData,
     classify_dump_payload,
 )
-from .parser import ROW_TRANSACTION_INSIDE, STATEMENTS_SPLIT_STOP, STEPPED_OVER, EventParser
+from .parser import (
+    ROW_TRANSACTION_INSIDE,
+    STATEMENTS_SPLIT_STOP,
+    STEPPED_OVER,
+    EventParser,
+    spells_begin,
+)
 from .tablemap import SchemaLookup
 
 __all__ = ["END_OF_STREAM", "NEED_DATA", "BinlogFileDecoder", "DumpStreamDecoder"]
@@ -186,6 +192,7 @@ class DumpStreamDecoder:
             watch,
             budget,
             parser.post_header_length(EventType.QUERY, 13),
+            spells_begin,
             binascii.crc32,
         )
         parser.events_decoded += events

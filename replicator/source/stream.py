@@ -418,7 +418,11 @@ class ReplicaStream:
             decoder.feed(view[:count])  # copied into the framer at once
             while True:
                 if skipping and not assembler.in_transaction:
-                    events_here += self._skip_row_transactions(decoder, end)
+                    passed = self._skip_row_transactions(decoder, end)
+                    events_here += passed
+                    if scanning and passed:
+                        scanning = False  # past the start: heartbeats are due from now
+                        sock.settimeout(silence)
                 try:
                     event = decoder.next_event()
                 except ServerError as exc:

@@ -73,6 +73,8 @@ def skip_bounds(
     lacks, one transaction adding one, so fewer than that many cannot."""
     if end is None:
         return 0, (), -1
+    if gtid_covers(position, end):  # the next transaction reaches the end, whatever it is
+        return 1, (), 0
     gtids = end.mariadb_gtid
     watch = () if gtids is None else tuple((g.domain_id, g.seq_no) for g in gtids)
     budget = -1

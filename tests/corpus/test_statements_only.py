@@ -8,6 +8,7 @@ TRANSACTION_PAYLOAD (inner rows keep their header with no images), partial JSON 
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from uuid import UUID
 
@@ -16,6 +17,7 @@ import pytest
 from replicator.binlog import events as ev
 from replicator.binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
 from replicator.binlog.framing import END_OF_STREAM, _NeedData
+from replicator.binlog.parser import _STATUS_VAR_SIZES
 from replicator.binlog.stream import DumpStreamDecoder
 from tests.unit.test_native import require_native
 from tests.unit.test_skip_row_transactions import (
@@ -135,3 +137,50 @@ def test_a_scan_passes_no_more_mysql_gtids_over_than_its_budget(corpus_dir: Path
         passed[budget] = sum(1 + last - first for _, first, last in scan.mysql)
     assert passed[-1] >= 2  # the file has MySQL transactions of rows to pass over
     assert (passed[0], passed[1]) == (0, 1)
+
+
+def _charset_at(status: bytes) -> int:
+    """Where the client's character set id is in a QUERY event's status variables."""
+    pos = 0
+    while status[pos] != 4:  # Q_CHARSET_CODE
+        size = _STATUS_VAR_SIZES[status[pos]]
+        pos += 1 + (size if isinstance(size, int) else size(status, pos + 1))
+    return pos + 1
+
+
+def test_a_begin_in_a_character_set_that_reads_ascii_otherwise_is_not_passed_over(
+    corpus_dir: Path,
+) -> None:
+    """A MySQL transaction whose BEGIN names UCS-2 as the client's character set (a server
+    refuses it as one; a crafted stream is the only way) is not a BEGIN to the parser, so it
+    is not passed over: the read is the same as without the native pass."""
+    require_native()
+    path = corpus_dir / "rust_mysql_common" / "mysql-enum-string-set.000001"
+    data = bytearray(file_bytes(path))
+    pos, changed = 4, 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        body = data[pos + 19 : pos + size - 4]
+        if data[pos + 4] == 2 and body.endswith(b"BEGIN") and not changed:
+            at = _charset_at(bytes(body[13 : 13 + int.from_bytes(body[11:13], "little")]))
+            start = pos + 19 + 13 + at
+            data[start : start + 2] = (35).to_bytes(2, "little")  # ucs2_general_ci
+            data[pos + size - 4 : pos + size] = zlib.crc32(data[pos : pos + size - 4]).to_bytes(
+                4, "little"
+            )
+            changed = pos
+        pos += size
+    assert changed
+    path = corpus_dir.parent / "never-read" / path.name  # a name only
+    raw, pos = [], 4
+    while pos < len(data):
+        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        raw.append(bytes(data[pos : pos + size]))
+        pos += size
+    stream = _dump_stream(raw)
+    plain, end = scan_plain(stream, path.name)
+    assert any(isinstance(e, ev.QueryEvent) and e.position == changed for e in plain)
+    scan = scan_skipping(stream, 1 << 16, name=path.name)
+    assert removed_transactions(plain, scan.events) == scan.skipped
+    assert scan.position == end
+    assert any(e.position == changed for e in scan.events)  # read, not passed over

@@ -16,6 +16,7 @@ from replicator.binlog.constants import CHECKSUM_CRC32
 from replicator.binlog.errors import DecodeError
 from replicator.binlog.framing import END_OF_STREAM, _NeedData
 from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition, MysqlGtidSet
+from replicator.binlog.parser import spells_begin
 from replicator.binlog.position import StreamPosition
 from replicator.binlog.stream import DumpStreamDecoder
 from replicator.binlog.transaction import TransactionAssembler
@@ -216,6 +217,37 @@ def test_skip_bounds_keep_the_end_check_exact() -> None:
     assert skip_bounds(mysql_end, "mysql-bin.000007", mysql_here)[2] == 5 + 10 - 1
     covered = StreamPosition("mysql-bin.000007", 4, None, mysql_end.mysql_gtid)
     assert skip_bounds(mysql_end, "mysql-bin.000007", covered)[2] == 0
+
+
+def test_the_bounds_pass_nothing_over_once_the_end_is_covered() -> None:
+    """A start given as file and position learns its GTID set later: once the set covers the
+    end, the next transaction ends the stream, anonymous or not (none may be passed over)."""
+    uid = "3E11FA47-71CA-11E1-9E33-C80AA9429562"
+    end = StreamPosition("", 0, None, MysqlGtidSet.parse(f"{uid}:1-5"))
+    here = StreamPosition("mysql-bin.000007", 4, None, MysqlGtidSet.parse(f"{uid}:1-9"))
+    assert skip_bounds(end, "mysql-bin.000007", here) == (1, (), 0)
+    mariadb = MariadbGtidPosition((MariadbGtid(0, 1, 9),))
+    covered = StreamPosition("mysql-bin.000007", 4, mariadb, None)
+    assert skip_bounds(StreamPosition("", 0, mariadb, None), "mysql-bin.000007", covered)[0] == 1
+
+
+def test_more_watched_domains_than_the_core_holds_pass_nothing_over() -> None:
+    require_native()
+    stream, _ = _row_transactions([(0, 1), (0, 2)])
+    watch = tuple((domain, 10**6) for domain in range(100, 165))  # 65 domains, none in use
+    assert scan_skipping(stream, 1 << 20, watch=watch).skipped == 0
+    assert scan_skipping(stream, 1 << 20, watch=watch[:64]).skipped == 2
+
+
+def test_a_begin_is_one_only_in_a_character_set_that_reads_ascii() -> None:
+    """The parser decodes a statement in the client's character set: in UCS-2 the bytes
+    BEGIN are no BEGIN, so a transaction opened by them is not one of rows."""
+    utf8mb4, ucs2 = 45, 35
+    charset = (4).to_bytes(1, "little")  # Q_CHARSET_CODE: client, connection, server
+    assert spells_begin(charset + bytes.fromhex("2d002d002d00"))
+    assert spells_begin(b"")  # no character set named: the parser reads UTF-8
+    assert not spells_begin(charset + ucs2.to_bytes(2, "little") + bytes(4))
+    assert spells_begin(charset + utf8mb4.to_bytes(2, "little") + bytes(4))
 
 
 def test_every_byte_of_a_passed_over_transaction_is_checked() -> None:

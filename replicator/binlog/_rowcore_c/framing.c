@@ -279,23 +279,27 @@ mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type)
     return 1;
 }
 
-/* A QUERY event whose statement is exactly BEGIN, as the parser finds it (the post-header of
- * `post` bytes, the status variables and the schema name before it); `size` counts the
- * CRC32. */
+/* A QUERY event whose statement is exactly the bytes BEGIN, found where the parser finds it
+ * (after the post-header of `post` bytes, the status variables and the schema name); `size`
+ * counts the CRC32. Its status variables in *status and *status_len. */
 static int
-is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post)
+is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post,
+         const unsigned char **status, Py_ssize_t *status_len)
 {
     const unsigned char *b = event + 19;
     Py_ssize_t len = size - 19 - 4;
     if (post < 13 || len < post) {
         return 0;
     }
-    Py_ssize_t at = post + (Py_ssize_t)(b[11] | (b[12] << 8)) + b[8] + 1;
+    *status = b + post;
+    *status_len = (Py_ssize_t)(b[11] | (b[12] << 8));
+    Py_ssize_t at = post + *status_len + b[8] + 1;
     return len - at == 5 && memcmp(b + at, "BEGIN", 5) == 0;
 }
 
 /* skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post,
- *                   crc) -> (offset, seq, position, events, transactions, mariadb, mysql)
+ *                   spells_begin, crc)
+ *     -> (offset, seq, position, events, transactions, mariadb, mysql)
  *
  * A read of statements only (a DDL scan) has nothing to deliver from a transaction of rows:
  * between transactions, this passes over whole ones of the forms
@@ -305,7 +309,11 @@ is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post)
  *
  * (`inside`: 256 bytes, one per type code: ANNOTATE_ROWS, ROWS_QUERY, TABLE_MAP, rows), each
  * event whole and checked (see whole_event; `crc` is required), moving `position` as the
- * parser moves it. `query_post` is the QUERY post-header length of the FORMAT_DESCRIPTION.
+ * parser moves it. `query_post` is the QUERY post-header length of the FORMAT_DESCRIPTION;
+ * `spells_begin(status)` tells whether a QUERY event with these status variables reads the
+ * bytes BEGIN as the statement BEGIN (its client character set decodes ASCII as ASCII), asked
+ * once for each different block of status variables in a call. More watched domains than
+ * this can hold: nothing is passed over.
  *
  * It stops before the first transaction that is not of those forms, not whole in the buffer
  * yet, or that the stream's end check needs to see: one that ends at or past `limit` (a
@@ -317,13 +325,13 @@ is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post)
 PyObject *
 rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *bufobj, *watchobj, *crc;
+    PyObject *bufobj, *watchobj, *spells_begin, *crc;
     Py_ssize_t start, budget, query_post;
     int seq;
     unsigned long long position, limit;
     Py_buffer view, types;
-    if (!PyArg_ParseTuple(args, "OniKKy*OnnO", &bufobj, &start, &seq, &position, &limit, &types,
-                          &watchobj, &budget, &query_post, &crc)) {
+    if (!PyArg_ParseTuple(args, "OniKKy*OnnOO", &bufobj, &start, &seq, &position, &limit,
+                          &types, &watchobj, &budget, &query_post, &spells_begin, &crc)) {
         return NULL;
     }
     domain_gtid watched[MAX_WATCHED];
@@ -343,8 +351,8 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
     }
     n_watched = PySequence_Fast_GET_SIZE(watch);
     if (n_watched > MAX_WATCHED) {
-        PyErr_SetString(PyExc_ValueError, "too many watched domains");
-        goto fail_watch;
+        limit = 1; /* more than `watched` holds: pass nothing over (no end lies before 1) */
+        n_watched = 0;
     }
     for (Py_ssize_t i = 0; i < n_watched; i++) {
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(watch, i), "kK", &watched[i].domain,
@@ -356,6 +364,8 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
         goto fail_watch;
     }
     const unsigned char *buf = view.buf, *allowed = types.buf;
+    const unsigned char *spelled = NULL; /* the status variables last found to spell BEGIN */
+    Py_ssize_t spelled_len = 0;
     Py_ssize_t pos = start < 0 ? 0 : start, events = 0, transactions = 0, gtids = 0;
     domain_gtid last[MAX_DOMAINS];
     gno_run runs[MAX_RUNS];
@@ -425,8 +435,27 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
                 break;
             }
             if (!begun) { /* MySQL: the event after the GTID must be BEGIN */
-                if (event[4] != QUERY_EVENT || !is_begin(event, size, query_post)) {
+                const unsigned char *status;
+                Py_ssize_t status_len;
+                if (event[4] != QUERY_EVENT ||
+                    !is_begin(event, size, query_post, &status, &status_len)) {
                     break;
+                }
+                if (spelled == NULL || status_len != spelled_len ||
+                    memcmp(status, spelled, (size_t)status_len) != 0) {
+                    PyObject *block = PyBytes_FromStringAndSize((const char *)status, status_len);
+                    PyObject *got = block ? PyObject_CallOneArg(spells_begin, block) : NULL;
+                    Py_XDECREF(block);
+                    int truth = got ? PyObject_IsTrue(got) : -1;
+                    Py_XDECREF(got);
+                    if (truth < 0) {
+                        goto done;
+                    }
+                    if (!truth) {
+                        break;
+                    }
+                    spelled = status;
+                    spelled_len = status_len;
                 }
                 begun = 1;
                 continue;

@@ -34,7 +34,7 @@ static PyMethodDef rowcore_methods[] = {
      "the flagged types (a read of statements only)."},
     {"skip_transactions", rc_skip_transactions, METH_VARARGS,
      "skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post, "
-     "crc): pass over whole transactions of rows (a read of statements only)."},
+     "spells_begin, crc): pass over whole transactions of rows (a read of statements only)."},
     {"arrow_columns", rc_arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},
