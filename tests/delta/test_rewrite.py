@@ -18,7 +18,7 @@ from replicator.delta import files as files_module
 from replicator.delta import materialize as materialize_module
 from replicator.delta.materialize import materialize_delta
 from replicator.errors import IntegrityError
-from replicator.landed.options import MaterializeOptions
+from replicator.landed.options import MaterializeOptions, TableResult
 from tests.delta.test_lifecycle import ITEMS, outputs
 from tests.delta.test_object_store import tables_on
 from tests.delta.test_partial_images import WIDE
@@ -38,6 +38,24 @@ def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(materialize_module, "REWRITE_FROM_ROWS", 1)
 
 
+# for a table of the even keys 0..198 in ten files: a key updated, one deleted, one moved to a
+# new key, all in three of the files, and a new key
+THREE_FILES_TOUCHED = [
+    (ITEMS, "u", (4, "four"), (4, "n4")),
+    (ITEMS, "d", (62, "n62")),
+    (ITEMS, "u", (301, "moved"), (150, "n150")),
+    (ITEMS, "c", (5, "new")),
+]
+
+
+def items_result(zone: Zone, out: Path, options: MaterializeOptions) -> TableResult:
+    """Materialize ``zone`` into ``out``: the result for shop.items."""
+    (result,) = (
+        r for r in materialize_delta(zone.root, out, options=options) if r.table == "shop.items"
+    )
+    return result
+
+
 def keys_by_file(path: Path) -> dict[str, list[int]]:
     return {
         u: pq.read_table(u.removeprefix("file://"), columns=["id"])["id"].to_pylist()
@@ -54,18 +72,8 @@ def test_batches_over_many_files_give_the_reference_rows(tmp_path: Path, small_f
     before = keys_by_file(items)
     assert len(before) == 10
 
-    # keys in three of the ten files: one updated, one deleted, one moved to a new key
-    zone.commit(
-        [
-            (ITEMS, "u", (4, "four"), (4, "n4")),
-            (ITEMS, "d", (62, "n62")),
-            (ITEMS, "u", (301, "moved"), (150, "n150")),
-            (ITEMS, "c", (5, "new")),
-        ]
-    )
-    (result,) = (
-        r for r in materialize_delta(zone.root, out, options=COPY) if r.table == "shop.items"
-    )
+    zone.commit(THREE_FILES_TOUCHED)
+    result = items_result(zone, out, COPY)
     assert (result.action, result.rows) == ("merged", 100)
     assert DeltaTable(str(items)).history(1)[0]["operation"] == "WRITE"
     assert outputs(out) == expected_tables(zone)

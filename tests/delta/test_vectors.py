@@ -34,6 +34,7 @@ from tests.delta.test_lifecycle import ITEMS, outputs
 from tests.delta.test_object_store import tables_on
 from tests.delta.test_partial_images import WIDE
 from tests.delta.test_ranged_build import workload
+from tests.delta.test_rewrite import THREE_FILES_TOUCHED, items_result
 from tests.harness.duckdb_delta import read_delta
 from tests.harness.s3 import S3Server
 from tests.spark.zone import Ddl, Zone, expected_tables
@@ -72,17 +73,8 @@ def test_batches_mark_rows_deleted_and_leave_the_files(tmp_path: Path, small_fil
     assert "DELTA_BINARY_PACKED" in first.row_group(0).column(0).encodings
     assert "RLE_DICTIONARY" in first.row_group(0).column(1).encodings
 
-    zone.commit(
-        [
-            (ITEMS, "u", (4, "four"), (4, "n4")),
-            (ITEMS, "d", (62, "n62")),
-            (ITEMS, "u", (301, "moved"), (150, "n150")),
-            (ITEMS, "c", (5, "new")),
-        ]
-    )
-    (result,) = (
-        r for r in materialize_delta(zone.root, out, options=VECTORS) if r.table == "shop.items"
-    )
+    zone.commit(THREE_FILES_TOUCHED)
+    result = items_result(zone, out, VECTORS)
     assert (result.action, result.rows) == ("merged", 100)
     table = DeltaTable(str(items))
     assert table.history(1)[0]["operation"] == "MERGE"
@@ -132,9 +124,7 @@ def test_a_file_whose_rows_are_all_deleted_is_removed(tmp_path: Path, small_file
     materialize_delta(zone.root, out, options=VECTORS)
     items = out / "shop" / "items"
     zone.commit([(ITEMS, "d", (i, f"n{i}")) for i in range(10)])
-    (result,) = (
-        r for r in materialize_delta(zone.root, out, options=VECTORS) if r.table == "shop.items"
-    )
+    result = items_result(zone, out, VECTORS)
     assert result.rows == 10
     table = DeltaTable(str(items))
     assert len(table.file_uris()) == 1
@@ -318,9 +308,7 @@ def test_a_batch_left_to_the_merge_reads_the_table_through_its_vectors(
             (ITEMS, "c", (12, "back")),  # deleted by a vector, inserted again
         ]
     )
-    (result,) = (
-        r for r in materialize_delta(zone.root, out, options=VECTORS) if r.table == "shop.items"
-    )
+    result = items_result(zone, out, VECTORS)
     assert (result.action, result.rows) == ("merged", 30)
     assert outputs(out) == expected_tables(zone)
     assert scanned(out / "shop" / "items") == sorted(
