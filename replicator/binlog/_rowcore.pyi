@@ -131,6 +131,9 @@ def step_events(
 ) -> tuple[int, int, int, int]:
     """(offset, seq, position, events stepped over)."""
 
+def split_file_events(buf: Buffer, start: int, crc: _Crc32 | None, /) -> tuple[int, list[bytes]]:
+    """(offset, events)."""
+
 def skip_transactions(
     buf: Buffer,
     start: int,

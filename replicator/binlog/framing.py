@@ -122,6 +122,23 @@ class FileFramer:
         self._offset += size
         return offset, buf.take(size)
 
+    def split_events(
+        self, split: Callable[..., tuple[int, list[bytes]]], *args: object
+    ) -> list[tuple[int, bytes]]:
+        """Take the whole events buffered with the native ``split_file_events`` (which checks
+        each one and stops before anything unusual): ``(offset, event bytes)`` in order."""
+        if self._magic_pending:
+            return []
+        buf = self._buffer
+        buf._start, events = split(buf._buf, buf._start, *args)
+        out = []
+        offset = self._offset
+        for raw in events:
+            out.append((offset, raw))
+            offset += len(raw)
+        self._offset = offset
+        return out
+
     def finish(self) -> None:
         """Call at end of input: leftover bytes mean the last event is cut short."""
         if self._magic_pending and len(self._buffer) == 0:

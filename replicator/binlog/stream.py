@@ -55,19 +55,40 @@ class BinlogFileDecoder:
             file=file, schema_lookup=schema_lookup, verify_checksum=verify_checksum
         )
         self._file = file
+        self._ready: deque[tuple[int, bytes]] = deque()  # framed and checked, not parsed yet
 
     def feed(self, data: bytes | memoryview) -> None:
         self.framer.feed(data)
 
     def next_event(self) -> Event | _NeedData:
-        item = self.framer.next_event()
-        if isinstance(item, _NeedData):
-            return item
-        offset, raw = item
+        ready = self._ready
+        if not ready:
+            self._split_natively()
+        if ready:
+            offset, raw = ready.popleft()
+            verified = True
+        else:
+            item = self.framer.next_event()
+            if isinstance(item, _NeedData):
+                return item
+            offset, raw = item
+            verified = False
         # Keep the file name this decoder was opened on: a ROTATE at the end of a file names
         # the next file, but positions in this file still belong to this one.
         self.parser.file = self._file
-        return self.parser.parse(raw, position=offset)
+        return self.parser.parse(raw, position=offset, verified=verified)
+
+    def _split_natively(self) -> None:
+        """Frame the whole events buffered here in C, checking each one's CRC32 as the parser
+        would, into ``_ready``. Anything else (the file's start, a FORMAT_DESCRIPTION, an event
+        not whole yet or too short, a checksum that does not match) is left to the framer and
+        parser, which raise the exact error."""
+        parser = self.parser
+        split = _native("split_file_events")
+        if split is None or parser.checksum_alg is None:
+            return
+        crc = binascii.crc32 if parser.verifies_crc32 else None
+        self._ready.extend(self.framer.split_events(split, crc))
 
     def finish(self) -> None:
         """Call once the whole file was fed; raises if it ended inside an event."""

@@ -431,6 +431,33 @@ def test_the_native_split_stops_before_a_flagged_type() -> None:
         split_events(stream, 0, 1, zlib.crc32, b"\x01")
 
 
+def test_the_native_file_split_takes_what_the_framer_would() -> None:
+    """``split_file_events`` cuts a binlog file's bytes into the same events as the Python
+    framer, CRC32 checked, and stops where the framer and parser must take over: at a
+    FORMAT_DESCRIPTION, an event not whole yet, or a checksum that does not match."""
+    require_native()
+    split = native.core().split_file_events
+    raw = SAMPLE.read_bytes()
+    events = _raw_events(raw)
+    after_format = events[1][0]  # the FORMAT_DESCRIPTION stays with the parser
+    assert split(raw, 4, zlib.crc32) == (4, [])
+    offset, taken = split(raw, after_format, zlib.crc32)
+    assert offset == len(raw)
+    assert taken == [event for _, event in events[1:]]
+    cut = events[5][0] + 7  # inside the sixth event: the five before it
+    assert split(raw[:cut], after_format, zlib.crc32) == (
+        events[5][0],
+        [event for _, event in events[1:5]],
+    )
+    corrupted = bytearray(raw)
+    corrupted[events[3][0] + 20] ^= 0x01
+    assert split(bytes(corrupted), after_format, zlib.crc32) == (
+        events[3][0],
+        [event for _, event in events[1:3]],
+    )
+    assert split(bytes(corrupted), after_format, None)[0] == len(raw)  # nothing to check
+
+
 def _event(type_code: int, body: bytes, log_pos: int) -> bytes:
     size = 19 + len(body) + 4
     header = (

@@ -3,7 +3,7 @@
  * COM_BINLOG_DUMP split into events, with the sequence ids, the 0x00 marker, the lengths and
  * the events' CRC32 checked, a buffer at a time instead of per event in Python (split_events),
  * or passed over (step_events, and whole transactions of rows: skip_transactions) by a read
- * of statements only.
+ * of statements only; and the events of a binlog file's bytes (split_file_events).
  */
 #include "rowcore.h"
 
@@ -531,5 +531,72 @@ fail_watch:
     Py_DECREF(watch);
 fail_types:
     PyBuffer_Release(&types);
+    return result;
+}
+
+/* split_file_events(buf, start, crc) -> (offset, events)
+ *
+ * The whole events of a binlog file's bytes from buf[start:] (events back to back, each of the
+ * size its header gives), each as bytes, in order, with their stored CRC32 checked when `crc`
+ * (binascii.crc32) is given: the file reader's framing and check for a chunk at once. It stops
+ * before anything the Python framer and parser take the usual way (and raise their errors
+ * for): an event not whole yet, one shorter than its header and checksum, a
+ * FORMAT_DESCRIPTION (whose checksum rules the parser keeps), a checksum that does not match. */
+PyObject *
+rc_split_file_events(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bufobj, *crc;
+    Py_ssize_t start;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "OnO", &bufobj, &start, &crc)) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = view.buf;
+    Py_ssize_t pos = start < 0 ? 0 : start;
+    int checked = crc != Py_None;
+    PyObject *result = NULL, *events = PyList_New(0);
+    if (events == NULL) {
+        goto done;
+    }
+    while (view.len - pos >= 19) {
+        const unsigned char *e = buf + pos;
+        Py_ssize_t n = (Py_ssize_t)u32_at(e + 9);
+        if (n < 19 + (checked ? 4 : 0) || view.len - pos < n || e[4] == 15 /* FD */) {
+            break;
+        }
+        if (checked) {
+            PyObject *mv = PyMemoryView_FromMemory((char *)e, n - 4, PyBUF_READ);
+            if (mv == NULL) {
+                goto done;
+            }
+            PyObject *got = PyObject_CallOneArg(crc, mv);
+            Py_DECREF(mv);
+            if (got == NULL) {
+                goto done;
+            }
+            unsigned long computed = PyLong_AsUnsignedLong(got);
+            Py_DECREF(got);
+            if (computed == (unsigned long)-1 && PyErr_Occurred()) {
+                goto done;
+            }
+            if (computed != u32_at(e + n - 4)) {
+                break; /* the parser raises the mismatch, naming the event */
+            }
+        }
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)e, n);
+        if (raw == NULL || PyList_Append(events, raw) < 0) {
+            Py_XDECREF(raw);
+            goto done;
+        }
+        Py_DECREF(raw);
+        pos += n;
+    }
+    result = Py_BuildValue("nO", pos, events);
+done:
+    Py_XDECREF(events);
+    PyBuffer_Release(&view);
     return result;
 }

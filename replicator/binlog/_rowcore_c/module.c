@@ -32,6 +32,9 @@ static PyMethodDef rowcore_methods[] = {
     {"step_events", rc_step_events, METH_VARARGS,
      "step_events(buf, start, seq, position, types, crc): pass over whole event packets of "
      "the flagged types (a read of statements only)."},
+    {"split_file_events", rc_split_file_events, METH_VARARGS,
+     "split_file_events(buf, start, crc): the whole, checked events of a binlog file's bytes, "
+     "as bytes, up to the first the Python framer and parser must take."},
     {"skip_transactions", rc_skip_transactions, METH_VARARGS,
      "skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post, "
      "spells_begin, crc): pass over whole transactions of rows (a read of statements only)."},

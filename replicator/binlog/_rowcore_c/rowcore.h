@@ -166,6 +166,7 @@ PyObject *rc_text_block(PyObject *self, PyObject *args);
 PyObject *rc_step_events(PyObject *module, PyObject *args);
 PyObject *rc_split_events(PyObject *module, PyObject *args);
 PyObject *rc_skip_transactions(PyObject *module, PyObject *args);
+PyObject *rc_split_file_events(PyObject *module, PyObject *args);
 
 /* <datetime.h> keeps its C API in a static pointer, one per file that includes it: each of
  * those files fills its own when the module is imported (PyInit__rowcore). 0, or -1 with an
