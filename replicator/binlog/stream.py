@@ -168,7 +168,7 @@ class DumpStreamDecoder:
         if not parser.statements_only:
             events = self.framer.split_events(split, crc)
         else:  # up to the next rows or TABLE_MAP event, which _step_natively passes over, or
-            # the next MariaDB GTID, for skip_row_transactions
+            # the next GTID, where skip_row_transactions may pass a whole transaction over
             events = self.framer.split_events(split, crc, STATEMENTS_SPLIT_STOP)
         self._ready.extend(events)
         return bool(self._ready)
