@@ -42,6 +42,9 @@ cp pyproject.toml "$work/"
 REPLICATOR_CORPUS_DIR=$("$py" -c 'from tests.corpus.util import corpus_root; print(corpus_root())')
 export REPLICATOR_CORPUS_DIR
 export REPLICATOR_REQUIRE_NATIVE=1
+# CI's Hypothesis profile here too (as scripts/test.sh): its examples, and no health check on
+# the speed of generating them, which the sanitizers slow down many times over
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 export PYTHONPATH=$work
 cd "$work"
 
