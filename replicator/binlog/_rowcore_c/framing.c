@@ -7,6 +7,28 @@
  */
 #include "rowcore.h"
 
+/* Whether the CRC32 stored in the last 4 bytes of the `n`-byte event at `e` is the one `crc`
+ * (binascii.crc32) computes over the rest: 1 or 0; -1 on a Python error. */
+static int
+crc_matches(PyObject *crc, const unsigned char *e, Py_ssize_t n)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)e, n - 4, PyBUF_READ);
+    if (mv == NULL) {
+        return -1;
+    }
+    PyObject *got = PyObject_CallOneArg(crc, mv);
+    Py_DECREF(mv);
+    if (got == NULL) {
+        return -1;
+    }
+    unsigned long long computed = PyLong_AsUnsignedLongLong(got);
+    Py_DECREF(got);
+    if (computed == (unsigned long long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return computed == le_uint(e + n - 4, 4);
+}
+
 /* The next whole event packet at buf[pos:]: one packet (shorter than 0xFFFFFF) with sequence
  * id `seq`, the 0x00 marker and one event of exactly the packet's length less one, not a
  * FORMAT_DESCRIPTION (whose checksum rules the parser keeps), and, with `crc`
@@ -27,33 +49,15 @@ whole_event(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int seq, P
         return 0;
     }
     const unsigned char *e = p + 5;
-    Py_ssize_t n = (Py_ssize_t)e[9] | ((Py_ssize_t)e[10] << 8) | ((Py_ssize_t)e[11] << 16) |
-                   ((Py_ssize_t)e[12] << 24);
+    Py_ssize_t n = (Py_ssize_t)le_uint(e + 9, 4);
     int checked = crc != Py_None;
     if (n != length - 1 || e[4] == 15 /* FORMAT_DESCRIPTION */ || n < 19 + (checked ? 4 : 0)) {
         return 0;
     }
     if (checked) {
-        PyObject *mv = PyMemoryView_FromMemory((char *)e, n - 4, PyBUF_READ);
-        if (mv == NULL) {
-            return -1;
-        }
-        PyObject *got = PyObject_CallOneArg(crc, mv);
-        Py_DECREF(mv);
-        if (got == NULL) {
-            return -1;
-        }
-        unsigned long computed = PyLong_AsUnsignedLong(got);
-        Py_DECREF(got);
-        if (computed == (unsigned long)-1 && PyErr_Occurred()) {
-            return -1;
-        }
-        const unsigned char *stored = e + n - 4;
-        unsigned long expected = (unsigned long)stored[0] | ((unsigned long)stored[1] << 8) |
-                                 ((unsigned long)stored[2] << 16) |
-                                 ((unsigned long)stored[3] << 24);
-        if (computed != expected) {
-            return 0; /* the parser raises the mismatch, naming the event */
+        int matches = crc_matches(crc, e, n);
+        if (matches <= 0) {
+            return matches; /* 0: the parser raises the mismatch, naming the event */
         }
     }
     *event = e;
@@ -105,10 +109,7 @@ rc_step_events(PyObject *Py_UNUSED(module), PyObject *args)
         if (found == 0) {
             break;
         }
-        unsigned long long log_pos = (unsigned long long)event[13] |
-                                     ((unsigned long long)event[14] << 8) |
-                                     ((unsigned long long)event[15] << 16) |
-                                     ((unsigned long long)event[16] << 24);
+        unsigned long long log_pos = le_uint(event + 13, 4);
         position = log_pos ? log_pos : position + (unsigned long long)size;
         seq = (seq + 1) & 0xFF;
         pos += packet;
@@ -217,19 +218,6 @@ typedef struct {
     unsigned long long first, last;
 } gno_run;
 
-static unsigned long
-u32_at(const unsigned char *p)
-{
-    return (unsigned long)p[0] | ((unsigned long)p[1] << 8) | ((unsigned long)p[2] << 16) |
-           ((unsigned long)p[3] << 24);
-}
-
-static unsigned long long
-u64_at(const unsigned char *p)
-{
-    return (unsigned long long)u32_at(p) | ((unsigned long long)u32_at(p + 4) << 32);
-}
-
 /* A MySQL GTID or ANONYMOUS_GTID body of `len` bytes that the parser reads without an error
  * (mysql_bodies.decode_gtid, and MysqlGtid's range for a GTID's number): 1, else 0. */
 static int
@@ -238,7 +226,7 @@ mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type)
     if (len < 25) {
         return 0;
     }
-    unsigned long long gno = u64_at(b + 17);
+    unsigned long long gno = le_uint(b + 17, 8);
     if (gno >> 63 || (type == MYSQL_GTID_EVENT && (gno < 1 || gno > GNO_MAX))) {
         return 0;
     }
@@ -397,7 +385,8 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
                 ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
                 break;
             }
-            gtid = (domain_gtid){u32_at(b + 8), u32_at(event + 5), u64_at(b)};
+            gtid = (domain_gtid){(unsigned long)le_uint(b + 8, 4),
+                                  (unsigned long)le_uint(event + 5, 4), le_uint(b, 8)};
             int stop = 0;
             for (Py_ssize_t i = 0; i < n_watched; i++) {
                 if (watched[i].domain == gtid.domain && gtid.seq_no >= watched[i].seq_no) {
@@ -418,7 +407,7 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
         }
         int complete = 0;
         for (;;) {
-            unsigned long long log_pos = u32_at(event + 13);
+            unsigned long long log_pos = le_uint(event + 13, 4);
             moved = log_pos ? log_pos : moved + (unsigned long long)size;
             at_seq = (at_seq + 1) & 0xFF;
             at += packet;
@@ -482,7 +471,7 @@ rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
             last[n_last - 1] = gtid;
         } else if (type == MYSQL_GTID_EVENT) { /* the run it extends, or a new one */
             const unsigned char *sid = b + 1;
-            unsigned long long gno = u64_at(b + 17);
+            unsigned long long gno = le_uint(b + 17, 8);
             gno_run *run = n_runs ? &runs[n_runs - 1] : NULL;
             if (run != NULL && memcmp(run->sid, sid, 16) == 0 && gno == run->last + 1) {
                 run->last = gno;
@@ -563,28 +552,16 @@ rc_split_file_events(PyObject *Py_UNUSED(module), PyObject *args)
     }
     while (view.len - pos >= 19) {
         const unsigned char *e = buf + pos;
-        Py_ssize_t n = (Py_ssize_t)u32_at(e + 9);
+        Py_ssize_t n = (Py_ssize_t)le_uint(e + 9, 4);
         if (n < 19 + (checked ? 4 : 0) || view.len - pos < n || e[4] == 15 /* FD */) {
             break;
         }
-        if (checked) {
-            PyObject *mv = PyMemoryView_FromMemory((char *)e, n - 4, PyBUF_READ);
-            if (mv == NULL) {
-                goto done;
-            }
-            PyObject *got = PyObject_CallOneArg(crc, mv);
-            Py_DECREF(mv);
-            if (got == NULL) {
-                goto done;
-            }
-            unsigned long computed = PyLong_AsUnsignedLong(got);
-            Py_DECREF(got);
-            if (computed == (unsigned long)-1 && PyErr_Occurred()) {
-                goto done;
-            }
-            if (computed != u32_at(e + n - 4)) {
-                break; /* the parser raises the mismatch, naming the event */
-            }
+        int matches = checked ? crc_matches(crc, e, n) : 1;
+        if (matches < 0) {
+            goto done;
+        }
+        if (matches == 0) {
+            break; /* the parser raises the mismatch, naming the event */
         }
         PyObject *raw = PyBytes_FromStringAndSize((const char *)e, n);
         if (raw == NULL || PyList_Append(events, raw) < 0) {
