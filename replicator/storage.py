@@ -436,6 +436,7 @@ class ObjectStore(Store):
             if parts.scheme == "s3"
             else None
         )
+        self._client: Any = None  # that client, for reads (no probe: reading needs no writes)
         self._conditional: Any = None
         self._conditional_missing: str | None = None
 
@@ -467,7 +468,7 @@ class ObjectStore(Store):
                     f"pyarrow offers no conditional writes for {urlsplit(self.location).scheme}://"
                 )
                 return None
-            client = self._connect_conditional()
+            client = self._s3_client()
             probe = f"_state/.conditional-write-probe-{uuid.uuid4().hex}"
             supported = client.probe(self._object_key(probe))
             if supported:
@@ -478,6 +479,11 @@ class ObjectStore(Store):
                     "conditional writes"
                 )
         return self._conditional
+
+    def _s3_client(self) -> Any:
+        if self._client is None and self._connect_conditional is not None:
+            self._client = self._connect_conditional()
+        return self._client
 
     def _object_key(self, key: str) -> str:
         return self._at(key).split("/", 1)[1]
@@ -509,6 +515,12 @@ class ObjectStore(Store):
         return f"{self.base}/{_check_key(key)}"
 
     def read(self, key: str) -> bytes:
+        # One GET on S3: pyarrow's input stream asks the size first (HEAD), then the bytes
+        # (a ranged GET), so an object replaced in between (the checkpoint, the lease) reads
+        # as the new version cut at the old one's length.
+        client = self._s3_client()
+        if client is not None:
+            return bytes(client.read(self._object_key(key))[0])
         with self.fs.open_input_stream(self._at(key)) as handle:
             return bytes(handle.read())
 

@@ -15,6 +15,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -404,3 +405,34 @@ def test_a_missing_bucket_is_named_with_how_to_create_it(s3_server: S3Server) ->
     assert "the bucket 'no-such-bucket-here' does not exist" in str(missing.value)
     assert "aws s3 mb s3://no-such-bucket-here" in (missing.value.hint or "")
     assert "credentials" not in str(missing.value)
+
+
+def test_a_read_sees_one_whole_version_while_the_object_is_replaced(
+    s3_server: S3Server, url: str
+) -> None:
+    """The checkpoint is replaced in place while ``replicator compact``, ``status`` or a
+    reader reads it. Each read returns one whole version: never the first bytes of a new,
+    longer object cut at the old one's length (a HEAD for the size, then a ranged GET, as
+    pyarrow's input stream reads, splits one read across two versions)."""
+    store = open_store(url, _options(s3_server))
+    versions = [json.dumps({"batch": n, "pad": "x" * (n % 7) * 40}).encode() for n in range(1, 8)]
+    store.write("_state/checkpoint.json", versions[0])
+    stop = threading.Event()
+
+    def replace() -> None:
+        writer = open_store(url, _options(s3_server))
+        for data in itertools.cycle(versions):
+            if stop.is_set():
+                return
+            writer.write("_state/checkpoint.json", data)
+
+    thread = threading.Thread(target=replace)
+    thread.start()
+    try:
+        seen = [store.read("_state/checkpoint.json") for _ in range(300)]
+    finally:
+        stop.set()
+        thread.join()
+    torn = [data for data in seen if data not in versions]
+    assert torn == [], f"{len(torn)} of {len(seen)} reads mixed two versions: {torn[:2]}"
+    assert len(set(seen)) > 1  # the object did change under the reads
