@@ -29,6 +29,7 @@ import functools
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -587,7 +588,12 @@ class MariaDBServer:
                     hint=self._startup_hint(),
                 )
             # The private unix socket proves it is our server (a TCP port could have been
-            # taken by someone else); mariadbd binds TCP before it creates the socket.
+            # taken by someone else); mariadbd binds TCP before it creates the socket. Knock
+            # first: pymysql leaves its socket open (to the garbage collector) when the
+            # connect to a unix socket itself fails, as it does until the server listens.
+            if not _listening(self.socket):
+                time.sleep(0.05)
+                continue
             try:
                 conn = pymysql.connect(
                     unix_socket=str(self.socket),
@@ -646,3 +652,14 @@ class MariaDBServer:
             kill_process(proc)
         else:
             terminate_process(proc, timeout=self._shutdown_timeout)
+
+
+def _listening(path: Path) -> bool:
+    """Whether a server accepts connections on the unix socket ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as knock:
+        knock.settimeout(2)
+        try:
+            knock.connect(str(path))
+        except OSError:
+            return False
+    return True
