@@ -591,9 +591,13 @@ class MariaDBServer:
             # taken by someone else); mariadbd binds TCP before it creates the socket. Knock
             # first: pymysql leaves its socket open (to the garbage collector) when the
             # connect to a unix socket itself fails, as it does until the server listens.
-            if not _listening(self.socket):
+            refused = _knock(self.socket)
+            if refused is not None:
+                last_error = refused
                 time.sleep(0.05)
                 continue
+            # (should the server die between the knock and the connect, pymysql's socket is
+            # left to the collector once: rare, and closed then)
             try:
                 conn = pymysql.connect(
                     unix_socket=str(self.socket),
@@ -654,12 +658,12 @@ class MariaDBServer:
             terminate_process(proc, timeout=self._shutdown_timeout)
 
 
-def _listening(path: Path) -> bool:
-    """Whether a server accepts connections on the unix socket ``path``."""
+def _knock(path: Path) -> OSError | None:
+    """None when a server accepts connections on the unix socket ``path``, else why not."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as knock:
         knock.settimeout(2)
         try:
             knock.connect(str(path))
-        except OSError:
-            return False
-    return True
+        except OSError as exc:
+            return exc
+    return None

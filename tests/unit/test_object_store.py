@@ -418,13 +418,17 @@ def test_a_read_sees_one_whole_version_while_the_object_is_replaced(
     versions = [json.dumps({"batch": n, "pad": "x" * (n % 7) * 40}).encode() for n in range(1, 8)]
     store.write("_state/checkpoint.json", versions[0])
     stop = threading.Event()
+    failed: list[BaseException] = []
 
     def replace() -> None:
         writer = open_store(url, _options(s3_server))
-        for data in itertools.cycle(versions):
-            if stop.is_set():
-                return
-            writer.write("_state/checkpoint.json", data)
+        try:
+            for data in itertools.cycle(versions):
+                if stop.is_set():
+                    return
+                writer.write("_state/checkpoint.json", data)
+        except BaseException as exc:  # told by the assertion below, not lost with the thread
+            failed.append(exc)
 
     thread = threading.Thread(target=replace)
     thread.start()
@@ -433,6 +437,20 @@ def test_a_read_sees_one_whole_version_while_the_object_is_replaced(
     finally:
         stop.set()
         thread.join()
+    assert failed == []
     torn = [data for data in seen if data not in versions]
     assert torn == [], f"{len(torn)} of {len(seen)} reads mixed two versions: {torn[:2]}"
     assert len(set(seen)) > 1  # the object did change under the reads
+
+
+def test_an_s3_client_botocore_cannot_make_is_an_os_error(
+    s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile botocore cannot find fails the read as the stores' errors fail (an
+    ``OSError`` the commands turn into their message), never a botocore traceback, and shows
+    no secret."""
+    store = open_store(url, _options(s3_server))
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-anywhere")
+    with pytest.raises(OSError, match=r"no S3 client for bucket .*ProfileNotFound") as raised:
+        store.read("_state/checkpoint.json")
+    assert SECRET_KEY not in str(raised.value)
