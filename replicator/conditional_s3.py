@@ -58,18 +58,11 @@ class ConditionalS3:
             if session_token:
                 options["aws_session_token"] = session_token
         addressing = "path" if endpoint else "auto"  # S3-compatible servers: path style
-        try:
-            self._client = boto3.session.Session().client(
-                "s3",
-                config=Config(s3={"addressing_style": addressing}, retries={"mode": "standard"}),
-                **options,
-            )
-        except Exception as exc:  # a profile or an endpoint botocore cannot use
-            text = f"{type(exc).__name__}: {exc}"
-            for secret in (secret_key, session_token, access_key):
-                if secret:
-                    text = text.replace(secret, "********")
-            raise OSError(f"no S3 client for bucket {bucket}: {text}") from None
+        self._client = boto3.session.Session().client(
+            "s3",
+            config=Config(s3={"addressing_style": addressing}, retries={"mode": "standard"}),
+            **options,
+        )
 
     def create(self, key: str, data: bytes) -> str:
         """PUT ``key`` only if no object is there; returns its ETag. ``PreconditionFailed``

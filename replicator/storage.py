@@ -587,14 +587,19 @@ class ObjectStore(Store):
 def _conditional_s3(bucket: str, options: ObjectStoreOptions) -> Any:
     from .conditional_s3 import ConditionalS3  # noqa: PLC0415 - s3:// only (imports boto3)
 
-    return ConditionalS3(
-        bucket,
-        endpoint=options.endpoint,
-        region=options.region,
-        access_key=options.access_key,
-        secret_key=options.secret_key,
-        session_token=options.session_token,
-    )
+    try:
+        return ConditionalS3(
+            bucket,
+            endpoint=options.endpoint,
+            region=options.region,
+            access_key=options.access_key,
+            secret_key=options.secret_key,
+            session_token=options.session_token,
+        )
+    except Exception as exc:  # a profile or an endpoint botocore cannot use
+        raise OSError(
+            f"no S3 client for bucket {bucket}: {type(exc).__name__}: {_quiet(exc, options)}"
+        ) from None
 
 
 def local_output(path: Path) -> Output:
