@@ -41,6 +41,9 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPLICATOR_")}
     env["PYTHONPATH"] = str(ROOT)  # the worktree's replicator, from any directory
+    # any free port: the default 9108 may be another test worker's daemon's (status finds
+    # the port the demo's lock records)
+    env["REPLICATOR_SERVICE__HTTP_PORT"] = "0"
     return env
 
 

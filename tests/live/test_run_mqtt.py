@@ -33,6 +33,7 @@ async def test_each_commit_is_notified(tmp_path: Path, mosquitto: MosquittoBroke
             f"sink:\n  root: {root}\n  batch_max_rows: 10\n"
             f"mqtt:\n  enabled: true\n  host: {mosquitto.host}\n  port: {mosquitto.port}\n"
             "  topic_prefix: shoptest\n"
+            "service:\n  http_port: 0\n"  # 9108 may be another worker's daemon's
         )
         received: list[dict[str, object]] = []
         async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:

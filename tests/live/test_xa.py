@@ -57,6 +57,7 @@ def test_xa_lands_at_commit_dropped_at_rollback_across_runs(tmp_path: Path) -> N
             "  password: replpass\n  server_id: 4344\n"
             f"start:\n  gtid: '{start}'\n"
             f"sink:\n  root: {root}\n  batch_max_rows: 1\n"
+            "service:\n  http_port: 0\n"  # 9108 may be another worker's daemon's
         )
         a, b = server.connect(), server.connect()
         for conn, xid, row in ((a, "'xa-a','q',7", 1), (b, "'xa-b'", 2)):
