@@ -410,8 +410,8 @@ def test_a_missing_bucket_is_named_with_how_to_create_it(s3_server: S3Server) ->
 def test_a_read_sees_one_whole_version_while_the_object_is_replaced(
     s3_server: S3Server, url: str
 ) -> None:
-    """The checkpoint is replaced in place while ``replicator compact``, ``status`` or a
-    reader reads it. Each read returns one whole version: never the first bytes of a new,
+    """The checkpoint is replaced in place while ``replicator compact``, ``status`` or
+    ``verify`` reads it. Each read returns one whole version: never the first bytes of a new,
     longer object cut at the old one's length (a HEAD for the size, then a ranged GET, as
     pyarrow's input stream reads, splits one read across two versions)."""
     store = open_store(url, _options(s3_server))
