@@ -61,10 +61,15 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def landed_state(root: Path, table: str = "shop.t") -> dict[int, str | None]:
-    """The table as the committed changes build it: latest change per ``id`` by ``_seq``."""
+    """The table as the committed changes build it: latest change per ``id`` by ``_seq``.
+    Read while a daemon runs, it stops before a commit still being published (its manifest
+    written, its files not all renamed into place yet), as the landing zone's readers do."""
     changes: list[tuple[int, str, int, str | None]] = []
     for manifest in sorted((root / "_manifests").glob("*.json")):
-        for entry in json.loads(manifest.read_text())["files"]:
+        entries = json.loads(manifest.read_text())["files"]
+        if not all((root / entry["path"]).is_file() for entry in entries):
+            break
+        for entry in entries:
             if entry["table"] == table:
                 data = pq.read_table(root / entry["path"], columns=["_seq", "_op", "id", "v"])
                 columns = (data[c].to_pylist() for c in ("_seq", "_op", "id", "v"))
