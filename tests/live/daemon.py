@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,13 +180,23 @@ class Writer:
         return self.written
 
 
-def landed_ids(root: Path) -> list[int]:
-    """Every ``id`` in the committed files of shop.t (files named in manifests only)."""
+def published_entries(root: Path) -> Iterator[dict[str, Any]]:
+    """The file entries of the committed manifests, in order. Read while a daemon runs, it
+    stops before a commit still being published (its manifest written, its files not all
+    renamed into place yet), as the landing zone's readers do (``replicator.landed``)."""
+    for manifest in sorted((root / "_manifests").glob("*.json")):
+        entries: list[dict[str, Any]] = json.loads(manifest.read_text())["files"]
+        if not all((root / entry["path"]).is_file() for entry in entries):
+            return
+        yield from entries
+
+
+def landed_ids(root: Path, table: str = "shop.t") -> list[int]:
+    """Every ``id`` in the committed files of ``table`` (files named in manifests only)."""
     import pyarrow.parquet as pq
 
     ids: list[int] = []
-    for manifest in sorted((root / "_manifests").glob("*.json")):
-        for entry in json.loads(manifest.read_text())["files"]:
-            if entry["table"] == "shop.t":
-                ids.extend(pq.read_table(root / entry["path"], columns=["id"])["id"].to_pylist())
+    for entry in published_entries(root):
+        if entry["table"] == table:
+            ids.extend(pq.read_table(root / entry["path"], columns=["id"])["id"].to_pylist())
     return ids

@@ -38,7 +38,14 @@ from replicator.sink.landing import FAIL_ENV
 from tests.harness import free_tcp_port
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.proxy import FaultProxy
-from tests.live.daemon import ROOT, Daemon, daemon_config, new_http_port, run_to_end
+from tests.live.daemon import (
+    ROOT,
+    Daemon,
+    daemon_config,
+    new_http_port,
+    published_entries,
+    run_to_end,
+)
 
 pytestmark = [pytest.mark.live]
 
@@ -61,19 +68,13 @@ def _run(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def landed_state(root: Path, table: str = "shop.t") -> dict[int, str | None]:
-    """The table as the committed changes build it: latest change per ``id`` by ``_seq``.
-    Read while a daemon runs, it stops before a commit still being published (its manifest
-    written, its files not all renamed into place yet), as the landing zone's readers do."""
+    """The table as the committed changes build it: latest change per ``id`` by ``_seq``."""
     changes: list[tuple[int, str, int, str | None]] = []
-    for manifest in sorted((root / "_manifests").glob("*.json")):
-        entries = json.loads(manifest.read_text())["files"]
-        if not all((root / entry["path"]).is_file() for entry in entries):
-            break
-        for entry in entries:
-            if entry["table"] == table:
-                data = pq.read_table(root / entry["path"], columns=["_seq", "_op", "id", "v"])
-                columns = (data[c].to_pylist() for c in ("_seq", "_op", "id", "v"))
-                changes += zip(*columns, strict=True)
+    for entry in published_entries(root):
+        if entry["table"] == table:
+            data = pq.read_table(root / entry["path"], columns=["_seq", "_op", "id", "v"])
+            columns = (data[c].to_pylist() for c in ("_seq", "_op", "id", "v"))
+            changes += zip(*columns, strict=True)
     state: dict[int, str | None] = {}
     for _, op, key, value in sorted(changes):
         if op == "d":

@@ -13,19 +13,17 @@ the daemon goes on, the other tables complete, and a renamed table's rows all la
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.proxy import FaultProxy
-from tests.live.daemon import Daemon, daemon_config, new_http_port
+from tests.live.daemon import Daemon, daemon_config, landed_ids, new_http_port
 
 pytestmark = pytest.mark.live
 
@@ -77,22 +75,12 @@ def _daemon(
     return Daemon(config, tmp_path / "run.log", http, args=("--stop-at-end",))
 
 
-def _ids(root: Path, table: str) -> list[int]:
-    """Every ``id`` in the committed files of ``table`` (files named in manifests only)."""
-    ids: list[int] = []
-    for manifest in sorted((root / "_manifests").glob("*.json")):
-        for entry in json.loads(manifest.read_text())["files"]:
-            if entry["table"] == table:
-                ids.extend(pq.read_table(root / entry["path"], columns=["id"])["id"].to_pylist())
-    return ids
-
-
 def _events(daemon: Daemon, event: str) -> list[dict[str, Any]]:
     return [line for line in daemon.log_lines() if line.get("event") == event]
 
 
 def _landing(root: Path, table: str) -> Callable[[], bool]:
-    return lambda: (root / "_manifests").is_dir() and len(_ids(root, table)) > 0
+    return lambda: (root / "_manifests").is_dir() and len(landed_ids(root, table)) > 0
 
 
 def test_a_silent_snapshot_query_is_logged_and_the_chunk_read_again(
@@ -137,7 +125,7 @@ def test_a_silent_snapshot_query_is_logged_and_the_chunk_read_again(
     assert readiness[-1][0] == 503
     assert f"the source query on {db}.t failed" in readiness[-1][1], readiness[-1]
     assert _events(daemon, "snapshot source query works again")
-    assert sorted(_ids(root, f"{db}.t")) == list(range(1, rows + 1))  # each row exactly once
+    assert sorted(landed_ids(root, f"{db}.t")) == list(range(1, rows + 1))  # each row exactly once
 
 
 def test_sigterm_while_a_snapshot_query_hangs_exits_0_within_the_shutdown_timeout(
@@ -171,7 +159,7 @@ def test_sigterm_while_a_snapshot_query_hangs_exits_0_within_the_shutdown_timeou
             proxy.set_blackhole(False)
     assert code == 0, daemon.log_tail()
     assert took < shutdown, took
-    landed = _ids(root, f"{db}.t")
+    landed = landed_ids(root, f"{db}.t")
     assert 0 < len(landed) < rows
     assert len(set(landed)) == len(landed)  # committed chunks stay, none twice
     assert sorted(landed) == list(range(1, len(landed) + 1))  # chunks in key order, no gap
@@ -201,7 +189,7 @@ def test_chunks_end_at_snapshot_chunk_bytes(
     chunks = [line for line in _events(daemon, "snapshot chunk") if line["table"] == f"{db}.t"]
     assert [c["rows"] for c in chunks] == [5] * 20, chunks
     assert all(5000 <= c["bytes"] < 5000 + 1011 for c in chunks), chunks
-    assert sorted(_ids(root, f"{db}.t")) == list(range(1, rows + 1))
+    assert sorted(landed_ids(root, f"{db}.t")) == list(range(1, rows + 1))
 
 
 def _under_lock(server: MariaDBServer, db: str, table: str, statement: str) -> None:
@@ -247,12 +235,12 @@ def test_drop_and_rename_of_tables_under_their_snapshot(
     renamed = _events(daemon, "snapshot table renamed, going on under the new name")
     assert [(r["table"], r["renamed_to"]) for r in renamed] == [(f"{db}.b", f"{db}.b2")]
     # a: what landed before the drop, once each (its drop record follows in the landing zone)
-    a = _ids(root, f"{db}.a")
+    a = landed_ids(root, f"{db}.a")
     assert 0 < len(a) < rows and sorted(a) == list(range(1, len(a) + 1))
     # b: every row once, under the old name before the rename and the new one after it
-    b, b2 = _ids(root, f"{db}.b"), _ids(root, f"{db}.b2")
+    b, b2 = landed_ids(root, f"{db}.b"), landed_ids(root, f"{db}.b2")
     assert b and b2
     assert sorted(b + b2) == list(range(1, rows + 1))
-    assert sorted(_ids(root, f"{db}.c")) == list(range(1, 1_001))
+    assert sorted(landed_ids(root, f"{db}.c")) == list(range(1, 1_001))
     done = {d["table"] for d in _events(daemon, "snapshot table done")}
     assert done == {f"{db}.b2", f"{db}.c"}
