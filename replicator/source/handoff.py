@@ -42,8 +42,13 @@ class HandOff:
         self._stopping = stopping
         self._queue_size = queue_size
         self._row_budget = row_budget
-        self._rows_queued = 0
-        self._items_queued = 0
+        # What is queued is what the reader sent less what the loop took. Each counter has one
+        # writer, so neither thread takes a lock to count: a reader that sees a count the loop
+        # is about to raise sees less room than there is, never more. The lock is for a reader
+        # waiting for room, and for the loop waking it.
+        self._sent_items = self._sent_rows = 0  # the reader's
+        self._taken_items = self._taken_rows = 0  # the loop's
+        self._reader_waits = False
         self._room = threading.Condition()
         self._batch: list[Entry] = []  # see deliver
 
@@ -71,10 +76,11 @@ class HandOff:
 
     def _took(self, entry: Entry) -> StreamItem:
         item, rows = entry
-        with self._room:
-            self._items_queued -= 1
-            self._rows_queued -= rows
-            self._room.notify()
+        self._taken_items += 1
+        self._taken_rows += rows
+        if self._reader_waits:  # read after counting: a reader that waits sees the count
+            with self._room:
+                self._room.notify()
         if isinstance(item, End):
             self.finished = True
             raise StopAsyncIteration
@@ -101,26 +107,36 @@ class HandOff:
         batch that ``flush`` hands over in one go, once per chunk read from the socket: a
         round trip to the loop per transaction costs as much as decoding a small one."""
         rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
-        while True:
-            with self._room:
-                if self._stopping.is_set():
-                    return False
-                # always let one item through, however large, so the stream cannot stall
-                if self._items_queued < self._queue_size and (
-                    not self._rows_queued or self._rows_queued + rows <= self._row_budget
-                ):
-                    self._items_queued += 1
-                    self._rows_queued += rows
-                    break
-                if not self._batch:
-                    self._room.wait(0.5)
-                    continue
-            # full, partly with our own batch: the consumer can only make room from what it
-            # has, so send the batch (never while holding the lock the consumer takes)
-            if not self.flush():
+        while not self._has_room(rows):
+            if self._stopping.is_set():
                 return False
+            if self._batch:
+                # full, partly with our own batch: the consumer can only make room from what
+                # it has, so send the batch (never while holding the lock the consumer takes)
+                if not self.flush():
+                    return False
+                continue
+            with self._room:
+                self._reader_waits = True  # before looking again: see _took
+                try:
+                    if not self._stopping.is_set() and not self._has_room(rows):
+                        self._room.wait(0.5)
+                finally:
+                    self._reader_waits = False
+        if self._stopping.is_set():
+            return False
+        self._sent_items += 1
+        self._sent_rows += rows
         self._batch.append((item, rows))
         return self.flush() if now else True
+
+    def _has_room(self, rows: int) -> bool:
+        """Room for an item of ``rows`` row images. One item always gets through, however
+        large, so the stream cannot stall."""
+        queued_rows = self._sent_rows - self._taken_rows
+        return self._sent_items - self._taken_items < self._queue_size and (
+            not queued_rows or queued_rows + rows <= self._row_budget
+        )
 
     def flush(self) -> bool:
         """Hand the batched items to the loop and wait until they are queued (reader thread
