@@ -45,7 +45,8 @@ class HandOff:
         # What is queued is what the reader sent less what the loop took. Each counter has one
         # writer, so neither thread takes a lock to count: a reader that sees a count the loop
         # is about to raise sees less room than there is, never more. The lock is for a reader
-        # waiting for room, and for the loop waking it.
+        # waiting for room, and for the loop waking it. (This leans on the GIL: each counter
+        # and the flag read whole and in program order; a free-threaded build needs a look.)
         self._sent_items = self._sent_rows = 0  # the reader's
         self._taken_items = self._taken_rows = 0  # the loop's
         self._reader_waits = False

@@ -1,15 +1,18 @@
 """``source.handoff``: the reader thread hands items to the loop in order, never more than the
-room allows, waits while the loop is behind and is woken as soon as the loop takes one."""
+room allows (in items and in row images), waits while the loop is behind and is woken when
+the loop takes an item, not by its wait's timeout; ``stop`` ends a reader waiting for room."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import cast
 
 import pytest
 
+from replicator.binlog.transaction import TransactionPart
 from replicator.source.handoff import End, HandOff
 from replicator.source.items import StreamItem
 
@@ -17,12 +20,37 @@ ROOM = 3
 ITEMS = 300
 
 
+async def _take_all(
+    handoff: HandOff, stopping: threading.Event, reader: Callable[[], None]
+) -> tuple[list[StreamItem], list[int]]:
+    """Run ``reader`` on a thread and take every item as a consumer slower than it: the items,
+    and how many stood in the queue before each take. A stalled hand-over fails here within
+    seconds (the reader is stopped), rather than hanging the test."""
+    assert handoff.queue is not None
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    got: list[StreamItem] = []
+    queued: list[int] = []
+    try:
+        while True:
+            await asyncio.sleep(0.002)
+            queued.append(handoff.queue.qsize())
+            got.append(await asyncio.wait_for(handoff.get(), 10))
+    except StopAsyncIteration:
+        pass
+    finally:
+        stopping.set()
+        handoff.stop()
+        await asyncio.to_thread(thread.join, 10)  # the reader's last flush needs the loop
+    assert not thread.is_alive()
+    return got, queued
+
+
 @pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "batched"])
 async def test_the_loop_gets_every_item_in_order_within_the_room(batched: bool) -> None:
     stopping = threading.Event()
     handoff = HandOff(stopping, queue_size=ROOM, row_budget=1000)
     handoff.open()
-    assert handoff.queue is not None
     items = [cast(StreamItem, object()) for _ in range(ITEMS)]
     refused: list[int] = []
 
@@ -34,30 +62,51 @@ async def test_the_loop_gets_every_item_in_order_within_the_room(batched: bool) 
                 handoff.flush()
         handoff.deliver(End())
 
-    thread = threading.Thread(target=reader)
     started = time.monotonic()
-    thread.start()
-    got: list[StreamItem] = []
-    most = 0
-    try:
-        while True:
-            await asyncio.sleep(0.002)  # the consumer is slower than the reader
-            most = max(most, handoff.queue.qsize())
-            got.append(await handoff.get())
-    except StopAsyncIteration:
-        pass
+    got, queued = await _take_all(handoff, stopping, reader)
     took = time.monotonic() - started
-    await asyncio.to_thread(thread.join, 10)  # the reader's last flush needs the loop
-    assert not thread.is_alive()
     assert refused == []
     assert got == items
-    assert most <= ROOM
+    assert max(queued) <= ROOM
     # a reader that waits for room is woken when the loop takes an item, not by its wait's
     # half-second timeout (which would make this take a minute)
     assert took < 10, took
 
 
-async def test_stop_wakes_a_reader_waiting_for_room() -> None:
+class _Sized(TransactionPart):
+    """A part of a large transaction that counts ``index`` row images (only the count matters
+    to the hand-over)."""
+
+    __slots__ = ()
+
+    @property
+    def row_count(self) -> int:
+        return self.index
+
+
+async def test_row_images_are_bounded_and_one_item_always_gets_through() -> None:
+    budget = 100
+    stopping = threading.Event()
+    handoff = HandOff(stopping, queue_size=1000, row_budget=budget)
+    handoff.open()
+    sizes = [40, 30, 20, 500, 10, 60, 45, 99, 1, 250, 5] * 5
+    items = [_Sized(None, rows, (), "f", n) for n, rows in enumerate(sizes)]
+
+    def reader() -> None:
+        for item in items:
+            handoff.deliver(item)
+        handoff.deliver(End())
+
+    got, queued = await _take_all(handoff, stopping, reader)
+    # the parts of 250 and 500 rows, over the budget, went through (alone)
+    assert got == items
+    # what stood in the queue before each take: within the budget, or one item alone
+    standing = [sizes[taken : taken + count] for taken, count in enumerate(queued)]
+    assert [rows for rows in standing if sum(rows) > budget and len(rows) > 1] == []
+    assert max(sum(rows) for rows in standing if len(rows) > 1) > budget // 2  # it filled up
+
+
+async def test_stop_ends_a_reader_waiting_for_room() -> None:
     stopping = threading.Event()
     handoff = HandOff(stopping, queue_size=1, row_budget=1000)
     handoff.open()
