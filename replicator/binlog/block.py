@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Union, cast
 
+from .records import record
 from .values import ABSENT
 
 NativeBuffers = tuple[bytes, bytes, bytes | None]
@@ -54,7 +54,7 @@ def value_width(kind: NativeKind) -> int:
     return FIXED_WIDTH.get(name, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Block:
     """The row images of one rows event or snapshot chunk (see the module doc)."""
 

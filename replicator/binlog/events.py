@@ -1,4 +1,5 @@
-"""Typed binlog events: frozen, slotted dataclasses, one per event kind.
+"""Typed binlog events: slotted value classes, read-only by type (``records.record``), one per
+event kind.
 
 Every event carries its ``EventHeader`` (the v4 common header, ``binlog_event.h``
 ``Log_event_header``) and where it was read: ``file`` and ``position`` (offset of its first
@@ -11,11 +12,12 @@ TRANSACTION_PAYLOAD, artificial events).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from .block import Block, rows_of
 from .constants import LOG_EVENT_ARTIFICIAL_F
+from .records import record
 from .schema import ColumnDef
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from .rows import RowImage
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EventHeader:
     timestamp: int
     type_code: int
@@ -39,7 +41,7 @@ class EventHeader:
         return bool(self.flags & LOG_EVENT_ARTIFICIAL_F)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Event:
     header: EventHeader
     file: str
@@ -50,7 +52,7 @@ class Event:
 # -- control events -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FormatDescriptionEvent(Event):
     binlog_version: int
     server_version: str
@@ -67,7 +69,7 @@ class FormatDescriptionEvent(Event):
         return 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RotateEvent(Event):
     next_file: str
     next_file_position: int
@@ -78,12 +80,12 @@ class RotateEvent(Event):
         return self.header.artificial or self.header.timestamp == 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StopEvent(Event):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HeartbeatEvent(Event):
     """HEARTBEAT (v1) and HEARTBEAT_V2: the server is alive and at ``log_file``/``log_position``.
 
@@ -93,7 +95,7 @@ class HeartbeatEvent(Event):
     log_position: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IncidentEvent(Event):
     """Something happened on the source that may have lost changes (``Incident_event``)."""
 
@@ -104,7 +106,7 @@ class IncidentEvent(Event):
 # -- statement-level events -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueryEvent(Event):
     thread_id: int
     exec_time: int
@@ -116,12 +118,12 @@ class QueryEvent(Event):
     ddl_xid: int | None  # MySQL 8 atomic DDL logged with an XID (Q_DDL_LOGGED_WITH_XID)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class XidEvent(Event):
     xid: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class XaPrepareEvent(Event):
     one_phase: bool
     format_id: int
@@ -129,19 +131,19 @@ class XaPrepareEvent(Event):
     bqual: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IntvarEvent(Event):
     kind: int  # 1 LAST_INSERT_ID, 2 INSERT_ID
     value: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RandEvent(Event):
     seed1: int
     seed2: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UserVarEvent(Event):
     name: str
     is_null: bool
@@ -151,14 +153,14 @@ class UserVarEvent(Event):
     flags: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowsQueryEvent(Event):
     """The statement that produced the following rows (MySQL ROWS_QUERY)."""
 
     query: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AnnotateRowsEvent(Event):
     """The statement that produced the following rows (MariaDB ANNOTATE_ROWS)."""
 
@@ -168,7 +170,7 @@ class AnnotateRowsEvent(Event):
 # -- GTID events --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MysqlGtidEvent(Event):
     """GTID, ANONYMOUS_GTID and GTID_TAGGED (``Gtid_event``): starts a transaction.
 
@@ -199,7 +201,7 @@ class MysqlGtidEvent(Event):
         return f"{self.uuid}:{self.gno}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PreviousGtidsEvent(Event):
     gtid_set: MysqlGtidSet
 
@@ -217,7 +219,7 @@ class MariadbGtidFlags(enum.IntFlag):
     COMPLETED_XA = 128
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MariadbGtidEvent(Event):
     """MariaDB GTID: starts an event group. ``standalone`` groups have no BEGIN/COMMIT."""
 
@@ -231,13 +233,13 @@ class MariadbGtidEvent(Event):
         return bool(self.flags.value & 1)  # MariadbGtidFlags.STANDALONE, without an enum op
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MariadbGtidListEvent(Event):
     gtids: tuple[MariadbGtid, ...]
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BinlogCheckpointEvent(Event):
     binlog_file: str
 
@@ -245,7 +247,7 @@ class BinlogCheckpointEvent(Event):
 # -- row events ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TableMapEvent(Event):
     table_id: int
     flags: int
@@ -266,7 +268,7 @@ class RowsKind(enum.Enum):
     DELETE = "d"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowsEvent(Event):
     """WRITE/UPDATE/DELETE_ROWS v1/v2, MariaDB compressed rows, PARTIAL_UPDATE_ROWS.
 
@@ -312,7 +314,7 @@ class RowsEvent(Event):
         return tuple(rows_of(block.after, block.count))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TransactionPayloadEvent(Event):
     """MySQL TRANSACTION_PAYLOAD: a compressed run of events, decoded in order."""
 
@@ -325,7 +327,7 @@ class TransactionPayloadEvent(Event):
 # -- others -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OpaqueEvent(Event):
     """A known event kind we pass on without decoding its body: statement-based LOAD DATA
     events, group replication bookkeeping (TRANSACTION_CONTEXT, VIEW_CHANGE), IGNORABLE."""
@@ -333,7 +335,7 @@ class OpaqueEvent(Event):
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IgnoredEvent(Event):
     """An unknown event type the server flagged LOG_EVENT_IGNORABLE_F: skipped and counted."""
 

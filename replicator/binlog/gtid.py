@@ -41,6 +41,7 @@ from uuid import UUID
 
 from ..errors import ConfigError
 from .errors import DecodeError, TruncatedError
+from .records import record
 
 __all__ = [
     "GNO_MAX",
@@ -79,7 +80,7 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{name} {value} is outside {low}..{high}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MariadbGtid:
     """One MariaDB GTID, ``domain_id-server_id-seq_no``."""
 
@@ -107,7 +108,7 @@ class MariadbGtid:
         return f"{self.domain_id}-{self.server_id}-{self.seq_no}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MariadbGtidPosition:
     """A MariaDB replication position: the last GTID applied in each replication domain.
 
@@ -242,7 +243,7 @@ def _format_interval(interval: Interval) -> str:
     return str(start) if end == start + 1 else f"{start}-{end - 1}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MysqlGtid:
     """One MySQL GTID: ``uuid:gno`` or ``uuid:tag:gno``. The tag is stored lowercase."""
 

@@ -9,15 +9,16 @@ have one (it survives failover and renamed files), else by file and position.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..errors import ConfigError
 from .gtid import MariadbGtid, MariadbGtidPosition, MysqlGtid, MysqlGtidSet
+from .records import record
 
 Gtid = MariadbGtid | MysqlGtid
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StreamPosition:
     """Where a replica stands: after the last transaction it has fully received.
 

@@ -28,6 +28,7 @@ from uuid import UUID
 
 from . import events as ev
 from .gtid import MariadbGtid, MysqlGtid
+from .records import record
 from .versions import is_mariadb, version_tuple
 
 
@@ -48,7 +49,7 @@ class Ending(enum.StrEnum):
         return self in (Ending.XA_PREPARE, Ending.XA_COMMIT, Ending.XA_ROLLBACK)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TransactionPart:
     """The first events of a transaction too large to hold in memory; the rest follow in
     further parts and the final ``Transaction`` (whose ``parts`` counts them). A consumer
@@ -65,7 +66,7 @@ class TransactionPart:
         return sum(e.row_count for e in self.events if isinstance(e, ev.RowsEvent))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Transaction:
     """One committed (or XA-prepared) transaction, with every event in it."""
 

@@ -36,13 +36,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import structlog
 
 from ..binlog import events as ev
 from ..binlog.charsets import charset_for_collation
 from ..binlog.parser import query_status
+from ..binlog.records import record
 from ..binlog.schema import ColumnSchema, TableSchema
 from ..binlog.tablemap import TableMapBody
 from ..errors import IntegrityError
@@ -67,14 +67,14 @@ def may_change_tables(event: ev.QueryEvent) -> bool:
 _TEXT_FORMS = frozenset({"uuid", "inet4", "inet6"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SchemaChangeEvent(ev.QueryEvent):
     """A QUERY event whose DDL statement changed the catalog, with the recorded change."""
 
     change: SchemaChange
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TableLearnedEvent(ev.TableMapEvent):
     """The TABLE_MAP a table unknown at the stream's start was learned from, with the
     recorded change (one ``Learned`` effect, no lifecycle record)."""
