@@ -365,16 +365,17 @@ def run(
     MariaDB (kept in .replicator-demo next to the landing zone) with a sample shop workload and
     lands it into ./landing; Ctrl-C stops it. --demo-reset starts it over.
     """
-    import asyncio  # noqa: PLC0415 - see the imports
+    from .runtime import held_gc  # noqa: PLC0415 - see the imports
 
-    from .config import load_config  # noqa: PLC0415
-    from .logs import configure as configure_logging  # noqa: PLC0415
-    from .runtime import tune_gc  # noqa: PLC0415
-    from .service import RunOptions, Service  # noqa: PLC0415
+    with held_gc():  # start-up: then frozen out of collection, and collection tuned
+        import asyncio  # noqa: PLC0415
 
-    configure_logging()
-    options = RunOptions(stop_at_end=stop_at_end, run_for=run_for, watchdog=True)
-    tune_gc()
+        from .config import load_config  # noqa: PLC0415
+        from .logs import configure as configure_logging  # noqa: PLC0415
+        from .service import RunOptions, Service  # noqa: PLC0415
+
+        configure_logging()
+        options = RunOptions(stop_at_end=stop_at_end, run_for=run_for, watchdog=True)
     try:
         demo = config_file is None and "REPLICATOR_SOURCE__HOST" not in os.environ
         if demo_reset and not demo:
