@@ -111,11 +111,9 @@ def dump(
     --start-gtid, --start-file/--start-pos, the config's start, or now.
     """
     from .dump import RowChangeFormatter, json_lines  # noqa: PLC0415 - see the imports
-    from .logs import configure as configure_logging  # noqa: PLC0415
     from .runtime import tune_gc  # noqa: PLC0415
     from .source.binlog_file import read_binlog_files  # noqa: PLC0415
 
-    configure_logging()  # warnings (reconnects) go to stderr: stdout carries the JSON lines
     formatter = RowChangeFormatter()
     out = sys.stdout.buffer  # the lines come as UTF-8 bytes
     try:
@@ -138,7 +136,11 @@ def dump(
             from .binlog.position import start_position  # noqa: PLC0415
             from .config import load_config  # noqa: PLC0415
             from .dump import dump_live  # noqa: PLC0415
+            from .logs import configure as configure_logging  # noqa: PLC0415
 
+            # warnings (reconnects) go to stderr: stdout carries the JSON lines (files are
+            # read without logging, and without importing the logging library)
+            configure_logging()
             tune_gc()
             config = load_config(config_file)
             start = (

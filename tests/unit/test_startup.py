@@ -84,6 +84,17 @@ def test_each_commands_help_imports_none_of_them(command: str) -> None:
 
 def test_dump_of_binlog_files_needs_no_source_arrow_or_config_models() -> None:
     assert loaded("dump", "--binlog-file", str(SAMPLE)) == []
+    # nor the logging library (with asyncio under it): nothing logs while files are read,
+    # and a line logged to stdout would land among the JSON lines
+    probe = _PROBE.format(heavy=("structlog", "asyncio"))
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "dump", "--binlog-file", str(SAMPLE)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
 
 
 def test_status_without_the_source_reads_the_landing_zone_without_arrow(tmp_path: Path) -> None:
