@@ -125,7 +125,10 @@ def dump(
         if binlog_files:
             tune_gc()  # after the imports: they are start-up, frozen out of collection
             events = read_binlog_files(
-                list(binlog_files), verify_checksum=not no_verify_checksum, buffers=False
+                list(binlog_files),
+                verify_checksum=not no_verify_checksum,
+                buffers=False,
+                text_values=True,  # the decimals and dates as the lines write them
             )
             for lines in json_lines(events, formatter):
                 out.write(lines)

@@ -35,6 +35,10 @@ OP_TEXT: Final[int]
 OP_BYTES: Final[int]
 OP_ENUM: Final[int]
 OP_CALL: Final[int]
+OP_DECIMAL_TEXT: Final[int]
+OP_DATE_TEXT: Final[int]
+OP_DATETIME2_TEXT: Final[int]
+OP_TIMESTAMP2_TEXT: Final[int]
 
 # a value into buffers (BlockSpec lanes: op, in width, out width, arg0, arg1, object)
 LANE_INT: Final[int]

@@ -73,11 +73,18 @@ def available() -> bool:
 _STRUCT_OPS = {"b": 1, "B": 0, "h": 1, "H": 0, "i": 1, "I": 0, "q": 1, "Q": 0}
 
 
-def instruction(plan: ColumnPlan) -> Instruction:
-    """The native instruction of one column: (op, width, arg0, arg1, object)."""
+_AS_TEXT = ("decimal", "date", "datetime2", "timestamp2")
+
+
+def instruction(plan: ColumnPlan, *, text_values: bool = False) -> Instruction:
+    """The native instruction of one column: (op, width, arg0, arg1, object).
+    ``text_values``: a valid DECIMAL, DATE, DATETIME2 or TIMESTAMP2 value as the text
+    ``replicator dump`` writes of it (a str), not as an object."""
     core = _core
     if plan.native is not None:
         name, width, first, second, obj = plan.native
+        if text_values and name in _AS_TEXT:
+            name += "_text"
         return getattr(core, "OP_" + name.upper()), width, first, second, obj
     kind = plan.kind
     if kind == "struct":
@@ -168,8 +175,12 @@ def lane(col: ColumnDef, plan: ColumnPlan) -> tuple[tuple[Any, ...], NativeKind]
 
 
 def block_spec(
-    plans: Sequence[ColumnPlan], lanes: Sequence[tuple[Any, ...] | None], present: Sequence[int]
+    plans: Sequence[ColumnPlan],
+    lanes: Sequence[tuple[Any, ...] | None],
+    present: Sequence[int],
+    *,
+    text_values: bool = False,
 ) -> Any:
     """The native decoder of images with the columns ``present`` into blocks."""
-    instructions = tuple(instruction(plans[i]) for i in present)
+    instructions = tuple(instruction(plans[i], text_values=text_values) for i in present)
     return _core.BlockSpec(instructions, tuple(lanes[i] for i in present))

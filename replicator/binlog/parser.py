@@ -252,6 +252,9 @@ class EventParser:
         # False: rows events into blocks of values only, no column buffers (for callers that
         # want rows as tuples, like `replicator dump`)
         self.buffers = True
+        # True (with ``buffers`` off): DECIMAL and temporal values as the text `replicator
+        # dump` writes, where the native core decodes them (``TableDecoder.text_values``)
+        self.text_values = False
         # True: a read of statements only (a scan for DDL). ``steps_over`` verifies and
         # passes over rows and TABLE_MAP events; rows events inside a transaction payload
         # keep their header and table but no row images (an empty block)
@@ -458,9 +461,13 @@ class EventParser:
         """The row decoder of a table of these columns (compiled once per shape)."""
         found = self._table_decoders.get(columns)
         if found is None:
+            if self.text_values and self.buffers:
+                raise ValueError("text values are for rows decoded as values only (no buffers)")
             if len(self._table_decoders) >= _CACHE_LIMIT:
                 self._table_decoders.clear()
-            found = self._table_decoders[columns] = TableDecoder.build(columns)
+            found = self._table_decoders[columns] = TableDecoder.build(
+                columns, text_values=self.text_values
+            )
         return found
 
     # -- payload ---------------------------------------------------------------------------

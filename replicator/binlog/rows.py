@@ -82,11 +82,19 @@ class TableDecoder:
     plans: tuple[ColumnPlan, ...]
     lanes: tuple[tuple[Any, ...] | None, ...] | None  # None: reference decoders only
     natives: tuple[NativeKind | None, ...]
+    # DECIMAL, DATE, DATETIME2 and TIMESTAMP2 values the native core decodes as objects come
+    # as the text `replicator dump` writes of them (``native.instruction``); the reference
+    # decoders still make objects
+    text_values: bool = False
     _layouts: dict[int, RowLayout] = field(default_factory=dict)
 
     @classmethod
     def build(
-        cls, columns: tuple[ColumnDef, ...], *, decoders: RowDecoders | None = None
+        cls,
+        columns: tuple[ColumnDef, ...],
+        *,
+        decoders: RowDecoders | None = None,
+        text_values: bool = False,
     ) -> TableDecoder:
         plans = tuple(build_plan(c) for c in columns)
         which = default_decoders() if decoders is None else decoders
@@ -98,7 +106,7 @@ class TableDecoder:
             found = [native.lane(c, p) for c, p in zip(columns, plans, strict=True)]
             lanes = tuple(None if f is None else f[0] for f in found)
             natives = tuple(None if f is None else f[1] for f in found)
-        return cls(columns, tuple(p.decode for p in plans), plans, lanes, natives)
+        return cls(columns, tuple(p.decode for p in plans), plans, lanes, natives, text_values)
 
     def layout(self, present_bits: int) -> RowLayout:
         found = self._layouts.get(present_bits)
@@ -107,7 +115,9 @@ class TableDecoder:
             present = tuple(i for i in range(n) if present_bits >> i & 1)
             spec = None
             if self.lanes is not None:
-                spec = native.block_spec(self.plans, self.lanes, present)
+                spec = native.block_spec(
+                    self.plans, self.lanes, present, text_values=self.text_values
+                )
             found = RowLayout(
                 column_count=n,
                 present=present,

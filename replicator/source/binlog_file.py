@@ -23,9 +23,12 @@ def read_binlog_file(
     schema_lookup: SchemaLookup | None = None,
     verify_checksum: bool = True,
     buffers: bool = True,
+    text_values: bool = False,
 ) -> Iterator[Event]:
     """Yield every event of one binlog file in order; raise at the first bad one.
-    ``buffers=False``: rows events decoded into values only, no buffers (``binlog.block``)."""
+    ``buffers=False``: rows events decoded into values only, no buffers (``binlog.block``);
+    with ``text_values`` too, DECIMAL and temporal values the native core decodes come as the
+    text ``replicator dump`` writes of them (``binlog.rows.TableDecoder``)."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -34,6 +37,7 @@ def read_binlog_file(
         path.name, schema_lookup=schema_lookup, verify_checksum=verify_checksum
     )
     decoder.parser.buffers = buffers
+    decoder.parser.text_values = text_values
     with handle:
         while True:
             chunk = handle.read(CHUNK)
@@ -55,9 +59,14 @@ def read_binlog_files(
     schema_lookup: SchemaLookup | None = None,
     verify_checksum: bool = True,
     buffers: bool = True,
+    text_values: bool = False,
 ) -> Iterator[Event]:
     """Events of several files, in the order given."""
     for path in paths:
         yield from read_binlog_file(
-            path, schema_lookup=schema_lookup, verify_checksum=verify_checksum, buffers=buffers
+            path,
+            schema_lookup=schema_lookup,
+            verify_checksum=verify_checksum,
+            buffers=buffers,
+            text_values=text_values,
         )

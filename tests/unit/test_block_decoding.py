@@ -27,6 +27,7 @@ from replicator.binlog.errors import DecodeError
 from replicator.binlog.rows import RowImage, TableDecoder
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT, InvalidTemporal
+from replicator.dump import RowChangeFormatter
 from tests.blocks import block_rows
 from tests.encoders import (
     encode_date,
@@ -36,6 +37,7 @@ from tests.encoders import (
     encode_timestamp2,
 )
 from tests.hypothesis_budget import examples
+from tests.unit.test_native import require_native
 
 # --------------------------------------------------------------------------- column kinds
 # name -> (ColumnDef fields, strategy of values, encoder of one value)
@@ -431,3 +433,66 @@ def test_absent_columns_are_marked(form: str) -> None:
     columns = _columns(["long", "varchar_utf8", "long"])
     decoded = _decode(columns, b"\x00" + struct.pack("<i", 5), 0b001, None, form=form)
     assert decoded == (((5, ABSENT, ABSENT),), ())
+
+
+_AS_TEXT: dict[int, type] = {
+    T.NEWDECIMAL: Decimal,
+    T.DATE: date,
+    T.DATETIME2: datetime,
+    T.TIMESTAMP2: datetime,
+}
+
+
+def _dump_lines(columns: tuple[ColumnDef, ...], rows: tuple[RowImage, ...]) -> list[bytes]:
+    """The JSON objects ``replicator dump`` writes of these row images."""
+    return RowChangeFormatter()._encoder(columns, rows[0])(rows) if rows else []
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.data())
+def test_text_values_are_what_the_dump_writes_of_the_objects(data: st.DataObject) -> None:
+    """``text_values`` (what ``dump --binlog-file`` reads with): the native core gives valid
+    DECIMAL and temporal values as text, and the dump's lines are the same bytes as of the
+    reference decoders' objects, zero dates, bad digit groups and cut images included."""
+    require_native()
+    columns, kinds = data.draw(tables(EVERY_KIND))
+    present = tuple(range(len(columns)))
+    blob = b"".join(data.draw(st.lists(images(kinds, present), min_size=1, max_size=6)))
+    blob = blob[: data.draw(st.sampled_from([len(blob), data.draw(st.integers(0, len(blob)))]))]
+    reference = _decode(columns, blob, _bits(present), None, form="reference")
+    decoder = TableDecoder.build(columns, decoders="native", text_values=True)
+    try:
+        block = decoder.decode(blob, 0, decoder.layout(_bits(present)), None, objects=True)
+    except DecodeError as exc:
+        assert reference == (type(exc).__name__, str(exc))
+        return
+    texts, _ = block_rows(block)
+    objects, _ = reference
+    assert isinstance(objects, tuple)
+    assert len(texts) == len(objects)
+    assert _dump_lines(columns, texts) == _dump_lines(columns, objects)
+    for text_row, object_row in zip(texts, objects, strict=True):
+        for column, text, value in zip(columns, text_row, object_row, strict=True):
+            made = _AS_TEXT.get(column.type)
+            # a valid value of those types is text; every other value is the object
+            expected = str if made is not None and type(value) is made else type(value)
+            assert type(text) is expected, (column, value)
+
+
+def test_text_values_of_decimals_and_times_as_the_dump_writes_them() -> None:
+    require_native()
+    columns = _columns(["decimal", "decimal_fraction", "date", "datetime6", "timestamp5"])
+    row = b"\x00" + encode_decimal(Decimal("-12.30"), 12, 2)
+    row += encode_decimal(Decimal("-0.00010"), 5, 5) + encode_date(date(5, 1, 2))
+    row += encode_datetime2(datetime(2020, 1, 2, 3, 4, 5, 1000), 6)
+    row += encode_timestamp2(datetime(2020, 1, 2, 3, 4, 5, 10, tzinfo=UTC), 5)
+    zero = b"\x00" + encode_decimal(Decimal("-0.00"), 12, 2) + encode_decimal(Decimal(0), 5, 5)
+    zero += encode_date(date(2020, 2, 29)) + encode_datetime2(datetime(1000, 1, 1), 6)
+    zero += encode_timestamp2(datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC), 5)
+    decoder = TableDecoder.build(columns, decoders="native", text_values=True)
+    block = decoder.decode(row + zero, 0, decoder.layout(0b11111), None, objects=True)
+    assert block_rows(block)[0] == (
+        ("-12.30", "-0.00010", "0005-01-02", "2020-01-02 03:04:05.001000",
+         "2020-01-02T03:04:05.000010Z"),
+        ("0.00", "0.00000", "2020-02-29", "1000-01-01 00:00:00", "2020-01-02T03:04:05Z"),
+    )  # fmt: skip

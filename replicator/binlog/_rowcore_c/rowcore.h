@@ -30,6 +30,12 @@ enum {
     OP_BYTES = 13,     /* width: length prefix; arg0: pad to this many bytes with 0x00 */
     OP_ENUM = 14,      /* width 1/2; obj: labels tuple */
     OP_CALL = 15,      /* obj(buf, pos) -> (value, pos) */
+    /* as OP_DECIMAL, OP_DATE, OP_DATETIME2 and OP_TIMESTAMP2, but a valid value comes as the
+     * str `replicator dump` writes of it (replicator/dump.py), not as an object */
+    OP_DECIMAL_TEXT = 16,
+    OP_DATE_TEXT = 17,
+    OP_DATETIME2_TEXT = 18,
+    OP_TIMESTAMP2_TEXT = 19,
 };
 
 /* Arrow columns from Python values (buffers.c, arrow_columns) */

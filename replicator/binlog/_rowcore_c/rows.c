@@ -47,38 +47,97 @@ convert(PyObject *converter, const unsigned char *p, int width)
 
 /* ------------------------------------------------------------------ Python objects */
 
-static PyObject *
-decode_decimal(const unsigned char *p, int width, int intg, int scale, PyObject *converter)
+/* A DECIMAL's text into text (at least 84 bytes): its sign where it is not zero, its integer
+ * digits without leading zeros (one 0 at least), then the point and the scale's digits:
+ * what format(Decimal, "f") writes of it. 0 for a digit group out of range. */
+static int
+decimal_text(const unsigned char *p, int width, int intg, int scale, char *text, Py_ssize_t *len)
 {
-    char digits[80], text[84];
+    char digits[80];
     int negative;
     if (!decimal_digits(p, width, intg, scale, digits, &negative)) {
-        return convert(converter, p, width); /* raises the digit group error */
+        return 0;
     }
-    int n = 0, zero = 1;
+    int n = 0, zero = 1, lead = 0;
     for (int k = 0; k < intg + scale; k++) {
         zero &= digits[k] == '0';
     }
     if (negative && !zero) {
         text[n++] = '-';
     }
+    while (lead < intg - 1 && digits[lead] == '0') {
+        lead++;
+    }
     if (intg == 0) {
         text[n++] = '0';
     }
-    memcpy(text + n, digits, (size_t)intg);
-    n += intg;
+    memcpy(text + n, digits + lead, (size_t)(intg - lead));
+    n += intg - lead;
     if (scale) {
         text[n++] = '.';
         memcpy(text + n, digits + intg, (size_t)scale);
         n += scale;
     }
-    PyObject *s = PyUnicode_FromStringAndSize(text, n);
-    if (s == NULL) {
-        return NULL;
+    *len = n;
+    return 1;
+}
+
+static PyObject *
+decode_decimal(const unsigned char *p, int width, int intg, int scale, PyObject *converter,
+               int as_text)
+{
+    char text[84];
+    Py_ssize_t n;
+    if (!decimal_text(p, width, intg, scale, text, &n)) {
+        return convert(converter, p, width); /* raises the digit group error */
+    }
+    PyObject *s = PyUnicode_DecodeASCII(text, n, NULL);
+    if (s == NULL || as_text) {
+        return s;
     }
     PyObject *value = PyObject_CallOneArg(Decimal, s);
     Py_DECREF(s);
     return value;
+}
+
+static char *
+put_digits(char *out, int value, int count)
+{
+    for (int k = count - 1; k >= 0; k--) {
+        out[k] = (char)('0' + value % 10);
+        value /= 10;
+    }
+    return out + count;
+}
+
+/* Valid fields as `replicator dump` writes them (orjson's forms, replicator/dump.py): a date
+ * "YYYY-MM-DD" (sep 0), else the date, sep, "HH:MM:SS", ".ffffff" where the microseconds are
+ * not 0, and "Z" for a TIMESTAMP (zulu). */
+static PyObject *
+fields_text(const Fields *f, char sep, int zulu)
+{
+    char text[32], *o = text;
+    o = put_digits(o, f->year, 4);
+    *o++ = '-';
+    o = put_digits(o, f->month, 2);
+    *o++ = '-';
+    o = put_digits(o, f->day, 2);
+    if (sep) {
+        *o++ = sep;
+        o = put_digits(o, f->hour, 2);
+        *o++ = ':';
+        o = put_digits(o, f->minute, 2);
+        *o++ = ':';
+        o = put_digits(o, f->second, 2);
+        if (f->micro) {
+            *o++ = '.';
+            o = put_digits(o, f->micro, 6);
+        }
+        if (zulu) {
+            *o++ = 'Z';
+        }
+    }
+    return PyUnicode_DecodeASCII(text, o - text, NULL);
 }
 
 /* A valid date (tz NULL) or datetime, else NULL with no exception set (the caller asks the
@@ -105,29 +164,35 @@ try_datetime(const Fields *f, PyObject *tz)
 }
 
 static PyObject *
-decode_date(const unsigned char *p, PyObject *converter)
+decode_date(const unsigned char *p, PyObject *converter, int as_text)
 {
     Fields f;
     date_fields(p, &f);
-    PyObject *value = try_datetime(&f, NULL);
+    if (as_text && valid_fields(&f)) {
+        return fields_text(&f, 0, 0);
+    }
+    PyObject *value = as_text ? NULL : try_datetime(&f, NULL);
     return value != NULL ? value : convert(converter, p, 3);
 }
 
 static PyObject *
 decode_datetime2(const unsigned char *p, int width, int frac_bytes, long long unit,
-                 PyObject *converter)
+                 PyObject *converter, int as_text)
 {
     Fields f;
     PyObject *value = NULL;
     if (datetime2_fields(p, width, frac_bytes, unit, &f)) {
-        value = try_datetime(&f, Py_None);
+        if (as_text && valid_fields(&f)) {
+            return fields_text(&f, ' ', 0);
+        }
+        value = as_text ? NULL : try_datetime(&f, Py_None);
     }
     return value != NULL ? value : convert(converter, p, width);
 }
 
 static PyObject *
 decode_timestamp2(const unsigned char *p, int width, int frac_bytes, long long unit,
-                  PyObject *converter)
+                  PyObject *converter, int as_text)
 {
     long long micros = timestamp2_micros(p, width, frac_bytes, unit);
     if (micros == 0) {
@@ -137,7 +202,10 @@ decode_timestamp2(const unsigned char *p, int width, int frac_bytes, long long u
     Fields f = {0, 0, 0, (int)(rest / 3600), (int)(rest / 60 % 60), (int)(rest % 60),
                 (int)(micros % 1000000)};
     civil(seconds / 86400, &f.year, &f.month, &f.day);
-    PyObject *value = try_datetime(&f, PyDateTime_TimeZone_UTC);
+    if (as_text && valid_fields(&f)) {
+        return fields_text(&f, 'T', 1);
+    }
+    PyObject *value = as_text ? NULL : try_datetime(&f, PyDateTime_TimeZone_UTC);
     return value != NULL ? value : convert(converter, p, width);
 }
 
@@ -204,19 +272,30 @@ decode_value(const Instr *in, PyObject *bufobj, const unsigned char *buf, Py_ssi
     case OP_DATETIME2:
     case OP_TIMESTAMP2:
     case OP_TIME2:
+    case OP_DECIMAL_TEXT:
+    case OP_DATE_TEXT:
+    case OP_DATETIME2_TEXT:
+    case OP_TIMESTAMP2_TEXT:
         if (avail < w) {
             return NULL;
         }
         *pos += w;
         switch (in->op) {
         case OP_DECIMAL:
-            return decode_decimal(p, w, (int)in->arg0, (int)in->arg1, in->obj);
+        case OP_DECIMAL_TEXT:
+            return decode_decimal(p, w, (int)in->arg0, (int)in->arg1, in->obj,
+                                  in->op == OP_DECIMAL_TEXT);
         case OP_DATE:
-            return decode_date(p, in->obj);
+        case OP_DATE_TEXT:
+            return decode_date(p, in->obj, in->op == OP_DATE_TEXT);
         case OP_DATETIME2:
-            return decode_datetime2(p, w, (int)in->arg0, in->arg1, in->obj);
+        case OP_DATETIME2_TEXT:
+            return decode_datetime2(p, w, (int)in->arg0, in->arg1, in->obj,
+                                    in->op == OP_DATETIME2_TEXT);
         case OP_TIMESTAMP2:
-            return decode_timestamp2(p, w, (int)in->arg0, in->arg1, in->obj);
+        case OP_TIMESTAMP2_TEXT:
+            return decode_timestamp2(p, w, (int)in->arg0, in->arg1, in->obj,
+                                     in->op == OP_TIMESTAMP2_TEXT);
         default:
             return decode_time2(p, w, (int)in->arg0, in->arg1);
         }
@@ -327,13 +406,17 @@ check_instr(const Instr *in)
     case OP_YEAR:
         return w == 1;
     case OP_DECIMAL:
+    case OP_DECIMAL_TEXT:
         return w >= 1 && w <= 40 && in->arg0 >= 0 && in->arg1 >= 0 && in->arg0 + in->arg1 <= 65 &&
                in->obj != Py_None;
     case OP_DATE:
+    case OP_DATE_TEXT:
         return w == 3 && in->obj != Py_None;
     case OP_DATETIME2:
     case OP_TIMESTAMP2:
     case OP_TIME2:
+    case OP_DATETIME2_TEXT:
+    case OP_TIMESTAMP2_TEXT:
         return in->arg0 >= 0 && in->arg0 <= 3 && in->arg1 > 0 && w >= 3 && w <= 8 &&
                (in->op == OP_TIME2 || in->obj != Py_None);
     case OP_UTF8:
