@@ -17,6 +17,17 @@ static const unsigned int POW10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000,
  * One reading of each fixed-width format, shared by the values as objects (decode_value) and
  * the column buffers (lane_value). */
 
+/* value's last count decimal digits into out (leading zeros kept); returns the end */
+static inline char *
+put_digits(char *out, unsigned long long value, int count)
+{
+    for (int k = count - 1; k >= 0; k--) {
+        out[k] = (char)('0' + value % 10);
+        value /= 10;
+    }
+    return out + count;
+}
+
 /* The digits of a DECIMAL(intg + scale, scale) stored in w bytes: intg + scale characters
  * '0'-'9' into digits (leading zeros kept), the sign into *negative. 0 for a digit group out
  * of range. Groups of 9 digits take 4 bytes; the integer part's partial group comes first,
@@ -51,10 +62,7 @@ decimal_digits(const unsigned char *p, int w, int intg, int scale, char *digits,
             if (group >= POW10[count]) {
                 return 0;
             }
-            for (int k = count - 1; k >= 0; k--) {
-                digits[n + k] = (char)('0' + group % 10);
-                group /= 10;
-            }
+            put_digits(digits + n, group, count);
             n += count;
         }
     }

@@ -100,16 +100,6 @@ decode_decimal(const unsigned char *p, int width, int intg, int scale, PyObject 
     return value;
 }
 
-static char *
-put_digits(char *out, int value, int count)
-{
-    for (int k = count - 1; k >= 0; k--) {
-        out[k] = (char)('0' + value % 10);
-        value /= 10;
-    }
-    return out + count;
-}
-
 /* Valid fields as `replicator dump` writes them (orjson's forms, replicator/dump.py): a date
  * "YYYY-MM-DD" (sep 0), else the date, sep, "HH:MM:SS", ".ffffff" where the microseconds are
  * not 0, and "Z" for a TIMESTAMP (zulu). */
