@@ -247,7 +247,6 @@ class EventParser:
             tuple[int, bool, bytes, int | None], tuple[TableMapBody, TableDecoder]
         ] = {}
         self._table_decoders: dict[tuple[ColumnDef, ...], TableDecoder] = {}
-        self.ignored_events = 0
         self.events_decoded = 0
         # False: rows events into blocks of values only, no column buffers (for callers that
         # want rows as tuples, like `replicator dump`)
@@ -442,7 +441,6 @@ class EventParser:
 
     def _unknown(self, where: _Where, body: bytes) -> ev.Event:
         if where.header.flags & LOG_EVENT_IGNORABLE_F:
-            self.ignored_events += 1
             return ev.IgnoredEvent(**where.kw(), body=body)
         raise UnknownEventError(
             f"unknown event type {where.header.type_code} (not flagged ignorable)",

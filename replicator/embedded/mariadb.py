@@ -303,11 +303,6 @@ class MariaDBServer:
         continues it); always False for a temp-dir server."""
         return self._keep_dir is not None and (self._keep_dir / DATADIR_MARKER).is_file()
 
-    @property
-    def keeps_files(self) -> bool:
-        """True when the server lives in a caller's ``base_dir`` that ``stop()`` keeps."""
-        return self._keep_dir is not None
-
     def __enter__(self) -> MariaDBServer:
         return self.start()
 

@@ -33,7 +33,7 @@ import dataclasses
 import functools
 import operator
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -213,17 +213,6 @@ def apply_ddl_effect(catalog: Catalog, effect: Effect) -> Catalog:
         before, after = (effect.schema, effect.name), (effect.to_schema, effect.to_name)
         return catalog.with_unknown_renamed(before, after)
     return catalog  # truncate, unrepresentable: the columns stay
-
-
-def effects_tables(effects: Sequence[Effect]) -> Iterator[Table]:
-    """Every table an effect names (for callers that list what a statement touched)."""
-    for effect in effects:
-        for attribute in ("table", "before", "after"):
-            found = getattr(effect, attribute, None)
-            if isinstance(found, Table):
-                yield found
-        if isinstance(effect, DatabaseDropped):
-            yield from effect.tables
 
 
 # -- tokens ------------------------------------------------------------------------------

@@ -370,10 +370,6 @@ class LandingZone:
         # the snapshot progress as of the last commit (carried into batches without chunks)
         self.snapshot = SnapshotState()
 
-    def manifest_path(self, batch: int) -> str:
-        """Where batch ``batch``'s manifest is (for messages)."""
-        return self.store.uri(manifest_key(batch))
-
     def write_state(self, key: str, data: bytes) -> None:
         """Write a manifest atomically and durably: rename on a directory (which the writer's
         flock guards), one PUT on an object store, there conditional on no object of that
