@@ -58,6 +58,10 @@ STEPS = ("data", "history-mid", "history", "manifest", "publish-mid", "publish",
 NOTES = "id INT PRIMARY KEY, v VARCHAR(20)"  # the table DDL runs on (checked by its history)
 DDL_EVERY = 20  # transactions (the history kill points fire only when DDL commits)
 MAX_TRANSACTIONS = 20000  # a cap: the writer runs until the last kill
+# how long a run with a fault ``step:N`` may take before it is killed from outside: the fault
+# fires in the run's batch N (1 or 2), committed within its first seconds, or never (a history
+# step fires only when that batch holds DDL); a longer wait only waited for nothing
+FAULT_WAIT = 8.0
 
 
 # kill schedules: the fault for each kill in turn (None: a random instant), repeated until
@@ -295,7 +299,7 @@ def _crash_test(
                 fault = None if step is None else f"{step}:{rng.randrange(1, 3)}"
                 proc = _run(config, log, fault=fault, extra_env=env)
                 try:
-                    proc.wait(timeout=rng.uniform(0.4, 2.0) if fault is None else 20)
+                    proc.wait(timeout=rng.uniform(0.4, 2.0) if fault is None else FAULT_WAIT)
                 except subprocess.TimeoutExpired:
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
