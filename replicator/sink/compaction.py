@@ -89,7 +89,7 @@ from ..landed.compacted import (
 from ..landed.contract import COMPACTIONS
 from ..landed.manifests import Manifest, read_chain
 from ..storage import LocalStore, Store
-from .digest import DIGEST_KEY, HashingStream, hash_key
+from .digest import DIGEST_KEY, HashingStream, hash_bytes, hash_key
 from .lock import LandingLock, LandingZoneBusyError, LeaseLock, describe_holder
 from .parquet_options import writer_options
 
@@ -728,19 +728,70 @@ def _recorded(
     return out
 
 
-def _check_input(store: Store, path: str, recorded: tuple[int | None, str | None]) -> None:
+# An input file up to this size is read whole at once, checked against its commit record and
+# parsed from those very bytes; a larger one is hashed as a stream and then opened again. On an
+# object store, opening a file for Parquet costs a HEAD and several ranged GETs besides the
+# reads that hashed it, and compaction inputs are mostly small files.
+WHOLE_READ_BYTES = 16 * 1024 * 1024
+
+
+@contextlib.contextmanager
+def _input(store: Store, path: str, recorded: tuple[int | None, str | None]) -> Iterator[Any]:
+    """A file about to be merged, checked against its commit record first (``_check_input``),
+    opened for ``pq.ParquetFile``."""
+    import pyarrow as pa  # noqa: PLC0415 - see the imports
+
+    size = recorded[0]
+    fs, base = store.filesystem()
+    if size is not None and size <= WHOLE_READ_BYTES:
+        with fs.open_input_stream(f"{base}/{path}") as stream:
+            data = _read_up_to(stream, size + 1)
+        if len(data) <= size:  # a longer file is never held whole: it fails the check below
+            _check_input(store, path, recorded, (len(data), hash_bytes(data)))
+            yield pa.BufferReader(data)
+            return
+    _check_input(store, path, recorded)
+    with fs.open_input_file(f"{base}/{path}") as handle:
+        yield handle
+
+
+def _read_up_to(stream: Any, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``stream`` (all of it when it is shorter)."""
+    parts: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = stream.read(left)
+        if not chunk:
+            break
+        parts.append(bytes(chunk))
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _check_input(
+    store: Store,
+    path: str,
+    recorded: tuple[int | None, str | None],
+    found: tuple[int, str] | None = None,
+) -> None:
     """A file about to be merged is what its commit record says (size, and hash where
     recorded): an output made of a damaged file would carry the damage under a new, valid
-    hash, and retention would then delete the file that shows it."""
+    hash, and retention would then delete the file that shows it. ``found``: the file's size
+    and hash when its bytes are at hand already."""
     size, digest = recorded
     if size is None and digest is None:
         return
-    found_size, found = hash_key(store, path) if digest is not None else (store.size(path), None)
-    if (size is not None and found_size != size) or (digest is not None and found != digest):
+    if found is not None:
+        found_size, found_digest = found
+    elif digest is not None:
+        found_size, found_digest = hash_key(store, path)
+    else:
+        found_size, found_digest = store.size(path), None
+    if (size is not None and found_size != size) or (digest is not None and found_digest != digest):
         raise IntegrityError(
             f"committed file {store.uri(path)} is not what its commit record says (size "
-            f"{found_size}, recorded {size}; sha256 {found}, recorded {digest}); nothing "
-            "was compacted",
+            f"{found_size}, recorded {size}; sha256 {found_digest if digest else None}, "
+            f"recorded {digest}); nothing was compacted",
             hint="restore the file from a backup (`replicator verify --deep` lists every "
             "damaged file)",
         )
@@ -764,7 +815,6 @@ def _write_output(
     staged = store.staged(target.path)
     schema = group.members[0].schema
     assert schema is not None
-    fs, base = store.filesystem()
     sink = store.open_output(staged)
     stream = HashingStream(sink.stream)
     writer: pq.ParquetWriter | None = None
@@ -775,8 +825,8 @@ def _write_output(
         for member in group.members:
             keep()
             piece = member.piece
-            _check_input(store, piece.path, (recorded or {}).get(piece.path, (None, None)))
-            with fs.open_input_file(f"{base}/{piece.path}") as handle:
+            checked = (recorded or {}).get(piece.path, (None, None))
+            with _input(store, piece.path, checked) as handle:
                 source = pq.ParquetFile(handle, page_checksum_verification=True)
                 if not source.schema_arrow.equals(schema, check_metadata=True):
                     raise IntegrityError(

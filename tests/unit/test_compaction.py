@@ -45,6 +45,7 @@ from replicator.service import RunOptions, Service
 from replicator.sink import compaction as cp
 from replicator.sink.digest import hash_key, is_digest
 from replicator.sink.landing import LandingZone
+from replicator.sink.parquet_options import writer_options
 from replicator.storage import LocalStore, Store
 
 OLD = "2026-01-01T00:00:00Z"
@@ -780,6 +781,47 @@ def test_durations_and_sizes_of_the_command(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         _bytes("12", "--target-size")
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_file_replaced_right_after_its_check_is_not_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What compaction merges are the bytes it checked against the commit record: a file
+    replaced just after its check (a valid Parquet file of the same schema and ``_seq``, other
+    values) does not reach the output."""
+    zone = Zone(tmp_path)
+    for _ in range(6):
+        zone.add({"db.t": 3})
+    target = tmp_path / "db" / "t" / f"part-{4:020d}.parquet"
+    manifest = tmp_path / "_manifests" / f"{2:020d}.json"
+    data = json.loads(manifest.read_text())
+    data["files"][0]["sha256"] = hashlib.sha256(target.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(data))  # as the daemon records it
+    before = _rows(tmp_path)
+    original = pq.read_table(target)
+    field = original.schema.field("v")
+    other = original.set_column(
+        original.schema.get_field_index("v"),
+        field,
+        pa.array(["replaced"] * original.num_rows, field.type),
+    )
+    check = cp._check_input
+    replaced: list[str] = []
+
+    def check_then_replace(store: Store, path: str, recorded: Any, found: Any = None) -> None:
+        if found is None:  # hashed as a stream
+            check(store, path, recorded)
+        else:  # hashed from the bytes at hand
+            check(store, path, recorded, found)
+        if path.endswith(target.name):
+            pq.write_table(other, target, **writer_options("zstd"))
+            replaced.append(path)
+
+    monkeypatch.setattr(cp, "_check_input", check_then_replace)
+    result = cp.run_compaction(LocalStore(tmp_path), _settings())
+    assert replaced and result.merged == 6
+    assert _rows(tmp_path) == before
+    assert "replaced" not in {row[2] for row in _rows(tmp_path)["db.t"]}
 
 
 def test_a_damaged_input_is_not_merged(tmp_path: Path) -> None:
