@@ -783,20 +783,27 @@ def test_durations_and_sizes_of_the_command(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+def _hashed_zone(root: Path) -> Path:
+    """Six batches of db.t, the second batch's file recorded with its SHA-256 (as the daemon
+    records it); returns that file."""
+    zone = Zone(root)
+    for _ in range(6):
+        zone.add({"db.t": 3})
+    hashed = root / "db" / "t" / f"part-{4:020d}.parquet"
+    manifest = root / "_manifests" / f"{2:020d}.json"
+    data = json.loads(manifest.read_text())
+    data["files"][0]["sha256"] = hashlib.sha256(hashed.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(data))
+    return hashed
+
+
 def test_a_file_replaced_right_after_its_check_is_not_merged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What compaction merges are the bytes it checked against the commit record: a file
     replaced just after its check (a valid Parquet file of the same schema and ``_seq``, other
     values) does not reach the output."""
-    zone = Zone(tmp_path)
-    for _ in range(6):
-        zone.add({"db.t": 3})
-    target = tmp_path / "db" / "t" / f"part-{4:020d}.parquet"
-    manifest = tmp_path / "_manifests" / f"{2:020d}.json"
-    data = json.loads(manifest.read_text())
-    data["files"][0]["sha256"] = hashlib.sha256(target.read_bytes()).hexdigest()
-    manifest.write_text(json.dumps(data))  # as the daemon records it
+    target = _hashed_zone(tmp_path)
     before = _rows(tmp_path)
     original = pq.read_table(target)
     field = original.schema.field("v")
@@ -828,14 +835,7 @@ def test_a_damaged_input_is_not_merged(tmp_path: Path) -> None:
     """A committed file that is not what its manifest says (a byte changed in its data, same
     size, footer intact) is never merged: its damage would live on in an output with a new,
     valid hash, and retention would then delete the file that shows it."""
-    zone = Zone(tmp_path)
-    for _ in range(6):
-        zone.add({"db.t": 3})
-    damaged = tmp_path / "db" / "t" / f"part-{4:020d}.parquet"
-    manifest = tmp_path / "_manifests" / f"{2:020d}.json"
-    data = json.loads(manifest.read_text())
-    data["files"][0]["sha256"] = hashlib.sha256(damaged.read_bytes()).hexdigest()
-    manifest.write_text(json.dumps(data))  # as the daemon records it
+    damaged = _hashed_zone(tmp_path)
     raw = bytearray(damaged.read_bytes())
     raw[8] ^= 0xFF  # inside the first column chunk's data
     damaged.write_bytes(bytes(raw))
