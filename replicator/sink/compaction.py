@@ -747,7 +747,8 @@ def _input(store: Store, path: str, recorded: tuple[int | None, str | None]) -> 
         with fs.open_input_stream(f"{base}/{path}") as stream:
             data = _read_up_to(stream, size + 1)
         if len(data) <= size:  # a longer file is never held whole: it fails the check below
-            _check_input(store, path, recorded, (len(data), hash_bytes(data)))
+            digest = hash_bytes(data) if recorded[1] is not None else None
+            _check_input(store, path, recorded, (len(data), digest))
             yield pa.BufferReader(data)
             return
     _check_input(store, path, recorded)
@@ -772,12 +773,12 @@ def _check_input(
     store: Store,
     path: str,
     recorded: tuple[int | None, str | None],
-    found: tuple[int, str] | None = None,
+    found: tuple[int, str | None] | None = None,
 ) -> None:
     """A file about to be merged is what its commit record says (size, and hash where
     recorded): an output made of a damaged file would carry the damage under a new, valid
     hash, and retention would then delete the file that shows it. ``found``: the file's size
-    and hash when its bytes are at hand already."""
+    and hash (None where no hash is recorded) when its bytes are at hand already."""
     size, digest = recorded
     if size is None and digest is None:
         return
@@ -790,7 +791,7 @@ def _check_input(
     if (size is not None and found_size != size) or (digest is not None and found_digest != digest):
         raise IntegrityError(
             f"committed file {store.uri(path)} is not what its commit record says (size "
-            f"{found_size}, recorded {size}; sha256 {found_digest if digest else None}, "
+            f"{found_size}, recorded {size}; sha256 {found_digest}, "
             f"recorded {digest}); nothing was compacted",
             hint="restore the file from a backup (`replicator verify --deep` lists every "
             "damaged file)",
