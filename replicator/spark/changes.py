@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -63,12 +63,13 @@ __all__ = [
 ]
 
 # working columns of the replay dedup
-_FILE, _ID, _TABLE, _BATCH, _FIRST, _LOW, _HIGH = (
+_FILE, _ID, _TABLE, _BATCH, _FIRST, _AGAIN, _LOW, _HIGH = (
     "__replicator_file",
     "__replicator_id",
     "__replicator_table",
     "__replicator_batch",
     "__replicator_first",
+    "__replicator_again",
     "__replicator_low",
     "__replicator_high",
 )
@@ -306,30 +307,33 @@ def replayed(
             )
     every_seq = (0, 2**63 - 1)
     batches = spark.createDataFrame(
-        [(f.name, f.table, f.batch, *(f.within or every_seq)) for f in files],
-        f"{_FILE} string, {_TABLE} string, {_BATCH} long, {_LOW} long, {_HIGH} long",
+        [(f.name, f.table, f.batch, f.batch in rereading, *(f.within or every_seq)) for f in files],
+        f"{_FILE} string, {_TABLE} string, {_BATCH} long, {_AGAIN} boolean, {_LOW} long, "
+        f"{_HIGH} long",
     )
-
-    def ids(chosen: Sequence[CommittedFile]) -> DataFrame:
-        frame = read_committed(spark, chosen, _ID_SCHEMA)
-        tagged = frame.select(
-            _file_name().alias(_FILE), F.col("_seq"), _identity().alias(_ID)
-        ).where(F.col(_ID).isNotNull())
-        within = (
-            (tagged[_FILE] == batches[_FILE])
-            & (tagged["_seq"] >= batches[_LOW])
-            & (tagged["_seq"] <= batches[_HIGH])
-        )
-        return tagged.join(F.broadcast(batches), within).select(
-            tagged["_seq"], tagged[_ID], batches[_TABLE], batches[_BATCH]
-        )
-
-    wanted = ids(again).select(_TABLE, _ID).distinct()
-    every = ids(files).join(wanted, [_TABLE, _ID], "left_semi")
-    first = every.groupBy(_TABLE, _ID).agg(F.min(_BATCH).alias(_FIRST))
+    frame = read_committed(spark, files, _ID_SCHEMA)
+    tagged = frame.select(_file_name().alias(_FILE), F.col("_seq"), _identity().alias(_ID)).where(
+        F.col(_ID).isNotNull()
+    )
+    within = (
+        (tagged[_FILE] == batches[_FILE])
+        & (tagged["_seq"] >= batches[_LOW])
+        & (tagged["_seq"] <= batches[_HIGH])
+    )
+    every = tagged.join(F.broadcast(batches), within).select(
+        tagged["_seq"], batches[_TABLE], batches[_BATCH], batches[_AGAIN], tagged[_ID]
+    )
+    # one pass over the identities: per (table, identity), its lowest batch and whether a
+    # replay batch holds it; a copy in a higher batch of an identity a replay holds goes
+    same = Window.partitionBy(_TABLE, _ID)
     return (
-        every.join(first, [_TABLE, _ID])
-        .where(F.col(_BATCH) > F.col(_FIRST))
+        every.select(
+            "_seq",
+            _BATCH,
+            F.min(_BATCH).over(same).alias(_FIRST),
+            F.max(_AGAIN).over(same).alias(_AGAIN),
+        )
+        .where((F.col(_BATCH) > F.col(_FIRST)) & F.col(_AGAIN))
         .select("_seq")
         .distinct()
     )
