@@ -199,8 +199,8 @@ def main() -> None:
 
     with contextlib.ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="replicator-start")))
-        closed = stack.enter_context(socket.create_server(("127.0.0.1", 0)))  # never accepts
-        port = int(closed.getsockname()[1])
+        with socket.create_server(("127.0.0.1", 0)) as free:  # closed again: refused
+            port = int(free.getsockname()[1])
         server = None
         if args.run:
             from tests.harness.mariadb import MariaDBServer  # noqa: PLC0415 - only with --run
