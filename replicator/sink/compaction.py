@@ -486,28 +486,36 @@ def retain(
 ) -> list[str]:
     """Delete the files superseded by records older than ``retention`` seconds; returns them.
     Live files are never deleted (a path superseded once and committed again is kept).
-    ``keep`` is called before each deletion (it renews the compaction lease)."""
+    ``keep`` is called before each deletion (it renews the compaction lease).
+
+    A record keeps naming the files it replaced long after they are gone, so what is still
+    there is found by listing each folder concerned once, not by asking for every file
+    (on an object store a request each, for as many files as the records ever replaced)."""
     now = time.time()
     live = Live()
     for record in records:
         live.apply(record, strict=False)
+    superseded = [
+        old.path
+        for record in records
+        if record.age(now) >= retention
+        for output in record.outputs
+        for old in output.replaces
+        if old.path not in live.pieces
+    ]
+    folders = {path.rpartition("/")[0] for path in superseded}
+    present = {key for folder in sorted(folders) for key in store.list(folder)}
     deleted: list[str] = []
-    folders: set[str] = set()
-    for record in records:
-        if record.age(now) < retention:
+    for path in dict.fromkeys(superseded):
+        if path not in present:
             continue
-        for output in record.outputs:
-            for old in output.replaces:
-                if old.path in live.pieces or not store.exists(old.path):
-                    continue
-                if keep is not None:
-                    keep()
-                store.delete(old.path)
-                folders.add(old.path.rpartition("/")[0])
-                deleted.append(old.path)
-                if fault is not None and len(deleted) == 1:
-                    fault.at("compact-retain-mid")
-    store.sync(folders)
+        if keep is not None:
+            keep()
+        store.delete(path)
+        deleted.append(path)
+        if fault is not None and len(deleted) == 1:
+            fault.at("compact-retain-mid")
+    store.sync({path.rpartition("/")[0] for path in deleted})
     return deleted
 
 

@@ -769,6 +769,31 @@ def test_retention_keeps_superseded_files_until_the_grace_period_ends(tmp_path: 
     assert len(_rows(tmp_path)["db.t"]) == 8
 
 
+def test_retention_lists_each_folder_once_instead_of_asking_for_each_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records keep naming what they replaced after retention deleted it: a later run
+    must not ask the store for each of those files (a request each on an object store)."""
+    _compacted(tmp_path)
+    store = LocalStore(tmp_path)
+    records = read_records(store)
+    asked: list[tuple[str, str]] = []
+    for name in ("exists", "size", "list", "list_sizes"):
+        method = getattr(store, name)
+
+        def counted(*args: Any, _name: str = name, _method: Any = method) -> Any:
+            asked.append((_name, *args))
+            return _method(*args)
+
+        monkeypatch.setattr(store, name, counted)
+    assert len(cp.retain(store, records, 0.0)) == 4
+    assert asked == [("list", "db/t")]
+    asked.clear()
+    assert cp.retain(store, records, 0.0) == []
+    assert asked == [("list", "db/t")]
+    assert len(_rows(tmp_path)["db.t"]) == 8
+
+
 def test_durations_and_sizes_of_the_command(tmp_path: Path) -> None:
     from replicator.cli import _bytes, _seconds
     from replicator.errors import ConfigError
