@@ -93,6 +93,13 @@ class S3Server:
         return f"http://127.0.0.1:{self._port}"
 
     @property
+    def log_path(self) -> Path:
+        """The server's output: a line per request, written once it is answered."""
+        if self._root is None:
+            raise HarnessError("the S3 server has not been started")
+        return self._root / "moto.log"
+
+    @property
     def pid(self) -> int:
         if self._proc is None:
             raise HarnessError("the S3 server is not running")

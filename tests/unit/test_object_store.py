@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 import structlog
@@ -122,6 +124,30 @@ def test_the_store_reads_writes_lists_and_deletes(s3_server: S3Server, url: str)
     with pytest.raises(ValueError, match="not a landing zone key"):
         store.read("../escape")
     assert store.uri("db/t/x") == f"{url}/db/t/x"
+
+
+def test_a_delete_removes_the_object_alone(s3_server: S3Server, url: str) -> None:
+    """One request (a DELETE), as retention sends for every superseded file: no existence
+    check first and no folder marker put in the file's place afterwards."""
+    store = open_store(url, _options(s3_server))
+    for name in ("part-1", "part-2"):
+        store.write(f"db/t/{name}.parquet", b"x")
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    log = s3_server.log_path
+    before = len(log.read_text().splitlines())
+    store.delete("db/t/part-1.parquet")
+    store.delete("db/t/part-2.parquet")
+    store.delete("db/t/part-2.parquet")  # not there: fine
+    deadline = time.monotonic() + 10
+    while len(log.read_text().splitlines()) < before + 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the server notes a request after it answered
+    time.sleep(0.2)
+    requests = log.read_text().splitlines()[before:]
+    methods = [re.findall(r"(GET|HEAD|PUT|POST|DELETE) /", r) for r in requests]
+    assert methods == [["DELETE"]] * 3, requests
+    fs = s3_server.filesystem()
+    keys = [i.path for i in fs.get_file_info(pafs.FileSelector(bucket, recursive=True))]
+    assert not [k for k in keys if k.startswith(f"{bucket}/{prefix}/db")], keys
 
 
 def test_batches_commit_and_readers_find_them_by_manifest(s3_server: S3Server, url: str) -> None:
