@@ -34,12 +34,14 @@ paths (``replicator --help``, ``status`` on a local landing zone) does not load 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import posixpath
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -62,6 +64,7 @@ __all__ = [
 
 _FILE_BUFFER = 1 << 20
 SYNC_WORKERS = 16  # folders fsync'd at once (LocalStore.sync)
+READ_AHEAD = 16  # reads in flight at once (ObjectStore.read_each): each a round trip
 
 
 def is_url(root: str) -> bool:
@@ -118,6 +121,12 @@ class Store(ABC):
     @abstractmethod
     def read(self, key: str) -> bytes:
         """The whole file (``FileNotFoundError`` when there is none)."""
+
+    def read_each(self, keys: Sequence[str]) -> Iterator[bytes]:
+        """``read`` of each key, in order; a read that fails raises its ``OSError`` when its
+        turn comes (the keys before it were yielded)."""
+        for key in keys:
+            yield self.read(key)
 
     @abstractmethod
     def exists(self, key: str) -> bool: ...
@@ -523,6 +532,28 @@ class ObjectStore(Store):
             return bytes(client.read(self._object_key(key))[0])
         with self.fs.open_input_stream(self._at(key)) as handle:
             return bytes(handle.read())
+
+    def read_each(self, keys: Sequence[str]) -> Iterator[bytes]:
+        """As ``Store.read_each``, with up to ``READ_AHEAD`` reads in flight: each is a round
+        trip of its own (a chain of manifests is thousands of them)."""
+        if len(keys) < 2:
+            yield from super().read_each(keys)
+            return
+        self._s3_client()  # made once, before the threads share it
+        with ThreadPoolExecutor(READ_AHEAD) as pool:
+            pending: deque[Future[bytes]] = deque()
+            ahead = iter(keys)
+            try:
+                for key in itertools.islice(ahead, READ_AHEAD):
+                    pending.append(pool.submit(self.read, key))
+                while pending:
+                    data = pending.popleft().result()
+                    for key in itertools.islice(ahead, 1):
+                        pending.append(pool.submit(self.read, key))
+                    yield data
+            finally:
+                for future in pending:
+                    future.cancel()
 
     def exists(self, key: str) -> bool:
         import pyarrow.fs as pafs  # noqa: PLC0415

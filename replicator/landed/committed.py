@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -271,17 +271,17 @@ def _read_manifests(
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
+    keys = [key for key in keys if int(key.rpartition("/")[2][:20]) > after]
+    reads = store.read_each(keys)
     for key in keys:
         number = int(key.rpartition("/")[2][:20])
-        if number <= after:
-            continue
         if previous is not None and number != previous + 1:
             raise IntegrityError(
                 f"committed batch {previous + 1} is missing from {directory} (next is {number})",
                 hint="restore the manifest and its files, or rebuild the output with "
                 "--full-refresh from what the landing zone holds",
             )
-        manifest = _manifest(key, store, moved)
+        manifest = _manifest(key, reads, store, moved)
         missing = next((f for f in manifest.files if not present(f)), None)
         if missing is not None and holders(store) != moved:
             raise _Recompacted
@@ -301,10 +301,13 @@ def _read_manifests(
     return Manifests(tuple(out), waiting)
 
 
-def _manifest(key: str, store: Store, moved: dict[str, Holding]) -> Manifest:
+def _manifest(
+    key: str, reads: Iterator[bytes], store: Store, moved: dict[str, Holding]
+) -> Manifest:
+    """The manifest at ``key``, its bytes the next of ``reads``."""
     path = store.path(key) if isinstance(store, LocalStore) else store.uri(key)
     try:
-        raw = store.read(key)
+        raw = next(reads)
     except OSError as exc:
         raise IntegrityError(
             f"cannot read manifest {path}: {exc.strerror or exc}",

@@ -521,10 +521,11 @@ def read_chain(root: Path | Store) -> list[Manifest]:
     store = root if isinstance(root, Store) else LocalStore(root)
     keys, _ = manifest_keys(store)
     manifests = []
+    reads = store.read_each(keys)
     for key in keys:
         path = store.path(key) if isinstance(store, LocalStore) else store.uri(key)
         try:
-            raw = store.read(key)
+            raw = next(reads)
         except OSError as exc:
             raise _bad(path, f"cannot be read: {exc.strerror or exc}") from exc
         manifests.append(parse_manifest(path, raw, store))

@@ -150,6 +150,40 @@ def test_a_delete_removes_the_object_alone(s3_server: S3Server, url: str) -> Non
     assert not [k for k in keys if k.startswith(f"{bucket}/{prefix}/db")], keys
 
 
+def test_many_reads_overlap_and_come_back_in_order(
+    s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain of manifests is read with several requests in flight, each manifest's bytes
+    in its place, and a read that fails raises in its turn, after those before it."""
+    store = open_store(url, _options(s3_server))
+    keys = [f"_manifests/{i:020d}.json" for i in range(1, 41)]
+    for key in keys:
+        store.write(key, key.encode())
+    store.delete(keys[30])
+    lock = threading.Lock()
+    flight = {"now": 0, "most": 0}
+    read = store.read
+
+    def slow(key: str) -> bytes:
+        with lock:
+            flight["now"] += 1
+            flight["most"] = max(flight["most"], flight["now"])
+        try:
+            time.sleep(0.02)
+            return read(key)
+        finally:
+            with lock:
+                flight["now"] -= 1
+
+    monkeypatch.setattr(store, "read", slow)
+    got: list[bytes] = []
+    with pytest.raises(FileNotFoundError):
+        for data in store.read_each(keys):
+            got.append(data)
+    assert got == [key.encode() for key in keys[:30]]
+    assert flight["most"] > 1
+
+
 def test_batches_commit_and_readers_find_them_by_manifest(s3_server: S3Server, url: str) -> None:
     zone = LandingZone(_sink(s3_server, url))
     zone.recover()
