@@ -40,11 +40,11 @@ import posixpath
 import uuid
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .durable import fsync_dir
@@ -64,7 +64,8 @@ __all__ = [
 
 _FILE_BUFFER = 1 << 20
 SYNC_WORKERS = 16  # folders fsync'd at once (LocalStore.sync)
-READ_AHEAD = 16  # reads in flight at once (ObjectStore.read_each): each a round trip
+READ_AHEAD = 16  # reads in flight at once (ObjectStore.each): each a round trip
+_T = TypeVar("_T")
 
 
 def is_url(root: str) -> bool:
@@ -122,11 +123,16 @@ class Store(ABC):
     def read(self, key: str) -> bytes:
         """The whole file (``FileNotFoundError`` when there is none)."""
 
-    def read_each(self, keys: Sequence[str]) -> Iterator[bytes]:
-        """``read`` of each key, in order; a read that fails raises its ``OSError`` when its
-        turn comes (the keys before it were yielded)."""
+    def each(self, work: Callable[[str], _T], keys: Sequence[str]) -> Iterator[_T]:
+        """``work(key)`` for each key, in order; one that fails raises when its turn comes
+        (the results before it were yielded). ``work`` reads the store: an object store runs
+        several at once."""
         for key in keys:
-            yield self.read(key)
+            yield work(key)
+
+    def read_each(self, keys: Sequence[str]) -> Iterator[bytes]:
+        """``read`` of each key, in order (``each``)."""
+        return self.each(self.read, keys)
 
     @abstractmethod
     def exists(self, key: str) -> bool: ...
@@ -533,24 +539,24 @@ class ObjectStore(Store):
         with self.fs.open_input_stream(self._at(key)) as handle:
             return bytes(handle.read())
 
-    def read_each(self, keys: Sequence[str]) -> Iterator[bytes]:
-        """As ``Store.read_each``, with up to ``READ_AHEAD`` reads in flight: each is a round
-        trip of its own (a chain of manifests is thousands of them)."""
+    def each(self, work: Callable[[str], _T], keys: Sequence[str]) -> Iterator[_T]:
+        """As ``Store.each``, with up to ``READ_AHEAD`` keys in work at once: each read is a
+        round trip of its own (a chain of manifests is thousands of them)."""
         if len(keys) < 2:
-            yield from super().read_each(keys)
+            yield from super().each(work, keys)
             return
         self._s3_client()  # made once, before the threads share it
         with ThreadPoolExecutor(READ_AHEAD) as pool:
-            pending: deque[Future[bytes]] = deque()
+            pending: deque[Future[_T]] = deque()
             ahead = iter(keys)
             try:
                 for key in itertools.islice(ahead, READ_AHEAD):
-                    pending.append(pool.submit(self.read, key))
+                    pending.append(pool.submit(work, key))
                 while pending:
-                    data = pending.popleft().result()
+                    done = pending.popleft().result()
                     for key in itertools.islice(ahead, 1):
-                        pending.append(pool.submit(self.read, key))
-                    yield data
+                        pending.append(pool.submit(work, key))
+                    yield done
             finally:
                 for future in pending:
                     future.cancel()

@@ -702,12 +702,17 @@ def candidates(
         for change in manifest.data.get("schema_changes") or ():
             for name in {change.get("table"), change.get("to")} - {None}:
                 boundaries.setdefault(str(name), []).append(int(change["seq"]))
+    pieces = sorted(live.pieces.items(), key=lambda kv: kv[1].first_seq)
+    eligible = [
+        path
+        for path, _ in pieces
+        if {entry_batch.get(p, -1) for p in live.origins.get(path, [path])} <= ok_batches
+    ]
+    footers = dict(zip(eligible, store.each(lambda p: _footer(store, p), eligible), strict=True))
     tables: dict[str, list[Candidate]] = {}
-    for path, piece in sorted(live.pieces.items(), key=lambda kv: kv[1].first_seq):
-        batches = {entry_batch.get(p, -1) for p in live.origins.get(path, [path])}
-        eligible = batches <= ok_batches
-        schema, size = _footer(store, path) if eligible else (None, 0)
-        tables.setdefault(piece.table, []).append(Candidate(piece, size, eligible, schema))
+    for path, piece in pieces:
+        schema, size = footers.get(path, (None, 0))
+        tables.setdefault(piece.table, []).append(Candidate(piece, size, path in footers, schema))
     return tables, boundaries
 
 

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,37 @@ def _lease(store: Store, **fields: object) -> None:
 
 
 T_OUT, U_OUT = output_name(1, 17), output_name(3, 18)
+
+
+def test_planning_reads_the_footers_several_at_a_time(
+    tmp_path: Path, s3_server: S3Server, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each candidate's footer is a read of its own: on an object store several are in
+    flight at once, and the plan is the one a read at a time gives."""
+    store = _store(s3_server, url)
+    _zone(tmp_path, store)
+    before = _rows(store)
+    lock = threading.Lock()
+    flight = {"now": 0, "most": 0}
+    footer = cp._footer
+
+    def slow(store: Store, path: str) -> Any:
+        with lock:
+            flight["now"] += 1
+            flight["most"] = max(flight["most"], flight["now"])
+        try:
+            time.sleep(0.05)
+            return footer(store, path)
+        finally:
+            with lock:
+                flight["now"] -= 1
+
+    monkeypatch.setattr(cp, "_footer", slow)
+    result = cp.run_compaction(store, _settings())
+    assert (result.record, result.outputs, result.merged) == (1, 2, 12)
+    assert _live(store) == {"db.t": [T_OUT], "db.u": [U_OUT]}
+    assert _rows(store) == before
+    assert flight["most"] > 1
 
 
 def test_compaction_and_retention_on_an_object_store(
