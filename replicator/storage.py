@@ -554,8 +554,9 @@ class ObjectStore(Store):
                     pending.append(pool.submit(work, key))
                 while pending:
                     done = pending.popleft().result()
-                    for key in itertools.islice(ahead, 1):
-                        pending.append(pool.submit(work, key))
+                    following = next(ahead, None)
+                    if following is not None:
+                        pending.append(pool.submit(work, following))
                     yield done
             finally:
                 for future in pending:

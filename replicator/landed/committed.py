@@ -271,10 +271,10 @@ def _read_manifests(
     out: list[Manifest] = []
     waiting: int | None = None
     previous = after if after > 0 else None
-    keys = [key for key in keys if int(key.rpartition("/")[2][:20]) > after]
-    reads = store.read_each(keys)
-    for key in keys:
-        number = int(key.rpartition("/")[2][:20])
+    numbered = [(int(key.rpartition("/")[2][:20]), key) for key in keys]
+    numbered = [(number, key) for number, key in numbered if number > after]
+    reads = store.read_each([key for _, key in numbered])
+    for number, key in numbered:
         if previous is not None and number != previous + 1:
             raise IntegrityError(
                 f"committed batch {previous + 1} is missing from {directory} (next is {number})",
