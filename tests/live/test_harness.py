@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 import uuid
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 import pymysql
@@ -75,6 +77,31 @@ def test_full_metadata_server_logs_full_row_metadata(
     assert mariadb_full_metadata.query("SELECT @@binlog_row_metadata") == [("FULL",)]
     assert mariadb_full_metadata.port != mariadb.port
     assert mariadb_full_metadata.datadir != mariadb.datadir
+
+
+def test_a_connection_to_the_server_loads_no_certificates(
+    mariadb: MariaDBServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The throwaway server offers no TLS: a connection asks for none. (Left to pymysql's
+    default it tries TLS, and builds a context from the system's CA bundle each time: some
+    50 ms a connection, and the harness opens one per statement.)"""
+    loads: list[object] = []
+    original = ssl.SSLContext.load_default_certs
+
+    def counted(context: ssl.SSLContext, *args: Any) -> None:
+        loads.append(context)
+        original(context, *args)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", counted)
+    rows = mariadb.query("SELECT 1")
+    conn = mariadb.connect()
+    with conn, conn.cursor() as cur:
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        cipher = cur.fetchone()
+
+    assert rows == [(1,)]
+    assert cipher == ("Ssl_cipher", "")
+    assert loads == []
 
 
 def test_replication_account_has_replication_privileges_only(mariadb: MariaDBServer) -> None:
