@@ -32,7 +32,9 @@ is ``source.server_info``; it is re-exported here.
 
 from __future__ import annotations
 
+import os
 import ssl
+import threading
 from typing import Any
 
 import pymysql
@@ -64,9 +66,55 @@ def describe_source(cfg: SourceConfig) -> str:
 
 
 def tls_context(tls: TlsConfig) -> ssl.SSLContext:
-    """The client TLS context for ``tls``: CA verification and host name check as configured."""
+    """The client TLS context for ``tls``: CA verification and host name check as configured.
+
+    Made once and shared by every connection while the files it was made from stay as they
+    are: loading a CA store costs tens of milliseconds (the system's bundle ~50 ms), and a
+    daemon opens several connections at start and one per progress reading. A file changed
+    on disk (a renewed certificate, an updated system bundle) makes a new context for the
+    next connection; a context that cannot be made is not kept, so its error comes again."""
+    key = (tls, *(_stamp(path) for path in _tls_files(tls)))
+    with _TLS_LOCK:
+        ctx = _TLS_CONTEXTS.get(key)
+    if ctx is None:
+        ctx = _new_tls_context(tls)
+        with _TLS_LOCK:
+            _TLS_CONTEXTS.clear()  # one configuration per process: older states are stale
+            _TLS_CONTEXTS[key] = ctx
+    return ctx
+
+
+_TLS_LOCK = threading.Lock()
+_TLS_CONTEXTS: dict[tuple[object, ...], ssl.SSLContext] = {}
+
+
+def _tls_files(tls: TlsConfig) -> tuple[str | None, ...]:
+    """The files a context for ``tls`` is made from (the system's CA file and directory when
+    it verifies against them)."""
+    if tls.ca_file is None and tls.verify_server_cert:
+        system = ssl.get_default_verify_paths()  # (honours SSL_CERT_FILE / SSL_CERT_DIR)
+        return (system.cafile, system.capath, tls.cert_file, tls.key_file)
+    return (tls.ca_file, tls.cert_file, tls.key_file)
+
+
+def _stamp(path: str | None) -> tuple[int, int, int] | None:
+    """What changes when a file is replaced or rewritten (None: no such file)."""
+    if path is None:
+        return None
     try:
-        ctx = ssl.create_default_context(cafile=tls.ca_file)
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_ino, found.st_size, found.st_mtime_ns)
+
+
+def _new_tls_context(tls: TlsConfig) -> ssl.SSLContext:
+    try:
+        if tls.ca_file is None and not tls.verify_server_cert:
+            # nothing to verify against: the system's CA bundle is not loaded for nothing
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        else:
+            ctx = ssl.create_default_context(cafile=tls.ca_file)
     except FileNotFoundError:
         raise ConfigError(
             f"tls ca_file {tls.ca_file} does not exist", hint="check the path of the CA file"

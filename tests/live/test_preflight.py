@@ -17,12 +17,14 @@ import dataclasses
 import datetime
 import ipaddress
 import os
+import ssl
 import struct
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -482,6 +484,64 @@ def test_tls_client_certificate(odd_server: MariaDBServer, pki: Pki) -> None:
         open_connection(
             _cfg(odd_server, user=X509_USER, password=Secret(X509_PASSWORD), tls=without_cert)
         )
+
+
+def test_a_tls_context_is_made_once_while_its_files_stay(
+    odd_server: MariaDBServer, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connections share the context their CA file made; a CA file changed on disk is read
+    again at the next connection (a renewed CA is trusted, a replaced one refuses)."""
+    loads: list[object] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def counted(context: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        original(context, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(pki.ca.read_bytes())
+    cfg = _cfg(odd_server, tls=TlsConfig(enabled=True, ca_file=str(ca)))
+    ciphers = []
+    for _ in range(3):
+        with contextlib.closing(open_connection(cfg)) as conn:
+            ciphers.append(_ssl_cipher(conn))
+    once = len(loads)
+    renewed = ca.stat().st_mtime_ns + 1_000_000_000
+    ca.write_bytes(pki.ca.read_bytes())  # the same CA, written again
+    os.utime(ca, ns=(renewed, renewed))
+    with contextlib.closing(open_connection(cfg)) as conn:
+        ciphers.append(_ssl_cipher(conn))
+    again = len(loads)
+    ca.write_bytes(pki.other_ca.read_bytes())  # another CA under the same name
+    os.utime(ca, ns=(renewed + 1_000_000_000,) * 2)
+    with pytest.raises(ServerRefusedError) as refused:
+        open_connection(cfg)
+
+    assert all(ciphers), ciphers
+    assert once == 1
+    assert again == 2
+    assert len(loads) == 3
+    assert "TLS verification failed" in str(refused.value)
+
+
+def test_tls_without_verification_loads_no_ca_store(
+    odd_server: MariaDBServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[object] = []
+    original = ssl.SSLContext.load_default_certs
+
+    def counted(context: ssl.SSLContext, *args: Any) -> None:
+        loads.append(context)
+        original(context, *args)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", counted)
+    cfg = _cfg(odd_server, tls=TlsConfig(enabled=True, verify_server_cert=False))
+    with contextlib.closing(open_connection(cfg)) as conn:
+        cipher = _ssl_cipher(conn)
+
+    assert cipher != ""
+    assert loads == []
 
 
 def test_tls_off_means_plaintext(odd_server: MariaDBServer) -> None:
