@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError
 from ..storage import Store
-from .contract import COMPACTIONS, DIGEST_KEY, LANDING_ID_KEY, is_digest
+from .contract import COMPACTIONS, DATA_BYTES_KEY, DIGEST_KEY, LANDING_ID_KEY, is_digest
 
 if TYPE_CHECKING:  # pyarrow is imported where rows are read: the records need none of it
     import pyarrow as pa
@@ -117,12 +117,14 @@ class Piece:
 @dataclass(frozen=True, slots=True)
 class Output:
     """One output of a record: ``piece`` replaces ``replaces`` (in ``_seq`` order); ``sha256``
-    of its bytes (None in records written before hashes)."""
+    of its bytes (None in records written before hashes); ``data_bytes``, what its column
+    chunks take, the size compaction plans by (None in records written before it)."""
 
     piece: Piece
     bytes: int
     replaces: tuple[Piece, ...]
     sha256: str | None = None
+    data_bytes: int | None = None
 
 
 def piece_json(p: Piece) -> dict[str, Any]:
@@ -152,6 +154,8 @@ class CompactionRecord:
             item: dict[str, Any] = {**piece_json(o.piece), "bytes": o.bytes}
             if o.sha256 is not None:
                 item[DIGEST_KEY] = o.sha256
+            if o.data_bytes is not None:
+                item[DATA_BYTES_KEY] = o.data_bytes
             item["replaces"] = [piece_json(r) for r in o.replaces]
             outputs.append(item)
         return {
@@ -256,6 +260,15 @@ def parse_record(key: str, raw: bytes) -> CompactionRecord:
             raise record_error(
                 key, f"lists output {piece.path} with an invalid {DIGEST_KEY} {digest!r}"
             )
+        data_bytes = item.get(DATA_BYTES_KEY)  # absent in records written before it
+        if data_bytes is not None and (
+            not isinstance(data_bytes, int)
+            or isinstance(data_bytes, bool)
+            or not 0 <= data_bytes <= size
+        ):
+            raise record_error(
+                key, f"lists output {piece.path} with an invalid {DATA_BYTES_KEY} {data_bytes!r}"
+            )
         folder, _, name = piece.path.rpartition("/")
         if name != output_name(piece.first_seq, piece.last_seq):
             raise record_error(key, f"names output {piece.path}, not named after its _seq range")
@@ -274,7 +287,7 @@ def parse_record(key: str, raw: bytes) -> CompactionRecord:
             raise record_error(
                 key, f"says {piece.path} holds other rows than the files it replaces"
             )
-        outputs.append(Output(piece, size, replaces, digest))
+        outputs.append(Output(piece, size, replaces, digest, data_bytes))
     landing = data.get(LANDING_ID_KEY)
     return CompactionRecord(
         number, data["committed_at"], None if landing is None else str(landing), tuple(outputs)

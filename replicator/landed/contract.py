@@ -19,6 +19,7 @@ __all__ = [
     "BEFORE",
     "BEFORE_KEY",
     "COMPACTIONS",
+    "DATA_BYTES_KEY",
     "DIGEST_KEY",
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
@@ -41,6 +42,7 @@ MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit 
 COMPACTIONS = "_compactions"  # <root>/_compactions/<20-digit id>.json: compaction records
 LANDING_ID_KEY = "landing_id"  # in each manifest: the landing zone's id (sink.identity)
 DIGEST_KEY = "sha256"  # a file's hash in manifests, compaction records and the checkpoint
+DATA_BYTES_KEY = "data_bytes"  # a compaction output's column chunk bytes (what planning sizes)
 HISTORY_DIGEST_KEY = "schema_history_sha256"  # a manifest's pin of its schema history file
 PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id

@@ -61,7 +61,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -663,18 +663,22 @@ def _footer(store: Store, path: str) -> tuple[pa.Schema, int]:
     try:
         with fs.open_input_file(f"{base}/{path}") as handle:
             source = pq.ParquetFile(handle)
-            meta = source.metadata
-            size = sum(
-                meta.row_group(g).column(c).total_compressed_size
-                for g in range(meta.num_row_groups)
-                for c in range(meta.num_columns)
-            )
-            return source.schema_arrow, int(size)
+            return source.schema_arrow, _data_bytes(source.metadata)
     except (OSError, pa.ArrowException) as exc:
         raise IntegrityError(
             f"cannot read the footer of committed file {store.uri(path)}: {exc}",
             hint="the file is committed, so it was complete: restore it from a backup",
         ) from exc
+
+
+def _data_bytes(meta: pq.FileMetaData) -> int:
+    return int(
+        sum(
+            meta.row_group(g).column(c).total_compressed_size
+            for g in range(meta.num_row_groups)
+            for c in range(meta.num_columns)
+        )
+    )
 
 
 def candidates(
@@ -683,10 +687,18 @@ def candidates(
     live: Live,
     checkpoint_batch: int,
     older_than: float,
+    *,
+    settled: Mapping[str, int] | None = None,
+    target_bytes: int | None = None,
 ) -> tuple[dict[str, list[Candidate]], dict[str, list[int]]]:
     """Each table's live files in ``_seq`` order, with whether they may merge (every manifest
     entry they hold is of a batch up to the checkpoint, not a replay, old enough), and the
-    ``_seq`` of the lifecycle records naming each table (as ``table`` or rename ``to``)."""
+    ``_seq`` of the lifecycle records naming each table (as ``table`` or rename ``to``).
+
+    Planning sizes a file by its footer. ``settled``: the data bytes of outputs as their
+    records give them; one at ``target_bytes`` or more stays alone whatever its schema, so
+    its footer is not read (outputs at the target size are most live files of a compacted
+    zone, and each run would otherwise read all of them again)."""
     now = time.time()
     ok_batches = {
         m.batch
@@ -708,7 +720,16 @@ def candidates(
         for path, _ in pieces
         if {entry_batch.get(p, -1) for p in live.origins.get(path, [path])} <= ok_batches
     ]
-    footers = dict(zip(eligible, store.each(lambda p: _footer(store, p), eligible), strict=True))
+    known = {
+        path: size
+        for path, size in (settled or {}).items()
+        if target_bytes is not None and size >= target_bytes
+    }
+    unread = [path for path in eligible if path not in known]
+    footers: dict[str, tuple[pa.Schema | None, int]] = {
+        path: (None, size) for path, size in known.items()
+    }
+    footers.update(zip(unread, store.each(lambda p: _footer(store, p), unread), strict=True))
     tables: dict[str, list[Candidate]] = {}
     for path, piece in pieces:
         schema, size = footers.get(path, (None, 0))
@@ -832,8 +853,11 @@ def _write_output(
     sink = store.open_output(staged)
     stream = HashingStream(sink.stream)
     writer: pq.ParquetWriter | None = None
+    footer: list[pq.FileMetaData] = []  # the output's, once written
     try:
-        writer = pq.ParquetWriter(stream, schema, **writer_options(settings.compression))
+        writer = pq.ParquetWriter(
+            stream, schema, metadata_collector=footer, **writer_options(settings.compression)
+        )
         previous = -1
         rows = 0
         for member in group.members:
@@ -889,7 +913,9 @@ def _write_output(
             "written and hashed",
             hint="nothing of this run was committed; run it again",
         )
-    return Output(target, written, group.output_replaces, stream.hexdigest())
+    return Output(
+        target, written, group.output_replaces, stream.hexdigest(), _data_bytes(footer[0])
+    )
 
 
 _CHANGED_HINT = (
@@ -955,7 +981,21 @@ def compact(
     manifests, checkpoint_batch = read_landing(store)
     live = live_files(manifests, records)
     before = len(live.pieces)
-    tables, boundaries = candidates(store, manifests, live, checkpoint_batch, settings.older_than)
+    settled = {
+        o.piece.path: o.data_bytes
+        for r in records
+        for o in r.outputs
+        if o.data_bytes is not None and o.piece.path in live.pieces
+    }
+    tables, boundaries = candidates(
+        store,
+        manifests,
+        live,
+        checkpoint_batch,
+        settings.older_than,
+        settled=settled,
+        target_bytes=settings.target_bytes,
+    )
     recorded = _recorded(manifests, records)
     groups = plan(tables, boundaries, settings.target_bytes)
     if not groups:

@@ -759,6 +759,23 @@ def test_records_from_before_hashes_are_read_and_an_invalid_hash_stops(tmp_path:
         read_records(LocalStore(tmp_path))
 
 
+def test_records_from_before_data_bytes_are_read_and_invalid_data_bytes_stop(
+    tmp_path: Path,
+) -> None:
+    path = _compacted(tmp_path)
+    data = json.loads(path.read_text())
+    output = data["outputs"][0]
+    assert 0 < output.pop("data_bytes") < output["bytes"]
+    path.write_text(json.dumps(data))  # as written before data_bytes
+    assert read_records(LocalStore(tmp_path))[0].outputs[0].data_bytes is None
+    assert len(_rows(tmp_path)["db.t"]) == 8
+    for wrong in (-1, output["bytes"] + 1, True, "12"):
+        output["data_bytes"] = wrong
+        path.write_text(json.dumps(data))
+        with pytest.raises(IntegrityError, match=f"with an invalid data_bytes {wrong!r}"):
+            read_records(LocalStore(tmp_path))
+
+
 def test_retention_keeps_superseded_files_until_the_grace_period_ends(tmp_path: Path) -> None:
     _compacted(tmp_path)
     store = LocalStore(tmp_path)
@@ -792,6 +809,44 @@ def test_retention_lists_each_folder_once_instead_of_asking_for_each_file(
     assert cp.retain(store, records, 0.0) == []
     assert asked == [("list", "db/t")]
     assert len(_rows(tmp_path)["db.t"]) == 8
+
+
+def test_outputs_at_the_target_size_are_planned_from_their_record_not_their_footer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compacted zone's live files are mostly outputs at the target size: a later run must
+    not read all their footers again (two requests each on an object store) to find that."""
+    zone = Zone(tmp_path)
+    for _ in range(12):
+        zone.add({"db.t": 5})
+    store = LocalStore(tmp_path)
+    manifests, batch = cp.read_landing(store)
+    tables, _ = cp.candidates(store, manifests, cp.live_files(manifests, []), batch, 0.0)
+    first = cp.run_compaction(store, _settings(target_bytes=3 * tables["db.t"][0].bytes))
+    outputs = json.loads(_record(tmp_path).read_text())["outputs"]
+    recorded = [o["data_bytes"] for o in outputs]
+    footers = [cp._footer(store, o["path"])[1] for o in outputs]
+    zone.add({"db.t": 5})
+    zone.add({"db.t": 5})
+    before = _rows(tmp_path)
+    read: list[str] = []
+    footer = cp._footer
+
+    def counted(store: Store, path: str) -> Any:
+        read.append(path)
+        return footer(store, path)
+
+    monkeypatch.setattr(cp, "_footer", counted)
+    second = cp.run_compaction(store, _settings(target_bytes=min(recorded)))
+
+    assert first.outputs == 4
+    assert recorded == footers
+    assert (second.record, second.outputs, second.merged) == (2, 1, 2)
+    assert sorted(read) == [f"db/t/part-{seq:020d}.parquet" for seq in (61, 66)]
+    assert _live(tmp_path)["db.t"] == sorted(
+        [*(o["path"].rpartition("/")[2] for o in outputs), output_name(61, 70)]
+    )
+    assert _rows(tmp_path) == before
 
 
 def test_durations_and_sizes_of_the_command(tmp_path: Path) -> None:
