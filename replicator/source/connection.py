@@ -73,19 +73,22 @@ def tls_context(tls: TlsConfig) -> ssl.SSLContext:
     daemon opens several connections at start and one per progress reading. A file changed
     on disk (a renewed certificate, an updated system bundle) makes a new context for the
     next connection; a context that cannot be made is not kept, so its error comes again."""
-    key = (tls, *(_stamp(path) for path in _tls_files(tls)))
+    stamps = tuple(_stamp(path) for path in _tls_files(tls))
     with _TLS_LOCK:
-        ctx = _TLS_CONTEXTS.get(key)
-    if ctx is None:
-        ctx = _new_tls_context(tls)
-        with _TLS_LOCK:
-            _TLS_CONTEXTS.clear()  # one configuration per process: older states are stale
-            _TLS_CONTEXTS[key] = ctx
+        kept = _TLS_CONTEXTS.get(tls)
+    if kept is not None and kept[0] == stamps:
+        return kept[1]
+    ctx = _new_tls_context(tls)
+    with _TLS_LOCK:
+        if len(_TLS_CONTEXTS) >= _TLS_KEPT:  # (a process has one or two: the source, MQTT)
+            _TLS_CONTEXTS.clear()
+        _TLS_CONTEXTS[tls] = (stamps, ctx)
     return ctx
 
 
 _TLS_LOCK = threading.Lock()
-_TLS_CONTEXTS: dict[tuple[object, ...], ssl.SSLContext] = {}
+_TLS_KEPT = 8
+_TLS_CONTEXTS: dict[TlsConfig, tuple[tuple[object, ...], ssl.SSLContext]] = {}
 
 
 def _tls_files(tls: TlsConfig) -> tuple[str | None, ...]:
