@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-import ssl
 import uuid
 from pathlib import Path
-from typing import Any
 
 import aiomqtt
 import pymysql
 import pytest
 
 from tests.harness import HarnessError
+from tests.harness.certificates import ca_store_loads
 from tests.harness.containers import DockerServer
 from tests.harness.mariadb import MariaDBServer
 from tests.harness.mosquitto import MosquittoBroker
@@ -85,14 +84,7 @@ def test_a_connection_to_the_server_loads_no_certificates(
     """The throwaway server offers no TLS: a connection asks for none. (Left to pymysql's
     default it tries TLS, and builds a context from the system's CA bundle each time: some
     50 ms a connection, and the harness opens one per statement.)"""
-    loads: list[object] = []
-    original = ssl.SSLContext.load_default_certs
-
-    def counted(context: ssl.SSLContext, *args: Any) -> None:
-        loads.append(context)
-        original(context, *args)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", counted)
+    loads = ca_store_loads(monkeypatch)
     rows = mariadb.query("SELECT 1")
     conn = mariadb.connect()
     with conn, conn.cursor() as cur:

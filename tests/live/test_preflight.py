@@ -38,6 +38,7 @@ from replicator.source.connection import open_connection, server_info
 from replicator.source.errors import SourceUnavailableError, is_retryable
 from replicator.source.preflight import run_preflight
 from tests.harness import free_tcp_port
+from tests.harness.certificates import ca_store_loads
 from tests.harness.containers import DockerServer
 from tests.harness.mariadb import MariaDBServer, mariadb_available, mariadbd_version
 
@@ -528,14 +529,7 @@ def test_a_tls_context_is_made_once_while_its_files_stay(
 def test_tls_without_verification_loads_no_ca_store(
     odd_server: MariaDBServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loads: list[object] = []
-    original = ssl.SSLContext.load_default_certs
-
-    def counted(context: ssl.SSLContext, *args: Any) -> None:
-        loads.append(context)
-        original(context, *args)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_default_certs", counted)
+    loads = ca_store_loads(monkeypatch)
     cfg = _cfg(odd_server, tls=TlsConfig(enabled=True, verify_server_cert=False))
     with contextlib.closing(open_connection(cfg)) as conn:
         cipher = _ssl_cipher(conn)
