@@ -720,10 +720,11 @@ def candidates(
         for path, _ in pieces
         if {entry_batch.get(p, -1) for p in live.origins.get(path, [path])} <= ok_batches
     ]
+    sizes = settled or {}
     known = {
-        path: size
-        for path, size in (settled or {}).items()
-        if target_bytes is not None and size >= target_bytes
+        path: sizes[path]
+        for path in eligible
+        if path in sizes and target_bytes is not None and sizes[path] >= target_bytes
     }
     unread = [path for path in eligible if path not in known]
     footers: dict[str, tuple[pa.Schema | None, int]] = {

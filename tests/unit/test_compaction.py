@@ -759,6 +759,32 @@ def test_records_from_before_hashes_are_read_and_an_invalid_hash_stops(tmp_path:
         read_records(LocalStore(tmp_path))
 
 
+def test_a_settled_output_that_may_not_merge_is_planned_as_such(tmp_path: Path) -> None:
+    """An output's recorded size spares its footer read; it does not make it eligible."""
+    zone = Zone(tmp_path)
+    for _ in range(4):
+        zone.add({"db.t": 5})
+    store = LocalStore(tmp_path)
+    cp.run_compaction(store, _settings())
+    records = read_records(store)
+    manifests, batch = cp.read_landing(store)
+    live = cp.live_files(manifests, records)
+    (output,) = records[0].outputs
+    assert output.data_bytes is not None
+    settled = {output.piece.path: output.data_bytes}
+    tables, _ = cp.candidates(
+        store, manifests, live, batch, 3600.0, settled=settled, target_bytes=output.data_bytes
+    )  # committed long ago (OLD), so old enough: eligible
+    recent, _ = cp.candidates(
+        store, manifests, live, 0, 0.0, settled=settled, target_bytes=output.data_bytes
+    )  # before the checkpoint's batch 0: nothing may merge
+
+    assert [(c.eligible, c.bytes, c.schema) for c in tables["db.t"]] == [
+        (True, output.data_bytes, None)
+    ]
+    assert [(c.eligible, c.bytes) for c in recent["db.t"]] == [(False, 0)]
+
+
 def test_records_from_before_data_bytes_are_read_and_invalid_data_bytes_stop(
     tmp_path: Path,
 ) -> None:
