@@ -721,15 +721,12 @@ def candidates(
         if {entry_batch.get(p, -1) for p in live.origins.get(path, [path])} <= ok_batches
     ]
     sizes = settled or {}
-    known = {
-        path: sizes[path]
+    footers: dict[str, tuple[pa.Schema | None, int]] = {
+        path: (None, sizes[path])
         for path in eligible
         if path in sizes and target_bytes is not None and sizes[path] >= target_bytes
     }
-    unread = [path for path in eligible if path not in known]
-    footers: dict[str, tuple[pa.Schema | None, int]] = {
-        path: (None, size) for path, size in known.items()
-    }
+    unread = [path for path in eligible if path not in footers]
     footers.update(zip(unread, store.each(lambda p: _footer(store, p), unread), strict=True))
     tables: dict[str, list[Candidate]] = {}
     for path, piece in pieces:
@@ -983,10 +980,7 @@ def compact(
     live = live_files(manifests, records)
     before = len(live.pieces)
     settled = {
-        o.piece.path: o.data_bytes
-        for r in records
-        for o in r.outputs
-        if o.data_bytes is not None and o.piece.path in live.pieces
+        o.piece.path: o.data_bytes for r in records for o in r.outputs if o.data_bytes is not None
     }
     tables, boundaries = candidates(
         store,
