@@ -653,7 +653,7 @@ def _committed_at(manifest: Manifest) -> float:
     return dt.datetime.fromisoformat(text).timestamp()
 
 
-def _footer(store: Store, path: str) -> tuple[pa.Schema, int]:
+def footer(store: Store, path: str) -> tuple[pa.Schema, int]:
     """A file's schema and the bytes its data takes (compressed column chunks): the size it
     adds to a merged file, without the footer and page overhead a small file repeats."""
     import pyarrow as pa  # noqa: PLC0415 - see the imports
@@ -727,7 +727,7 @@ def candidates(
         if path in sizes and target_bytes is not None and sizes[path] >= target_bytes
     }
     unread = [path for path in eligible if path not in footers]
-    footers.update(zip(unread, store.each(lambda p: _footer(store, p), unread), strict=True))
+    footers.update(zip(unread, store.each(lambda p: footer(store, p), unread), strict=True))
     tables: dict[str, list[Candidate]] = {}
     for path, piece in pieces:
         schema, size = footers.get(path, (None, 0))

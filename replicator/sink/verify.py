@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import CheckpointStore
 from ..errors import IntegrityError
-from ..landed.compacted import CompactionRecord, Piece, read_records
+from ..landed.compacted import CompactionRecord, Output, Piece, read_records
 from ..landed.manifests import Manifest, manifest_key, read_chain
 from ..storage import Store
 from . import compaction
@@ -48,6 +48,7 @@ class Committed:
     sha256: str | None  # None: written before hashes
     batches: tuple[int, ...]  # the batches whose rows it holds
     record: int | None = None  # the compaction record that committed it (an output)
+    data_bytes: int | None = None  # what its record says its column chunks take (an output)
 
     def may_be_staged(self, store: Store, checkpoint_batch: int) -> bool:
         """Whether the file may still be under its staged name (directories only): committed
@@ -136,12 +137,11 @@ def committed(
                 int(item["first_seq"]),
                 int(item["last_seq"]),
             )
-    outputs: dict[str, tuple[int, int, str | None]] = {}  # path -> (record, bytes, sha256)
+    outputs: dict[str, tuple[int, Output]] = {}  # path -> (record, output)
     for record in records:
         live.apply(record, strict=strict)
         for output in record.outputs:
-            # sha256 None: a record from before hashes
-            outputs[output.piece.path] = (record.number, output.bytes, output.sha256)
+            outputs[output.piece.path] = (record.number, output)
     out: list[Committed] = []
     for manifest in manifests:
         for item in manifest.entries:
@@ -157,10 +157,13 @@ def committed(
                         (manifest.batch,),
                     )
                 )
-    for path, (number, size, digest) in outputs.items():
+    for path, (number, output) in outputs.items():
         if path in live.pieces:
             held = sorted({batch_of.get(p, 0) for p in live.origins.get(path, [])} - {0})
-            out.append(Committed(path, size, digest, tuple(held), number))
+            # sha256 None: a record from before hashes; data_bytes None: from before sizes
+            out.append(
+                Committed(path, output.bytes, output.sha256, tuple(held), number, output.data_bytes)
+            )
     return out
 
 
@@ -210,6 +213,20 @@ def check(
         if digest != item.sha256:
             found = f"has sha256 {digest}, {item.recorder} says {item.sha256}"
             report.problems.append(Problem(item, uri, found))
+        elif item.data_bytes is not None:
+            # the bytes are the committed ones: the record's size of their data must be theirs
+            # too, or compaction plans by a wrong size
+            try:
+                _, data_bytes = compaction.footer(store, where)
+            except IntegrityError as exc:
+                report.problems.append(Problem(item, uri, f"has no readable footer: {exc}"))
+                continue
+            if data_bytes != item.data_bytes:
+                found = (
+                    f"has {data_bytes} bytes of column chunks, {item.recorder} says "
+                    f"{item.data_bytes} (data_bytes)"
+                )
+                report.problems.append(Problem(item, uri, found))
     if gone:
         now_superseded = superseded()
         report.problems.extend(

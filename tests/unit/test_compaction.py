@@ -851,18 +851,18 @@ def test_outputs_at_the_target_size_are_planned_from_their_record_not_their_foot
     first = cp.run_compaction(store, _settings(target_bytes=3 * tables["db.t"][0].bytes))
     outputs = json.loads(_record(tmp_path).read_text())["outputs"]
     recorded = [o["data_bytes"] for o in outputs]
-    footers = [cp._footer(store, o["path"])[1] for o in outputs]
+    footers = [cp.footer(store, o["path"])[1] for o in outputs]
     zone.add({"db.t": 5})
     zone.add({"db.t": 5})
     before = _rows(tmp_path)
     read: list[str] = []
-    footer = cp._footer
+    footer = cp.footer
 
     def counted(store: Store, path: str) -> Any:
         read.append(path)
         return footer(store, path)
 
-    monkeypatch.setattr(cp, "_footer", counted)
+    monkeypatch.setattr(cp, "footer", counted)
     second = cp.run_compaction(store, _settings(target_bytes=min(recorded)))
 
     assert first.outputs == 4

@@ -142,7 +142,7 @@ def test_planning_reads_the_footers_several_at_a_time(
     before = _rows(store)
     lock = threading.Lock()
     flight = {"now": 0, "most": 0}
-    footer = cp._footer
+    footer = cp.footer
 
     def slow(store: Store, path: str) -> Any:
         with lock:
@@ -155,7 +155,7 @@ def test_planning_reads_the_footers_several_at_a_time(
             with lock:
                 flight["now"] -= 1
 
-    monkeypatch.setattr(cp, "_footer", slow)
+    monkeypatch.setattr(cp, "footer", slow)
     result = cp.run_compaction(store, _settings())
     assert (result.record, result.outputs, result.merged) == (1, 2, 12)
     assert _live(store) == {"db.t": [T_OUT], "db.u": [U_OUT]}

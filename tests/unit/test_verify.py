@@ -154,6 +154,30 @@ def test_a_committed_compaction_output_replaced_or_gone_is_found(tmp_path: Path)
     assert code == 4 and output.name in shown
 
 
+def test_verify_deep_compares_an_output_s_data_bytes_with_its_footer(tmp_path: Path) -> None:
+    _zone(tmp_path, 4)
+    store = LocalStore(tmp_path)
+    result = cp.run_compaction(store, cp.Settings(older_than=0.0, retention=0.0))
+    assert result.record is not None
+    [record_file] = (tmp_path / "_compactions").glob("*.json")
+    data = json.loads(record_file.read_text())
+    [output] = data["outputs"]
+    actual = cp.footer(store, output["path"])[1]
+    assert output["data_bytes"] == actual
+    assert _verify("--landing", str(tmp_path), "--deep")[0] == 0
+    output["data_bytes"] = actual - 1  # still a valid size: only the footer tells it is wrong
+    record_file.write_text(json.dumps(data))
+    code, shown = _verify("--landing", str(tmp_path), "--deep")
+    name = output["path"].rpartition("/")[2]
+    assert code == 4
+    assert (
+        f"{name} (compaction 1, batches 1-4) has {actual} bytes of column chunks, its compaction "
+        f"record says {actual - 1} (data_bytes)"
+    ) in shown
+    code, shown = _verify("--landing", str(tmp_path))  # sizes only: the footer is not read
+    assert code == 0, shown
+
+
 # -------------------------------------------------------------------------- schema history
 
 
