@@ -38,7 +38,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError
@@ -336,7 +336,7 @@ def parse_manifest(
     if not isinstance(data, dict):
         raise _bad(path, "is not a JSON object")
     batch = _int(data, "batch", path)
-    if PurePosixPath(str(path)).name != f"{batch:020d}.json":
+    if str(path).rpartition("/")[2] != f"{batch:020d}.json":
         raise _bad(path, f"says it is batch {batch}, which does not match its name")
     first, last = _int(data, "first_seq", path), _int(data, "last_seq", path)
     if first < 1 or last < first - 1:
