@@ -1,7 +1,8 @@
-"""The benchmark scripts still run: each in its smallest mode, against the throwaway MariaDB it
-starts itself, prints the table its docs describe. A helper they share changing under them
-(``side_by_side.prepare`` did once, and ``snapshot.py`` stopped at its first line) fails here,
-not on the day someone measures. The figures are not checked (docs/performance.md holds them).
+"""The benchmark scripts still run: each in its smallest mode (against the throwaway
+MariaDB it starts itself, where it needs one), prints the table its docs describe. A helper
+they share changing under them (``side_by_side.prepare`` did once, and ``snapshot.py`` stopped
+at its first line) fails here, not on the day someone measures. The figures are not checked
+(docs/performance.md holds them).
 """
 
 from __future__ import annotations
@@ -60,3 +61,10 @@ def test_many_tables_quick_prints_both_workloads_and_the_targets() -> None:
     assert "(2) spread over 100 tables" in out
     assert "target (2) >= 50% of (1)'s rows/s" in out
     assert "target (2) peak RSS <= 400 MB" in out
+
+
+def test_history_quick_prints_each_reader_at_each_size() -> None:
+    out = _run("history.py", "--quick")
+    for reader in ("daemon start (recover)", "verify (sizes)", "read_manifests (readers)"):
+        for size in (200, 400):
+            assert f"| {reader} | {size} |" in out
