@@ -21,7 +21,6 @@ commit, run this script from a worktree of it (``--work`` can share the landing 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import itertools
 import statistics
 import sys
@@ -32,29 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replicator.binlog.constants import ColumnType
-from replicator.binlog.gtid import MariadbGtidPosition
-from replicator.binlog.position import StreamPosition
-from replicator.binlog.schema import ColumnDef
 from replicator.config import SinkConfig
 from replicator.landed.committed import read_manifests
 from replicator.runtime import tune_gc
-from replicator.sink.changes import TableVersion
 from replicator.sink.landing import LandingZone
 from replicator.sink.verify import verify_landing
 from replicator.storage import LocalStore
-from tests.blocks import row_change
-
-VERSION = TableVersion(
-    "shop",
-    "orders",
-    (
-        ColumnDef(index=0, type=ColumnType.LONG, meta=0, name="id"),
-        ColumnDef(index=1, type=ColumnType.VARCHAR, meta=80, name="note"),
-    ),
-    primary_key=(0,),
-)
-_TS = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+from tests.unit.test_object_store import _land
 
 
 def build(root: Path, batches: int, rows: int) -> float:
@@ -66,28 +49,8 @@ def build(root: Path, batches: int, rows: int) -> float:
     zone = LandingZone(SinkConfig(root=str(root)))
     zone.recover()
     ids = itertools.count(1)
-    for number in range(1, batches + 1):
-        checkpoint = zone.checkpoints.load()
-        batch = zone.begin(checkpoint)
-        seq = checkpoint.next_seq
-        changes = [
-            row_change(
-                op="c",
-                seq=seq + i,
-                gtid=f"0-1-{number}",
-                ts=_TS,
-                server_id=1,
-                binlog_file="mysql-bin.000001",
-                binlog_pos=1000 + number,
-                values=(next(ids), f"n{seq + i}"),
-            )
-            for i in range(rows)
-        ]
-        batch.add(VERSION, changes)
-        end = StreamPosition(
-            "mysql-bin.000001", 1000 + number, MariadbGtidPosition.parse(f"0-1-{number}")
-        )
-        batch.commit(end, seq + rows)
+    for _ in range(batches):
+        _land(zone, ids, rows)
     return time.perf_counter() - started
 
 
