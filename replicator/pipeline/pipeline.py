@@ -12,8 +12,9 @@ loop stays free:
 
 * row changes are staged in the loop and handed to the worker in chunks of about
   ``STAGE_ROWS`` (a conversion per transaction would spend more on fixed costs than on rows);
-  a snapshot block goes at once, with at most ``SNAPSHOT_INFLIGHT`` hand-overs ahead of it
-  (a block of wide rows is large however few its rows);
+  a snapshot block goes at once, and the reader goes on while the blocks ahead of it hold at
+  most ``SNAPSHOT_INFLIGHT_BYTES`` of the source's bytes (a block of wide rows is large
+  however few its rows), so that reading the next blocks overlaps the worker's encoding;
 * a due batch's commit is handed over like a chunk, and the loop goes on decoding the next
   batch while the worker encodes and commits (Parquet encoding releases the GIL, so this
   runs on a second core). What the commit did (checkpoint, stats, ``on_commit``) is applied
@@ -80,9 +81,17 @@ that the stream goes on while the writer thread encodes a committed batch's Parq
 of 100k rows takes it about a tenth of a second), instead of stalling on each commit. On the
 standard benchmark 6 chunks land as fast as 8 with about 15 MB less at the peak (4 chunks:
 25 MB less, 3% slower)."""
-SNAPSHOT_INFLIGHT = 1
-"""Hand-overs waiting for the writer thread before a snapshot block waits (memory: a block is
-up to ``snapshot.chunk_bytes``, however few its rows)."""
+SNAPSHOT_INFLIGHT_BYTES = 16 << 20
+"""Bytes read from the source (snapshot blocks) handed to the writer thread and not yet done,
+beyond which a snapshot block waits once one more is on its way (memory: one block of wide
+rows can be as large as ``snapshot.chunk_bytes``, and one always goes). Blocks of narrow rows
+are small (``snapshot.reader.FETCH_ROWS`` rows), and while the writer thread encodes a row
+group (128k rows: about a fifth of a second on the standard table) the reader fills about a
+dozen; a bound of one waiting block made the two take turns (docs/performance.md,
+Snapshots)."""
+SNAPSHOT_INFLIGHT = 16
+"""Snapshot hand-overs waiting for the writer thread at most, whatever their bytes (a bound
+for blocks whose bytes are not known)."""
 MAX_INFLIGHT_COMMITS = 2
 """Commits handed to the writer thread and not yet done, at most (beyond the one the loop is
 handing over). Without this bound small batches piled up behind the writer thread by the
@@ -262,9 +271,10 @@ class Pipeline:
         # work handed to the writer thread, oldest first: (future, rows, commit or None)
         # work handed to the writer thread, oldest first: (future, rows, commit or None, the
         # batch it writes)
-        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch]] = deque()
+        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch, int]] = deque()
         self._inflight_rows = 0
         self._inflight_commits = 0
+        self._inflight_bytes = 0  # of snapshot blocks, as read from the source
         self._abandoned = False  # stopping out of time: the writer thread runs nothing more
         self._interrupted = False  # see interrupt()
         self._wake: asyncio.Future[None] | None = None  # ends a wait for the writer thread
@@ -338,8 +348,9 @@ class Pipeline:
             self._newest = None
         return self._batch
 
-    async def _stage(self, batch: Batch, groups: Groups) -> None:
-        """Add row changes to the batch: staged here, handed to the writer thread in chunks."""
+    async def _stage(self, batch: Batch, groups: Groups, *, nbytes: int = 0) -> None:
+        """Add row changes to the batch: staged here, handed to the writer thread in chunks
+        (``nbytes``: what they took to read, for a snapshot block)."""
         staged = self._staged
         for version, changes in groups:
             if staged and staged[-1][0] == version:
@@ -350,24 +361,31 @@ class Pipeline:
             self._staged_rows += rows
             self._batch_rows += rows
         if self._staged_rows >= STAGE_ROWS:
-            await self._hand_over(batch)
+            await self._hand_over(batch, nbytes=nbytes)
 
-    async def _hand_over(self, batch: Batch) -> None:
+    async def _hand_over(self, batch: Batch, *, nbytes: int = 0) -> None:
         """Give the staged rows to the writer thread (without waiting for them)."""
         if self._staged:
             staged, rows = self._staged, self._staged_rows
             self._staged, self._staged_rows = [], 0
-            self._submit(rows, None, self._append, batch, staged)
+            self._submit(rows, None, self._append, batch, staged, nbytes=nbytes)
         await self._reap()
 
     def _submit(
-        self, rows: int, commit: _Commit | None, fn: Callable[..., Any], batch: Batch, *args: Any
+        self,
+        rows: int,
+        commit: _Commit | None,
+        fn: Callable[..., Any],
+        batch: Batch,
+        *args: Any,
+        nbytes: int = 0,
     ) -> None:
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, self._guarded, fn, batch, *args)
-        self._inflight.append((future, rows, commit, batch))
+        self._inflight.append((future, rows, commit, batch, nbytes))
         self._inflight_rows += rows
         self._inflight_commits += commit is not None
+        self._inflight_bytes += nbytes
         # applied as soon as it is done, not at the next hand-over: an idle stream must still
         # report (metrics, notifications) the batch it committed, and see an error at once
         future.add_done_callback(lambda _: self._collect_done())
@@ -396,9 +414,10 @@ class Pipeline:
         finds it (and nothing raises it)."""
         inflight = self._inflight
         while self._error is None and inflight and inflight[0][0].done():
-            future, rows, commit, batch = inflight.popleft()
+            future, rows, commit, batch, nbytes = inflight.popleft()
             self._inflight_rows -= rows
             self._inflight_commits -= commit is not None
+            self._inflight_bytes -= nbytes
             try:
                 result = future.result()
             except BaseException as exc:  # the batch's rows or its commit
@@ -422,12 +441,13 @@ class Pipeline:
         self._failed = self._failed or exc  # nothing more runs in the writer thread
         self._failed_batch = batch  # its open files are dropped by close()
 
-    async def _reap(self, *, everything: bool = False, hand_overs: int | None = None) -> None:
+    async def _reap(self, *, everything: bool = False, snapshot: bool = False) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
-        or ``MAX_INFLIGHT_COMMITS`` commits (or ``hand_overs`` hand-overs of any kind) are
-        waiting for it (or, with ``everything``, until it is idle). Raises the first error of
-        the writer thread (again on every later call: the pipeline is done). Raises
-        PipelineInterrupted once ``interrupt`` was called."""
+        or ``MAX_INFLIGHT_COMMITS`` commits are waiting for it (or, with ``everything``, until
+        it is idle; with ``snapshot``, also while more than one hand-over is and they hold more
+        than ``SNAPSHOT_INFLIGHT_BYTES`` or number more than ``SNAPSHOT_INFLIGHT``). Raises
+        the first error of the writer thread (again on every later call: the pipeline is
+        done). Raises PipelineInterrupted once ``interrupt`` was called."""
         while True:
             self._collect_done()
             if self._error is not None:
@@ -440,7 +460,7 @@ class Pipeline:
                 everything
                 or self._inflight_rows > INFLIGHT_ROWS
                 or self._inflight_commits > MAX_INFLIGHT_COMMITS
-                or (hand_overs is not None and len(self._inflight) > hand_overs)
+                or (snapshot and self._snapshot_full())
             ):
                 return
             if self._wake is None:
@@ -448,6 +468,12 @@ class Pipeline:
             await asyncio.wait(
                 [self._inflight[0][0], self._wake], return_when=asyncio.FIRST_COMPLETED
             )
+
+    def _snapshot_full(self) -> bool:
+        waiting = len(self._inflight)
+        return waiting > 1 and (
+            waiting > SNAPSHOT_INFLIGHT or self._inflight_bytes > SNAPSHOT_INFLIGHT_BYTES
+        )
 
     async def _drop_staged(self) -> None:
         """Forget staged rows and wait until the writer thread is idle (the batch is being
@@ -725,13 +751,15 @@ class Pipeline:
         server_id: int,
         *,
         reset: bool = False,
+        nbytes: int = 0,
     ) -> None:
         """A block of rows a snapshot read at ``at`` (the stream stands exactly there): they
         land as ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
         chunk by a commit (``snapshot_chunk_done`` ends the chunk). ``reset``: the rows are
         the whole table (one read of a table without a usable key), so a ``truncate``
         lifecycle record comes first: the changes landed before them are in them already,
-        and a multiset cannot tell which."""
+        and a multiset cannot tell which. ``nbytes``: the bytes the block took to read (what
+        the reader may have in flight is bounded by them)."""
         if self._error is not None:
             raise self._error
         self._in_chunk = True
@@ -758,9 +786,10 @@ class Pipeline:
         self._next_seq = seq + block.count
         groups: Groups = [(version, [run])]
         self._count(groups)
-        await self._stage(batch, groups)
-        await self._hand_over(batch)  # a block is big enough alone; staged, blocks pile up
-        await self._reap(hand_overs=SNAPSHOT_INFLIGHT)  # interrupt() ends this wait too
+        await self._stage(batch, groups, nbytes=nbytes)
+        # a block is big enough alone; staged, blocks pile up
+        await self._hand_over(batch, nbytes=nbytes)
+        await self._reap(snapshot=True)  # interrupt() ends this wait too
 
     async def snapshot_chunk_done(self, progress: SnapshotState) -> None:
         """A chunk was added whole: the progress lands with it."""
@@ -920,7 +949,7 @@ class Pipeline:
         them. False when the writer thread was still busy then (the caller must not let
         another writer in before the process ends: see ``abandon``)."""
         self._staged, self._staged_rows = [], 0
-        pending = [future for future, _, _, _ in self._inflight]
+        pending = [future for future, *_ in self._inflight]
         if pending:
             await asyncio.wait(pending, timeout=timeout)
         self._collect_done()
@@ -928,7 +957,7 @@ class Pipeline:
             self._abandoned = True  # what is still queued is dropped as it comes up
             self._executor.shutdown(wait=False, cancel_futures=True)
             return False
-        for future, _, _, _ in self._inflight:  # what follows an error: its errors are known
+        for future, *_ in self._inflight:  # what follows an error: its errors are known
             if not future.cancelled():
                 future.exception()
         if not self._abandoned:  # abandoned: no time to spend; recovery deletes the files

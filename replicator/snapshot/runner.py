@@ -464,10 +464,11 @@ class SnapshotRunner:
         )
         total = 0
         last: tuple[object, ...] | None = None
-        held: list[Block] = []  # a walkable chunk is handed over once read whole
+        held: list[tuple[Block, int]] = []  # a walkable chunk is handed over once read whole
         reset = not walkable  # the whole table at once: it replaces what landed before
         doing = f"read {state.current}"
         while True:
+            read_before = stats.bytes
             try:
                 rows = await self._io(doing, next, rows_iter, None)
             except (SnapshotTypeError, ValueError) as exc:
@@ -480,15 +481,18 @@ class SnapshotRunner:
                 break
             block, last = rows
             total += block.count
+            nbytes = stats.bytes - read_before
             if walkable:
-                held.append(block)
+                held.append((block, nbytes))
                 continue
             await self.pipeline.snapshot_rows(
-                version, keep, block, at, ts, self.server_id, reset=reset
+                version, keep, block, at, ts, self.server_id, reset=reset, nbytes=nbytes
             )
             reset = False
-        for block in held:
-            await self.pipeline.snapshot_rows(version, keep, block, at, ts, self.server_id)
+        for block, nbytes in held:
+            await self.pipeline.snapshot_rows(
+                version, keep, block, at, ts, self.server_id, nbytes=nbytes
+            )
         held.clear()
         self.rows_read += total
         self._table_rows += total

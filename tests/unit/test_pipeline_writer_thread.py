@@ -4,7 +4,10 @@ everything after it, so no commit ever follows rows that were not written."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,13 +18,16 @@ import pytest
 from replicator.binlog import events as ev
 from replicator.binlog.block import Block
 from replicator.binlog.constants import ColumnType
+from replicator.binlog.position import StreamPosition
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.transaction import TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import IntegrityError
 from replicator.pipeline import pipeline as pipeline_module
 from replicator.pipeline.pipeline import Pipeline
+from replicator.sink.changes import TableVersion
 from replicator.sink.landing import FaultInjector, LandingZone
+from replicator.snapshot_progress import SnapshotState
 
 from .synthetic_events import Events
 
@@ -125,3 +131,72 @@ async def test_a_commit_failing_on_an_idle_stream_is_reported(tmp_path: Path) ->
     await feed.pipeline.close()
     assert feed.zone.recover().batch == 0
     assert _landed(tmp_path) == []
+
+
+async def _snapshot_until_it_waits(
+    feed: _Feed, nbytes: int, *, blocks: int, first_id: int = 1
+) -> tuple[int, asyncio.Task[None]]:
+    """Snapshot blocks of one row each, ``nbytes`` read for each, while the writer thread is
+    held: how many went without waiting, and the one that waits."""
+    version = TableVersion("db", "t", COLUMNS)
+    at, ts = StreamPosition("b.1", 4), dt.datetime.now(dt.UTC)
+    for n in range(blocks):
+        block = Block.from_rows([(first_id + n, "s")], len(COLUMNS))
+        task = asyncio.ensure_future(
+            feed.pipeline.snapshot_rows(version, None, block, at, ts, 1, nbytes=nbytes)
+        )
+        done, _ = await asyncio.wait([task], timeout=0.2)
+        if not done:
+            return n, task
+        task.result()
+    raise AssertionError(f"all {blocks} blocks went without waiting")
+
+
+async def test_snapshot_blocks_go_on_while_the_writer_works_up_to_the_byte_bound(
+    tmp_path: Path,
+) -> None:
+    """Small snapshot blocks pile up for the writer thread until they hold the bytes bound,
+    so that the reader goes on while a row group is encoded; the block past it waits for
+    the writer thread and then lands with the others."""
+    feed = _Feed(tmp_path)
+    feed.pipeline.seed(StreamPosition("b.1", 4))
+    gate = threading.Event()
+    feed.pipeline._executor.submit(gate.wait)  # the writer thread busy with something else
+    small = pipeline_module.SNAPSHOT_INFLIGHT_BYTES // 10
+    went, waiting = await _snapshot_until_it_waits(feed, small, blocks=40)
+    assert went == 10  # ten blocks of a tenth of the bound each; the eleventh is past it
+    gate.set()
+    await asyncio.wait_for(waiting, 10)
+    await feed.pipeline.snapshot_chunk_done(SnapshotState())
+    await feed.pipeline.commit()
+    await feed.pipeline.close()
+    assert _landed(tmp_path) == list(range(1, 12))
+
+
+async def test_a_large_snapshot_block_waits_for_the_one_ahead(tmp_path: Path) -> None:
+    """Blocks as large as the bound: one is with the writer thread, the next waits."""
+    feed = _Feed(tmp_path)
+    feed.pipeline.seed(StreamPosition("b.1", 4))
+    gate = threading.Event()
+    feed.pipeline._executor.submit(gate.wait)
+    went, waiting = await _snapshot_until_it_waits(
+        feed, pipeline_module.SNAPSHOT_INFLIGHT_BYTES, blocks=5
+    )
+    assert went == 1
+    gate.set()
+    await asyncio.wait_for(waiting, 10)
+    await feed.pipeline.snapshot_chunk_done(SnapshotState())
+    await feed.pipeline.close()
+
+
+async def test_snapshot_blocks_of_unknown_size_are_bounded_in_number(tmp_path: Path) -> None:
+    feed = _Feed(tmp_path)
+    feed.pipeline.seed(StreamPosition("b.1", 4))
+    gate = threading.Event()
+    feed.pipeline._executor.submit(gate.wait)
+    went, waiting = await _snapshot_until_it_waits(feed, 0, blocks=40)
+    assert went == pipeline_module.SNAPSHOT_INFLIGHT
+    gate.set()
+    await asyncio.wait_for(waiting, 10)
+    await feed.pipeline.snapshot_chunk_done(SnapshotState())
+    await feed.pipeline.close()
