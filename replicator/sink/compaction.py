@@ -850,11 +850,12 @@ def _write_output(
     assert schema is not None
     sink = store.open_output(staged)
     stream = HashingStream(sink.stream)
+    buffered = stream.arrow_sink()
     writer: pq.ParquetWriter | None = None
     footer: list[pq.FileMetaData] = []  # the output's, once written
     try:
         writer = pq.ParquetWriter(
-            stream, schema, metadata_collector=footer, **writer_options(settings.compression)
+            buffered, schema, metadata_collector=footer, **writer_options(settings.compression)
         )
         previous = -1
         rows = 0
@@ -898,11 +899,14 @@ def _write_output(
                 )
             rows += count
         writer.close()
+        buffered.close()  # the rest of its buffer through the hash
         written = sink.close()
     except BaseException:
-        if writer is not None:  # closed now, or its finalizer writes to the aborted file
-            with contextlib.suppress(Exception):
-                writer.close()
+        # closed now, or their finalizers write to the aborted file
+        for part in (writer, buffered):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    part.close()
         sink.abort()
         raise
     if written != stream.size:  # every byte must have gone through the hash

@@ -73,14 +73,29 @@ def check_history(raw: bytes, pinned: str | None, where: str, batch: int | None)
         )
 
 
+WRITE_BUFFER_BYTES = 1 << 20
+"""Bytes a Parquet writer's output gathers in Arrow's own buffer before they reach Python
+(``HashingStream.arrow_sink``). Unbuffered, every page and page header was one call into
+Python (about 300 for a file of 100k rows of the standard table, most under 100 bytes), and
+each call waits for the GIL: with the reader thread decoding Python-side, up to a switch
+interval (5 ms) each. Measured (one file of 100k rows, a thread spinning in Python beside):
+1.40 s unbuffered, 0.30 s through a 1 MiB buffer."""
+
+
 class HashingStream:
     """A writable file object that hashes every byte on its way to ``inner`` (a Python file
-    object or a pyarrow output stream); what ``pyarrow.parquet.ParquetWriter`` writes to."""
+    object or a pyarrow output stream); what ``pyarrow.parquet.ParquetWriter`` writes to,
+    through ``arrow_sink``.
+
+    Closing it never closes ``inner``: whoever made ``inner`` closes it (an fsync, an upload
+    completed) or aborts it. A buffer that Arrow closes on its own, when it is collected,
+    must not complete the upload of a file being thrown away."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self._hash = hashlib.sha256()
         self._size = 0
+        self._closed = False
 
     @property
     def size(self) -> int:
@@ -89,7 +104,17 @@ class HashingStream:
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
 
+    def arrow_sink(self, buffer_size: int = WRITE_BUFFER_BYTES) -> Any:
+        """This stream behind a buffer of Arrow's own (``WRITE_BUFFER_BYTES``), for a Parquet
+        writer. Close it once the writer is closed: that hands the rest of the buffer over
+        (and closes this stream, not ``inner``)."""
+        import pyarrow as pa  # noqa: PLC0415 - what writes Parquet has it imported
+
+        return pa.output_stream(self, buffer_size=buffer_size)
+
     def write(self, data: Any) -> int:
+        if self._closed:
+            raise ValueError("write to a closed HashingStream")
         self._hash.update(data)
         count = memoryview(data).nbytes
         self._size += count
@@ -100,14 +125,15 @@ class HashingStream:
         return self._size
 
     def flush(self) -> None:
-        self._inner.flush()
+        if not self._closed:
+            self._inner.flush()
 
     @property
     def closed(self) -> bool:
-        return bool(self._inner.closed)
+        return self._closed
 
     def close(self) -> None:
-        self._inner.close()
+        self._closed = True
 
     def writable(self) -> bool:
         return True

@@ -324,15 +324,15 @@ class ParquetTableWriter:
         self._done = False
         self._file: Output | None = None
         self._hashing: HashingStream | None = None
+        self._sink: Any = None
         self._writer: Any = None
         try:
             # a local path, or a store's output (a data file straight into an object store);
             # every byte is hashed on its way there (the manifest records it: ``digest``)
             self._file = local_output(path) if isinstance(path, Path) else path
             self._hashing = HashingStream(self._file.stream)
-            self._writer = pq.ParquetWriter(
-                self._hashing, self.schema, **writer_options(compression)
-            )
+            self._sink = self._hashing.arrow_sink()
+            self._writer = pq.ParquetWriter(self._sink, self.schema, **writer_options(compression))
         except OSError as exc:
             self._fail(exc, "create")
         except BaseException:  # e.g. an unknown compression: leave no file behind
@@ -380,6 +380,7 @@ class ParquetTableWriter:
         try:
             self._flush(final=True)
             self._writer.close()
+            self._sink.close()  # the rest of its buffer through the hash
             assert self._file is not None and self._hashing is not None
             size = self._file.close()  # fsync'd (local) or uploaded whole (object store)
         except OSError as exc:
@@ -408,9 +409,10 @@ class ParquetTableWriter:
             return
         self._done = True
         self._pending.clear()
-        if self._writer is not None:
-            with contextlib.suppress(Exception):  # the file is deleted anyway
-                self._writer.close()
+        for part in (self._writer, self._sink):
+            if part is not None:
+                with contextlib.suppress(Exception):  # the file is deleted anyway
+                    part.close()
         if self._file is not None:  # closed and deleted (also on a read-only directory)
             self._file.abort()
 

@@ -5,6 +5,7 @@ documented conversions (arrow_types, parquet_writer); metadata columns, ``_befor
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import tempfile
@@ -27,7 +28,7 @@ from replicator.binlog.json_diff import JsonDiff, JsonDiffOperation, UnappliedJs
 from replicator.binlog.schema import ColumnDef
 from replicator.binlog.values import ABSENT, Geometry, InvalidTemporal
 from replicator.errors import ConfigError, IntegrityError, InternalError, SinkError
-from replicator.sink import parquet_writer
+from replicator.sink import digest, parquet_writer
 from replicator.sink.arrow_types import (
     SCHEMA_TABLE_KEY,
     SCHEMA_VERSION_KEY,
@@ -540,6 +541,60 @@ def test_close_fsyncs_a_complete_file(tmp_path: Path, monkeypatch: pytest.Monkey
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert written == WrittenFile(path, 1, path.stat().st_size, 1, 1, 0, digest)
     assert pq.read_table(path).column("c0").to_pylist() == [7]
+
+
+def test_a_file_reaches_python_in_few_large_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow gathers a file's pages in its own buffer before they reach the hashing stream
+    (``digest.WRITE_BUFFER_BYTES``): each call into Python waits for the GIL, up to a switch
+    interval while another thread decodes. The bytes hashed are the file's all the same."""
+    writes: list[int] = []
+
+    class Counting(digest.HashingStream):
+        def write(self, data: Any) -> int:
+            writes.append(memoryview(data).nbytes)
+            return super().write(data)
+
+    monkeypatch.setattr(parquet_writer, "HashingStream", Counting)
+    path = tmp_path / "many-pages.parquet"
+    version = version_of(col(0, T.LONGLONG), col(1, T.VARCHAR, 400, charset="utf-8"))
+    text = [hashlib.sha256(b"%d" % n).hexdigest() for n in range(60_000)]  # distinct values
+    rows = [change(n + 1, (n * 7919, text[n])) for n in range(60_000)]
+    written = write(path, version, rows, row_group_rows=20_000, compression="none")
+    size = path.stat().st_size
+    assert size > 2 * digest.WRITE_BUFFER_BYTES  # several buffers' worth
+    # a page larger than the buffer's room passes straight through: two writes a buffer at
+    # most (unbuffered, this file took one write per page and page header: 142)
+    assert len(writes) <= 2 * (size // digest.WRITE_BUFFER_BYTES) + 2
+    assert sum(writes) == size == written.bytes
+    assert written.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert pq.read_table(path).num_rows == 60_000
+
+
+def test_closing_a_hashing_stream_leaves_what_it_writes_to_open(tmp_path: Path) -> None:
+    """Whoever made the inner stream closes it (fsync, upload) or aborts it: a buffer Arrow
+    closes when it is collected must not complete the upload of a file thrown away."""
+    with (tmp_path / "inner").open("wb") as inner:
+        stream = digest.HashingStream(inner)
+        sink = stream.arrow_sink()
+        sink.write(b"abc")
+        assert stream.size == 0  # still in Arrow's buffer
+        sink.close()
+        assert (stream.size, stream.closed, inner.closed) == (3, True, False)
+        with pytest.raises(ValueError, match="closed"):
+            stream.write(b"d")
+    assert (tmp_path / "inner").read_bytes() == b"abc"
+
+
+def test_an_aborted_file_stays_gone_once_its_buffer_is_collected(tmp_path: Path) -> None:
+    path = tmp_path / "gone.parquet"
+    writer = ParquetTableWriter(path, version_of(col(0, T.LONG)), with_before=False)
+    writer.write([change(s, (s,)) for s in range(1, 1001)])
+    writer.abort()
+    del writer
+    gc.collect()
+    assert not path.exists()
 
 
 def test_file_without_rows_is_valid(tmp_path: Path) -> None:
