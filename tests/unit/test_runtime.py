@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.runtime import GC_THRESHOLDS, held_gc
+from replicator.runtime import GC_THRESHOLDS, held_gc, tune_gc
 
 _POOL = "import replicator.cli, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
 
@@ -70,6 +70,33 @@ def test_a_start_up_that_fails_leaves_the_collector_on() -> None:
         assert gc.isenabled()
         assert gc.get_threshold() == GC_THRESHOLDS
     finally:  # this process's own settings back
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
+def test_start_up_ends_without_a_full_collection() -> None:
+    """The imports leave little garbage; a full collection of all they allocated would cost
+    a tenth of ``run``'s way to its first binlog request, so ``held_gc`` freezes without
+    one (``tune_gc`` of a command without ``held_gc`` still collects first)."""
+    thresholds = gc.get_threshold()
+    seen: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(info["generation"])
+
+    gc.callbacks.append(watch)
+    try:
+        with held_gc():
+            pass
+        assert seen == []
+        assert gc.isenabled() and gc.get_threshold() == GC_THRESHOLDS
+        gc.unfreeze()
+        tune_gc()
+        assert seen == [2]
+    finally:
+        gc.callbacks.remove(watch)
         gc.enable()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
