@@ -77,6 +77,8 @@ TB_TIMESTAMP: Final[int]
 TB_UTF8: Final[int]
 TB_ASCII: Final[int]
 TB_BYTES: Final[int]
+TB_TIME: Final[int]
+TB_BIT: Final[int]
 
 class BlockSpec:
     """The decoder of the row images of one row layout into a block (rows.c)."""

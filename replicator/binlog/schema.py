@@ -67,6 +67,11 @@ class ColumnDef:
         """
         return (((self.meta >> 4) & 0x300) ^ 0x300) + (self.meta & 0xFF)
 
+    @property
+    def bit_width(self) -> int:
+        """BIT(n)'s n from its ``bytes << 8 | bits`` metadata."""
+        return (self.meta >> 8) * 8 + (self.meta & 0xFF)
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnSchema:

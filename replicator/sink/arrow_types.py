@@ -181,7 +181,7 @@ def _set(col: ColumnDef) -> pa.DataType:
 
 def bit_width(col: ColumnDef) -> int:
     """BIT(n)'s n from its ``bytes << 8 | bits`` metadata."""
-    return (col.meta >> 8) * 8 + (col.meta & 0xFF)
+    return col.bit_width
 
 
 def _bit(col: ColumnDef) -> pa.DataType:

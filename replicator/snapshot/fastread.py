@@ -98,10 +98,26 @@ def buffer_spec(col: ColumnDef) -> tuple[tuple[int, int, int], NativeKind] | Non
         return (core.TB_DATETIME, 0, 0), ("timestamp", 0, 0)
     if code in (T.TIMESTAMP, T.TIMESTAMP2):
         return (core.TB_TIMESTAMP, 0, 0), ("timestamp_utc", 0, 0)
-    if code not in _TEXT_TYPES or col.charset is None:
+    if code in (T.TIME, T.TIME2):
+        return (core.TB_TIME, 0, 0), ("duration", 0, 0)
+    if code == T.BIT:
+        signed = int(col.bit_width <= 63)  # BIT(64) is uint64, as the writer's type says
+        return (core.TB_BIT, 0, signed), ("int", 8, signed)
+    if code in (T.ENUM, T.SET):
+        if (col.enum_values or col.set_values) is None:
+            return None  # labels unknown: the converter refuses the column
+    elif code not in _TEXT_TYPES:
+        return None
+    if col.charset is None:
         return None
     if col.charset == "binary":
-        return None if code == T.STRING else ((core.TB_BYTES, 0, 0), ("binary", 0, 0))
+        if code in (T.ENUM, T.SET):
+            return None
+        # BINARY(n): padded to n bytes as the converter does (the server sends them all)
+        pad = col.string_length if code == T.STRING else 0
+        if not 0 <= pad <= 255:
+            return None
+        return (core.TB_BYTES, pad, 0), ("binary", 0, 0)
     decode = text_decoder(col.charset)
     if decode is bytes.decode:
         return (core.TB_UTF8, 0, 0), ("utf8", 0, 0)

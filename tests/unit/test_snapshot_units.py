@@ -375,7 +375,16 @@ def _buffer_columns() -> list[object]:
         ColumnDef(14, T.VARCHAR, 400, name="u", charset="utf-8"),
         ColumnDef(15, T.VARCHAR, 400, name="l", charset="cp1252"),
         ColumnDef(16, T.BLOB, 4, name="b", charset="binary"),
-        ColumnDef(17, T.TIME2, 0, name="objects"),  # no buffer form: stays values
+        ColumnDef(17, T.TIME2, 6, name="time"),
+        ColumnDef(18, T.BIT, 1 << 8 | 4, name="bit12"),  # BIT(12): int64
+        ColumnDef(19, T.BIT, 8 << 8, name="bit64"),  # BIT(64): uint64
+        # ENUM, SET and BINARY(6) as snapshot.columns.column_def makes them from the catalog
+        ColumnDef(
+            20, T.STRING, T.ENUM << 8 | 1, name="e", charset="utf-8", enum_values=("a", "bé", "")
+        ),
+        ColumnDef(21, T.STRING, T.SET << 8 | 1, name="st", charset="cp1252", set_values=("x", "y")),
+        ColumnDef(22, T.STRING, T.STRING << 8 | 6, name="bin6", charset="binary"),
+        ColumnDef(23, T.NEWDECIMAL, 65 << 8 | 30, name="objects"),  # no buffer form: values
     ]
 
 
@@ -435,7 +444,29 @@ def _text_row(draw: st.DrawFn) -> list[bytes | None]:
         maybe(st.text(max_size=20)),
         maybe(latin1),
         maybe(st.binary(max_size=20)),
-        maybe(st.sampled_from(["-838:59:59", "00:00:00", "12:34:56"])),
+        maybe(
+            st.one_of(
+                st.sampled_from(["-838:59:59", "00:00:00", "12:34:56", "-00:00:00.5", "9:05:01"]),
+                st.builds(
+                    lambda sign, h, m, s, f: f"{sign}{h:02d}:{m:02d}:{s:02d}{f}",
+                    st.sampled_from(["", "-"]),
+                    st.integers(0, 1000),
+                    st.integers(0, 99),
+                    st.integers(0, 99),
+                    st.one_of(
+                        st.just(""),
+                        st.integers(0, 999_999).map(lambda n: f".{n:06d}"),
+                        st.integers(0, 9).map(lambda n: f".{n}"),
+                    ),
+                ),
+            )
+        ),
+        maybe(st.binary(min_size=1, max_size=2)),  # BIT(12) as the server sends it
+        maybe(st.binary(min_size=1, max_size=9)),  # BIT(64), and a length no BIT has
+        maybe(st.sampled_from(["a", "bé", ""])),
+        maybe(st.sampled_from(["", "x", "x,y", "y", "é"])),  # non-ASCII: the object path
+        maybe(st.binary(max_size=7)),  # BINARY(6): shorter ones padded, a longer one kept
+        maybe(st.decimals(-1, 1, places=30).map(lambda d: f"{d:.30f}")),
     ]
     return [_text_of(v) for v in values]
 

@@ -134,6 +134,8 @@ PyInit__rowcore(void)
     OP_CONSTANT(m, TB_UTF8);
     OP_CONSTANT(m, TB_ASCII);
     OP_CONSTANT(m, TB_BYTES);
+    OP_CONSTANT(m, TB_TIME);
+    OP_CONSTANT(m, TB_BIT);
     return m;
 fail:
     Py_XDECREF(m);

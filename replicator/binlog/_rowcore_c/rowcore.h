@@ -79,7 +79,9 @@ enum {
     TB_TIMESTAMP = 6, /* microseconds (int64), UTC as the session prints it */
     TB_UTF8 = 7,      /* strict UTF-8 */
     TB_ASCII = 8,     /* ASCII only (MySQL latin1 text) */
-    TB_BYTES = 9      /* bytes as sent */
+    TB_BYTES = 9,     /* bytes as sent; arg0 > 0: BINARY(arg0), zero-padded to arg0 bytes */
+    TB_TIME = 10,     /* microseconds (int64) of TIME's [-]H:MM:SS[.ffffff] */
+    TB_BIT = 11       /* BIT's big-endian bytes (at most 8) as an int64 (arg1 1) or uint64 */
 };
 
 #define MAX_PAYLOAD 0xFFFFFF /* a packet this long continues in the next one */

@@ -468,6 +468,56 @@ tb_decimal(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned cha
     return 1;
 }
 
+/* TIME as SELECT prints it ([-]H:MM:SS[.f], 1 to 6 fraction digits, the hours' digits as
+ * many as there are: temporal.time_from_text's grammar) as signed microseconds */
+static int
+tb_time(const unsigned char *p, Py_ssize_t n, long long *out)
+{
+    Py_ssize_t i = 0;
+    int negative = n > 0 && p[0] == '-';
+    i = negative;
+    long long hours = 0;
+    Py_ssize_t start = i;
+    while (i < n && p[i] >= '0' && p[i] <= '9') {
+        if (i - start >= 9) {
+            return 0; /* more hours than any TIME holds: the converter decides */
+        }
+        hours = hours * 10 + (p[i] - '0');
+        i++;
+    }
+    if (i == start || n - i < 6 || p[i] != ':' || p[i + 3] != ':') {
+        return 0;
+    }
+    int two[2];
+    for (int k = 0; k < 2; k++) {
+        const unsigned char *d = p + i + 1 + 3 * k;
+        if (d[0] < '0' || d[0] > '9' || d[1] < '0' || d[1] > '9') {
+            return 0;
+        }
+        two[k] = (d[0] - '0') * 10 + (d[1] - '0');
+    }
+    i += 6;
+    long long micro = 0;
+    if (i < n) {
+        if (p[i] != '.' || n - i - 1 < 1 || n - i - 1 > 6) {
+            return 0;
+        }
+        int digits = 0;
+        for (i++; i < n; i++, digits++) {
+            if (p[i] < '0' || p[i] > '9') {
+                return 0;
+            }
+            micro = micro * 10 + (p[i] - '0');
+        }
+        for (; digits < 6; digits++) {
+            micro *= 10;
+        }
+    }
+    long long total = (hours * 3600 + two[0] * 60 + two[1]) * 1000000LL + micro;
+    *out = negative ? -total : total;
+    return 1;
+}
+
 /* one non-NULL value into its column; 1 done, 0 the buffers cannot hold it, -1 error */
 static int
 tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
@@ -537,11 +587,45 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
         width = 8;
         break;
     }
+    case TB_TIME:
+        if (!tb_time(p, n, &i)) {
+            return 0;
+        }
+        memcpy(out, &i, 8);
+        width = 8;
+        break;
+    case TB_BIT: {
+        if (n < 1 || n > 8) {
+            return 0;
+        }
+        unsigned long long v = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            v = v << 8 | p[k];
+        }
+        if (t->arg1 && v >> 63) {
+            return 0;
+        }
+        memcpy(out, &v, 8);
+        width = 8;
+        break;
+    }
     case TB_UTF8:
     case TB_ASCII:
     case TB_BYTES: {
         if (t->op == TB_UTF8 && !valid_utf8(p, n)) {
             return 0;
+        }
+        if (t->op == TB_BYTES && t->arg0 > 0 && n < t->arg0) {
+            /* BINARY(n): the decoder pads to n bytes as the server stores it */
+            if (grow(&c->data, t->arg0) < 0 || grow(&c->lengths, 4) < 0) {
+                return -1;
+            }
+            memcpy(c->data.data + c->data.len, p, (size_t)n);
+            memset(c->data.data + c->data.len + n, 0, (size_t)(t->arg0 - n));
+            c->data.len += t->arg0;
+            memcpy(c->lengths.data + c->lengths.len, &t->arg0, 4);
+            c->lengths.len += 4;
+            return 1;
         }
         if (t->op == TB_ASCII) {
             for (Py_ssize_t k = 0; k < n; k++) {
@@ -572,13 +656,21 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
 }
 
 static int
+tb_variable(int op)
+{
+    return op == TB_UTF8 || op == TB_ASCII || op == TB_BYTES;
+}
+
+static int
 tb_null(const TextSpec *t, LaneColumn *c)
 {
     Py_ssize_t width = t->op == TB_DECIMAL ? 16
                        : t->op == TB_DATE ? 4
-                       : (t->op == TB_DATETIME || t->op == TB_TIMESTAMP) ? 8
-                                                                           : t->arg0;
-    return null_slot(c, t->op >= TB_UTF8, width);
+                       : (t->op == TB_DATETIME || t->op == TB_TIMESTAMP || t->op == TB_TIME
+                          || t->op == TB_BIT)
+                           ? 8
+                           : t->arg0;
+    return null_slot(c, tb_variable(t->op), width);
 }
 
 static int
@@ -599,8 +691,12 @@ tb_check(const TextSpec *t)
     case TB_TIMESTAMP:
     case TB_UTF8:
     case TB_ASCII:
-    case TB_BYTES:
+    case TB_TIME:
         return 1;
+    case TB_BYTES:
+        return t->arg0 >= 0 && t->arg0 <= 255;
+    case TB_BIT:
+        return t->arg1 == 0 || t->arg1 == 1;
     default:
         return 0;
     }
@@ -787,7 +883,7 @@ rc_text_block(PyObject *self, PyObject *args)
             item = Py_NewRef(lists[k]);
         }
         else {
-            item = rc_lane_buffers(c, specs[k].op >= TB_UTF8);
+            item = rc_lane_buffers(c, tb_variable(specs[k].op));
         }
         if (item == NULL) {
             goto done;
