@@ -18,8 +18,13 @@ over the repetitions and the ratio to (a) and to (b).
 Target (issue "snapshots at dump speed"): (c) at least as many rows/s as (b), peak RSS < 300
 MB.
 
-Run: ``.venv/bin/python benchmarks/snapshot.py [--rows 1000000] [--repeat 3]``; ``--quick``
-is a small smoke run; ``--data-dir DIR`` keeps the server and its table for the next run.
+``--table types`` reads ``bench.types`` instead: ``--rows`` rows of the types the snapshot
+once read as Python values (TIME with and without a fraction, BIT(12), BIT(64), ENUM, SET,
+BINARY(8)) beside an INT key, made by MariaDB's sequence engine.
+
+Run: ``.venv/bin/python benchmarks/snapshot.py [--rows 1000000] [--repeat 3] [--table
+standard|types]``; ``--quick`` is a small smoke run; ``--data-dir DIR`` keeps the server and
+its table for the next run.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ conn = pymysql.connect(host=host, port=port, user=user, password=password, datab
 began = time.perf_counter()
 rows = 0
 with conn.cursor(pymysql.cursors.SSCursor) as cur:
-    cur.execute("SELECT * FROM t")
+    cur.execute("SELECT * FROM " + sys.argv[5])
     while True:
         got = cur.fetchmany(10000)
         if not got:
@@ -57,6 +62,32 @@ with conn.cursor(pymysql.cursors.SSCursor) as cur:
         rows += len(got)
 print(rows, time.perf_counter() - began)
 """
+
+
+TYPES_COLUMNS = (
+    "id INT PRIMARY KEY, tm TIME(3), tm0 TIME, b BIT(12), b64 BIT(64), "
+    "e ENUM('red','green','blue'), s SET('a','b','c'), bn BINARY(8)"
+)
+TYPES_ROW = (
+    "seq, SEC_TO_TIME(CAST(seq % 300000 AS SIGNED) - 150000 + 0.125), SEC_TO_TIME(seq % 86400), "
+    "seq % 4096, seq * 7919, 1 + seq % 3, seq % 8, UNHEX(LPAD(HEX(seq), 16, '0'))"
+)
+
+
+def prepare_types(server: MariaDBServer, rows: int) -> None:
+    """``bench.types`` with ``rows`` rows (kept when it has them already)."""
+    server.execute("CREATE DATABASE IF NOT EXISTS bench")
+    found = server.query(
+        "SELECT COUNT(*) FROM information_schema.TABLES "
+        "WHERE TABLE_SCHEMA = 'bench' AND TABLE_NAME = 'types'"
+    )
+    if int(found[0][0]) and int(server.query("SELECT COUNT(*) FROM bench.types")[0][0]) == rows:
+        return
+    server.execute("DROP TABLE IF EXISTS bench.types")
+    server.execute(f"CREATE TABLE bench.types ({TYPES_COLUMNS})")
+    server.execute(
+        f"INSERT INTO bench.types SELECT {TYPES_ROW} FROM seq_1_to_{int(rows)}", database="bench"
+    )
 
 
 def _median(values: list[float]) -> float:
@@ -71,27 +102,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--quick", action="store_true", help="20k rows, one repetition")
     parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--table", choices=("standard", "types"), default="standard")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.repeat = 20_000, 1
     base = args.data_dir or Path(tempfile.mkdtemp(prefix="snapshot-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     with MariaDBServer(base_dir=base / "server") as server:
-        prepare(server, "standard", args.rows, args.seed, base / "workload.json")
-        table_rows = int(server.query("SELECT COUNT(*) FROM bench.t")[0][0])
-        print(f"bench.t: {table_rows:,} rows", flush=True)
+        table = "t" if args.table == "standard" else "types"
+        if args.table == "standard":
+            prepare(server, "standard", args.rows, args.seed, base / "workload.json")
+        else:
+            prepare_types(server, args.rows)
+        table_rows = int(server.query(f"SELECT COUNT(*) FROM bench.{table}")[0][0])
+        print(f"bench.{table}: {table_rows:,} rows", flush=True)
         results: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": []}
         dump = shutil.which("mariadb-dump") or "mysqldump"
         work = Path(tempfile.mkdtemp(prefix="snapshot-runs-"))
         for rep in range(args.repeat):
             out, seconds, rss = _child(
-                [sys.executable, "-c", _PYMYSQL, server.host, str(server.port), "root", ""]
+                [sys.executable, "-c", _PYMYSQL, server.host, str(server.port), "root", "", table]
             )
             assert int(out.split()[0]) == table_rows
             results["a"].append((seconds, rss))
             _, seconds, rss = _child(
                 [dump, "-h", server.host, "-P", str(server.port), "-u", "root",
-                 "--single-transaction", "--quick", "--skip-lock-tables", "bench", "t"],
+                 "--single-transaction", "--quick", "--skip-lock-tables", "bench", table],
                 stdout=subprocess.DEVNULL,
             )  # fmt: skip
             results["b"].append((seconds, rss))
@@ -102,14 +138,14 @@ def main() -> None:
                 f"  user: {REPL_USER}\n  password: {REPL_PASSWORD}\n  server_id: {7400 + rep}\n"
                 f"sink:\n  root: {root}\n  batch_max_rows: 200000\n"
                 f"snapshot:\n  chunk_rows: {args.chunk_rows}\n"
-                "filters:\n  include: ['bench.t']\n"
+                f"filters:\n  include: ['bench.{table}']\n"
                 "service:\n  http_enabled: false\n  log_level: warning\n"
             )
             _, seconds, rss = _child(
                 [sys.executable, "-m", "replicator.cli", "run", "--stop-at-end",
                  "--config", str(config)]
             )  # fmt: skip
-            landed = ds.dataset(str(root / "bench" / "t"), format="parquet").count_rows()
+            landed = ds.dataset(str(root / "bench" / table), format="parquet").count_rows()
             assert landed == table_rows, (landed, table_rows)
             results["c"].append((seconds, rss))
             shutil.rmtree(root)

@@ -49,8 +49,10 @@ def test_side_by_side_quick_prints_every_measure_asked() -> None:
     assert "images/s" in out
 
 
-def test_snapshot_quick_prints_the_three_readers_and_the_target() -> None:
-    out = _run("snapshot.py", "--quick")
+@pytest.mark.parametrize("table", ["standard", "types"])
+def test_snapshot_quick_prints_the_three_readers_and_the_target(table: str) -> None:
+    out = _run("snapshot.py", "--quick", "--table", table)
+    assert f"bench.{'t' if table == 'standard' else 'types'}: " in out
     for label in ("(a) pymysql SELECT *", "(b) mariadb-dump", "(c) replicator snapshot"):
         assert label in out
     assert "target (c) >= 1.0x (b)" in out
