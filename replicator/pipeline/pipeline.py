@@ -268,9 +268,8 @@ class Pipeline:
         self._batch_rows = 0  # staged, in flight and written
         self._staged: Groups = []
         self._staged_rows = 0
-        # work handed to the writer thread, oldest first: (future, rows, commit or None)
         # work handed to the writer thread, oldest first: (future, rows, commit or None, the
-        # batch it writes)
+        # batch it writes, the bytes its snapshot blocks took to read)
         self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch, int]] = deque()
         self._inflight_rows = 0
         self._inflight_commits = 0

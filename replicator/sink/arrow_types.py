@@ -80,7 +80,6 @@ __all__ = [
     "SPARK_VERSION_KEY",
     "arrow_field",
     "arrow_schema",
-    "bit_width",
     "column_name",
     "mysql_type_label",
     "real_type",
@@ -179,13 +178,8 @@ def _set(col: ColumnDef) -> pa.DataType:
     return pa.uint64() if (col.meta & 0xFF) == 8 else pa.int64()
 
 
-def bit_width(col: ColumnDef) -> int:
-    """BIT(n)'s n from its ``bytes << 8 | bits`` metadata."""
-    return col.bit_width
-
-
 def _bit(col: ColumnDef) -> pa.DataType:
-    return pa.uint64() if bit_width(col) > 63 else pa.int64()
+    return pa.uint64() if col.bit_width > 63 else pa.int64()
 
 
 def _constant(data_type: pa.DataType) -> Callable[[ColumnDef], pa.DataType]:
@@ -241,7 +235,7 @@ def mysql_type_label(col: ColumnDef) -> str:
     if code == ColumnType.NEWDECIMAL:
         return f"DECIMAL({col.meta >> 8},{col.meta & 0xFF})"
     if code == ColumnType.BIT:
-        return f"BIT({bit_width(col)})"
+        return f"BIT({col.bit_width})"
     try:
         return ColumnType(code).name
     except ValueError:

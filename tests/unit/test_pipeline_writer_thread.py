@@ -134,14 +134,14 @@ async def test_a_commit_failing_on_an_idle_stream_is_reported(tmp_path: Path) ->
 
 
 async def _snapshot_until_it_waits(
-    feed: _Feed, nbytes: int, *, blocks: int, first_id: int = 1
+    feed: _Feed, nbytes: int, *, blocks: int
 ) -> tuple[int, asyncio.Task[None]]:
     """Snapshot blocks of one row each, ``nbytes`` read for each, while the writer thread is
     held: how many went without waiting, and the one that waits."""
     version = TableVersion("db", "t", COLUMNS)
     at, ts = StreamPosition("b.1", 4), dt.datetime.now(dt.UTC)
     for n in range(blocks):
-        block = Block.from_rows([(first_id + n, "s")], len(COLUMNS))
+        block = Block.from_rows([(n + 1, "s")], len(COLUMNS))
         task = asyncio.ensure_future(
             feed.pipeline.snapshot_rows(version, None, block, at, ts, 1, nbytes=nbytes)
         )
