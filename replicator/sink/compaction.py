@@ -999,8 +999,6 @@ def compact(
     groups = plan(tables, boundaries, settings.target_bytes)
     if not groups:
         return Result(None, 0, 0, len(deleted), before, before)
-    if fault is not None:
-        fault.next_batch()
     number = len(records) + 1
     for group in groups:  # an intent never names a file that is there: recovery deletes them
         path = group.output.path

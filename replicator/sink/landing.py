@@ -144,13 +144,16 @@ class FaultInjector:
     """Crash (SIGKILL to ourselves) or fail (as a full disk would) at a named commit step, for
     the crash and failure tests.
 
-    ``REPLICATOR_FAULT_CRASH_AT=<step>:<n>`` kills the process when the ``n``-th batch this
-    process commits reaches ``step`` (one of COMMIT_STEPS, or ``publish-mid``: after the
-    first rename); ``REPLICATOR_FAULT_FAIL_AT=<step>:<n>`` raises ENOSPC there instead."""
+    ``REPLICATOR_FAULT_CRASH_AT=<step>:<n>`` kills the process the ``n``-th time it reaches
+    ``step`` (one of COMMIT_STEPS, ``publish-mid``: after a batch's first rename, the
+    ``history`` steps, or a compaction's); ``REPLICATOR_FAULT_FAIL_AT=<step>:<n>`` raises
+    ENOSPC there instead. Every batch reaches each commit step once, so for them ``n`` is
+    the batch this process commits; the history steps are reached only by batches that
+    write the schema history."""
 
     step: str | None = None
-    batch: int = 0
-    _committing: int = 0
+    times: int = 0
+    _reached: int = 0
     fail: bool = False
 
     @classmethod
@@ -159,18 +162,18 @@ class FaultInjector:
             spec = os.environ.get(name, "")
             if spec:
                 step, _, number = spec.partition(":")
-                return cls(step=step, batch=int(number or 1), fail=fail)
+                return cls(step=step, times=int(number or 1), fail=fail)
         return cls()
 
-    def next_batch(self) -> None:
-        self._committing += 1
-
     def at(self, step: str) -> None:
-        if self.step == step and self.batch == self._committing:
+        if self.step != step:
+            return
+        self._reached += 1
+        if self._reached == self.times:
             if self.fail:
                 raise OSError(errno.ENOSPC, f"No space left on device (fault injected: {step})")
             # said on stderr first, so a crash test tells this kill from one of its own
-            os.write(2, f"fault injected: {step}:{self.batch}\n".encode())
+            os.write(2, f"fault injected: {step}:{self.times}\n".encode())
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -255,7 +258,6 @@ class Batch:
         zone = self.zone
         held = held or {}
         pending = tuple(sorted(h.name for h in held.values()))
-        zone.fault.next_batch()
         try:
             written = _close_all(list(self._files.values()))
             zone.store.sync({posixpath.dirname(t.temp) for t in self._files.values()})

@@ -59,8 +59,9 @@ NOTES = "id INT PRIMARY KEY, v VARCHAR(20)"  # the table DDL runs on (checked by
 DDL_EVERY = 20  # transactions (the history kill points fire only when DDL commits)
 MAX_TRANSACTIONS = 20000  # a cap: the writer runs until the last kill
 # how long a run with a fault ``step:N`` may take before it is killed from outside: the fault
-# fires in the run's batch N (1 or 2), committed within its first seconds, or never (a history
-# step fires only when that batch holds DDL); a longer wait only waited for nothing
+# fires the N-th time (1 or 2) the run reaches the step, within its first seconds (a history
+# step is reached by a batch that holds DDL, one every DDL_EVERY transactions), or never (the
+# workload is over); a longer wait only waited for nothing
 FAULT_WAIT = 8.0
 
 

@@ -299,9 +299,6 @@ class FailAt:
     def __init__(self, step: str) -> None:
         self.step = step
 
-    def next_batch(self) -> None:
-        pass
-
     def at(self, step: str) -> None:
         if step == self.step:
             raise Boom(step)

@@ -279,3 +279,22 @@ async def test_crash_while_writing_the_history_keeps_it_with_the_manifests(
     assert checkpoint.batch == (2 if committed else 1)
     assert len(_history_changes(tmp_path)) == (1 if committed else 0)
     assert len(list((tmp_path / "_schema").iterdir())) == 1
+
+
+async def test_a_history_fault_fires_at_the_nth_history_write_not_the_nth_batch(
+    tmp_path: Path,
+) -> None:
+    # the crash test's history kills wait for nothing when the n-th batch holds no DDL
+    cfg, zone, pipeline = _pipeline(tmp_path, SchemaHistory(SEED, Point(FILE, 4)))
+    tracker = SchemaTracker(SchemaHistory(SEED, Point(FILE, 4)), lambda db, t: True)
+    zone.fault = FaultInjector(step="history", times=2, fail=True)
+    await pipeline.handle(_transaction(4, 1000))
+    await pipeline.commit()  # batch 1 writes the seeded history: the first pass
+    await pipeline.handle(_transaction(1000, 1100))
+    await pipeline.commit()  # batch 2 holds no DDL and writes no history
+    create = tracker.on_event(_query("CREATE TABLE t7 (a INT)", 1100))
+    await pipeline.handle(_transaction(1100, 1200, create))
+    with pytest.raises(ReplicatorError, match="fault injected: history"):
+        await pipeline.commit()  # batch 3: the second pass
+    await pipeline.close()
+    assert LandingZone(cfg).recover().batch == 2
