@@ -86,6 +86,9 @@ META_TYPES = T.StructType(
 )
 # working columns next to the table's own (checked for clashes in ``TableModel``)
 META_COL, BKEY_COL, EVENT_COL = "__replicator_meta", "__replicator_before_key", "__replicator_event"
+# the events' ``_absent`` and ``_unknown`` names in lower case, made once a frame, for
+# ``_present``/``_partial`` (a lambda a column costs tens of calls into the JVM each)
+ABSENT_LOWER, UNKNOWN_LOWER = "__replicator_absent_lower", "__replicator_unknown_lower"
 INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL, UNKNOWN})
 _MARK, _END = "[replicator] ", " [/replicator]"
 _FAILURE = re.compile(re.escape(_MARK) + r"(.*?)" + re.escape(_END), re.DOTALL)
@@ -170,20 +173,28 @@ def _c(name: str) -> Column:
 
 
 def _present(name: str) -> Column:
-    """The change carried column ``name`` (it is not in ``_absent``)."""
-    key = name.lower()
-    return ~F.exists(F.col(ABSENT), lambda x: F.lower(x) == F.lit(key))
+    """The change carried column ``name`` (it is not in ``_absent``, in any case)."""
+    return ~F.array_contains(F.col(ABSENT_LOWER), name.lower())
 
 
 def _partial(name: str) -> Column:
     """The row image left column ``name`` out (absent, and not for an unknown fill)."""
-    key = name.lower()
-    return ~_present(name) & ~F.exists(F.col(UNKNOWN), lambda x: F.lower(x) == F.lit(key))
+    return ~_present(name) & ~F.array_contains(F.col(UNKNOWN_LOWER), name.lower())
+
+
+def _lowered(frame: DataFrame) -> DataFrame:
+    """``frame`` with ``ABSENT_LOWER`` and ``UNKNOWN_LOWER`` added."""
+    return frame.select(
+        "*",
+        F.transform(F.col(ABSENT), F.lower).alias(ABSENT_LOWER),
+        F.transform(F.col(UNKNOWN), F.lower).alias(UNKNOWN_LOWER),
+    )
 
 
 def _events(model: TableModel, changes: DataFrame | None, state: DataFrame | None) -> DataFrame:
     """Changes and state rows in one layout: the columns, ``_op``, ``_seq`` (order),
-    ``_m`` (metadata struct), ``_absent``, ``_bk`` (before-image identity)."""
+    ``_m`` (metadata struct), ``_absent``, ``_bk`` (before-image identity), ``_unknown``,
+    and the lower-case names of the two (``_lowered``)."""
     names = model.columns.names
     frames: list[DataFrame] = []
     if state is not None:
@@ -237,7 +248,7 @@ def _events(model: TableModel, changes: DataFrame | None, state: DataFrame | Non
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
-    return out
+    return _lowered(out)
 
 
 def current_state(
