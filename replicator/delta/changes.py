@@ -80,7 +80,14 @@ MAX_DECIMAL_DIGITS = 38
 # working columns of the Spark merge: a table column of one of these names is refused there,
 # and here too, so that both formats accept the same tables
 _INTERNAL = frozenset(
-    {"__replicator_meta", "__replicator_before_key", "__replicator_event", UNKNOWN}
+    {
+        "__replicator_meta",
+        "__replicator_before_key",
+        "__replicator_event",
+        "__replicator_absent_lower",
+        "__replicator_unknown_lower",
+        UNKNOWN,
+    }
 )
 _NAMES = pa.list_(pa.string())
 _EMPTY_NAMES = pa.scalar([], _NAMES)

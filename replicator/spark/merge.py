@@ -89,7 +89,7 @@ META_COL, BKEY_COL, EVENT_COL = "__replicator_meta", "__replicator_before_key", 
 # the events' ``_absent`` and ``_unknown`` names in lower case, made once a frame, for
 # ``_present``/``_partial`` (a lambda a column costs tens of calls into the JVM each)
 ABSENT_LOWER, UNKNOWN_LOWER = "__replicator_absent_lower", "__replicator_unknown_lower"
-INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL, UNKNOWN})
+INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL, ABSENT_LOWER, UNKNOWN_LOWER, UNKNOWN})
 _MARK, _END = "[replicator] ", " [/replicator]"
 _FAILURE = re.compile(re.escape(_MARK) + r"(.*?)" + re.escape(_END), re.DOTALL)
 

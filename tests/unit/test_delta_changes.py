@@ -569,6 +569,19 @@ def test_a_column_named_like_a_working_column_is_refused() -> None:
         ArrowModel("d.t", pa.schema([("__replicator_event", pa.int8())]), ())
 
 
+def test_both_formats_refuse_the_same_working_column_names() -> None:
+    # here, not at the top: pyspark takes a while to import (its Python side only, no JVM)
+    from pyspark.sql import types as T
+
+    from replicator.spark.merge import INTERNAL, TableModel
+
+    for name in sorted(INTERNAL):
+        with pytest.raises(ConfigError, match="materialize working column"):
+            ArrowModel("d.t", pa.schema([(name, pa.int8())]), ())
+        with pytest.raises(ConfigError, match="materialize working column"):
+            TableModel("d.t", T.StructType([T.StructField(name, T.ByteType())]), ())
+
+
 ITEMS = table("shop.items", int_col(0, "id"), text_col(1, "name"), key=[0])
 LOG = table("shop.log", int_col(0, "a"), text_col(1, "b"))  # no primary key
 
