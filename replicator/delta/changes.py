@@ -52,7 +52,7 @@ from ..landed.columns import (
 )
 from ..landed.committed import CommittedFile, file_key, unreadable
 from ..landed.compacted import reads
-from ..landed.contract import AUX
+from ..landed.contract import AUX, WORKING_COLUMNS
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
 from ..landed.versions import FileVersion, file_versions, identity_columns
@@ -77,18 +77,6 @@ __all__ = [
 ]
 
 MAX_DECIMAL_DIGITS = 38
-# working columns of the Spark merge: a table column of one of these names is refused there,
-# and here too, so that both formats accept the same tables
-_INTERNAL = frozenset(
-    {
-        "__replicator_meta",
-        "__replicator_before_key",
-        "__replicator_event",
-        "__replicator_absent_lower",
-        "__replicator_unknown_lower",
-        UNKNOWN,
-    }
-)
 _NAMES = pa.list_(pa.string())
 _EMPTY_NAMES = pa.scalar([], _NAMES)
 
@@ -599,7 +587,7 @@ class ArrowModel:
     assume_stable_keys: bool = False
 
     def __post_init__(self) -> None:
-        clash = [n for n in self.schema.names if n.lower() in _INTERNAL]
+        clash = [n for n in self.schema.names if n.lower() in WORKING_COLUMNS]
         if clash:
             raise ConfigError(
                 f"table {self.name}: column `{clash[0]}` has the name of a materialize "

@@ -32,6 +32,7 @@ __all__ = [
     "RECORD_SCHEMA_KEY",
     "STATE_SEQ",
     "UNKNOWN",
+    "WORKING_COLUMNS",
     "is_digest",
     "is_landing_id",
     "safe_part",
@@ -63,6 +64,19 @@ AUX = frozenset({*META, ABSENT, BEFORE, BEFORE_KEY})
 # rows take (older than every change)
 UNKNOWN = "__replicator_unknown"
 STATE_SEQ = -(2**63)
+# the working columns of the Spark merge (``spark.merge``), beside a table's own: a table
+# column of one of these names (in any case) is refused by both materialize outputs, so that
+# both accept the same tables
+WORKING_COLUMNS = frozenset(
+    {
+        "__replicator_meta",
+        "__replicator_before_key",
+        "__replicator_event",
+        "__replicator_absent_lower",
+        "__replicator_unknown_lower",
+        UNKNOWN,
+    }
+)
 
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")

@@ -259,7 +259,7 @@ def read_files(
 ) -> TableChanges:
     """Every row change of ``files`` (of one table), in one schema."""
     versions = file_versions(files)
-    frames = [read_committed(spark, v.files) for v in versions]
+    frames = [read_committed(spark, v.files, spark_schema(v.schema)) for v in versions]
     return _assemble(
         table,
         versions,
@@ -340,14 +340,15 @@ def replayed(
 
 
 def read_committed(
-    spark: SparkSession, files: Sequence[CommittedFile], schema: T.StructType | None = None
+    spark: SparkSession, files: Sequence[CommittedFile], schema: T.StructType
 ) -> DataFrame:
     """The rows of ``files`` (of one schema), each once: whole files read together, slices of
     a compaction output read from it by their ``_seq`` ranges (``compacted.reads``).
-    ``schema``: read only these columns (``_seq`` is added)."""
-    if schema is not None and "_seq" not in schema.names:
+    ``schema``: the files' Spark schema (``type_map.spark_schema``: the reader then reads no
+    footer to find it), or only the columns to read (``_seq`` is added)."""
+    if "_seq" not in schema.names:
         schema = T.StructType([*schema.fields, T.StructField("_seq", T.LongType())])
-    reader = spark.read if schema is None else spark.read.schema(schema)
+    reader = spark.read.schema(schema)
     for item in files:
         item.check_size()
     planned = reads(files)
@@ -404,9 +405,9 @@ def read_lineage(
     for version in versions:
         rows = [f for f in version.files if f.path in wanted]
         if not rows:  # only for the schema (rows before a truncate)
-            frames.append(spark.read.parquet(version.paths[-1]).where(F.lit(False)))
+            frames.append(spark.createDataFrame([], spark_schema(version.schema)))
             continue
-        frame = read_committed(spark, rows)
+        frame = read_committed(spark, rows, spark_schema(version.schema))
         frame = frame.where(_within([s for s in data if s.table == version.table]))
         if drop is not None:
             frame = frame.join(drop, "_seq", "left_anti").select(*[_col(c) for c in frame.columns])

@@ -57,7 +57,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..errors import ConfigError, IntegrityError
-from ..landed.contract import ABSENT, BEFORE, BEFORE_KEY, META, STATE_SEQ, UNKNOWN
+from ..landed.contract import (
+    ABSENT,
+    BEFORE,
+    BEFORE_KEY,
+    META,
+    STATE_SEQ,
+    UNKNOWN,
+    WORKING_COLUMNS,
+)
 from .schema import find_field
 
 __all__ = [
@@ -84,12 +92,12 @@ META_TYPES = T.StructType(
         T.StructField("_binlog_pos", T.LongType()),
     ]
 )
-# working columns next to the table's own (checked for clashes in ``TableModel``)
+# working columns next to the table's own (``contract.WORKING_COLUMNS``, which names them all
+# and ``TableModel`` checks for clashes)
 META_COL, BKEY_COL, EVENT_COL = "__replicator_meta", "__replicator_before_key", "__replicator_event"
 # the events' ``_absent`` and ``_unknown`` names in lower case, made once a frame, for
 # ``_present``/``_partial`` (a lambda a column costs tens of calls into the JVM each)
 ABSENT_LOWER, UNKNOWN_LOWER = "__replicator_absent_lower", "__replicator_unknown_lower"
-INTERNAL = frozenset({META_COL, BKEY_COL, EVENT_COL, ABSENT_LOWER, UNKNOWN_LOWER, UNKNOWN})
 _MARK, _END = "[replicator] ", " [/replicator]"
 _FAILURE = re.compile(re.escape(_MARK) + r"(.*?)" + re.escape(_END), re.DOTALL)
 
@@ -106,7 +114,7 @@ class TableModel:
     assume_stable_keys: bool = False
 
     def __post_init__(self) -> None:
-        clash = [n for n in self.columns.names if n.lower() in INTERNAL]
+        clash = [n for n in self.columns.names if n.lower() in WORKING_COLUMNS]
         if clash:
             raise ConfigError(
                 f"table {self.name}: column `{clash[0]}` has the name of a materialize "

@@ -128,6 +128,7 @@ def spark_type(arrow_type: pa.DataType) -> T.DataType:
 
 
 def spark_schema(schema: pa.Schema) -> T.StructType:
-    """A landing-zone file's schema as Spark reads the file (without reading one: a table
-    without rows has none)."""
+    """A landing-zone file's schema exactly as ``spark.read.parquet`` infers it (every field
+    nullable, as Spark makes a file's schema; tested for every type), without reading the
+    file: a table without rows has none, and a reader given it runs no job to read a footer."""
     return T.StructType([T.StructField(f.name, spark_type(f.type)) for f in schema])

@@ -14,10 +14,11 @@ from pyspark.sql import SparkSession
 
 from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.schema import ColumnDef
+from replicator.landed.committed import file_schema
 from replicator.sink.arrow_types import column_name
 from replicator.sink.changes import TableVersion
 from replicator.spark.materialize import materialize
-from replicator.spark.type_map import spark_type_name
+from replicator.spark.type_map import spark_schema, spark_type_name
 from tests.spark.zone import Zone
 from tests.unit.test_parquet_writer import ALL_TYPES, CASES, TS, all_types_changes, write
 
@@ -66,6 +67,9 @@ def test_every_landing_type_through_spark(spark: SparkSession, tmp_path: Path) -
     assert types["_seq"] == "bigint"
     assert types["_absent"] == "array<string>"
     assert types["_before"].startswith("struct<c0:tinyint,c1:smallint,")
+    # what materialize hands the reader instead of letting it read a footer: the same
+    # schema, nullability included
+    assert spark_schema(file_schema(path)) == frame.schema
 
 
 def test_spot_values() -> None:

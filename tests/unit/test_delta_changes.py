@@ -35,6 +35,7 @@ from replicator.delta.changes import (
 )
 from replicator.errors import ConfigError, IntegrityError
 from replicator.landed.committed import CommittedFile, committed_files, read_manifests
+from replicator.landed.contract import WORKING_COLUMNS
 from replicator.landed.lineage import Lineage, plan
 from replicator.landed.options import MaterializeOptions
 from replicator.sink import compaction as cp
@@ -573,9 +574,19 @@ def test_both_formats_refuse_the_same_working_column_names() -> None:
     # here, not at the top: pyspark takes a while to import (its Python side only, no JVM)
     from pyspark.sql import types as T
 
-    from replicator.spark.merge import INTERNAL, TableModel
+    from replicator.spark import merge
+    from replicator.spark.merge import TableModel
 
-    for name in sorted(INTERNAL):
+    # the list names every working column the merge adds
+    assert {
+        merge.META_COL,
+        merge.BKEY_COL,
+        merge.EVENT_COL,
+        merge.ABSENT_LOWER,
+        merge.UNKNOWN_LOWER,
+        merge.UNKNOWN,
+    } == WORKING_COLUMNS
+    for name in sorted(WORKING_COLUMNS):
         with pytest.raises(ConfigError, match="materialize working column"):
             ArrowModel("d.t", pa.schema([(name, pa.int8())]), ())
         with pytest.raises(ConfigError, match="materialize working column"):
