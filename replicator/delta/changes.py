@@ -26,11 +26,8 @@ they are read (``CommittedFile.check_size``) and read through the landing zone's
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import decimal
-import json
 import math
 import struct
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -43,6 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
+from ..landed import fill_values as fv
 from ..landed.columns import (
     Fill,
     Source,
@@ -421,23 +419,7 @@ def _to_output(values: pa.ChunkedArray, dst: pa.DataType) -> pa.ChunkedArray:
 
 # -------------------------------------------------------------------------------- fills
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _BITS = dict(zip(_INTEGRAL, (8, 16, 32, 64), strict=True))
-
-
-def _number_text(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        try:
-            return str(decimal.Decimal(value))
-        except decimal.InvalidOperation:
-            return None
-    return None
 
 
 def _to_float32(value: float) -> float:
@@ -470,85 +452,34 @@ def _float32_of(text: str) -> float:
     return min(candidates, key=distance)
 
 
-def _integral(value: Any, dtype: pa.DataType) -> pa.Scalar | None:
-    text = _number_text(value)
-    if text is None:
-        return None
-    number = decimal.Decimal(text)
-    bits = _BITS[dtype]
-    if number != number.to_integral_value() or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
-        return None
-    return pa.scalar(int(number), dtype)
-
-
-def _decimal(value: Any, dtype: pa.Decimal128Type) -> pa.Scalar | None:
-    text = _number_text(value)
-    if text is None:
-        return None
-    number = decimal.Decimal(text)
-    exact = number.quantize(decimal.Decimal(1).scaleb(-dtype.scale))
-    if exact != number or len(exact.as_tuple().digits) > dtype.precision:
-        return None
-    return pa.scalar(exact, dtype)
-
-
-def _timestamp(value: Any) -> pa.Scalar | None:
-    """An instant: ISO text with an offset (naive text is taken as UTC)."""
-    if not isinstance(value, str):
-        return None
-    moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    micros = (moment - _EPOCH) // dt.timedelta(microseconds=1)
-    return pa.scalar(micros, pa.timestamp("us", tz="UTC"))
-
-
-def _binary(value: Any) -> pa.Scalar | None:
-    if isinstance(value, dict) and isinstance(value.get("base64"), str):
-        try:
-            raw = base64.b64decode(value["base64"], validate=True)
-        except binascii.Error:
-            return None
-        return pa.scalar(raw, pa.binary())
-    if isinstance(value, str):
-        return pa.scalar(value.encode("utf-8"), pa.binary())
-    return None
-
-
-def _fill_text(value: Any) -> pa.Scalar | None:
-    if isinstance(value, str):
-        return pa.scalar(value, pa.string())
-    if isinstance(value, dict):
-        return None
-    if isinstance(value, bool | int | float):
-        return pa.scalar(_number_text(value), pa.string())
-    return pa.scalar(json.dumps(value), pa.string())
+def _scalar(value: object | None, dtype: pa.DataType) -> pa.Scalar | None:
+    return None if value is None else pa.scalar(value, dtype)
 
 
 def _convert(value: Any, dtype: pa.DataType) -> pa.Scalar | None:
     if dtype in _BITS:
-        return _integral(value, dtype)
+        return _scalar(fv.integer(value, _BITS[dtype]), dtype)
     if isinstance(dtype, pa.Decimal128Type):
-        return _decimal(value, dtype)
+        return _scalar(fv.exact_decimal(value, dtype.precision, dtype.scale), dtype)
     if pa.types.is_floating(dtype):
-        text = _number_text(value)
-        if text is None:
+        digits = fv.number_text(value)
+        if digits is None:
             return None
-        number = _float32_of(text) if pa.types.is_float32(dtype) else float(text)
+        number = _float32_of(digits) if pa.types.is_float32(dtype) else float(digits)
         return pa.scalar(number, dtype)
     if pa.types.is_boolean(dtype):
         return pa.scalar(bool(value), dtype) if isinstance(value, bool | int) else None
     if pa.types.is_string(dtype):
-        return _fill_text(value)
+        return _scalar(fv.text(value), dtype)
     if pa.types.is_binary(dtype):
-        return _binary(value)
+        return _scalar(fv.binary(value), dtype)
     if pa.types.is_date32(dtype):
         return pa.scalar(dt.date.fromisoformat(value), dtype)
     if pa.types.is_timestamp(dtype) and dtype.tz is None:
         moment = dt.datetime.fromisoformat(value)
         return pa.scalar(moment.replace(tzinfo=None), dtype)
     if pa.types.is_timestamp(dtype):
-        return _timestamp(value)
+        return _scalar(fv.instant_micros(value), pa.timestamp("us", tz="UTC"))
     if pa.types.is_list(dtype) and isinstance(value, list):
         items = [_convert(v, dtype.value_type) for v in value]
         if any(item is None for item in items):
