@@ -39,18 +39,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import ConfigError, IntegrityError
+from ..errors import IntegrityError
 from ..landed import fill_values as fv
 from ..landed.columns import (
     Fill,
     Source,
     match,
+    refuse_working_columns,
     resolve_key,
     table_columns,
 )
 from ..landed.committed import CommittedFile, file_key, unreadable
 from ..landed.compacted import reads
-from ..landed.contract import AUX, WORKING_COLUMNS
+from ..landed.contract import AUX
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
 from ..landed.versions import FileVersion, file_versions, identity_columns
@@ -518,13 +519,7 @@ class ArrowModel:
     assume_stable_keys: bool = False
 
     def __post_init__(self) -> None:
-        clash = [n for n in self.schema.names if n.lower() in WORKING_COLUMNS]
-        if clash:
-            raise ConfigError(
-                f"table {self.name}: column `{clash[0]}` has the name of a materialize "
-                "working column",
-                hint="rename the column, or leave the table out with --tables",
-            )
+        refuse_working_columns(self.name, self.schema.names)
 
     @property
     def identity(self) -> tuple[str, ...]:

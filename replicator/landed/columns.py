@@ -29,9 +29,18 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError, IntegrityError
-from .contract import AUX, FIELD_FILL_KEY, FIELD_ID_KEY
+from .contract import AUX, FIELD_FILL_KEY, FIELD_ID_KEY, WORKING_COLUMNS
 
-__all__ = ["Column", "Fill", "Source", "match", "table_columns", "version_key"]
+__all__ = [
+    "Column",
+    "Fill",
+    "Source",
+    "match",
+    "refuse_working_columns",
+    "resolve_key",
+    "table_columns",
+    "version_key",
+]
 
 FILL_KINDS = frozenset({"value", "null", "unknown"})
 
@@ -150,3 +159,15 @@ def resolve_key(table: str, names: Sequence[str], key: Sequence[str]) -> tuple[s
             )
         resolved.append(found)
     return tuple(resolved)
+
+
+def refuse_working_columns(table: str, names: Sequence[str]) -> None:
+    """A ConfigError when a column of ``table`` has the name (in any case) of a working
+    column of the Spark merge (``contract.WORKING_COLUMNS``); both outputs refuse it, so that
+    both accept the same tables."""
+    clash = [n for n in names if n.lower() in WORKING_COLUMNS]
+    if clash:
+        raise ConfigError(
+            f"table {table}: column `{clash[0]}` has the name of a materialize working column",
+            hint="rename the column, or leave the table out with --tables",
+        )

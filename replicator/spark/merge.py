@@ -56,16 +56,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..errors import ConfigError, IntegrityError
-from ..landed.contract import (
-    ABSENT,
-    BEFORE,
-    BEFORE_KEY,
-    META,
-    STATE_SEQ,
-    UNKNOWN,
-    WORKING_COLUMNS,
-)
+from ..errors import IntegrityError
+from ..landed.columns import refuse_working_columns
+from ..landed.contract import ABSENT, BEFORE, BEFORE_KEY, META, STATE_SEQ, UNKNOWN
 from .schema import find_field
 
 __all__ = [
@@ -92,8 +85,8 @@ META_TYPES = T.StructType(
         T.StructField("_binlog_pos", T.LongType()),
     ]
 )
-# working columns next to the table's own (``contract.WORKING_COLUMNS``, which names them all
-# and ``TableModel`` checks for clashes)
+# working columns next to the table's own (all named in ``contract.WORKING_COLUMNS``, which
+# ``TableModel`` refuses as table column names)
 META_COL, BKEY_COL, EVENT_COL = "__replicator_meta", "__replicator_before_key", "__replicator_event"
 # the events' ``_absent`` and ``_unknown`` names in lower case, made once a frame, for
 # ``_present``/``_partial`` (a lambda a column costs tens of calls into the JVM each)
@@ -114,13 +107,7 @@ class TableModel:
     assume_stable_keys: bool = False
 
     def __post_init__(self) -> None:
-        clash = [n for n in self.columns.names if n.lower() in WORKING_COLUMNS]
-        if clash:
-            raise ConfigError(
-                f"table {self.name}: column `{clash[0]}` has the name of a materialize "
-                "working column",
-                hint="rename the column, or leave the table out with --tables",
-            )
+        refuse_working_columns(self.name, self.columns.names)
 
     @property
     def identity(self) -> tuple[str, ...]:
