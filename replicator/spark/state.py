@@ -25,9 +25,9 @@ Needs a local (POSIX) filesystem.
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -102,10 +102,17 @@ class TableState:
 
 
 def _versions(link: Path) -> Iterator[Path]:
-    prefix = f".{link.name}.v-"
+    return _beside(link, "v")
+
+
+def _beside(link: Path, kind: str) -> Iterator[Path]:
+    """``link``'s own version directories (``v``) or temporary links (``link``) next to it:
+    named ``.<table>.<kind>-<12 hex digits>`` exactly, so that those of another table whose
+    name starts like this one's (``a`` and ``a.v-0123456789ab``) are never taken for them."""
+    mine = re.compile(re.escape(f".{link.name}.{kind}-") + r"[0-9a-f]{12}")
     if link.parent.is_dir():
         for entry in link.parent.iterdir():
-            if entry.name.startswith(prefix):
+            if mine.fullmatch(entry.name):
                 yield entry
 
 
@@ -232,6 +239,6 @@ def clean(link: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             _tombstone(link).unlink()
     if link.parent.is_dir():
-        for temp in link.parent.glob(f".{glob.escape(link.name)}.link-*"):
+        for temp in _beside(link, "link"):
             with contextlib.suppress(OSError):
                 temp.unlink()
