@@ -5,12 +5,15 @@ INT columns and a VARCHAR, three batches of inserts and one of updates with thei
 images, written by the real commit protocol (tests/spark/zone.py). In one local Spark session
 (``local[2]``, as the tests run it), ``replicator.spark.materialize`` builds the output from
 nothing, ``--repeat`` times into fresh directories (the first run also warms the JVM and is
-not shown). Shown per table: the median wall time, the Spark jobs it ran, and the calls the
+not shown), once for each ``--parallel`` (tables brought up to date at once). Shown per table:
+the median wall time, the Spark jobs it ran, and the calls the
 driver made into the JVM (py4j commands: building a DataFrame expression is one or more each,
 and every Python handle of a JVM object is deleted by one more). The calls are the steady
 figure on a noisy machine; Spark's own work per job is the rest.
 
-Run: ``.venv/bin/python benchmarks/spark_tables.py [--tables 4] [--columns 1,30] [--repeat 3]``.
+Run: ``.venv/bin/python benchmarks/spark_tables.py [--tables 4] [--columns 1,30] [--repeat 3]
+[--parallel 1,4]``. The job count relies on the tables' threads taking the caller's job group
+(``materialize`` starts them with ``inheritable_thread_target``).
 """
 
 from __future__ import annotations
@@ -62,12 +65,17 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--columns", default="1,30", help="INT columns a table, comma-separated")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--parallel",
+        default="1,4",
+        help="tables at once (MaterializeOptions.parallel), comma-separated",
+    )
     args = parser.parse_args()
 
     import py4j.clientserver  # type: ignore[import-untyped]  # noqa: PLC0415
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
-    from replicator.spark.materialize import materialize  # noqa: PLC0415
+    from replicator.spark.materialize import MaterializeOptions, materialize  # noqa: PLC0415
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -89,28 +97,31 @@ def main() -> None:
 
     py4j.clientserver.ClientServerConnection.send_command = counted
     print(f"{args.tables} tables, {args.repeat} runs each after one to warm up")
-    print("| INT columns | s a table | Spark jobs a table | JVM calls a table |")
-    print("|---:|---:|---:|---:|")
+    print("| INT columns | tables at once | s a table | Spark jobs a table | JVM calls a table |")
+    print("|---:|---:|---:|---:|---:|")
     work = Path(tempfile.mkdtemp(prefix="spark-tables-"))
     try:
         for columns in (int(c) for c in args.columns.split(",")):
             zone = _zone(work / f"landing-{columns}", args.tables, columns)
-            seconds, jobs, made = [], [], []
-            for run in range(args.repeat + 1):
-                group = f"run-{columns}-{run}"
-                spark.sparkContext.setJobGroup(group, group)
-                before, started = calls[0], time.perf_counter()
-                materialize(spark, zone, work / f"out-{columns}-{run}")
-                elapsed = time.perf_counter() - started
-                if run:  # the first warms up
-                    seconds.append(elapsed / args.tables)
-                    made.append((calls[0] - before) / args.tables)
-                    ran = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
-                    jobs.append(len(ran) / args.tables)
-            print(
-                f"| {columns} | {statistics.median(seconds):.2f} | {statistics.median(jobs):.1f}"
-                f" | {statistics.median(made):.0f} |"
-            )
+            for parallel in (int(p) for p in args.parallel.split(",")):
+                options = MaterializeOptions(parallel=parallel)
+                seconds, jobs, made = [], [], []
+                for run in range(args.repeat + 1):
+                    group = f"run-{columns}-{parallel}-{run}"
+                    spark.sparkContext.setJobGroup(group, group)  # the tables' threads take it
+                    before, started = calls[0], time.perf_counter()
+                    materialize(spark, zone, work / f"out-{group}", options=options)
+                    elapsed = time.perf_counter() - started
+                    if run:  # the first warms up
+                        seconds.append(elapsed / args.tables)
+                        made.append((calls[0] - before) / args.tables)
+                        ran = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+                        jobs.append(len(ran) / args.tables)
+                print(
+                    f"| {columns} | {parallel} | {statistics.median(seconds):.2f} |"
+                    f" {statistics.median(jobs):.1f} | {statistics.median(made):.0f} |",
+                    flush=True,
+                )
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

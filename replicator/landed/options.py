@@ -22,6 +22,10 @@ class MaterializeOptions:
     full_refresh: bool = False  # ignore the existing state, rebuild from every manifest
     # Delta: keyed tables' batches as deletion vectors (None: for tables built from now on)
     deletion_vectors: bool | None = None
+    # Spark output: tables brought up to date at once, each by a driver thread of its own
+    # that submits that table's jobs (1: one after another; the Delta output takes them in
+    # turn whatever this says)
+    parallel: int = 4
 
 
 @dataclass(frozen=True, slots=True)

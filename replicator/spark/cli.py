@@ -252,6 +252,13 @@ def _run(
 )
 @click.option("--full-refresh", is_flag=True, help="Rebuild from every manifest.")
 @click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--format parquet: tables brought up to date at once, each submitting its own Spark "
+    "jobs (1: one after another).  [default: 4]",
+)
+@click.option(
     "--follow",
     is_flag=True,
     help="--format delta: keep running, applying each batch as it lands, until SIGTERM.",
@@ -295,6 +302,7 @@ def materialize(
     allow_unknown: bool,
     assume_stable_keys: bool,
     full_refresh: bool,
+    parallel: int | None,
     follow: bool,
     interval: float,
     deletion_vectors: bool | None,
@@ -327,6 +335,7 @@ def materialize(
             keys=parsed,
             full_refresh=full_refresh,
             deletion_vectors=deletion_vectors,
+            **({} if parallel is None else {"parallel": parallel}),
         )
         names = [n.strip() for value in tables for n in value.split(",") if n.strip()]
         out: Path | str = out_arg if is_url(out_arg) else Path(out_arg)
@@ -338,6 +347,11 @@ def materialize(
         if deletion_vectors is not None and output_format != "delta":
             raise ConfigError(
                 "--[no-]deletion-vectors needs --format delta", hint="add --format delta"
+            )
+        if parallel is not None and output_format != "parquet":
+            raise ConfigError(
+                "--parallel needs --format parquet",
+                hint="the Delta output brings its tables up to date one after another",
             )
         if (follow or optimize) and output_format != "delta":
             raise ConfigError(

@@ -31,6 +31,11 @@ state as a lazy DataFrame, nothing written). Spark-side errors that mean the dat
 applied exactly (``merge``) come back as IntegrityError (exit 4); wrong options as
 ConfigError (exit 2). A table that fails does not stop the others (``_failed``).
 
+Tables are brought up to date ``MaterializeOptions.parallel`` at once (4 by default), each
+from a driver thread of its own that takes the caller's Spark properties (job group,
+scheduler pool); the settings a state is written with are held for as long as any of them
+writes (``output.write_settings``).
+
 Names are taken literally: a database or table name may hold what Spark reads as a glob
 (``[``, ``*``, ...; MySQL allows them quoted), so every path handed to Spark goes through
 ``committed.spark_uri``.
@@ -39,8 +44,10 @@ Names are taken literally: a database or table name may hold what Spark reads as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pyspark import inheritable_thread_target
 from pyspark.sql import DataFrame, SparkSession
 
 from ..errors import ConfigError
@@ -66,7 +73,7 @@ from .changes import (
 )
 from .merge import UNKNOWN
 from .merge import current_state as merge_state
-from .output import WRITE_CONF, read_state, session_conf, state_schema, write_state
+from .output import WRITE_CONF, read_state, state_schema, write_settings, write_state
 from .table_job import run_table
 
 __all__ = [
@@ -82,10 +89,10 @@ __all__ = [
     "normalize",
     "read_changes",
     "read_state",
-    "session_conf",
     "state_schema",
     "table_model",
     "union_all",
+    "write_settings",
     "write_state",
 ]
 
@@ -192,6 +199,11 @@ def materialize(
     """Bring ``<out>/<db>/<table>/`` up to date with the landing zone's committed batches
     for every table (or those ``tables`` names or globs select); see the module doc."""
     options = options or MaterializeOptions()
+    if options.parallel < 1:
+        raise ConfigError(
+            f"parallel is {options.parallel}: at least one table is brought up to date at once",
+            hint="pass --parallel 1 or more",
+        )
     root = _root(landing)
     if isinstance(root, Path):
         root = root.resolve()
@@ -206,13 +218,28 @@ def materialize(
         # every table of the output first: none is changed when one comes from elsewhere
         identity.check_output(st.outputs(target), target, root, found.landing_id, found.end)
         chosen = select_tables(landing_tables(found), tables)
-        results: list[TableResult] = []
-        failures: list[tuple[str, BaseException]] = []
-        for table in chosen:
+
+        def one(table: TableDir) -> TableResult | Exception:
             try:
-                results.append(run_table(spark, found, target, table, options))
+                return run_table(spark, found, target, table, options)
             except Exception as exc:  # one table's failure leaves the others' outputs alone
-                failures.append((table.name, exc))
+                return exc
+
+        if options.parallel == 1 or len(chosen) < 2:
+            outcomes = [one(table) for table in chosen]
+        else:
+            # each table's jobs from a thread of its own, which takes this thread's Spark
+            # properties (job group, scheduler pool: ``inheritable_thread_target``)
+            with ThreadPoolExecutor(
+                min(options.parallel, len(chosen)), thread_name_prefix="materialize"
+            ) as pool:
+                outcomes = list(pool.map(inheritable_thread_target(one), chosen))
+        results = [o for o in outcomes if isinstance(o, TableResult)]
+        failures = [
+            (table.name, o)
+            for table, o in zip(chosen, outcomes, strict=True)
+            if isinstance(o, Exception)
+        ]
         if failures:
             raise _failed(results, failures)
         return results

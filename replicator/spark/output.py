@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -26,8 +27,8 @@ __all__ = [
     "WRITE_CONF",
     "count_rows",
     "read_state",
-    "session_conf",
     "state_schema",
+    "write_settings",
     "write_state",
 ]
 
@@ -40,20 +41,40 @@ WRITE_CONF = {
 }
 
 
+# the sessions some thread of this process writes a state with: how many write, and the
+# values WRITE_CONF's settings had before the first of them (``write_settings``)
+_writing: dict[int, tuple[int, dict[str, str | None]]] = {}
+_writing_lock = threading.Lock()
+
+
 @contextlib.contextmanager
-def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """Set session settings for a while, then put the old values back."""
-    saved = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
+def write_settings(spark: SparkSession) -> Iterator[None]:
+    """``WRITE_CONF`` set on ``spark`` while a state is written, then the values before it
+    put back. Threads share a session's settings: tables written at once
+    (``MaterializeOptions.parallel``) and the streaming queries of several tables. So the
+    first writer of a session sets them and the last to finish restores them: a writer that
+    saved and restored them on its own would restore them under another one still writing."""
+    key = id(spark)
+    with _writing_lock:
+        writers, saved = _writing.get(key, (0, {}))
+        if not writers:
+            saved = {k: spark.conf.get(k, None) for k in WRITE_CONF}
+            for k, v in WRITE_CONF.items():
+                spark.conf.set(k, v)
+        _writing[key] = (writers + 1, saved)
     try:
         yield
     finally:
-        for k, old in saved.items():
-            if old is None:
-                spark.conf.unset(k)
+        with _writing_lock:
+            writers, saved = _writing.pop(key)
+            if writers > 1:
+                _writing[key] = (writers - 1, saved)
             else:
-                spark.conf.set(k, old)
+                for k, old in saved.items():
+                    if old is None:
+                        spark.conf.unset(k)
+                    else:
+                        spark.conf.set(k, old)
 
 
 def count_rows(directory: Path) -> int:

@@ -38,7 +38,7 @@ from . import identity
 from . import state as st
 from .changes import read_files, read_lineage
 from .merge import Merged, current_state
-from .output import WRITE_CONF, read_state, session_conf, state_schema, write_state
+from .output import read_state, state_schema, write_settings, write_state
 
 __all__ = ["Landing", "run_table"]  # Landing: re-exported for the streaming helper
 
@@ -285,7 +285,7 @@ def _publish(
 
     def write(directory: Path) -> int:
         nonlocal unmatched
-        with session_conf(spark, WRITE_CONF):
+        with write_settings(spark):
             rows, unmatched = write_state(merged, directory)
         return rows
 

@@ -59,3 +59,15 @@ def test_delta_only_options_need_the_delta_format(tmp_path: Path) -> None:
     code, text = run("--landing", str(zone.root), "--out", str(tmp_path / "o"), "--follow")
     assert code == 2
     assert "--follow needs --format delta" in text
+
+
+def test_parallel_needs_the_parquet_format(tmp_path: Path) -> None:
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(ITEMS, "c", (1, "a"))])
+    out = tmp_path / "o"
+    code, text = run(
+        "--landing", str(zone.root), "--out", str(out), "--format", "delta", "--parallel", "2"
+    )
+    assert code == 2
+    assert "--parallel needs --format parquet" in text
+    assert not out.exists()

@@ -54,13 +54,15 @@ def check(
     reference: bool = True,
     **options: Any,
 ) -> dict[str, TableResult]:
-    """Materialize incrementally into ``out`` and from scratch next to it; both must equal
-    the reference (``without_columns``: existing tables no file gives columns to yet;
-    ``reference=False``: the reference cannot follow column renames, the caller checks)."""
+    """Materialize incrementally into ``out`` (tables at once, by default) and from scratch
+    next to it, one table after another; both must equal the reference (``without_columns``:
+    existing tables no file gives columns to yet; ``reference=False``: the reference cannot
+    follow column renames, the caller checks)."""
     chosen = MaterializeOptions(**options)
     results = {r.table: r for r in materialize(spark, zone.root, out, options=chosen)}
     full = out.with_name(out.name + "-full")
-    materialize(spark, zone.root, full, options=replace(chosen, full_refresh=True))
+    one_by_one = replace(chosen, full_refresh=True, parallel=1)
+    materialize(spark, zone.root, full, options=one_by_one)
     got = outputs(spark, out)
     assert got == outputs(spark, full)
     if not reference:

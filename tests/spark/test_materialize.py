@@ -9,6 +9,7 @@ and files that must never be read (in flight, uncommitted, committed but unpubli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from replicator.binlog.values import ABSENT
 from replicator.errors import ConfigError, IntegrityError
 from replicator.sink.parquet_writer import ParquetTableWriter
 from replicator.spark.materialize import MaterializeOptions, TableResult, materialize
+from replicator.spark.output import WRITE_CONF, write_settings
 from replicator.spark.state import STATE_FILE
 from tests.spark.zone import (
     TS,
@@ -302,3 +304,29 @@ def test_update_without_before_key_needs_stable_keys(spark: SparkSession, tmp_pa
     out = tmp_path / "stable"
     materialize(spark, zone.root, out, options=MaterializeOptions(assume_stable_keys=True))
     assert keyed(spark, out / "shop" / "items") == {1: {"id": 1, "name": "b", "qty": 2}}
+
+
+def test_write_settings_stay_until_the_last_writer_is_done(spark: SparkSession) -> None:
+    # tables written at once, and the streaming queries of several tables, share a session
+    key = "spark.sql.parquet.outputTimestampType"
+    spark.conf.set(key, "INT96")
+    try:
+        with contextlib.ExitStack() as first:
+            first.enter_context(write_settings(spark))
+            with write_settings(spark):
+                first.close()  # the first writer is done while the second still writes
+                assert spark.conf.get(key) == WRITE_CONF[key]
+            assert spark.conf.get(key) == "INT96"  # the last one put the value back
+    finally:
+        spark.conf.unset(key)
+    with write_settings(spark):
+        assert spark.conf.get(key) == WRITE_CONF[key]
+    assert spark.conf.get(key, None) is None  # unset before: unset again
+
+
+def test_parallel_must_be_positive(spark: SparkSession, tmp_path: Path) -> None:
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(ITEMS, "c", (1, "a", 1))])
+    with pytest.raises(ConfigError, match="parallel is 0"):
+        materialize(spark, zone.root, tmp_path / "out", options=MaterializeOptions(parallel=0))
+    assert not (tmp_path / "out").exists()
