@@ -105,11 +105,20 @@ def _versions(link: Path) -> Iterator[Path]:
     return _beside(link, "v")
 
 
+_SUFFIX_DIGITS = 12  # hex digits that tell a table's versions (and temporary links) apart
+
+
+def _fresh(link: Path, kind: str) -> Path:
+    """A new name next to ``link`` for a version directory (``v``) or temporary link
+    (``link``) of its table: ``.<table>.<kind>-<hex digits>``, the form ``_beside`` finds."""
+    return link.parent / f".{link.name}.{kind}-{uuid.uuid4().hex[:_SUFFIX_DIGITS]}"
+
+
 def _beside(link: Path, kind: str) -> Iterator[Path]:
     """``link``'s own version directories (``v``) or temporary links (``link``) next to it:
-    named ``.<table>.<kind>-<12 hex digits>`` exactly, so that those of another table whose
-    name starts like this one's (``a`` and ``a.v-0123456789ab``) are never taken for them."""
-    mine = re.compile(re.escape(f".{link.name}.{kind}-") + r"[0-9a-f]{12}")
+    named as ``_fresh`` names them, exactly, so that those of another table whose name starts
+    like this one's (``a`` and ``a.v-0123456789ab``) are never taken for them."""
+    mine = re.compile(re.escape(f".{link.name}.{kind}-") + f"[0-9a-f]{{{_SUFFIX_DIGITS}}}")
     if link.parent.is_dir():
         for entry in link.parent.iterdir():
             if mine.fullmatch(entry.name):
@@ -176,13 +185,13 @@ def publish(link: Path, write: Callable[[Path], int], state: TableState) -> Tabl
     swap ``link`` to it; returns the recorded state."""
     link.parent.mkdir(parents=True, exist_ok=True)
     old = load(link)
-    version = link.parent / f".{link.name}.v-{uuid.uuid4().hex[:12]}"
+    version = _fresh(link, "v")
     try:
         rows = write(version)
         state = replace(state, rows=rows)
         write_atomic(version / STATE_FILE, state.to_json())
         fsync_dir(version)
-        temp = link.parent / f".{link.name}.link-{uuid.uuid4().hex[:12]}"
+        temp = _fresh(link, "link")
         os.symlink(version.name, temp)
         os.replace(temp, link)  # the commit point
         fsync_dir(link.parent)
@@ -238,7 +247,6 @@ def clean(link: Path) -> None:
     if current is not None:  # a removal that did not reach its commit point
         with contextlib.suppress(FileNotFoundError):
             _tombstone(link).unlink()
-    if link.parent.is_dir():
-        for temp in _beside(link, "link"):
-            with contextlib.suppress(OSError):
-                temp.unlink()
+    for temp in _beside(link, "link"):
+        with contextlib.suppress(OSError):
+            temp.unlink()
