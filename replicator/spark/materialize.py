@@ -31,10 +31,10 @@ state as a lazy DataFrame, nothing written). Spark-side errors that mean the dat
 applied exactly (``merge``) come back as IntegrityError (exit 4); wrong options as
 ConfigError (exit 2). A table that fails does not stop the others (``_failed``).
 
-Tables are brought up to date ``MaterializeOptions.parallel`` at once (4 by default), each
-from a driver thread of its own that takes the caller's Spark properties (job group,
-scheduler pool); the settings a state is written with are held for as long as any of them
-writes (``output.write_settings``).
+Tables are brought up to date ``MaterializeOptions.parallel`` at once (4 by default), from
+driver threads that each start with their own copy of the caller's Spark properties (job
+group, scheduler pool; ``_at_once``); the settings a state is written with are held for as
+long as any of them writes (``output.write_settings``).
 
 Names are taken literally: a database or table name may hold what Spark reads as a glob
 (``[``, ``*``, ...; MySQL allows them quoted), so every path handed to Spark goes through
@@ -43,11 +43,12 @@ Names are taken literally: a database or table name may hold what Spark reads as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from pyspark import inheritable_thread_target
+from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 
 from ..errors import ConfigError
@@ -225,15 +226,7 @@ def materialize(
             except Exception as exc:  # one table's failure leaves the others' outputs alone
                 return exc
 
-        if options.parallel == 1 or len(chosen) < 2:
-            outcomes = [one(table) for table in chosen]
-        else:
-            # each table's jobs from a thread of its own, which takes this thread's Spark
-            # properties (job group, scheduler pool: ``inheritable_thread_target``)
-            with ThreadPoolExecutor(
-                min(options.parallel, len(chosen)), thread_name_prefix="materialize"
-            ) as pool:
-                outcomes = list(pool.map(inheritable_thread_target(one), chosen))
+        outcomes = _at_once(one, chosen, options.parallel)
         results = [o for o in outcomes if isinstance(o, TableResult)]
         failures = [
             (table.name, o)
@@ -243,6 +236,44 @@ def materialize(
         if failures:
             raise _failed(results, failures)
         return results
+
+
+_Item = TypeVar("_Item")
+_Outcome = TypeVar("_Outcome")
+
+
+def _at_once(
+    run: Callable[[_Item], _Outcome], items: Sequence[_Item], threads: int
+) -> list[_Outcome]:
+    """``run`` of every item, in their order, from up to ``threads`` driver threads; ``run``
+    catches its own errors. Each thread starts with its own copy of this thread's Spark
+    properties (``InheritableThread``). They must not share one: Spark puts a query's SQL
+    settings into its thread's properties while the query runs and takes them out after,
+    so with one shared copy (what ``inheritable_thread_target`` gives every call) a query
+    that ends takes them from under another one's jobs, which then run without them."""
+    if threads == 1 or len(items) < 2:
+        return [run(item) for item in items]
+    outcomes: dict[int, _Outcome] = {}
+    pending = iter(range(len(items)))
+    taking = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with taking:
+                index = next(pending, None)
+            if index is None:
+                return
+            outcomes[index] = run(items[index])
+
+    workers = [
+        InheritableThread(target=work, name=f"materialize-{n}")
+        for n in range(min(threads, len(items)))
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return [outcomes[index] for index in range(len(items))]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,12 @@ from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.values import ABSENT
 from replicator.errors import ConfigError, IntegrityError
 from replicator.sink.parquet_writer import ParquetTableWriter
-from replicator.spark.materialize import MaterializeOptions, TableResult, materialize
+from replicator.spark.materialize import (
+    MaterializeOptions,
+    TableResult,
+    _at_once,
+    materialize,
+)
 from replicator.spark.output import WRITE_CONF, write_settings
 from replicator.spark.state import STATE_FILE
 from tests.spark.zone import (
@@ -322,6 +328,28 @@ def test_write_settings_stay_until_the_last_writer_is_done(spark: SparkSession) 
     with write_settings(spark):
         assert spark.conf.get(key) == WRITE_CONF[key]
     assert spark.conf.get(key, None) is None  # unset before: unset again
+
+
+def test_tables_at_once_keep_their_own_spark_properties(spark: SparkSession) -> None:
+    # Spark puts a query's SQL settings into its thread's properties while it runs and takes
+    # them out after: threads sharing one set of properties lose them under each other
+    sc = spark.sparkContext
+    sc.setLocalProperty("replicator.test.caller", "here")
+    together = threading.Barrier(3, timeout=60)
+
+    def run(item: str) -> tuple[str | None, str | None]:
+        sc.setLocalProperty("replicator.test.item", item)
+        together.wait()  # every thread has set its own before any reads it back
+        return sc.getLocalProperty("replicator.test.item"), sc.getLocalProperty(
+            "replicator.test.caller"
+        )
+
+    try:
+        seen = _at_once(run, ["a", "b", "c"], 3)
+    finally:
+        sc.setLocalProperty("replicator.test.caller", None)  # type: ignore[arg-type]
+    assert seen == [("a", "here"), ("b", "here"), ("c", "here")]
+    assert sc.getLocalProperty("replicator.test.item") is None  # the caller's are its own
 
 
 def test_parallel_must_be_positive(spark: SparkSession, tmp_path: Path) -> None:
