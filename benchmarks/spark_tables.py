@@ -13,7 +13,8 @@ figure on a noisy machine; Spark's own work per job is the rest.
 
 Run: ``.venv/bin/python benchmarks/spark_tables.py [--tables 4] [--columns 1,30] [--repeat 3]
 [--parallel 1,4]``. The job count relies on the tables' threads taking the caller's job group
-(``materialize`` starts them with ``inheritable_thread_target``).
+(``materialize`` starts them as ``InheritableThread``s, each with its own copy of the
+caller's properties).
 """
 
 from __future__ import annotations
