@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -117,7 +118,12 @@ class _Out:
         return self.store.root if isinstance(self.store, LocalStore) else None
 
     def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel}"
+        """The URL delta-rs takes for ``<out>/<rel>``. It reads a path as a URL, decoding
+        ``%`` escapes and ending it at a ``#`` or ``?``, so the path is quoted as a URL's."""
+        local = self.local
+        if local is not None:
+            return (local / rel).as_uri()
+        return f"{self.root}/{quote(rel)}"
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
         """One run per directory (a lock file); on an object store, Delta's own optimistic
@@ -256,7 +262,7 @@ class _Place:
     @property
     def shown(self) -> Path | str:
         local = self.out.local
-        return local / self.rel if local is not None else self.uri
+        return local / self.rel if local is not None else f"{self.out.root}/{self.rel}"
 
     def remove(self) -> None:
         self.out.remove(self.rel)

@@ -16,7 +16,6 @@ from .committed import (
     landing_id_of,
     open_landing,
     read_manifests,
-    table_dirs,
 )
 from .lineage import Ended, Lineage, Plan, orphans, plan
 
@@ -88,12 +87,11 @@ class Landing:
         return [f for f in self.files if f.table in wanted]
 
     def tables(self) -> list[TableDir]:
-        """Every table name of the landing zone: its directories and the names its lifecycle
-        records mention (a table renamed or created without rows has no directory yet)."""
-        found = {t.name: t for t in table_dirs(self.root)}
-        for name in self.plan.names:
-            found.setdefault(name, TableDir.named(name))
-        return sorted(found.values(), key=lambda t: t.name)
+        """Every table of the landing zone: those its committed files are of, and those its
+        lifecycle records name (a table renamed or created without rows has no files). The
+        names are the commit records', never read back from directory names."""
+        names = {f.table for f in self.files} | set(self.plan.names)
+        return [TableDir.named(name) for name in sorted(names)]
 
 
 def why_rebuild(new: Sequence[Manifest], name: str) -> str | None:

@@ -84,7 +84,6 @@ __all__ = [
     "read_manifests",
     "spark_uri",
     "select_tables",
-    "table_dirs",
     "table_identity",
 ]
 
@@ -108,19 +107,8 @@ class TableDir:
 
     @classmethod
     def named(cls, name: str) -> TableDir:
-        """A table the lifecycle records name (its directory may not exist)."""
+        """Table ``name`` (as the commit records give it); its directory may not exist."""
         return cls(name, table_rel(name))
-
-
-def _unsafe(part: str) -> str:
-    """Undo ``sink.landing._safe`` (a directory name back to a database or table name)."""
-    if part.startswith("%2E"):
-        part = "." + part[3:]
-    return part.replace("%2F", "/").replace("%00", "\0")
-
-
-def _hidden(name: str) -> bool:
-    return name.startswith(("_", "."))
 
 
 def check_landing(root: Path | Store) -> None:
@@ -134,34 +122,6 @@ def check_landing(root: Path | Store) -> None:
             f"landing zone {root} is not a directory",
             hint="pass --landing the sink.root directory that `replicator run` writes",
         )
-
-
-def table_dirs(root: Path | Store) -> list[TableDir]:
-    """Every table directory of the landing zone (committed files or not), sorted."""
-    check_landing(root)
-    if isinstance(root, LocalStore):
-        root = root.root
-    if isinstance(root, Store):  # an object store's "directories" are its keys' prefixes
-        names = {
-            tuple(key.split("/")[:2])
-            for key in root.list()
-            if key.count("/") >= 2 and not any(_hidden(p) for p in key.split("/")[:2])
-        }
-        return [
-            TableDir(f"{_unsafe(db)}.{_unsafe(table)}", Path(db, table))
-            for db, table in sorted(names)
-        ]
-    found: list[TableDir] = []
-    for db in sorted(root.iterdir()):
-        if _hidden(db.name) or not db.is_dir():
-            continue
-        for table in sorted(db.iterdir()):
-            if _hidden(table.name) or not table.is_dir():
-                continue
-            found.append(
-                TableDir(f"{_unsafe(db.name)}.{_unsafe(table.name)}", table.relative_to(root))
-            )
-    return found
 
 
 def select_tables(tables: Sequence[TableDir], patterns: Sequence[str] | None) -> list[TableDir]:

@@ -93,10 +93,36 @@ def is_landing_id(value: object) -> bool:
     return isinstance(value, str) and _LANDING_ID.fullmatch(value) is not None
 
 
+# the escapes of ``safe_part``: anywhere in a name, at its start, and every code there is
+_ESCAPED = {"/": "~2F", "\\": "~5C", "\0": "~00", "%": "~25"}
+_LEADING = {".": "~2E", "_": "~5F"}
+_CODES = frozenset({"7E", "2F", "5C", "00", "25", "2E", "5F"})
+
+
 def safe_part(name: str) -> str:
-    """A database or table name as the landing zone's directory name (``sink.landing._safe``)."""
-    cleaned = name.replace("/", "%2F").replace("\0", "%00")
-    return f"%2E{cleaned[1:]}" if cleaned.startswith(".") else cleaned
+    """A database or table name as its directory name in the landing zone and the outputs.
+
+    It holds no path separator (``/``, ``\\``), NUL or ``%`` (URL readers decode ``%``
+    escapes, delta-rs twice), and does not start with ``.`` or ``_``: readers pass over such
+    names as hidden (Spark, pyarrow, this package's own readers), and the landing zone keeps
+    its records under ``_`` names. Those characters become ``~2F``, ``~5C``, ``~00``,
+    ``~25``, ``~2E`` and ``~5F``, and a ``~`` that the name itself follows with one of these
+    codes (or ``7E``) becomes ``~7E``: two names never share a directory. Other names are
+    their own directory names. A table is known by the name its commit records give, never by its
+    directory's."""
+    if not any(ch in name for ch in "/\\\0%~") and not name.startswith((".", "_")):
+        return name
+    out = []
+    for at, ch in enumerate(name):
+        if ch == "~" and name[at + 1 : at + 3] in _CODES:
+            out.append("~7E")
+        elif ch in _ESCAPED:
+            out.append(_ESCAPED[ch])
+        elif at == 0 and ch in _LEADING:
+            out.append(_LEADING[ch])
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def table_rel(name: str) -> Path:

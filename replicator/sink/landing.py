@@ -80,6 +80,7 @@ from ..checkpoint import (
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
 from ..landed.compacted import read_records
+from ..landed.contract import safe_part
 from ..landed.manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_chain
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
@@ -112,12 +113,6 @@ COMMIT_STEPS = ("data", "manifest", "publish", "checkpoint")
 HASHED_BATCHES = 8
 FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
 FAIL_ENV = "REPLICATOR_FAULT_FAIL_AT"
-
-
-def _safe(name: str) -> str:
-    """A database or table name as a directory name (no path separators, not hidden)."""
-    cleaned = name.replace("/", "%2F").replace("\0", "%00")
-    return f"%2E{cleaned[1:]}" if cleaned.startswith(".") else cleaned
 
 
 def _shown(position: object) -> str:
@@ -420,7 +415,7 @@ class LandingZone:
     def _open_file(self, version: TableVersion, first_seq: int) -> _TableFile:
         from .parquet_writer import ParquetTableWriter  # noqa: PLC0415 - see the imports
 
-        directory = f"{_safe(version.schema)}/{_safe(version.table)}"
+        directory = f"{safe_part(version.schema)}/{safe_part(version.table)}"
         final = f"{directory}/part-{first_seq:020d}.parquet"
         where = self.store.uri(final)
         # a final name is taken once its batch commits. On a directory it appears only then;

@@ -15,7 +15,15 @@ import pytest
 from replicator.delta.materialize import materialize_delta
 from replicator.landed.options import MaterializeOptions, TableResult
 from tests.harness.duckdb_delta import read_delta
-from tests.spark.zone import Ddl, Zone, expected_tables, int_col, table, text_col
+from tests.spark.zone import (
+    AWKWARD_NAMES,
+    Ddl,
+    Zone,
+    expected_tables,
+    int_col,
+    table,
+    text_col,
+)
 
 pytestmark = pytest.mark.delta
 
@@ -253,3 +261,25 @@ def test_tables_without_rows_have_their_columns(tmp_path: Path) -> None:
     results = check(zone, out)
     assert results["shop.t"].action == "merged"
     assert read_delta(out / "shop" / "t") == (["id", "qty"], [(5, 50)])
+
+
+def test_every_table_name_gets_a_directory_of_its_own(tmp_path: Path) -> None:
+    # a leading "_" was passed over as hidden, "a%2Fb" read back as "a/b" (and found no
+    # rows), "a\\b" stopped the writer, and delta-rs decoded "%" escapes in its paths
+    versions = [table(n, int_col(0, "id"), text_col(1, "name"), key=[0]) for n in AWKWARD_NAMES]
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(v, "c", (k, f"{v.name}-{k}")) for v in versions for k in range(3)])
+    zone.commit([(v, "u", (1, "changed"), (1, f"{v.name}-1")) for v in versions])
+    landed = {p.parent.relative_to(zone.root).as_posix() for p in zone.root.glob("*/*/*.parquet")}
+    assert landed == set(AWKWARD_NAMES.values())
+    out = tmp_path / "out"
+    chosen = MaterializeOptions(deletion_vectors=_VECTORS["on"])
+    results = materialize_delta(zone.root, out, options=chosen)
+    where = {r.table: Path(r.path).relative_to(out).as_posix() for r in results}
+    assert where == AWKWARD_NAMES
+    got = {}
+    for result in results:
+        names, rows = read_delta(result.path)
+        got[result.table] = sorted((dict(zip(names, r, strict=True)) for r in rows), key=repr)
+    assert got == expected_tables(zone)
+    assert all(len(rows) == 3 for rows in got.values())

@@ -136,6 +136,40 @@ def test_filters_pick_tables_and_drop_columns(tmp_path: Path, mariadb: MariaDBSe
     ]
 
 
+def test_awkward_table_names_land_in_directories_of_their_own(
+    tmp_path: Path, mariadb: MariaDBServer
+) -> None:
+    # before, a table named like "a\\b" stopped the daemon with a bare ValueError, and one
+    # starting with "_" landed where every reader passes over it as hidden
+    tables = {
+        "pf_names._audit": "pf_names/~5Faudit",
+        "pf_names.a\\b": "pf_names/a~5Cb",
+        "pf_names.a%2Fb": "pf_names/a~252Fb",
+        "_pf_private.t": "~5Fpf_private/t",
+    }
+    for database in ("pf_names", "_pf_private"):
+        mariadb.execute(f"CREATE DATABASE `{database}`")
+    quoted = {name: ".".join(f"`{part}`" for part in name.split(".", 1)) for name in tables}
+    for sql in quoted.values():
+        mariadb.execute(f"CREATE TABLE {sql} (id INT PRIMARY KEY, what VARCHAR(20))")
+    start = mariadb.binlog_status().gtid_binlog_pos
+    with contextlib.closing(mariadb.connect()) as conn, conn.cursor() as cur:
+        for name, sql in quoted.items():
+            table = sql.replace("%", "%%")  # pymysql formats the statement with %
+            cur.execute(f"INSERT INTO {table} VALUES (1, %s), (2, 'two')", (name,))
+    root = tmp_path / "landing"
+    filters = "  include: ['pf_names.*', '_pf_private.*']\n"
+    _run_to_end(_config(tmp_path / "c.yaml", mariadb, root, start, filters=filters))
+
+    landed = {p.parent.relative_to(root).as_posix() for p in root.glob("*/*/*.parquet")}
+    assert landed == set(tables.values())
+    for name in tables:
+        assert [_data(r) for r in _all_rows(root, name)] == [
+            {"id": 1, "what": name},
+            {"id": 2, "what": "two"},
+        ]
+
+
 def test_batch_max_bytes_cuts_batches_of_whole_transactions(
     tmp_path: Path, mariadb: MariaDBServer
 ) -> None:

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from replicator.landed import contract, manifests
-from replicator.sink import arrow_types, compaction, identity, landing, parquet_writer
+from replicator.sink import arrow_types, compaction, identity, parquet_writer
 
 pytestmark = pytest.mark.spark
 
@@ -26,8 +26,6 @@ def test_the_copies_match_the_daemon() -> None:
     assert contract.MANIFESTS == manifests.MANIFESTS
     assert contract.COMPACTIONS == compaction.COMPACTIONS  # type: ignore[attr-defined]
     assert contract.LANDING_ID_KEY == identity.LANDING_ID_KEY
-    for name in ("shop", ".hidden", "a/b", "nul\0", "%2E"):
-        assert contract.safe_part(name) == landing._safe(name)
 
 
 def test_spark_imports_nothing_of_the_daemon() -> None:

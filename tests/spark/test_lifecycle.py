@@ -28,7 +28,15 @@ from replicator.spark.materialize import (
     read_changes,
 )
 from replicator.spark.state import STATE_FILE
-from tests.spark.zone import Ddl, Zone, expected_tables, int_col, table, text_col
+from tests.spark.zone import (
+    AWKWARD_NAMES,
+    Ddl,
+    Zone,
+    expected_tables,
+    int_col,
+    table,
+    text_col,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -311,3 +319,22 @@ def test_a_state_of_an_older_materialize_is_rebuilt(spark: SparkSession, tmp_pat
     assert result.detail.startswith("rebuilt for the truncate of shop.items at _seq 2")
     assert json.loads(state_file.read_text())["lineage"] is True
     assert materialize(spark, zone.root, out)[0].action == "unchanged"
+
+
+def test_every_table_name_gets_a_directory_of_its_own(spark: SparkSession, tmp_path: Path) -> None:
+    # a leading "_" was passed over as hidden, "a%2Fb" read back as "a/b" (and found no
+    # rows), and "a\\b" stopped the writer
+    versions = [table(n, int_col(0, "id"), text_col(1, "name"), key=[0]) for n in AWKWARD_NAMES]
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(v, "c", (k, f"{v.name}-{k}")) for v in versions for k in range(3)])
+    zone.commit([(v, "u", (1, "changed"), (1, f"{v.name}-1")) for v in versions])
+    out = tmp_path / "out"
+    results = materialize(spark, zone.root, out)
+    where = {r.table: Path(r.path).relative_to(out).as_posix() for r in results}
+    assert where == AWKWARD_NAMES
+    got = {}
+    for result in results:
+        rows = [r.asDict() for r in spark.read.parquet(str(result.path)).collect()]
+        got[result.table] = sorted(rows, key=repr)
+    assert got == expected_tables(zone)
+    assert all(len(rows) == 3 for rows in got.values())

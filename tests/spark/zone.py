@@ -37,6 +37,22 @@ from tests.blocks import row_change
 
 TS = dt.datetime(2026, 11, 22, 10, 0, 0, tzinfo=dt.UTC)
 
+# Database and table names that need escaping in directory names (``safe_part``), each with
+# the directory it must land in: hidden names, the landing zone's own ``_`` names, path
+# separators, ``%`` (which URL readers decode) and the escape mark itself.
+AWKWARD_NAMES = {
+    "shop.orders": "shop/orders",
+    "shop._audit": "shop/~5Faudit",
+    "shop..hidden": "shop/~2Ehidden",
+    "shop.a/b": "shop/a~2Fb",
+    "shop.a~2Fb": "shop/a~7E2Fb",
+    "shop.a\\b": "shop/a~5Cb",
+    "shop.a%2Fb": "shop/a~252Fb",
+    "shop.a%b": "shop/a~25b",
+    "_state.lock": "~5Fstate/lock",
+    "_manifests.t": "~5Fmanifests/t",
+}
+
 Change = tuple[Any, ...]  # (version, op, values) or (version, op, values, before)
 
 
