@@ -19,6 +19,7 @@ from tests.spark.zone import (
     AWKWARD_NAMES,
     Ddl,
     Zone,
+    awkward_zone,
     expected_tables,
     int_col,
     table,
@@ -266,10 +267,7 @@ def test_tables_without_rows_have_their_columns(tmp_path: Path) -> None:
 def test_every_table_name_gets_a_directory_of_its_own(tmp_path: Path) -> None:
     # a leading "_" was passed over as hidden, "a%2Fb" read back as "a/b" (and found no
     # rows), "a\\b" stopped the writer, and delta-rs decoded "%" escapes in its paths
-    versions = [table(n, int_col(0, "id"), text_col(1, "name"), key=[0]) for n in AWKWARD_NAMES]
-    zone = Zone(tmp_path / "landing")
-    zone.commit([(v, "c", (k, f"{v.name}-{k}")) for v in versions for k in range(3)])
-    zone.commit([(v, "u", (1, "changed"), (1, f"{v.name}-1")) for v in versions])
+    zone = awkward_zone(tmp_path / "landing")
     landed = {p.parent.relative_to(zone.root).as_posix() for p in zone.root.glob("*/*/*.parquet")}
     assert landed == set(AWKWARD_NAMES.values())
     out = tmp_path / "out"

@@ -32,6 +32,7 @@ from tests.spark.zone import (
     AWKWARD_NAMES,
     Ddl,
     Zone,
+    awkward_zone,
     expected_tables,
     int_col,
     table,
@@ -324,10 +325,7 @@ def test_a_state_of_an_older_materialize_is_rebuilt(spark: SparkSession, tmp_pat
 def test_every_table_name_gets_a_directory_of_its_own(spark: SparkSession, tmp_path: Path) -> None:
     # a leading "_" was passed over as hidden, "a%2Fb" read back as "a/b" (and found no
     # rows), and "a\\b" stopped the writer
-    versions = [table(n, int_col(0, "id"), text_col(1, "name"), key=[0]) for n in AWKWARD_NAMES]
-    zone = Zone(tmp_path / "landing")
-    zone.commit([(v, "c", (k, f"{v.name}-{k}")) for v in versions for k in range(3)])
-    zone.commit([(v, "u", (1, "changed"), (1, f"{v.name}-1")) for v in versions])
+    zone = awkward_zone(tmp_path / "landing")
     out = tmp_path / "out"
     results = materialize(spark, zone.root, out)
     where = {r.table: Path(r.path).relative_to(out).as_posix() for r in results}

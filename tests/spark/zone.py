@@ -299,3 +299,12 @@ def expected_tables(zone: Zone) -> dict[str, Rows]:
             rows = list(state.values())
         out[name] = sorted(rows, key=repr)
     return out
+
+
+def awkward_zone(root: Path) -> Zone:
+    """A zone with a keyed table for each of ``AWKWARD_NAMES``: three rows, one updated."""
+    versions = [table(n, int_col(0, "id"), text_col(1, "name"), key=[0]) for n in AWKWARD_NAMES]
+    zone = Zone(root)
+    zone.commit([(v, "c", (k, f"{v.name}-{k}")) for v in versions for k in range(3)])
+    zone.commit([(v, "u", (1, "changed"), (1, f"{v.name}-1")) for v in versions])
+    return zone
