@@ -16,7 +16,8 @@ batch commits. Targets (issue "Performance"): (2) at least 50% of (1)'s rows per
 RSS of (2) at most 400 MB.
 
 Run: ``.venv/bin/python benchmarks/many_tables.py [--catalog 10000] [--spread 1000]
-[--repeat 3]``; ``--quick`` is a small smoke run.
+[--repeat 3]``; ``--quick`` is a small smoke run: it prints the targets but exits 0 when one
+is missed (500 tables and 2,000 rows on a possibly busy machine judge nothing).
 """
 
 from __future__ import annotations
@@ -195,7 +196,9 @@ def main() -> None:
     ]
     for text, shown, ok in verdicts:
         print(f"target {text}: {shown}, {'met' if ok else 'MISSED'}")
-    if not all(ok for _, _, ok in verdicts):
+    if args.quick:  # too small to judge by, on a machine that may be busy
+        print("(a smoke run: the targets are judged at the full size, which exits 1 on a miss)")
+    elif not all(ok for _, _, ok in verdicts):
         sys.exit(1)
 
 
