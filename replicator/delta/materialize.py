@@ -118,11 +118,11 @@ class _Out:
         return self.store.root if isinstance(self.store, LocalStore) else None
 
     def uri(self, rel: str) -> str:
-        """The URL delta-rs takes for ``<out>/<rel>``. It reads a path as a URL, decoding
-        ``%`` escapes and ending it at a ``#`` or ``?``, so the path is quoted as a URL's."""
-        local = self.local
-        if local is not None:
-            return (local / rel).as_uri()
+        """What delta-rs takes for ``<out>/<rel>``: a local path as it is, an object store's
+        URL quoted (delta-rs parses it as a URL: a ``#`` or ``?`` in a table name would end
+        it there, and two such tables share one Delta table)."""
+        if self.local is not None:
+            return f"{self.root}/{rel}"
         return f"{self.root}/{quote(rel)}"
 
     def lock(self) -> contextlib.AbstractContextManager[None]:

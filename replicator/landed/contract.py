@@ -108,8 +108,8 @@ def safe_part(name: str) -> str:
     its records under ``_`` names. Those characters become ``~2F``, ``~5C``, ``~00``,
     ``~25``, ``~2E`` and ``~5F``, and a ``~`` that the name itself follows with one of these
     codes (or ``7E``) becomes ``~7E``: two names never share a directory. Other names are
-    their own directory names. A table is known by the name its commit records give, never by its
-    directory's."""
+    their own directory names. A table is known by the name its commit records give, never
+    by its directory's."""
     if not any(ch in name for ch in "/\\\0%~") and not name.startswith((".", "_")):
         return name
     out = []

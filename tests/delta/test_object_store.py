@@ -14,7 +14,7 @@ from replicator.errors import IntegrityError
 from tests.delta.test_lifecycle import ITEMS, LOG
 from tests.harness.duckdb_delta import read_delta
 from tests.harness.s3 import S3Server
-from tests.spark.zone import Ddl, Zone, expected_tables
+from tests.spark.zone import Ddl, Zone, expected_tables, int_col, table, text_col
 
 pytestmark = pytest.mark.delta
 
@@ -29,9 +29,9 @@ def tables_on(server: S3Server, bucket: str, prefix: str, local: Path) -> dict[s
         for i in fs.get_file_info(selector)
         if "/_delta_log/" in i.path
     }
-    for table in sorted(logs):
-        rel = table[len(f"{bucket}/{prefix}/") :]
-        pafs.copy_files(table, str(local / rel), source_filesystem=fs)
+    for found_at in sorted(logs):
+        rel = found_at[len(f"{bucket}/{prefix}/") :]
+        pafs.copy_files(found_at, str(local / rel), source_filesystem=fs)
         names, rows = read_delta(local / rel)
         found[rel.replace("/", ".")] = sorted(
             (dict(zip(names, r, strict=True)) for r in rows), key=repr
@@ -63,3 +63,17 @@ def test_tables_on_an_object_store(s3_env: S3Server, tmp_path: Path) -> None:
     other.commit([(ITEMS, "c", (9, "x"))])
     with pytest.raises(IntegrityError, match="was not built from this landing zone"):
         materialize_delta(other.root, out)
+
+
+def test_table_names_that_urls_would_cut_short(s3_env: S3Server, tmp_path: Path) -> None:
+    # an unquoted s3:// URL ends at "#" or "?": shop.a#b and shop.a?b were one Delta table
+    # at shop/a, and the second table's run found the first one's rows there
+    bucket = s3_env.bucket("url-names")
+    out = f"s3://{bucket}/tables"
+    names = ("shop.a#b", "shop.a?b", "shop.a b")
+    versions = [table(n, int_col(0, "id"), text_col(1, "name"), key=[0]) for n in names]
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(v, "c", (k, f"{v.name}-{k}")) for v in versions for k in range(3)])
+    assert {r.action for r in materialize_delta(zone.root, out)} == {"built"}
+    assert {r.action for r in materialize_delta(zone.root, out)} == {"unchanged"}
+    assert tables_on(s3_env, bucket, "tables", tmp_path / "copy") == expected_tables(zone)
