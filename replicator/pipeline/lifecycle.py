@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..binlog.schema import ColumnDef
 from ..errors import IntegrityError, ReplicatorError
 from ..schema import ddl
-from ..schema.history import SchemaChange
+from ..schema.history import Point, SchemaChange
 from ..schema.model import Table
 from ..sink.changes import TableVersion
 
@@ -106,21 +106,21 @@ def schema_records(
         add(op, table, **({} if schema is None else {SCHEMA_KEY: schema}))
 
     for effect in change.effects:
-        if isinstance(effect, ddl.TableCreated) and _wants(replicated, effect.table):
+        if isinstance(effect, ddl.TableCreated) and _wants(replicated, effect.table, point):
             shaped("create", effect.table)
-        elif isinstance(effect, ddl.TableAltered) and _wants(replicated, effect.after):
+        elif isinstance(effect, ddl.TableAltered) and _wants(replicated, effect.after, point):
             shaped("alter", effect.after)
-        elif isinstance(effect, ddl.TableTruncated) and _wants(replicated, effect.table):
+        elif isinstance(effect, ddl.TableTruncated) and _wants(replicated, effect.table, point):
             add("truncate", effect.table)
-        elif isinstance(effect, ddl.TableDropped) and _wants(replicated, effect.table):
+        elif isinstance(effect, ddl.TableDropped) and _wants(replicated, effect.table, point):
             add("drop", effect.table)
         elif isinstance(effect, ddl.DatabaseDropped):
             for table in effect.tables:
-                if _wants(replicated, table):
+                if _wants(replicated, table, point):
                     add("drop", table)
         elif isinstance(effect, ddl.TableRenamed):
             source, target = effect.before, effect.after
-            if _wants(replicated, target) and not _wants(replicated, source):
+            if _wants(replicated, target, point) and not _wants(replicated, source, point):
                 raise IntegrityError(
                     f"{source.qualified} is renamed to {target.qualified} at "
                     f"{point.describe()}, but {source.qualified} is not replicated: the rows "
@@ -128,12 +128,31 @@ def schema_records(
                     hint="include both names in filters.include (and re-read the table), or "
                     "exclude the new name too",
                 )
-            if _wants(replicated, target):
+            if _wants(replicated, target, point):
                 add("rename", source, to=target.qualified)
-            elif _wants(replicated, source):
+            elif _wants(replicated, source, point):
                 add("drop", source)
     return out
 
 
-def _wants(replicated: Replicated, table: Table) -> bool:
-    return replicated(table.schema, table.name)
+def _wants(replicated: Replicated, table: Table, point: Point) -> bool:
+    wanted = replicated(table.schema, table.name)
+    if wanted:
+        check_name(table.schema, table.name, point.describe())
+    return wanted
+
+
+def check_name(database: str, table: str, at: str) -> None:
+    """Refuse a replicated table whose database name holds a ``.``: the landing zone names a
+    table ``<database>.<table>`` and every reader splits that at its first ``.``, so its rows
+    would read back as those of table ``<table>``'s tail in another database (``my.db``.``t``
+    as ``my``.``db.t``). A ``.`` in a table name is read back whole."""
+    if "." in database:
+        raise IntegrityError(
+            f"table `{database}`.`{table}` at {at} cannot land: its database name holds a "
+            f"'.', and the landing zone's table names (database.table) are read back at the "
+            f"first '.', as table `{database.partition('.')[0]}`."
+            f"`{database.partition('.')[2]}.{table}`",
+            hint="leave the database out, e.g. with filters.exclude: "
+            f"['{database.replace('.', '?')}.*'] (a '?' matches its '.'), or rename it",
+        )

@@ -65,7 +65,7 @@ from ..sink.landing import Batch, LandingZone
 from ..snapshot_progress import SnapshotState
 from ..source.items import GtidStateLearned, StreamItem, TransactionAborted
 from ..source.proof import Digest, Proof
-from .lifecycle import Columns, landed_schema, schema_records
+from .lifecycle import Columns, check_name, landed_schema, schema_records
 from .statements import StatementLoggedError, check_statement
 
 log = structlog.get_logger("replicator")
@@ -521,19 +521,18 @@ class Pipeline:
                 continue
             version, keep = self.filter.version(table)
             # (a version is made once per table shape: the names of one were checked before)
-            if (
-                self.require_names
-                and version is not self._named
-                and any(c.name is None for c in table.columns)
-            ):
-                raise IntegrityError(
-                    f"rows of {version.name} at {event.file}:{event.position}, but the names "
-                    "of its columns are not known (the table is not in the schema history and "
-                    "the binlog does not log names)",
-                    hint="set binlog_row_metadata=FULL on the source, or start a new landing "
-                    "zone from after the statement that created or changed the table",
-                )
-            self._named = version
+            if version is not self._named:
+                check_name(table.schema, table.table, f"{event.file}:{event.position}")
+                if self.require_names and any(c.name is None for c in table.columns):
+                    raise IntegrityError(
+                        f"rows of {version.name} at {event.file}:{event.position}, but the "
+                        "names of its columns are not known (the table is not in the schema "
+                        "history and the binlog does not log names)",
+                        hint="set binlog_row_metadata=FULL on the source, or start a new "
+                        "landing zone from after the statement that created or changed the "
+                        "table",
+                    )
+                self._named = version
             block = event.block
             if keep is not None:
                 block = block.project(keep)

@@ -58,6 +58,7 @@ from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.transaction import Transaction, TransactionPart
 from ..config import SnapshotConfig, SourceConfig
 from ..errors import IntegrityError
+from ..pipeline.lifecycle import check_name
 from ..pipeline.pipeline import Pipeline
 from ..schema import ddl
 from ..snapshot_progress import SnapshotState
@@ -178,12 +179,15 @@ class SnapshotRunner:
         history = self.pipeline.history
         assert history is not None
         wants = self.pipeline.filter.wants
-        names = sorted(
-            f"{schema}.{table}"
+        tables = [
+            (schema, table)
             for schema, table in history.catalog.tables
             if wants(schema, table)
             and any(fnmatch.fnmatchcase(f"{schema}.{table}", g) for g in patterns)
-        )
+        ]
+        for schema, table in tables:
+            check_name(schema, table, "the snapshot")
+        names = sorted(f"{schema}.{table}" for schema, table in tables)
         self.pipeline.snapshot = self.pipeline.snapshot.add(names)
         return names
 

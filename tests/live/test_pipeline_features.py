@@ -170,6 +170,82 @@ def test_awkward_table_names_land_in_directories_of_their_own(
         ]
 
 
+def _run_refused(config: Path, *args: str) -> str:
+    """``replicator run --stop-at-end`` (and ``args``), which must stop as an integrity
+    stop (exit 4); returns its stderr."""
+    command = [sys.executable, "-m", "replicator.cli", "run", "--config", str(config)]
+    done = subprocess.run(
+        [*command, "--stop-at-end", *args], cwd=ROOT, capture_output=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 4, stderr[-3000:]
+    return stderr
+
+
+@pytest.mark.parametrize("created", ["before the start", "in the stream"])
+def test_a_database_name_with_a_dot_stops_before_it_lands(
+    tmp_path: Path, mariadb: MariaDBServer, created: str
+) -> None:
+    # a landed table is named "<db>.<table>", read back at the first dot: before, the rows of
+    # `pf_dots.d`.`t` landed as table `pf_dots`.`d.t`, in its directory and under its name
+    suffix = "pre" if created == "before the start" else "ddl"
+    dotted, plain = f"pf_dots_{suffix}.d", f"pf_dots_{suffix}"
+    create = [
+        f"CREATE DATABASE `{plain}`",
+        f"CREATE DATABASE `{dotted}`",
+        f"CREATE TABLE `{plain}`.`x.y` (id INT PRIMARY KEY)",
+        f"CREATE TABLE `{dotted}`.`t` (id INT PRIMARY KEY)",
+    ]
+    if created == "before the start":
+        for sql in create:
+            mariadb.execute(sql)
+    start = mariadb.binlog_status().gtid_binlog_pos
+    if created == "in the stream":
+        for sql in create:
+            mariadb.execute(sql)
+    mariadb.execute(f"INSERT INTO `{plain}`.`x.y` VALUES (1)")
+    mariadb.execute(f"INSERT INTO `{dotted}`.`t` VALUES (2)")
+    root = tmp_path / "landing"
+    config = _config(
+        tmp_path / "c.yaml", mariadb, root, start, filters=f"  include: ['{plain}*.*']\n"
+    )
+
+    stderr = _run_refused(config)
+    assert f"table `{dotted}`.`t` at " in stderr and "cannot land" in stderr
+    assert f"as table `{plain}`.`d.t`" in stderr
+    assert list(root.glob("*/*/*.parquet")) == []
+
+    # left out, the rest lands; a dot in a table's name is read back whole
+    hint = f"filters.exclude: ['{plain}?d.*'] (a '?' matches its '.')"
+    assert hint in stderr
+    filters = f"  include: ['{plain}*.*']\n  exclude: ['{plain}?d.*']\n"
+    _run_to_end(_config(tmp_path / "d.yaml", mariadb, root, start, filters=filters))
+    landed = {p.parent.relative_to(root).as_posix() for p in root.glob("*/*/*.parquet")}
+    assert landed == {f"{plain}/x.y"}
+    assert [_data(r) for r in _all_rows(root, f"{plain}.x.y")] == [{"id": 1}]
+
+
+def test_a_snapshot_of_a_database_name_with_a_dot_stops_before_it_reads(
+    tmp_path: Path, mariadb: MariaDBServer
+) -> None:
+    mariadb.execute("CREATE DATABASE `pf_dots_snap.d`")
+    mariadb.execute("CREATE TABLE `pf_dots_snap.d`.`t` (id INT PRIMARY KEY)")
+    mariadb.execute("INSERT INTO `pf_dots_snap.d`.`t` VALUES (1)")
+    root = tmp_path / "landing"
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"source:\n  host: {mariadb.host}\n  port: {mariadb.port}\n  user: repl\n"
+        "  password: replpass\n  server_id: 5152\n"
+        f"service:\n  http_enabled: false\nsink:\n  root: {root}\n"
+        "snapshot:\n  mode: initial\nfilters:\n  include: ['pf_dots_snap*.*']\n"
+    )
+
+    stderr = _run_refused(config)
+    assert "table `pf_dots_snap.d`.`t` at the snapshot cannot land" in stderr
+    assert list(root.glob("*/*/*.parquet")) == []
+
+
 def test_batch_max_bytes_cuts_batches_of_whole_transactions(
     tmp_path: Path, mariadb: MariaDBServer
 ) -> None:
