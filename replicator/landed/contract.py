@@ -94,23 +94,25 @@ def is_landing_id(value: object) -> bool:
 
 
 # the escapes of ``safe_part``: anywhere in a name, at its start, and every code there is
-_ESCAPED = {"/": "~2F", "\\": "~5C", "\0": "~00", "%": "~25"}
+_ESCAPED = {"/": "~2F", "\\": "~5C", "\0": "~00", "%": "~25", ":": "~3A"}
 _LEADING = {".": "~2E", "_": "~5F"}
-_CODES = frozenset({"7E", "2F", "5C", "00", "25", "2E", "5F"})
+_CODES = frozenset({"7E", "2F", "5C", "00", "25", "3A", "2E", "5F"})
 
 
 def safe_part(name: str) -> str:
     """A database or table name as its directory name in the landing zone and the outputs.
 
-    It holds no path separator (``/``, ``\\``), NUL or ``%`` (URL readers decode ``%``
-    escapes, delta-rs twice), and does not start with ``.`` or ``_``: readers pass over such
-    names as hidden (Spark, pyarrow, this package's own readers), and the landing zone keeps
-    its records under ``_`` names. Those characters become ``~2F``, ``~5C``, ``~00``,
-    ``~25``, ``~2E`` and ``~5F``, and a ``~`` that the name itself follows with one of these
-    codes (or ``7E``) becomes ``~7E``: two names never share a directory. Other names are
+    It holds no path separator (``/``, ``\\``), NUL, ``%`` (URL readers decode ``%``
+    escapes, delta-rs twice) or ``:`` (Hadoop reads a relative path with a ``:`` before its
+    first ``/`` as a URL: the Spark output's link to ``.<name>.v-<id>`` could not be read),
+    and does not start with ``.`` or ``_``: readers pass over such names as hidden (Spark,
+    pyarrow, this package's own readers), and the landing zone keeps its records under ``_``
+    names. Those characters become ``~2F``, ``~5C``, ``~00``, ``~25``, ``~3A``, ``~2E`` and
+    ``~5F``, and a ``~`` that the name itself follows with one of these codes (or ``7E``)
+    becomes ``~7E``: two names never share a directory. Other names are
     their own directory names. A table is known by the name its commit records give, never
     by its directory's."""
-    if not any(ch in name for ch in "/\\\0%~") and not name.startswith((".", "_")):
+    if not any(ch in name for ch in "/\\\0%:~") and not name.startswith((".", "_")):
         return name
     out = []
     for at, ch in enumerate(name):

@@ -49,6 +49,9 @@ AWKWARD_NAMES = {
     "shop.a\\b": "shop/a~5Cb",
     "shop.a%2Fb": "shop/a~252Fb",
     "shop.a%b": "shop/a~25b",
+    "shop.a:b": "shop/a~3Ab",
+    "shop.a b#c?d": "shop/a b#c?d",
+    "shop.x.y": "shop/x.y",
     "_state.lock": "~5Fstate/lock",
     "_manifests.t": "~5Fmanifests/t",
 }
