@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.side_by_side import _child, _profiled
+from benchmarks.side_by_side import _child, _profiled, compile_trees
 from tests.harness.mariadb import REPL_PASSWORD, REPL_USER, MariaDBServer
 
 TARGET_SPREAD_RATIO = 0.5
@@ -145,6 +145,7 @@ def main() -> None:
         "spread": (args.spread, f"(2) spread over {args.spread:,} tables"),
     }
     runs: dict[str, list[Run]] = {}
+    compile_trees(None)
     with (
         MariaDBServer() as server,
         tempfile.TemporaryDirectory(prefix="replicator-many-") as tmp_name,

@@ -41,7 +41,7 @@ import pyarrow.dataset as ds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.side_by_side import _child, prepare
+from benchmarks.side_by_side import _child, compile_trees, prepare
 from tests.harness.mariadb import REPL_PASSWORD, REPL_USER, MariaDBServer
 
 TARGET_VS_DUMP = 1.0
@@ -108,6 +108,7 @@ def main() -> None:
         args.rows, args.repeat = 20_000, 1
     base = args.data_dir or Path(tempfile.mkdtemp(prefix="snapshot-bench-"))
     base.mkdir(parents=True, exist_ok=True)
+    compile_trees(None)
     with MariaDBServer(base_dir=base / "server") as server:
         table = "t" if args.table == "standard" else "types"
         if args.table == "standard":
