@@ -392,8 +392,8 @@ rc_concat_columns(PyObject *module, PyObject *args)
         Py_XDECREF(offsets);
         return NULL;
     }
-    /* The parts' buffers, taken while the GIL is held (each part tuple kept alive), so the
-       copy itself runs without it, beside the threads that decode and parse. */
+    /* The parts' buffers, taken while the GIL is held (each part tuple kept alive), so that
+       a large copy runs without it, beside the threads that decode and parse. */
     struct concat_part {
         PyObject *part;
         const char *set, *values;
@@ -421,7 +421,7 @@ rc_concat_columns(PyObject *module, PyObject *args)
     char *out = PyBytes_AS_STRING(data);
     int *off = varlen ? (int *)PyBytes_AS_STRING(offsets) : NULL;
     Py_ssize_t r = 0, at = 0, nulls = 0;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *saved = bytes + n >= GIL_RELEASE_BYTES ? PyEval_SaveThread() : NULL;
     memset(valid, 0, (size_t)(n + 7) / 8);
     if (off != NULL) {
         off[0] = 0;
@@ -444,7 +444,9 @@ rc_concat_columns(PyObject *module, PyObject *args)
         }
         at += taken[j].size;
     }
-    Py_END_ALLOW_THREADS
+    if (saved != NULL) {
+        PyEval_RestoreThread(saved);
+    }
     for (Py_ssize_t j = 0; j < count; j++) {
         Py_DECREF(taken[j].part);
     }

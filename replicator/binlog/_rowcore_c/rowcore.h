@@ -85,6 +85,11 @@ enum {
 };
 
 #define MAX_PAYLOAD 0xFFFFFF /* a packet this long continues in the next one */
+/* Work on fewer bytes than this keeps the GIL. Releasing it hands it to a waiting thread (the
+ * event loop, the Parquet writer), and taking it back can wait for that thread's switch
+ * interval: more than decoding or copying a few KiB takes. One-row transactions released it
+ * once per rows event and per column joined. */
+#define GIL_RELEASE_BYTES 2048
 
 /* ---------------------------------------------------------------------------- values */
 

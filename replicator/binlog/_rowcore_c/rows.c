@@ -881,8 +881,9 @@ BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
             }
         }
         /* buffers only: no Python object is touched, so other threads (the event loop, the
-         * Parquet writer) run meanwhile */
-        int free_threads = outcome == 0 && !side_has_objects(&sides[0]) &&
+         * Parquet writer) run meanwhile, when there is enough to decode */
+        int free_threads = outcome == 0 && end - start >= GIL_RELEASE_BYTES &&
+                           !side_has_objects(&sides[0]) &&
                            (nsides == 1 || !side_has_objects(&sides[1]));
         PyThreadState *saved = free_threads ? PyEval_SaveThread() : NULL;
         while (outcome == 0 && pos < end) {
