@@ -1,8 +1,9 @@
 """The bounded hand-off of stream items from the reader thread to the event loop.
 
 The reader thread decodes; the consumer runs on the loop. Room is counted in items and in row
-images (``deliver``): when the consumer is slow the reader blocks here and stops reading its
-socket, so memory stays bounded and TCP pushes back on the server. Items are handed over in
+images (``deliver``): when the consumer is slow the reader blocks here, until half the room is
+free again, and stops reading its socket, so memory stays bounded and TCP pushes back on the
+server. Items are handed over in
 batches (``flush``), once per chunk read from the socket, and the reader waits until the loop
 has queued them: a round trip per item would cost as much as decoding a small transaction, and
 the wait is when the loop thread gets the GIL without contention.
@@ -79,7 +80,8 @@ class HandOff:
         item, rows = entry
         self._taken_items += 1
         self._taken_rows += rows
-        if self._reader_waits:  # read after counting: a reader that waits sees the count
+        # read after counting: a reader that waits sees the count
+        if self._reader_waits and self._half_free():
             with self._room:
                 self._room.notify()
         if isinstance(item, End):
@@ -120,7 +122,9 @@ class HandOff:
             with self._room:
                 self._reader_waits = True  # before looking again: see _took
                 try:
-                    if not self._stopping.is_set() and not self._has_room(rows):
+                    if not self._stopping.is_set() and not (
+                        self._has_room(rows) and self._half_free()
+                    ):
                         self._room.wait(0.5)
                 finally:
                     self._reader_waits = False
@@ -130,6 +134,15 @@ class HandOff:
         self._sent_rows += rows
         self._batch.append((item, rows))
         return self.flush() if now else True
+
+    def _half_free(self) -> bool:
+        """Half the room free again, in items and in row images: what a reader that waited
+        for room waits for. Woken as soon as one item is taken, it would hand over one item
+        per round trip between the threads, each costing more than a small transaction's
+        decoding."""
+        return (self._sent_items - self._taken_items) * 2 <= self._queue_size and (
+            self._sent_rows - self._taken_rows
+        ) * 2 <= self._row_budget
 
     def _has_room(self, rows: int) -> bool:
         """Room for an item of ``rows`` row images. One item always gets through, however

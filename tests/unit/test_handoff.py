@@ -1,6 +1,7 @@
 """``source.handoff``: the reader thread hands items to the loop in order, never more than the
 room allows (in items and in row images), waits while the loop is behind and is woken when
-the loop takes an item, not by its wait's timeout; ``stop`` ends a reader waiting for room."""
+the loop has taken half the room, not by its wait's timeout; ``stop`` ends a reader waiting
+for room."""
 
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ async def test_the_loop_gets_every_item_in_order_within_the_room(batched: bool) 
     assert refused == []
     assert got == items
     assert max(queued) <= ROOM
-    # a reader that waits for room is woken when the loop takes an item, not by its wait's
-    # half-second timeout (which would make this take a minute)
+    # a reader that waits for room is woken when the loop has taken half of it, not by its
+    # wait's half-second timeout (which would make this take a minute)
     assert took < 10, took
 
 
