@@ -1,4 +1,5 @@
-"""One writer per output directory of ``replicator materialize`` (either format)."""
+"""What both outputs of ``replicator materialize`` share: one writer per output directory,
+and each table's output where its name puts it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import fcntl
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import ConfigError, SinkError
+from ..errors import ConfigError, IntegrityError, SinkError
+from .contract import table_rel
 
-__all__ = ["LOCK_FILE", "lock"]
+__all__ = ["LOCK_FILE", "check_placed", "lock"]
 
 LOCK_FILE = ".replicator.lock"
 
@@ -36,3 +38,19 @@ def lock(out: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+def check_placed(table: str, rel: str, *, remove: str) -> None:
+    """Stop when the output of ``table`` found at ``rel`` (``<db>/<table>`` under the output)
+    is not where its name puts it now (``contract.table_rel``): an earlier version of
+    materialize wrote it before directory names were escaped as they are now. Left there, it
+    would stay as it was, beside the table built anew under its new name. ``remove``: how to
+    take it away (or move it), for the hint."""
+    where = table_rel(table).as_posix()
+    if rel != where:
+        raise IntegrityError(
+            f"the output of {table} is at {rel}, but its directory is {where} now (see "
+            "docs/landing-zone.md, Directory names); left there it would no longer be "
+            "brought up to date",
+            hint=f"{remove}: the next run builds it anew from the landing zone",
+        )

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import IntegrityError
+from ..landed.outputs import check_placed
 from ..storage import Store
 from .state import TableState
 
@@ -72,6 +73,11 @@ def check_output(
     landing_id: str | None,
     end: int,
 ) -> None:
-    """``check`` every table of the output before a run changes any of them."""
-    for _, state in states:
+    """``check`` every table of the output before a run changes any of them, and that each
+    (but a tombstone) is where its name puts it."""
+    for link, state in states:
         check(state, out, root, landing_id, end)
+        if state.gone is None:
+            rel = link.relative_to(out).as_posix()
+            remove = f"remove {rel} and the .{link.name}.v-* beside it"
+            check_placed(state.table, rel, remove=remove)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from replicator.delta.materialize import materialize_delta
+from replicator.errors import IntegrityError
 from replicator.landed.options import MaterializeOptions, TableResult
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.zone import (
@@ -281,3 +282,28 @@ def test_every_table_name_gets_a_directory_of_its_own(tmp_path: Path) -> None:
         got[result.table] = sorted((dict(zip(names, r, strict=True)) for r in rows), key=repr)
     assert got == expected_tables(zone)
     assert all(len(rows) == 3 for rows in got.values())
+
+
+def test_a_table_left_where_an_older_escaping_put_it_stops_the_run(tmp_path: Path) -> None:
+    # before ":" was escaped, shop.a:b was built at shop/a:b; a run now builds shop/a~3Ab, and
+    # the old table would stay as it was, never brought up to date
+    v = table("shop.a:b", int_col(0, "id"), text_col(1, "name"), key=[0])
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(v, "c", (1, "one"))])
+    out = tmp_path / "out"
+    materialize_delta(zone.root, out)
+    (out / "shop" / "a~3Ab").rename(out / "shop" / "a:b")
+    zone.commit([(v, "c", (2, "two"))])
+
+    with pytest.raises(IntegrityError) as stopped:
+        materialize_delta(zone.root, out)
+    assert "the output of shop.a:b is at shop/a:b, but its directory is shop/a~3Ab now" in str(
+        stopped.value
+    )
+    assert "move shop/a:b to shop/a~3Ab" in str(stopped.value)
+    assert sorted(p.name for p in (out / "shop").iterdir()) == ["a:b"]  # nothing changed
+
+    (out / "shop" / "a:b").rename(out / "shop" / "a~3Ab")  # as the hint says
+    assert [r.action for r in materialize_delta(zone.root, out)] == ["merged"]
+    names, rows = read_delta(out / "shop" / "a~3Ab")
+    assert (names, sorted(rows)) == (["id", "name"], [(1, "one"), (2, "two")])

@@ -336,3 +336,32 @@ def test_every_table_name_gets_a_directory_of_its_own(spark: SparkSession, tmp_p
         got[result.table] = sorted(rows, key=repr)
     assert got == expected_tables(zone)
     assert all(len(rows) == 3 for rows in got.values())
+
+
+def test_a_table_left_where_an_older_escaping_put_it_stops_the_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # an output table at a directory an earlier escaping gave its name (here: before ":" was
+    # escaped) would stay as it was, beside the one built anew under the new name
+    v = table("shop.a:b", int_col(0, "id"), text_col(1, "name"), key=[0])
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(v, "c", (1, "one"))])
+    out = tmp_path / "out"
+    materialize(spark, zone.root, out)
+    (out / "shop" / "a~3Ab").rename(out / "shop" / "a:b")  # the link; its version stays
+    zone.commit([(v, "c", (2, "two"))])
+
+    with pytest.raises(IntegrityError) as stopped:
+        materialize(spark, zone.root, out)
+    assert "the output of shop.a:b is at shop/a:b, but its directory is shop/a~3Ab now" in str(
+        stopped.value
+    )
+    assert "remove shop/a:b and the .a:b.v-* beside it" in str(stopped.value)
+    assert sorted(p.name for p in (out / "shop").iterdir() if not p.name.startswith(".")) == [
+        "a:b"
+    ]  # nothing built
+
+    (out / "shop" / "a:b").unlink()
+    assert [r.action for r in materialize(spark, zone.root, out)] == ["built"]
+    rows = spark.read.parquet(str(out / "shop" / "a~3Ab")).orderBy("id").collect()
+    assert [r.asDict() for r in rows] == [{"id": 1, "name": "one"}, {"id": 2, "name": "two"}]
