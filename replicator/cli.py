@@ -285,7 +285,8 @@ def check(
                 tls=TlsConfig(enabled=True, ca_file=str(tls_ca)) if tls_ca else TlsConfig(),
             )
             own = None
-        report = run_preflight(cfg, own_replica_host=own)
+        filters = None if target is None else target.config.filters
+        report = run_preflight(cfg, own_replica_host=own, filters=filters)
         if target is not None:  # the landing zone's history: does this server continue it?
             found = check_continuity(target.config, landing_store(target.config.sink))
             report = dataclasses.replace(report, findings=(*report.findings, found))

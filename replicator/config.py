@@ -12,6 +12,7 @@ start (exit 2, naming the key) instead of crashing or misbehaving later. Secrets
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import ipaddress
 import math
 import os
@@ -609,6 +610,14 @@ class FilterConfig:
     include: Globs = ("*.*",)
     exclude: Globs = ()
     exclude_columns: Globs = ()
+
+    def wants(self, database: str, table: str) -> bool:
+        """Whether ``database``.``table`` lands: an include glob matches it and no exclude
+        glob does."""
+        name = f"{database}.{table}"
+        return any(fnmatch.fnmatchcase(name, g) for g in self.include) and not any(
+            fnmatch.fnmatchcase(name, g) for g in self.exclude
+        )
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -145,8 +145,7 @@ class TableFilter:
     """Include/exclude globs over ``db.table``; excluded columns over ``db.table.column``."""
 
     def __init__(self, cfg: FilterConfig) -> None:
-        self._include = cfg.include
-        self._exclude = cfg.exclude
+        self._cfg = cfg
         self._columns = cfg.exclude_columns
         self._tables: dict[tuple[str, str], bool] = {}
         self._versions: dict[object, tuple[TableVersion, tuple[int, ...] | None]] = {}
@@ -160,11 +159,7 @@ class TableFilter:
         key = (schema, table)
         found = self._tables.get(key)
         if found is None:
-            name = f"{schema}.{table}"
-            found = any(fnmatch.fnmatchcase(name, g) for g in self._include) and not any(
-                fnmatch.fnmatchcase(name, g) for g in self._exclude
-            )
-            self._tables[key] = found
+            found = self._tables[key] = self._cfg.wants(schema, table)
         return found
 
     def version(self, table_map: ev.TableMapEvent) -> tuple[TableVersion, tuple[int, ...] | None]:

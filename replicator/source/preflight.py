@@ -27,7 +27,7 @@ from typing import Any
 
 import pymysql
 
-from ..config import Config, SourceConfig
+from ..config import Config, FilterConfig, SourceConfig
 from ..errors import IntegrityError
 from ..storage import Store
 from .binlog_probe import ProbeResult, first_event_time
@@ -81,12 +81,17 @@ def run_preflight(
     *,
     checkpoint_age_seconds: float | None = None,
     own_replica_host: str | None = None,
+    filters: FilterConfig | None = None,
 ) -> PreflightReport:
     """Check the source ``cfg`` names; ``checkpoint_age_seconds``: how old our resume point is;
     ``own_replica_host``: the name our own running daemon registered with (from its landing
-    zone's lock), so its registration is not taken for a server_id clash."""
+    zone's lock), so its registration is not taken for a server_id clash; ``filters``: which
+    tables land (None: every one)."""
     facts = gather_facts(
-        cfg, checkpoint_age_seconds=checkpoint_age_seconds, own_replica_host=own_replica_host
+        cfg,
+        checkpoint_age_seconds=checkpoint_age_seconds,
+        own_replica_host=own_replica_host,
+        filters=filters,
     )
     return PreflightReport(
         where=describe_source(cfg),
@@ -139,8 +144,10 @@ def gather_facts(
     *,
     checkpoint_age_seconds: float | None = None,
     own_replica_host: str | None = None,
+    filters: FilterConfig | None = None,
 ) -> PreflightFacts:
     """Read everything the checks need from the server (two connections, read-only)."""
+    wants = (filters or FilterConfig()).wants
     conn = open_connection(cfg, read_timeout=QUERY_TIMEOUT)
     with contextlib.closing(conn):
         info = server_info(conn)
@@ -153,6 +160,12 @@ def gather_facts(
                 cur.execute("SELECT UNIX_TIMESTAMP()")
                 row = cur.fetchone()
                 server_now = float(row[0]) if row else 0.0
+                # the tables this account can see, in databases whose name holds a "."
+                cur.execute(
+                    "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                    "WHERE TABLE_SCHEMA LIKE '%.%' ORDER BY TABLE_SCHEMA, TABLE_NAME"
+                )
+                dotted = [(_text(db), _text(t)) for db, t in cur.fetchall()]
         except pymysql.err.MySQLError as exc:
             raise translate_error(exc, where=describe_source(cfg), account=cfg.user) from None
     # After the replica listing, so the probe's own dump thread is not counted.
@@ -169,6 +182,7 @@ def gather_facts(
         our_server_id=cfg.server_id,
         checkpoint_age_seconds=checkpoint_age_seconds,
         own_replica_host=own_replica_host,
+        unlandable=tuple((db, t) for db, t in dotted if wants(db, t)),
     )
 
 

@@ -91,6 +91,8 @@ class PreflightFacts:
     checkpoint_age_seconds: float | None
     # the name our own running daemon registered with (its landing zone's lock); None: unknown
     own_replica_host: str | None = None
+    # (database, table) of replicated tables whose database name holds a "." (cannot land)
+    unlandable: tuple[tuple[str, str], ...] = ()
 
 
 def human_duration(seconds: float) -> str:
@@ -306,6 +308,27 @@ def check_filters(facts: PreflightFacts) -> Finding:
         "never reach the binlog, so no replica can see them",
         action="remove binlog_do_db / binlog_ignore_db from [mysqld] and restart the server "
         "if those databases should land too",
+    )
+
+
+def check_table_names(facts: PreflightFacts) -> Finding | None:
+    """Replicated tables in a database whose name holds a ``.``: the landing zone names a
+    table ``database.table``, and readers split that at its first ``.``, so ``run`` stops
+    at the first of their statements or rows (``pipeline.lifecycle.check_name``)."""
+    found = facts.unlandable
+    if not found:
+        return None
+    shown = ", ".join(f"`{db}`.`{t}`" for db, t in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    globs = ", ".join(f"'{db.replace('.', '?')}.*'" for db in sorted({db for db, _ in found}))
+    return Finding(
+        "error",
+        "table_names",
+        f"replicated tables in a database whose name holds a '.' ({shown}{more}): the landing "
+        "zone names a table database.table, read back at the first '.', so `replicator run` "
+        "stops (exit 4) at the first of their statements or rows",
+        action=f"leave them out with filters.exclude: [{globs}] (a '?' matches the '.'), or "
+        "rename the database",
     )
 
 
@@ -601,6 +624,7 @@ CHECKS: Final[tuple[Callable[[PreflightFacts], Finding | list[Finding] | None], 
     check_gtid,
     check_checksum,
     check_filters,
+    check_table_names,
     check_server_ids,
     check_replica_clash,
     check_privileges,

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -183,14 +184,25 @@ def _run_refused(config: Path, *args: str) -> str:
     return stderr
 
 
+@pytest.fixture
+def dropped_after(mariadb: MariaDBServer) -> Iterator[list[str]]:
+    """Databases a test creates that must not outlive it: the server is the session's, and a
+    database whose name holds a "." stops every run (and check) that replicates it."""
+    databases: list[str] = []
+    yield databases
+    for database in databases:
+        mariadb.execute(f"DROP DATABASE IF EXISTS `{database}`")
+
+
 @pytest.mark.parametrize("created", ["before the start", "in the stream"])
 def test_a_database_name_with_a_dot_stops_before_it_lands(
-    tmp_path: Path, mariadb: MariaDBServer, created: str
+    tmp_path: Path, mariadb: MariaDBServer, created: str, dropped_after: list[str]
 ) -> None:
     # a landed table is named "<db>.<table>", read back at the first dot: before, the rows of
     # `pf_dots.d`.`t` landed as table `pf_dots`.`d.t`, in its directory and under its name
     suffix = "pre" if created == "before the start" else "ddl"
     dotted, plain = f"pf_dots_{suffix}.d", f"pf_dots_{suffix}"
+    dropped_after.extend([dotted, plain])
     create = [
         f"CREATE DATABASE `{plain}`",
         f"CREATE DATABASE `{dotted}`",
@@ -227,8 +239,9 @@ def test_a_database_name_with_a_dot_stops_before_it_lands(
 
 
 def test_a_snapshot_of_a_database_name_with_a_dot_stops_before_it_reads(
-    tmp_path: Path, mariadb: MariaDBServer
+    tmp_path: Path, mariadb: MariaDBServer, dropped_after: list[str]
 ) -> None:
+    dropped_after.append("pf_dots_snap.d")
     mariadb.execute("CREATE DATABASE `pf_dots_snap.d`")
     mariadb.execute("CREATE TABLE `pf_dots_snap.d`.`t` (id INT PRIMARY KEY)")
     mariadb.execute("INSERT INTO `pf_dots_snap.d`.`t` VALUES (1)")

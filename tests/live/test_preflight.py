@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from replicator.config import Secret, SourceConfig, TlsConfig
+from replicator.config import FilterConfig, Secret, SourceConfig, TlsConfig
 from replicator.errors import ServerRefusedError
 from replicator.source.connection import open_connection, server_info
 from replicator.source.errors import SourceUnavailableError, is_retryable
@@ -369,6 +369,34 @@ def test_server_info_on_mariadb(mariadb: MariaDBServer) -> None:
     assert all(f.size > 0 for f in info.binlog_files)
     assert info.denied == ()
     assert info.binlog_expire_seconds is None  # the harness keeps binlogs forever
+
+
+def test_check_finds_replicated_tables_whose_database_name_holds_a_dot(
+    mariadb: MariaDBServer,
+) -> None:
+    # `run` would stop at the first statement or rows of these tables (exit 4): say so first
+    mariadb.execute("CREATE DATABASE `pc_dots.d`")
+    try:
+        mariadb.execute("CREATE TABLE `pc_dots.d`.`t` (id INT PRIMARY KEY)")
+        result = _check(
+            "--host", mariadb.host, "--port", str(mariadb.port), "--user", mariadb.user,
+            "--server-id", str(GOOD_SERVER_ID), password=mariadb.password,
+        )  # fmt: skip
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert "table_names: replicated tables in a database whose name holds a '.' " in (
+            result.stdout
+        )
+        assert "(`pc_dots.d`.`t`)" in result.stdout
+        assert "filters.exclude: ['pc_dots?d.*']" in result.stdout
+
+        left_out = FilterConfig(exclude=("pc_dots?d.*",))
+        report = run_preflight(_cfg(mariadb), filters=left_out)
+        assert [f for f in report.findings if f.check == "table_names"] == []
+        everything = run_preflight(_cfg(mariadb))
+        (named,) = [f for f in everything.findings if f.check == "table_names"]
+        assert named.severity == "error" and not everything.ok
+    finally:
+        mariadb.execute("DROP DATABASE `pc_dots.d`")
 
 
 def test_preflight_reports_purged_position_for_an_old_checkpoint(mariadb: MariaDBServer) -> None:

@@ -98,6 +98,7 @@ def facts(
     ours: int = 65000,
     checkpoint_age: float | None = None,
     own_replica_host: str | None = None,
+    unlandable: tuple[tuple[str, str], ...] = (),
 ) -> PreflightFacts:
     return PreflightFacts(
         server=server,
@@ -111,6 +112,7 @@ def facts(
         our_server_id=ours,
         checkpoint_age_seconds=checkpoint_age,
         own_replica_host=own_replica_host,
+        unlandable=unlandable,
     )
 
 
@@ -379,3 +381,15 @@ def test_the_stream_names_only_the_fix_that_applies(server: ServerInfo, grant: s
         server_facts(dataclasses.replace(server, binlog_end=None, denied=("SHOW BINLOG STATUS",)))
     assert "may not read the end of the binary log" in str(denied.value)
     assert grant in (denied.value.hint or "")
+
+
+def test_tables_in_a_database_whose_name_holds_a_dot_are_an_error() -> None:
+    assert [f for f in evaluate(facts()) if f.check == "table_names"] == []
+    tables = (("a.b", "t"), ("a.b", "u"), ("x.y.z", "v"))
+    named = finding(evaluate(facts(unlandable=tables)), "table_names")
+    assert named.severity == "error"
+    assert "(`a.b`.`t`, `a.b`.`u`, `x.y.z`.`v`)" in named.found
+    assert "filters.exclude: ['a?b.*', 'x?y?z.*']" in named.action
+    many = tuple(("a.b", f"t{i}") for i in range(7))
+    shown = finding(evaluate(facts(unlandable=many)), "table_names").found
+    assert "`a.b`.`t4` and 2 more)" in shown
