@@ -73,7 +73,11 @@ def test_a_state_of_another_path_is_left_to_the_options_check() -> None:
 
 
 def test_check_output_stops_at_any_table_of_another_landing_zone() -> None:
-    states = [(OUT / "shop" / "a", replace(STATE, table="shop.a")), (OUT / "shop" / "b", STATE)]
+    # each where its name puts it (check_placed)
+    states = [
+        (OUT / "shop" / "a", replace(STATE, table="shop.a")),
+        (OUT / "shop" / "orders", STATE),
+    ]
     identity.check_output(states, OUT, ROOT, OURS, 200)
     states.append((OUT / "shop" / "c", replace(STATE, table="shop.c", landing_id=THEIRS)))
     with pytest.raises(IntegrityError, match=r"shop\.c"):
@@ -93,3 +97,13 @@ def test_landing_id_of_the_manifests() -> None:
         landing_id_of([_manifest(1, OURS), _manifest(2, THEIRS)])
     with pytest.raises(IntegrityError, match="written before ids"):
         landing_id_of([_manifest(1, OURS), _manifest(2, None)])
+
+
+def test_check_output_stops_at_a_table_left_where_an_older_escaping_put_it() -> None:
+    # "shop.a:b" lives at shop/a~3Ab now; before ":" was escaped it was built at shop/a:b
+    placed = replace(STATE, table="shop.a:b")
+    identity.check_output([(OUT / "shop" / "a~3Ab", placed)], OUT, ROOT, OURS, 200)
+    with pytest.raises(IntegrityError, match=r"shop\.a:b is at shop/a:b, .* shop/a~3Ab now"):
+        identity.check_output([(OUT / "shop" / "a:b", placed)], OUT, ROOT, OURS, 200)
+    tombstone = replace(placed, gone="removed")  # nothing a reader sees: left alone
+    identity.check_output([(OUT / "shop" / "a:b", tombstone)], OUT, ROOT, OURS, 200)
