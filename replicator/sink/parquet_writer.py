@@ -245,6 +245,8 @@ class _Rows:
         is empty, ``write`` leaves those out)."""
         if len(self.runs) == 1:
             return pa.repeat(pa.scalar(values[0], type_), self.count)
+        if self.count == len(self.runs):  # a row a run (one-row transactions): as they are
+            return pa.array(values, type_)
         if self.count <= _SPREAD_IN_PYTHON:  # a few rows: a list is quicker than Arrow's calls
             counts = [run.block.count for run in self.runs]
             return pa.array(
@@ -259,6 +261,8 @@ class _Rows:
         """``_seq``: each run's numbers from its ``seq``, one per row."""
         if self.count == 0:
             return pa.array([], pa.int64())
+        if self.count == len(self.runs):  # a row a run
+            return pa.array([run.seq for run in self.runs], pa.int64())
         if self.count <= _SPREAD_IN_PYTHON:
             return pa.array(
                 [n for run in self.runs for n in range(run.seq, run.seq + run.block.count)],
@@ -551,7 +555,7 @@ class ParquetTableWriter:
         """One column of ``rows`` (the vectors of each run) as one array: runs of native
         buffers joined by the core, runs of values converted, absent runs null."""
         first = type(vectors[0])
-        if first is tuple and all(type(v) is tuple for v in vectors):  # all buffers: at once
+        if first is tuple and set(map(type, vectors)) == {tuple}:  # all buffers: at once
             kind = rows.runs[0].block.natives[index]
             parts = cast(list[NativeBuffers], vectors)
             return self._native(plan, kind, parts, rows.count), 0
