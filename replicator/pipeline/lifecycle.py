@@ -145,8 +145,8 @@ def _wants(replicated: Replicated, table: Table, point: Point) -> bool:
 def check_name(database: str, table: str, at: str) -> None:
     """Refuse a replicated table whose database name holds a ``.``: the landing zone names a
     table ``<database>.<table>`` and every reader splits that at its first ``.``, so its rows
-    would read back as those of table ``<table>``'s tail in another database (``my.db``.``t``
-    as ``my``.``db.t``). A ``.`` in a table name is read back whole."""
+    would read back as another table's (``my.db``.``t`` as ``my``.``db.t``). A ``.`` in a
+    table's own name is read back whole. ``at``: the position, for the error."""
     if "." in database:
         raise IntegrityError(
             f"table `{database}`.`{table}` at {at} cannot land: its database name holds a "
