@@ -366,9 +366,13 @@ class Service:
             advanced = 0
             if not dropped and end is not None and not is_past(end, start):
                 # `checkpoint set` moved the stream forward: the skipped range's DDL
-                wants = TableFilter(self.config.filters).wants
                 advanced = await apply_skipped_ddl(
-                    self.config.source, history, end, start, wants, report_host=self.replica_host
+                    self.config.source,
+                    history,
+                    end,
+                    start,
+                    self.config.filters.wants,
+                    report_host=self.replica_host,
                 )
             return history, start, dropped + advanced > 0
         seed = await self._until_answered(
@@ -528,7 +532,7 @@ class Service:
             log.info("initial snapshot", tables=len(tables))
         elif before is not None and before != filters and cfg.snapshot.mode != "never":
             # tables the filters take in now: their rows before today are in no binlog read
-            old = TableFilter(FilterConfig(include=before[0], exclude=before[1]))
+            old = FilterConfig(include=before[0], exclude=before[1])
             added = [
                 f"{schema}.{table}"
                 for schema, table in catalog.tables
