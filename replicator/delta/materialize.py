@@ -50,7 +50,6 @@ import structlog
 from ..errors import ConfigError, IntegrityError
 from ..landed.batches import Landing, landing_root, why_rebuild
 from ..landed.committed import CommittedFile, TableDir, read_manifests, select_tables
-from ..landed.contract import table_rel
 from ..landed.lineage import Ended
 from ..landed.options import MaterializeOptions, TableResult
 from ..landed.outputs import check_placed, lock
@@ -247,9 +246,7 @@ def _check_output(target: _Out, landing: Landing) -> dict[str, _Existing]:
         if existing is not None:
             name = existing.record.get("table")
             if isinstance(name, str):
-                where = table_rel(name).as_posix()
-                move = f"move {rel} to {where} (a Delta table moves whole), or remove it"
-                check_placed(name, rel, remove=move)
+                check_placed(name, rel, remove="remove it", moves_whole=True)
             found[rel] = existing
     return found
 

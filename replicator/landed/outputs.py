@@ -40,17 +40,18 @@ def lock(out: Path) -> Iterator[None]:
         handle.close()
 
 
-def check_placed(table: str, rel: str, *, remove: str) -> None:
+def check_placed(table: str, rel: str, *, remove: str, moves_whole: bool = False) -> None:
     """Stop when the output of ``table`` found at ``rel`` (``<db>/<table>`` under the output)
     is not where its name puts it now (``contract.table_rel``): an earlier version of
     materialize wrote it before directory names were escaped as they are now. Left there, it
     would stay as it was, beside the table built anew under its new name. ``remove``: how to
-    take it away (or move it), for the hint."""
+    take it away, for the hint; ``moves_whole``: the hint offers to move it instead."""
     where = table_rel(table).as_posix()
     if rel != where:
+        move = f"move {rel} to {where} (it moves whole), or " if moves_whole else ""
         raise IntegrityError(
             f"the output of {table} is at {rel}, but its directory is {where} now (see "
             "docs/landing-zone.md, Directory names); left there it would no longer be "
             "brought up to date",
-            hint=f"{remove}: the next run builds it anew from the landing zone",
+            hint=f"{move}{remove}: the next run builds it anew from the landing zone",
         )

@@ -3,10 +3,10 @@
 The reader thread decodes; the consumer runs on the loop. Room is counted in items and in row
 images (``deliver``): when the consumer is slow the reader blocks here, until half the room is
 free again, and stops reading its socket, so memory stays bounded and TCP pushes back on the
-server. Items are handed over in
-batches (``flush``), once per chunk read from the socket, and the reader waits until the loop
-has queued them: a round trip per item would cost as much as decoding a small transaction, and
-the wait is when the loop thread gets the GIL without contention.
+server. Items are handed over in batches (``flush``), once per chunk read from the socket, and
+the reader waits until the loop has queued them: a round trip per item would cost as much as
+decoding a small transaction, and the wait is when the loop thread gets the GIL without
+contention.
 """
 
 from __future__ import annotations
