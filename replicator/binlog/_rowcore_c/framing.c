@@ -36,8 +36,8 @@ crc_matches(PyObject *crc, const unsigned char *e, Py_ssize_t n)
  * 1 with *event, *size and *packet set; 0 for anything else or a packet not whole yet (the
  * framer and parser then take it the usual way and raise their errors for a bad one); -1 on
  * a Python error. */
-static int
-whole_event(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int seq, PyObject *crc,
+int
+rc_whole_event(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int seq, PyObject *crc,
             const unsigned char **event, Py_ssize_t *size, Py_ssize_t *packet)
 {
     if (len - pos < 4 + 1 + 19) {
@@ -102,7 +102,7 @@ rc_step_events(PyObject *Py_UNUSED(module), PyObject *args)
         if (view.len - pos >= 4 + 1 + 19 && !flagged[buf[pos + 4 + 1 + 4]]) {
             break;
         }
-        int found = whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
+        int found = rc_whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
         if (found < 0) {
             goto done;
         }
@@ -122,20 +122,22 @@ done:
     return result;
 }
 
-/* split_events(buf, start, seq, crc, stop=None) -> (offset, seq, events)
+/* split_events(buf, start, seq, crc, stop=None, keep_first=0) -> (offset, seq, events)
  *
  * The whole events (see whole_event) from buf[start:], each as bytes, in order: the stream
  * reader's framing and CRC32 check for a chunk at once, instead of per event in Python.
  * `stop` (256 bytes, one per type code, as step_events takes them): end before the first
- * event of a flagged type (a read of statements only steps over those). */
+ * event of a flagged type (a read of statements only steps over those), the first event
+ * itself excepted with `keep_first` (a reader taking runs splits one transaction at a time,
+ * up to the next GTID). */
 PyObject *
 rc_split_events(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *bufobj, *crc, *stopobj = Py_None;
     Py_ssize_t start;
-    int seq;
+    int seq, keep_first = 0;
     Py_buffer view, stop = {0};
-    if (!PyArg_ParseTuple(args, "OniO|O", &bufobj, &start, &seq, &crc, &stopobj)) {
+    if (!PyArg_ParseTuple(args, "OniO|Op", &bufobj, &start, &seq, &crc, &stopobj, &keep_first)) {
         return NULL;
     }
     if (stopobj != Py_None) {
@@ -156,6 +158,7 @@ rc_split_events(PyObject *Py_UNUSED(module), PyObject *args)
     }
     const unsigned char *buf = view.buf, *flagged = stop.buf;
     Py_ssize_t pos = start < 0 ? 0 : start;
+    const Py_ssize_t first = pos;
     PyObject *result = NULL, *events = PyList_New(0);
     if (events == NULL) {
         goto done;
@@ -164,10 +167,11 @@ rc_split_events(PyObject *Py_UNUSED(module), PyObject *args)
         const unsigned char *event;
         Py_ssize_t size, packet;
         /* the type byte is in once the header is: look before checking the CRC */
-        if (flagged != NULL && view.len - pos >= 4 + 1 + 19 && flagged[buf[pos + 4 + 1 + 4]]) {
+        if (flagged != NULL && view.len - pos >= 4 + 1 + 19 && flagged[buf[pos + 4 + 1 + 4]] &&
+            !(keep_first && pos == first)) {
             break;
         }
-        int found = whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
+        int found = rc_whole_event(buf, view.len, pos, seq, crc, &event, &size, &packet);
         if (found < 0) {
             goto done;
         }
@@ -193,35 +197,10 @@ done:
     return result;
 }
 
-/* MariaDB's GTID event flags (log_event.h, Gtid_log_event) */
-#define GTID_STANDALONE 0x01
-#define GTID_GROUP_COMMIT_ID 0x02
-#define GTID_XA 0xC0 /* PREPARED_XA | COMPLETED_XA */
-#define EVENT_ARTIFICIAL 0x20
-#define QUERY_EVENT 2
-#define XID_EVENT 16
-#define MYSQL_GTID_EVENT 33
-#define MYSQL_ANONYMOUS_GTID_EVENT 34
-#define MARIADB_GTID_EVENT 162
-#define GNO_MAX 0x7FFFFFFFFFFFFFFEULL
-#define MAX_DOMAINS 32
-#define MAX_WATCHED 64
-#define MAX_RUNS 64
-
-typedef struct {
-    unsigned long domain, server_id;
-    unsigned long long seq_no;
-} domain_gtid;
-
-typedef struct {
-    unsigned char sid[16];
-    unsigned long long first, last;
-} gno_run;
-
 /* A MySQL GTID or ANONYMOUS_GTID body of `len` bytes that the parser reads without an error
  * (mysql_bodies.decode_gtid, and MysqlGtid's range for a GTID's number): 1, else 0. */
-static int
-mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type)
+int
+rc_mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type)
 {
     if (len < 25) {
         return 0;
@@ -270,9 +249,9 @@ mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type)
 /* A QUERY event whose statement is exactly the bytes BEGIN, found where the parser finds it
  * (after the post-header of `post` bytes, the status variables and the schema name); `size`
  * counts the CRC32. Its status variables in *status and *status_len. */
-static int
-is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post,
-         const unsigned char **status, Py_ssize_t *status_len)
+int
+rc_is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post,
+            const unsigned char **status, Py_ssize_t *status_len)
 {
     const unsigned char *b = event + 19;
     Py_ssize_t len = size - 19 - 4;
@@ -285,240 +264,322 @@ is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post,
     return len - at == 5 && memcmp(b + at, "BEGIN", 5) == 0;
 }
 
+/* ------------------------------------------------------------ whole transactions */
+
+/* A walk over whole transactions (skip_transactions here, take_transactions in runs.c): the
+ * buffer, the end's bounds (`watch`: pairs of domain and seq_no; more than this holds sets
+ * `limit` to 1, so that nothing is taken), the QUERY post-header length and spells_begin
+ * (see skip_transactions). 0, or -1 with an exception set. */
+int
+rc_walk_init(Walk *w, const Py_buffer *view, PyObject *watch, Py_ssize_t budget,
+             unsigned long long limit, Py_ssize_t query_post, PyObject *spells_begin,
+             PyObject *crc)
+{
+    memset(w, 0, sizeof(*w));
+    w->buf = view->buf;
+    w->len = view->len;
+    w->crc = crc;
+    w->spells_begin = spells_begin;
+    w->query_post = query_post;
+    w->limit = limit;
+    w->budget = budget;
+    if (crc == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "whole transactions are taken checked: crc needed");
+        return -1;
+    }
+    PyObject *pairs = PySequence_Fast(watch, "watch must be a sequence of (domain, seq_no)");
+    if (pairs == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(pairs);
+    if (n > MAX_WATCHED) {
+        w->limit = 1; /* more than `watched` holds: take nothing (no end lies before 1) */
+        n = 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pairs, i), "kK", &w->watched[i].domain,
+                              &w->watched[i].seq_no)) {
+            Py_DECREF(pairs);
+            return -1;
+        }
+    }
+    w->n_watched = n;
+    Py_DECREF(pairs);
+    return 0;
+}
+
+/* Whether a QUERY event with these status variables reads the bytes BEGIN as the statement
+ * BEGIN: spells_begin asked once per different block of status variables in a walk. */
+static int
+spells_begin(Walk *w, const unsigned char *status, Py_ssize_t status_len)
+{
+    if (w->spelled != NULL && status_len == w->spelled_len &&
+        memcmp(status, w->spelled, (size_t)status_len) == 0) {
+        return 1;
+    }
+    PyObject *block = PyBytes_FromStringAndSize((const char *)status, status_len);
+    PyObject *got = block ? PyObject_CallOneArg(w->spells_begin, block) : NULL;
+    Py_XDECREF(block);
+    int truth = got ? PyObject_IsTrue(got) : -1;
+    Py_XDECREF(got);
+    if (truth == 1) {
+        w->spelled = status;
+        w->spelled_len = status_len;
+    }
+    return truth;
+}
+
+/* The transaction at `at`, whole in the buffer and every event checked (see rc_whole_event),
+ * of the forms
+ *
+ *     MariaDB: GTID (not standalone, not XA), events `inside` accepts, XID
+ *     MySQL:   GTID or ANONYMOUS_GTID, QUERY "BEGIN", events `inside` accepts, XID
+ *
+ * and within the walk's bounds: not ending at or past `limit`, no MariaDB GTID in a watched
+ * domain at or past its seq_no, no MySQL GTID past the `budget` (counting those taken).
+ * 1 with *out set; 0 when the transaction is not all of that (or not whole yet); -1 on a
+ * Python error. */
+int
+rc_walk_transaction(Walk *w, Cursor at, InsideCheck inside, void *ctx, Walked *out)
+{
+    const unsigned char *event;
+    Py_ssize_t size, packet;
+    memset(out, 0, sizeof(*out));
+    out->start = at;
+    int found = rc_whole_event(w->buf, w->len, at.offset, at.seq, w->crc, &event, &size, &packet);
+    if (found <= 0) {
+        return found;
+    }
+    if (event[17] & EVENT_ARTIFICIAL) {
+        return 0;
+    }
+    int type = event[4], begun = 0;
+    const unsigned char *b = event + 19;
+    Py_ssize_t body = size - 19 - 4;
+    if (type == MARIADB_GTID_EVENT) {
+        if (body < 13) {
+            return 0;
+        }
+        unsigned char flags = b[12];
+        if ((flags & (GTID_STANDALONE | GTID_XA)) || ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
+            return 0;
+        }
+        out->mariadb = (domain_gtid){(unsigned long)le_uint(b + 8, 4),
+                                     (unsigned long)le_uint(event + 5, 4), le_uint(b, 8)};
+        for (Py_ssize_t i = 0; i < w->n_watched; i++) {
+            if (w->watched[i].domain == out->mariadb.domain &&
+                out->mariadb.seq_no >= w->watched[i].seq_no) {
+                return 0;
+            }
+        }
+        begun = 1; /* a MariaDB GTID opens the group itself */
+    }
+    else if (type == MYSQL_GTID_EVENT || type == MYSQL_ANONYMOUS_GTID_EVENT) {
+        if (!rc_mysql_gtid_ok(b, body, type) ||
+            (type == MYSQL_GTID_EVENT && w->budget >= 0 && w->gtids >= w->budget)) {
+            return 0;
+        }
+    }
+    else {
+        return 0;
+    }
+    out->gtid_type = type;
+    out->gtid_body = b;
+    out->gtid_body_len = body;
+    for (;;) {
+        unsigned long long log_pos = le_uint(event + 13, 4);
+        at.position = log_pos ? log_pos : at.position + (unsigned long long)size;
+        at.seq = (at.seq + 1) & 0xFF;
+        at.offset += packet;
+        out->events++;
+        if (out->events > 1 && event[4] == XID_EVENT) {
+            /* the parser takes an 8-byte xid */
+            if (!begun || size != 19 + 8 + 4 || (w->limit && at.position >= w->limit)) {
+                return 0;
+            }
+            out->xid_timestamp = (unsigned long)le_uint(event, 4);
+            out->end = at;
+            return 1;
+        }
+        found = rc_whole_event(w->buf, w->len, at.offset, at.seq, w->crc, &event, &size, &packet);
+        if (found <= 0) {
+            return found;
+        }
+        if (event[17] & EVENT_ARTIFICIAL) {
+            return 0;
+        }
+        if (!begun) { /* MySQL: the event after the GTID must be BEGIN */
+            const unsigned char *status;
+            Py_ssize_t status_len;
+            if (event[4] != QUERY_EVENT ||
+                !rc_is_begin(event, size, w->query_post, &status, &status_len)) {
+                return 0;
+            }
+            int truth = spells_begin(w, status, status_len);
+            if (truth <= 0) {
+                return truth;
+            }
+            begun = 1;
+            continue;
+        }
+        if (event[4] != XID_EVENT) {
+            int allowed = inside(ctx, event, size);
+            if (allowed <= 0) {
+                return allowed;
+            }
+        }
+    }
+}
+
+/* Count a transaction the walk took into its GTIDs: 0, or 1 when they cannot hold it (more
+ * domains or runs than they keep; the walk stops before it). */
+int
+rc_walk_take(Walk *w, const Walked *t)
+{
+    if (t->gtid_type == MARIADB_GTID_EVENT) { /* the domain's last GTID, moved to the end */
+        int i = 0;
+        while (i < w->n_last && w->last[i].domain != t->mariadb.domain) {
+            i++;
+        }
+        if (i == w->n_last) {
+            if (w->n_last == MAX_DOMAINS) {
+                return 1;
+            }
+            w->n_last++;
+        }
+        memmove(&w->last[i], &w->last[i + 1], (size_t)(w->n_last - 1 - i) * sizeof(domain_gtid));
+        w->last[w->n_last - 1] = t->mariadb;
+    }
+    else if (t->gtid_type == MYSQL_GTID_EVENT) { /* the run it extends, or a new one */
+        const unsigned char *sid = t->gtid_body + 1;
+        unsigned long long gno = le_uint(t->gtid_body + 17, 8);
+        gno_run *run = w->n_runs ? &w->runs[w->n_runs - 1] : NULL;
+        if (run != NULL && memcmp(run->sid, sid, 16) == 0 && gno == run->last + 1) {
+            run->last = gno;
+        }
+        else {
+            if (w->n_runs == MAX_RUNS) {
+                return 1;
+            }
+            run = &w->runs[w->n_runs++];
+            memcpy(run->sid, sid, 16);
+            run->first = run->last = gno;
+        }
+        w->gtids++;
+    }
+    return 0;
+}
+
+/* The GTIDs of the transactions taken: (mariadb, mysql), the last GTID of each domain as
+ * (domain, server_id, seq_no) in the order of those last ones, and the MySQL GTIDs as runs
+ * (uuid bytes, first gno, last gno). */
+PyObject *
+rc_walk_gtids(const Walk *w)
+{
+    PyObject *mariadb = PyList_New(w->n_last), *mysql = PyList_New(w->n_runs);
+    if (mariadb == NULL || mysql == NULL) {
+        goto fail;
+    }
+    for (int i = 0; i < w->n_last; i++) {
+        const domain_gtid *g = &w->last[i];
+        PyObject *item = Py_BuildValue("(kkK)", g->domain, g->server_id, g->seq_no);
+        if (item == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(mariadb, i, item);
+    }
+    for (int i = 0; i < w->n_runs; i++) {
+        const gno_run *r = &w->runs[i];
+        PyObject *item =
+            Py_BuildValue("(y#KK)", (const char *)r->sid, (Py_ssize_t)16, r->first, r->last);
+        if (item == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(mysql, i, item);
+    }
+    return Py_BuildValue("(NN)", mariadb, mysql);
+fail:
+    Py_XDECREF(mariadb);
+    Py_XDECREF(mysql);
+    return NULL;
+}
+
+static int
+flagged_inside(void *ctx, const unsigned char *event, Py_ssize_t size)
+{
+    return ((const unsigned char *)ctx)[event[4]];
+}
+
 /* skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post,
  *                   spells_begin, crc)
  *     -> (offset, seq, position, events, transactions, mariadb, mysql)
  *
  * A read of statements only (a DDL scan) has nothing to deliver from a transaction of rows:
- * between transactions, this passes over whole ones of the forms
- *
- *     MariaDB: GTID (not standalone, not XA), events flagged in `inside`, XID
- *     MySQL:   GTID or ANONYMOUS_GTID, QUERY "BEGIN", events flagged in `inside`, XID
- *
- * (`inside`: 256 bytes, one per type code: ANNOTATE_ROWS, ROWS_QUERY, TABLE_MAP, rows), each
- * event whole and checked (see whole_event; `crc` is required), moving `position` as the
- * parser moves it. `query_post` is the QUERY post-header length of the FORMAT_DESCRIPTION;
- * `spells_begin(status)` tells whether a QUERY event with these status variables reads the
- * bytes BEGIN as the statement BEGIN (its client character set decodes ASCII as ASCII), asked
- * once for each different block of status variables in a call. More watched domains than
- * this can hold: nothing is passed over.
+ * between transactions, this passes over whole ones (see rc_walk_transaction) whose events
+ * between start and XID are of the types flagged in `inside` (256 bytes, one per type code:
+ * ANNOTATE_ROWS, ROWS_QUERY, TABLE_MAP, rows), each event whole and checked (`crc` is
+ * required), moving `position` as the parser moves it. `query_post` is the QUERY post-header
+ * length of the FORMAT_DESCRIPTION; `spells_begin(status)` tells whether a QUERY event with
+ * these status variables reads the bytes BEGIN as the statement BEGIN (its client character
+ * set decodes ASCII as ASCII), asked once for each different block of status variables in a
+ * call.
  *
  * It stops before the first transaction that is not of those forms, not whole in the buffer
  * yet, or that the stream's end check needs to see: one that ends at or past `limit` (a
  * position in this file; 0 for none), one whose MariaDB GTID is in a domain of `watch` (pairs
  * of domain and seq_no) at or past that seq_no, or a MySQL GTID beyond the first `budget`
- * (-1: no limit). `mariadb`: the last GTID passed over in each domain, as (domain,
- * server_id, seq_no), in the order of those last ones; `mysql`: the MySQL GTIDs passed over,
- * as runs (uuid bytes, first gno, last gno). */
+ * (-1: no limit); more watched domains than it holds: nothing is passed over. `mariadb`: the
+ * last GTID passed over in each domain, as (domain, server_id, seq_no), in the order of those
+ * last ones; `mysql`: the MySQL GTIDs passed over, as runs (uuid bytes, first gno, last
+ * gno). */
 PyObject *
 rc_skip_transactions(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *bufobj, *watchobj, *spells_begin, *crc;
+    PyObject *bufobj, *watch, *spells, *crc, *result = NULL;
     Py_ssize_t start, budget, query_post;
-    int seq;
-    unsigned long long position, limit;
+    Cursor at;
+    unsigned long long limit;
     Py_buffer view, types;
-    if (!PyArg_ParseTuple(args, "OniKKy*OnnOO", &bufobj, &start, &seq, &position, &limit,
-                          &types, &watchobj, &budget, &query_post, &spells_begin, &crc)) {
+    if (!PyArg_ParseTuple(args, "OniKKy*OnnOO", &bufobj, &start, &at.seq, &at.position, &limit,
+                          &types, &watch, &budget, &query_post, &spells, &crc)) {
         return NULL;
     }
-    domain_gtid watched[MAX_WATCHED];
-    Py_ssize_t n_watched = 0;
-    PyObject *watch = NULL, *result = NULL, *mariadb = NULL, *mysql = NULL;
     if (types.len != 256) {
+        PyBuffer_Release(&types);
         PyErr_SetString(PyExc_ValueError, "inside must be 256 bytes");
-        goto fail_types;
-    }
-    if (crc == Py_None) {
-        PyErr_SetString(PyExc_ValueError, "skip_transactions checks every event: crc needed");
-        goto fail_types;
-    }
-    watch = PySequence_Fast(watchobj, "watch must be a sequence of (domain, seq_no)");
-    if (watch == NULL) {
-        goto fail_types;
-    }
-    n_watched = PySequence_Fast_GET_SIZE(watch);
-    if (n_watched > MAX_WATCHED) {
-        limit = 1; /* more than `watched` holds: pass nothing over (no end lies before 1) */
-        n_watched = 0;
-    }
-    for (Py_ssize_t i = 0; i < n_watched; i++) {
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(watch, i), "kK", &watched[i].domain,
-                              &watched[i].seq_no)) {
-            goto fail_watch;
-        }
+        return NULL;
     }
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) {
-        goto fail_watch;
+        PyBuffer_Release(&types);
+        return NULL;
     }
-    const unsigned char *buf = view.buf, *allowed = types.buf;
-    const unsigned char *spelled = NULL; /* the status variables last found to spell BEGIN */
-    Py_ssize_t spelled_len = 0;
-    Py_ssize_t pos = start < 0 ? 0 : start, events = 0, transactions = 0, gtids = 0;
-    domain_gtid last[MAX_DOMAINS];
-    gno_run runs[MAX_RUNS];
-    int n_last = 0, n_runs = 0;
+    Walk w;
+    Py_ssize_t events = 0, transactions = 0;
+    at.offset = start < 0 ? 0 : start;
+    if (rc_walk_init(&w, &view, watch, budget, limit, query_post, spells, crc) < 0) {
+        goto done;
+    }
     for (;;) {
-        /* one transaction, from its GTID: taken whole or not at all */
-        Py_ssize_t at = pos, count = 0;
-        int at_seq = seq;
-        unsigned long long moved = position;
-        const unsigned char *event;
-        Py_ssize_t size, packet;
-        int found = whole_event(buf, view.len, at, at_seq, crc, &event, &size, &packet);
+        Walked t;
+        int found = rc_walk_transaction(&w, at, flagged_inside, (void *)types.buf, &t);
         if (found < 0) {
             goto done;
         }
-        if (found == 0 || (event[17] & EVENT_ARTIFICIAL)) {
+        if (found == 0 || rc_walk_take(&w, &t)) {
             break;
         }
-        int type = event[4], begun = 0;
-        const unsigned char *b = event + 19;
-        Py_ssize_t body = size - 19 - 4;
-        domain_gtid gtid = {0, 0, 0};
-        if (type == MARIADB_GTID_EVENT) {
-            if (body < 13) {
-                break;
-            }
-            unsigned char flags = b[12];
-            if ((flags & (GTID_STANDALONE | GTID_XA)) ||
-                ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
-                break;
-            }
-            gtid = (domain_gtid){(unsigned long)le_uint(b + 8, 4),
-                                  (unsigned long)le_uint(event + 5, 4), le_uint(b, 8)};
-            int stop = 0;
-            for (Py_ssize_t i = 0; i < n_watched; i++) {
-                if (watched[i].domain == gtid.domain && gtid.seq_no >= watched[i].seq_no) {
-                    stop = 1;
-                }
-            }
-            if (stop) {
-                break;
-            }
-            begun = 1; /* a MariaDB GTID opens the group itself */
-        } else if (type == MYSQL_GTID_EVENT || type == MYSQL_ANONYMOUS_GTID_EVENT) {
-            if (!mysql_gtid_ok(b, body, type) ||
-                (type == MYSQL_GTID_EVENT && budget >= 0 && gtids >= budget)) {
-                break;
-            }
-        } else {
-            break;
-        }
-        int complete = 0;
-        for (;;) {
-            unsigned long long log_pos = le_uint(event + 13, 4);
-            moved = log_pos ? log_pos : moved + (unsigned long long)size;
-            at_seq = (at_seq + 1) & 0xFF;
-            at += packet;
-            count++;
-            if (count > 1 && event[4] == XID_EVENT) {
-                complete = begun && size == 19 + 8 + 4; /* the parser takes an 8-byte xid */
-                break;
-            }
-            found = whole_event(buf, view.len, at, at_seq, crc, &event, &size, &packet);
-            if (found < 0) {
-                goto done;
-            }
-            if (found == 0 || (event[17] & EVENT_ARTIFICIAL)) {
-                break;
-            }
-            if (!begun) { /* MySQL: the event after the GTID must be BEGIN */
-                const unsigned char *status;
-                Py_ssize_t status_len;
-                if (event[4] != QUERY_EVENT ||
-                    !is_begin(event, size, query_post, &status, &status_len)) {
-                    break;
-                }
-                if (spelled == NULL || status_len != spelled_len ||
-                    memcmp(status, spelled, (size_t)status_len) != 0) {
-                    PyObject *block = PyBytes_FromStringAndSize((const char *)status, status_len);
-                    PyObject *got = block ? PyObject_CallOneArg(spells_begin, block) : NULL;
-                    Py_XDECREF(block);
-                    int truth = got ? PyObject_IsTrue(got) : -1;
-                    Py_XDECREF(got);
-                    if (truth < 0) {
-                        goto done;
-                    }
-                    if (!truth) {
-                        break;
-                    }
-                    spelled = status;
-                    spelled_len = status_len;
-                }
-                begun = 1;
-                continue;
-            }
-            if (event[4] != XID_EVENT && !allowed[event[4]]) {
-                break;
-            }
-        }
-        if (!complete || (limit && moved >= limit)) {
-            break;
-        }
-        if (type == MARIADB_GTID_EVENT) { /* the domain's last GTID, moved to the end */
-            int i = 0;
-            while (i < n_last && last[i].domain != gtid.domain) {
-                i++;
-            }
-            if (i == n_last) {
-                if (n_last == MAX_DOMAINS) {
-                    break;
-                }
-                n_last++;
-            }
-            memmove(&last[i], &last[i + 1], (size_t)(n_last - 1 - i) * sizeof(domain_gtid));
-            last[n_last - 1] = gtid;
-        } else if (type == MYSQL_GTID_EVENT) { /* the run it extends, or a new one */
-            const unsigned char *sid = b + 1;
-            unsigned long long gno = le_uint(b + 17, 8);
-            gno_run *run = n_runs ? &runs[n_runs - 1] : NULL;
-            if (run != NULL && memcmp(run->sid, sid, 16) == 0 && gno == run->last + 1) {
-                run->last = gno;
-            } else {
-                if (n_runs == MAX_RUNS) {
-                    break;
-                }
-                run = &runs[n_runs++];
-                memcpy(run->sid, sid, 16);
-                run->first = run->last = gno;
-            }
-            gtids++;
-        }
-        pos = at;
-        seq = at_seq;
-        position = moved;
-        events += count;
+        at = t.end;
+        events += t.events;
         transactions++;
     }
-    mariadb = PyList_New(n_last);
-    mysql = PyList_New(n_runs);
-    if (mariadb == NULL || mysql == NULL) {
-        goto done;
+    PyObject *gtids = rc_walk_gtids(&w);
+    if (gtids != NULL) {
+        result = Py_BuildValue("niKnnOO", at.offset, at.seq, at.position, events, transactions,
+                               PyTuple_GET_ITEM(gtids, 0), PyTuple_GET_ITEM(gtids, 1));
+        Py_DECREF(gtids);
     }
-    for (int i = 0; i < n_last; i++) {
-        PyObject *item = Py_BuildValue("(kkK)", last[i].domain, last[i].server_id, last[i].seq_no);
-        if (item == NULL) {
-            goto done;
-        }
-        PyList_SET_ITEM(mariadb, i, item);
-    }
-    for (int i = 0; i < n_runs; i++) {
-        PyObject *item = Py_BuildValue("(y#KK)", (const char *)runs[i].sid, (Py_ssize_t)16,
-                                       runs[i].first, runs[i].last);
-        if (item == NULL) {
-            goto done;
-        }
-        PyList_SET_ITEM(mysql, i, item);
-    }
-    result = Py_BuildValue("niKnnOO", pos, seq, position, events, transactions, mariadb, mysql);
 done:
-    Py_XDECREF(mariadb);
-    Py_XDECREF(mysql);
     PyBuffer_Release(&view);
-fail_watch:
-    Py_DECREF(watch);
-fail_types:
     PyBuffer_Release(&types);
     return result;
 }

@@ -163,23 +163,157 @@ null_slot(LaneColumn *c, int varlen, Py_ssize_t width)
     return 0;
 }
 
+/* ---------------------------------------------------------------- row blocks (rows.c) */
+
+/* a column's value as an object: an instruction of BlockSpec (rows.c, decode_value) */
+typedef struct {
+    int op;
+    int width;
+    long long arg0;
+    long long arg1;
+    PyObject *obj; /* borrowed from BlockSpec.objects */
+} Instr;
+
+/* a column's value into buffers: a lane instruction of BlockSpec (rows.c, lane_value) */
+typedef struct {
+    int op, in_width, out_width;
+    long long arg0, arg1;
+    PyObject *obj;
+} LaneInstr;
+
+/* the decoder of one row layout's images into a block (rows.c) */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t npresent;
+    Py_ssize_t null_bytes;
+    Instr *instr;      /* one per present column: the value as an object */
+    LaneInstr *lanes;  /* one per present column: op 0 when it has no buffer form */
+    PyObject *objects; /* keeps every instruction's object alive */
+} BlockSpec;
+
+/* One image kind of a block being decoded (before or after images). */
+typedef struct {
+    BlockSpec *spec;
+    char *as_objects; /* per present column */
+    LaneColumn *cols;
+    PyObject **lists;
+} Side;
+
+/* --------------------------------------------------- whole transactions (framing.c) */
+
+/* MariaDB's GTID event flags (log_event.h, Gtid_log_event) and the event types a transaction
+ * taken whole is made of (log_event.h / binlog_event.h Log_event_type) */
+#define GTID_STANDALONE 0x01
+#define GTID_GROUP_COMMIT_ID 0x02
+#define GTID_XA 0xC0 /* PREPARED_XA | COMPLETED_XA */
+#define EVENT_ARTIFICIAL 0x20
+#define QUERY_EVENT 2
+#define XID_EVENT 16
+#define TABLE_MAP_EVENT 19
+#define MYSQL_GTID_EVENT 33
+#define MYSQL_ANONYMOUS_GTID_EVENT 34
+#define MARIADB_GTID_EVENT 162
+#define GNO_MAX 0x7FFFFFFFFFFFFFFEULL
+#define MAX_DOMAINS 32
+#define MAX_WATCHED 64
+#define MAX_RUNS 64
+
+typedef struct {
+    unsigned long domain, server_id;
+    unsigned long long seq_no;
+} domain_gtid;
+
+typedef struct {
+    unsigned char sid[16];
+    unsigned long long first, last;
+} gno_run;
+
+/* Where the walk over the dump stream's buffered packets stands: the offset in the buffer,
+ * the next packet's sequence id, and the binlog position as the parser moves it. */
+typedef struct {
+    Py_ssize_t offset;
+    int seq;
+    unsigned long long position;
+} Cursor;
+
+/* One whole transaction found by rc_walk_transaction: where it starts and ends, its GTID, its
+ * events and the header time of its XID. */
+typedef struct {
+    Cursor start, end;
+    int gtid_type; /* MARIADB_GTID_EVENT, MYSQL_GTID_EVENT or MYSQL_ANONYMOUS_GTID_EVENT */
+    domain_gtid mariadb;
+    const unsigned char *gtid_body; /* the GTID event's body (MySQL: flags, uuid, gno, ...) */
+    Py_ssize_t gtid_body_len;
+    Py_ssize_t events;
+    unsigned long xid_timestamp;
+} Walked;
+
+/* Whether an event between a transaction's start and its XID may be part of a transaction
+ * taken whole: 1 yes, 0 no (the walk stops before the transaction), -1 on a Python error. */
+typedef int (*InsideCheck)(void *ctx, const unsigned char *event, Py_ssize_t size);
+
+/* What a walk over whole transactions is bound by, and the GTIDs of those it took. */
+typedef struct {
+    const unsigned char *buf;
+    Py_ssize_t len;
+    PyObject *crc, *spells_begin;
+    Py_ssize_t query_post;
+    unsigned long long limit; /* none may end at or past this position (0: no limit) */
+    domain_gtid watched[MAX_WATCHED];
+    Py_ssize_t n_watched;
+    Py_ssize_t budget; /* MySQL GTIDs that may be taken (-1: any) */
+    const unsigned char *spelled; /* the status variables last found to spell BEGIN */
+    Py_ssize_t spelled_len;
+    domain_gtid last[MAX_DOMAINS]; /* of those taken: the last GTID of each domain */
+    int n_last;
+    gno_run runs[MAX_RUNS]; /* of those taken: the MySQL GTIDs as runs */
+    int n_runs;
+    Py_ssize_t gtids; /* MySQL GTIDs taken */
+} Walk;
+
+int rc_walk_init(Walk *w, const Py_buffer *view, PyObject *watch, Py_ssize_t budget,
+                 unsigned long long limit, Py_ssize_t query_post, PyObject *spells_begin,
+                 PyObject *crc);
+int rc_walk_transaction(Walk *w, Cursor at, InsideCheck inside, void *ctx, Walked *out);
+int rc_walk_take(Walk *w, const Walked *t);
+PyObject *rc_walk_gtids(const Walk *w);
+
 /* --------------------------------------------------------------- across the files */
 
 /* buffers.c */
 PyObject *rc_lane_buffers(const LaneColumn *c, int with_lengths);
 PyObject *rc_arrow_columns(PyObject *module, PyObject *args);
 PyObject *rc_concat_columns(PyObject *module, PyObject *args);
-/* rows.c */
+/* rows.c: the BlockSpec type, and the sides of a block being decoded (runs.c appends the
+ * images of many rows events to one block): rc_side_image decodes one image, 0 when it did, 1
+ * when it does not decode (*bad: the present column whose buffers cannot hold its value, else
+ * -1), 2 with an exception set */
 extern PyTypeObject rc_BlockSpecType;
+int rc_side_alloc(Side *s, BlockSpec *spec, int objects);
+int rc_side_start(Side *s);
+int rc_side_has_objects(const Side *s);
+int rc_side_image(Side *s, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos,
+                  Py_ssize_t end, Py_ssize_t *bad);
+PyObject *rc_side_result(Side *s);
+void rc_side_clear(Side *s);
+void rc_side_free(Side *s);
 /* text.c */
 PyObject *rc_text_rows(PyObject *self, PyObject *args);
 PyObject *rc_text_row_payload(PyObject *self, PyObject *args);
 PyObject *rc_text_block(PyObject *self, PyObject *args);
-/* framing.c */
+/* framing.c: the whole events of the dump stream, and what a transaction's start is */
+int rc_whole_event(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int seq,
+                   PyObject *crc, const unsigned char **event, Py_ssize_t *size,
+                   Py_ssize_t *packet);
+int rc_mysql_gtid_ok(const unsigned char *b, Py_ssize_t len, int type);
+int rc_is_begin(const unsigned char *event, Py_ssize_t size, Py_ssize_t post,
+                const unsigned char **status, Py_ssize_t *status_len);
 PyObject *rc_step_events(PyObject *module, PyObject *args);
 PyObject *rc_split_events(PyObject *module, PyObject *args);
 PyObject *rc_skip_transactions(PyObject *module, PyObject *args);
 PyObject *rc_split_file_events(PyObject *module, PyObject *args);
+/* runs.c */
+PyObject *rc_take_transactions(PyObject *module, PyObject *args);
 
 /* <datetime.h> keeps its C API in a static pointer, one per file that includes it: each of
  * those files fills its own when the module is imported (PyInit__rowcore). 0, or -1 with an

@@ -22,14 +22,6 @@
 
 #include "formats.h"
 
-typedef struct {
-    int op;
-    int width;
-    long long arg0;
-    long long arg1;
-    PyObject *obj; /* borrowed from BlockSpec.objects */
-} Instr;
-
 static PyObject *Decimal = NULL;
 
 /* The Python converter of a fixed-width value (the reference for unusual values). */
@@ -432,12 +424,6 @@ check_instr(const Instr *in)
  * lane_value gives up (-1) on a value the buffers cannot hold exactly: the block decoder then
  * takes that column as objects (see BlockSpec). */
 
-typedef struct {
-    int op, in_width, out_width;
-    long long arg0, arg1;
-    PyObject *obj;
-} LaneInstr;
-
 /* One non-NULL value at p (avail bytes left) into the column; bytes used, or -1. */
 static Py_ssize_t
 lane_value(const LaneInstr *in, const unsigned char *p, Py_ssize_t avail, LaneColumn *c)
@@ -665,25 +651,8 @@ check_lane(const LaneInstr *in)
  * the event, a converter that raises) makes the call return None: the caller decodes the
  * event with the reference decoders, which raise the exact error. */
 
-typedef struct {
-    PyObject_HEAD
-    Py_ssize_t npresent;
-    Py_ssize_t null_bytes;
-    Instr *instr;      /* one per present column: the value as an object */
-    LaneInstr *lanes;  /* one per present column: op 0 when it has no buffer form */
-    PyObject *objects; /* keeps every instruction's object alive */
-} BlockSpec;
-
-/* One image kind of a block being decoded (before or after images). */
-typedef struct {
-    BlockSpec *spec;
-    char *as_objects; /* per present column */
-    LaneColumn *cols;
-    PyObject **lists;
-} Side;
-
-static void
-side_clear(Side *s)
+void
+rc_side_clear(Side *s)
 {
     for (Py_ssize_t k = 0; s->cols != NULL && k < s->spec->npresent; k++) {
         PyMem_RawFree(s->cols[k].valid.data);
@@ -694,8 +663,8 @@ side_clear(Side *s)
     }
 }
 
-static int
-side_start(Side *s)
+int
+rc_side_start(Side *s)
 {
     for (Py_ssize_t k = 0; k < s->spec->npresent; k++) {
         if (s->as_objects[k]) {
@@ -708,8 +677,8 @@ side_start(Side *s)
     return 0;
 }
 
-static int
-side_alloc(Side *s, BlockSpec *spec, int objects)
+int
+rc_side_alloc(Side *s, BlockSpec *spec, int objects)
 {
     Py_ssize_t n = spec->npresent ? spec->npresent : 1;
     s->spec = spec;
@@ -726,20 +695,20 @@ side_alloc(Side *s, BlockSpec *spec, int objects)
     return 0;
 }
 
-static void
-side_free(Side *s)
+void
+rc_side_free(Side *s)
 {
     if (s->spec == NULL) {
         return;
     }
-    side_clear(s);
+    rc_side_clear(s);
     PyMem_Free(s->as_objects);
     PyMem_Free(s->cols);
     PyMem_Free(s->lists);
 }
 
-static int
-side_has_objects(const Side *s)
+int
+rc_side_has_objects(const Side *s)
 {
     for (Py_ssize_t k = 0; k < s->spec->npresent; k++) {
         if (s->as_objects[k]) {
@@ -751,8 +720,8 @@ side_has_objects(const Side *s)
 
 /* One image at *pos into the side's columns: 0 decoded; 1 it does not decode (*bad: the
  * present column whose buffers could not hold its value, else -1); 2 an error is raised. */
-static int
-side_image(Side *s, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end,
+int
+rc_side_image(Side *s, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos, Py_ssize_t end,
            Py_ssize_t *bad)
 {
     const BlockSpec *spec = s->spec;
@@ -809,8 +778,8 @@ side_image(Side *s, PyObject *bufobj, const unsigned char *buf, Py_ssize_t *pos,
 }
 
 /* The side's columns: a list of objects, or (set, values, lengths | None) buffers. */
-static PyObject *
-side_result(Side *s)
+PyObject *
+rc_side_result(Side *s)
 {
     const BlockSpec *spec = s->spec;
     PyObject *columns = PyTuple_New(spec->npresent);
@@ -868,27 +837,27 @@ BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
     memset(sides, 0, sizeof(sides));
     int nsides = after == Py_None ? 1 : 2;
     PyObject *result = NULL;
-    if (side_alloc(&sides[0], (BlockSpec *)self, objects) < 0 ||
-        (nsides == 2 && side_alloc(&sides[1], (BlockSpec *)after, objects) < 0)) {
+    if (rc_side_alloc(&sides[0], (BlockSpec *)self, objects) < 0 ||
+        (nsides == 2 && rc_side_alloc(&sides[1], (BlockSpec *)after, objects) < 0)) {
         goto done;
     }
     for (;;) {
         Py_ssize_t rows = 0, pos = start, bad = -1;
         int outcome = 0, side = 0;
         for (int i = 0; i < nsides && outcome == 0; i++) {
-            if (side_start(&sides[i]) < 0) {
+            if (rc_side_start(&sides[i]) < 0) {
                 outcome = 2;
             }
         }
         /* buffers only: no Python object is touched, so other threads (the event loop, the
          * Parquet writer) run meanwhile, when there is enough to decode */
         int free_threads = outcome == 0 && end - start >= GIL_RELEASE_BYTES &&
-                           !side_has_objects(&sides[0]) &&
-                           (nsides == 1 || !side_has_objects(&sides[1]));
+                           !rc_side_has_objects(&sides[0]) &&
+                           (nsides == 1 || !rc_side_has_objects(&sides[1]));
         PyThreadState *saved = free_threads ? PyEval_SaveThread() : NULL;
         while (outcome == 0 && pos < end) {
             for (side = 0; side < nsides && outcome == 0; side++) {
-                outcome = side_image(&sides[side], bufobj, buf, &pos, end, &bad);
+                outcome = rc_side_image(&sides[side], bufobj, buf, &pos, end, &bad);
             }
             side--;
             rows++;
@@ -900,8 +869,8 @@ BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
             }
         }
         if (outcome == 0) {
-            PyObject *first = side_result(&sides[0]);
-            PyObject *second = nsides == 2 && first != NULL ? side_result(&sides[1]) : NULL;
+            PyObject *first = rc_side_result(&sides[0]);
+            PyObject *second = nsides == 2 && first != NULL ? rc_side_result(&sides[1]) : NULL;
             if (first != NULL && nsides == 1) {
                 result = Py_BuildValue("(nNO)", rows, first, Py_None);
             }
@@ -915,7 +884,7 @@ BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
             break;
         }
         for (int i = 0; i < nsides; i++) {
-            side_clear(&sides[i]);
+            rc_side_clear(&sides[i]);
         }
         if (outcome == 2) {
             break;
@@ -929,7 +898,7 @@ BlockSpec_decode(PyObject *self, PyObject *args, PyObject *kwds)
     }
 done:
     for (int i = 0; i < nsides; i++) {
-        side_free(&sides[i]);
+        rc_side_free(&sides[i]);
     }
     PyBuffer_Release(&view);
     return result;
