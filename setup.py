@@ -13,7 +13,7 @@ setup(
         Extension(
             "replicator.binlog._rowcore",
             sources=[
-                f"{SOURCES}/{name}.c" for name in ("module", "rows", "framing", "text", "buffers")
+                f"{SOURCES}/{name}.c" for name in ("module", "rows", "framing", "runs", "text", "buffers")
             ],
             # rebuilt when a header changes; shipped in the sdist with the sources
             depends=[f"{SOURCES}/rowcore.h", f"{SOURCES}/formats.h"],

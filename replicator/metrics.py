@@ -229,6 +229,11 @@ class Metrics:
         self.crc_errors = CumulativeCounter(
             r, "replicator_crc_errors", "Binlog events whose CRC32 did not match."
         )
+        self.transactions_in_runs = CumulativeCounter(
+            r,
+            "replicator_transactions_in_runs",
+            "Transactions of rows the native core took many at a time (runs).",
+        )
         self.zero_dates = CumulativeCounter(
             r,
             "replicator_zero_dates_nulled",
@@ -384,6 +389,7 @@ class Metrics:
             self.reconnects,
             self.reconnect_attempts,
             self.crc_errors,
+            self.transactions_in_runs,
             self.notifications_dropped,
             self.xa_transactions,
         ):

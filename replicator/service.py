@@ -449,6 +449,10 @@ class Service:
             part_rows=self.config.sink.large_transaction_rows,
             tracker=tracker,
             report_host=self.replica_host,
+            # runs of small transactions, but not while a snapshot reads beside the stream:
+            # its chunks land between transactions at the points it reads at (``_replicate``
+            # turns them on once it is done)
+            runs=runner is None or not runner.has_work(),
         )
         self.stream = stream
         if self._stop.is_set():  # stopped while starting: nothing is read
@@ -487,6 +491,8 @@ class Service:
             "stopped",
             batches=pipeline.stats.batches,
             rows=pipeline.stats.row_changes,
+            transactions=pipeline.stats.transactions,
+            in_runs=stream.stats.transactions_in_runs,
             position=None if committed is None else committed.describe(),
             abandoned=self._abandoned,
             notifications_dropped=self.notifier.stats.dropped,
@@ -661,6 +667,7 @@ class Service:
             m.reconnect_attempts.sync(total=stats.reconnect_attempts)
             m.binlog_bytes.sync(total=stats.bytes_received)
             m.crc_errors.sync(total=stats.checksum_errors)
+            m.transactions_in_runs.sync(total=stats.transactions_in_runs)
             m.events.sync_many(
                 {(_event_name(code),): n for code, n in list(stats.events_by_type.items())}
             )
@@ -752,8 +759,10 @@ class Service:
             while not self._stop.is_set():
                 if runner is not None and runner.has_work() and not pipeline.in_transaction:
                     await runner.step(take, handle)
-                    if not runner.has_work() and self._live_for_snapshot:
-                        break  # the stream stands past the end it had at start
+                    if not runner.has_work():
+                        if self._live_for_snapshot:
+                            break  # the stream stands past the end it had at start
+                        stream.runs = True
                     continue
                 item = None if runner is None else runner.take_pending()
                 if item is None:

@@ -74,6 +74,8 @@ status=0
     tests/unit/test_block_landing.py \
     tests/unit/test_stream.py \
     tests/unit/test_skip_row_transactions.py \
+    tests/unit/test_runs.py \
+    tests/corpus/test_runs.py \
     tests/unit/test_snapshot_units.py \
     tests/unit/test_snapshot_bytes.py \
     tests/corpus/test_compiled_rows.py \

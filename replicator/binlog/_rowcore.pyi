@@ -128,7 +128,13 @@ def text_block(
     """(columns, count, offset, state, offset of the last row's packet or -1)."""
 
 def split_events(
-    buf: Buffer, start: int, seq: int, crc: _Crc32 | None, stop: Buffer | None = None, /
+    buf: Buffer,
+    start: int,
+    seq: int,
+    crc: _Crc32 | None,
+    stop: Buffer | None = None,
+    keep_first: bool = False,
+    /,
 ) -> tuple[int, int, list[bytes]]:
     """(offset, seq, events)."""
 
@@ -155,3 +161,43 @@ def skip_transactions(
     /,
 ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]], list[tuple[bytes, int, int]]]:
     """(offset, seq, position, events, transactions, mariadb, mysql)."""
+
+_Origins = tuple[bytes, bytes, bytes, bytes, bytes | None, int, bytes, bytes]
+"""Where each rows event of a run's segment came from (runs.RowOrigins)."""
+_Segment = tuple[
+    Any, int, int, tuple[_Column, ...], tuple[_Column, ...] | None, int, str | None, int, int,
+    int, _Origins | None,
+]  # fmt: skip
+"""A run's segment: (token, event type, rows, columns, after columns or None, events, the
+first event's GTID, commit time, server id and position, origins or None)."""
+
+def take_transactions(
+    buf: Buffer,
+    start: int,
+    seq: int,
+    position: int,
+    limit: int,
+    watch: Sequence[tuple[int, int]],
+    budget: int,
+    posts: Buffer,
+    spells_begin: Callable[[bytes], bool],
+    crc: _Crc32,
+    tables: dict[bytes, tuple[BlockSpec, int, Any]],
+    max_images: int,
+    max_bytes: int,
+    /,
+) -> tuple[
+    int,
+    int,
+    int,
+    int,
+    int,
+    list[tuple[int, int, int]],
+    list[tuple[bytes, int, int]],
+    list[_Segment],
+    list[tuple[int, Any]],
+    list[tuple[int, int]],
+    tuple[bytes, bytes, bytes],
+]:
+    """(offset, seq, position, transactions, bytes, mariadb, mysql, segments, mapped,
+    counts, (records, images, image_ends))."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from .constants import BINLOG_MAGIC, EVENT_HEADER_SIZE
 from .errors import DecodeError, ServerError, TruncatedError
@@ -27,6 +27,11 @@ Gtid3 = tuple[int, int, int]
 GnoRun = tuple[bytes, int, int]
 # what the native skip_transactions returns
 Skipped = tuple[int, int, int, int, int, list[Gtid3], list[GnoRun]]
+# what the native take_transactions returns (runs)
+Taken = tuple[
+    int, int, int, int, int, list[Gtid3], list[GnoRun], list[Any], list[Any], list[Any],
+    tuple[bytes, bytes, bytes],
+]  # fmt: skip
 
 
 class _NeedData:
@@ -218,6 +223,33 @@ class PacketFramer:
         )
         buf._start = offset
         return position, events, transactions, mariadb, mysql
+
+    def take_transactions(
+        self, take: Callable[..., Taken], position: int, *args: object
+    ) -> tuple[
+        int,
+        int,
+        int,
+        list[Gtid3],
+        list[GnoRun],
+        list[Any],
+        list[Any],
+        list[Any],
+        tuple[bytes, bytes, bytes],
+    ]:
+        """Take whole transactions of rows with the native ``take_transactions`` (which checks
+        each event and stops before anything unusual; see ``runs``): (position after them,
+        transactions, bytes they span, their MariaDB GTIDs, their MySQL GTIDs, their segments,
+        the latest table map of each table id, event counts by type, and the records and row
+        images a split takes)."""
+        if self._parts:
+            return position, 0, 0, [], [], [], [], [], (b"", b"", b"")
+        buf = self._buffer
+        offset, self._sequence, position, *rest = take(
+            buf._buf, buf._start, self._sequence, position, *args
+        )
+        buf._start = offset
+        return (position, *rest)  # type: ignore[return-value]
 
     def split_events(
         self, split: Callable[..., tuple[int, int, list[bytes]]], *args: object

@@ -247,6 +247,13 @@ class EventParser:
             tuple[int, bool, bytes, int | None], tuple[TableMapBody, TableDecoder]
         ] = {}
         self._table_decoders: dict[tuple[ColumnDef, ...], TableDecoder] = {}
+        # TABLE_MAP bodies the native core may take transactions of (``runs``): each body's
+        # decoder of images of every column, its column count and its ``tables`` entry, as of
+        # the schema lookup's generation ``_run_generation``
+        self.run_tables: dict[bytes, tuple[object, int, tuple[ev.TableMapEvent, TableDecoder]]]
+        self.run_tables = {}
+        self._run_generation: int | None = None
+        self._post_headers: tuple[ev.FormatDescriptionEvent | None, bytes] = (None, b"")
         self.events_decoded = 0
         # False: rows events into blocks of values only, no column buffers (for callers that
         # want rows as tuples, like `replicator dump`)
@@ -455,6 +462,45 @@ class EventParser:
     def forget_tables(self) -> None:
         self.tables.clear()
 
+    def post_headers(self) -> bytes:
+        """The post-header length of each event type (256 bytes, by type code; 0 where the
+        FORMAT_DESCRIPTION lists none), for the native core."""
+        fmt, made = self._post_headers
+        if fmt is not self.format or not made:
+            lengths = b"" if self.format is None else self.format.post_header_lengths[:255]
+            made = (b"\x00" + lengths).ljust(256, b"\x00")
+            self._post_headers = (self.format, made)
+        return made
+
+    def runs_ready(self) -> bool:
+        """Whether the native core may take transactions (``runs``): TABLE_MAP bodies are
+        known under the schema lookup's current generation (those of an older one are
+        forgotten here)."""
+        generation = getattr(self.schema_lookup, "generation", None)
+        if generation != self._run_generation:
+            self.run_tables.clear()
+            self._run_generation = generation
+        return bool(self.run_tables)
+
+    def _remember_for_runs(
+        self, body: bytes, generation: int | None, entry: tuple[ev.TableMapEvent, TableDecoder]
+    ) -> None:
+        """A TABLE_MAP decoded the same way whenever its bytes come again (under this
+        generation): the native core may take transactions of its rows (``runs``)."""
+        if not self.buffers or self.statements_only or body in self.run_tables:
+            return
+        if generation != self._run_generation:
+            self.run_tables.clear()
+            self._run_generation = generation
+        decoder = entry[1]
+        count = len(decoder.columns)
+        spec = decoder.layout((1 << count) - 1).spec if count else None
+        if spec is None:  # no native decoders
+            return
+        if len(self.run_tables) >= _CACHE_LIMIT:
+            self.run_tables.clear()
+        self.run_tables[body] = (spec, count, entry)
+
     def table_decoder(self, columns: tuple[ColumnDef, ...]) -> TableDecoder:
         """The row decoder of a table of these columns (compiled once per shape)."""
         found = self._table_decoders.get(columns)
@@ -526,6 +572,7 @@ def _format_description(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     p.format = event
     p.checksum_alg = alg
     p.forget_tables()
+    p.run_tables.clear()  # its post-header lengths say how table maps are read
     return event
 
 
@@ -817,7 +864,9 @@ def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
         primary_key=decoded.primary_key,
         has_metadata=decoded.has_metadata,
     )
-    p.tables[decoded.table_id] = (event, decoder)
+    entry = p.tables[decoded.table_id] = (event, decoder)
+    if p.table_maps.get(key) is cached:  # the same bytes decode the same way (see above)
+        p._remember_for_runs(body, generation, entry)
     return event
 
 

@@ -9,9 +9,11 @@ have one (it survives failover and renamed files), else by file and position.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..errors import ConfigError
+from .framing import GnoRun, Gtid3
 from .gtid import MariadbGtid, MariadbGtidPosition, MysqlGtid, MysqlGtidSet
 from .records import record
 
@@ -43,6 +45,24 @@ class StreamPosition:
         elif isinstance(gtid, MysqlGtid) and mysql is not None:
             mysql = mysql.add(gtid)
         return StreamPosition(end_file or self.file, end_position, mariadb, mysql)
+
+    def after_many(
+        self,
+        mariadb: Sequence[Gtid3],
+        mysql: Sequence[GnoRun],
+        end_file: str,
+        end_position: int,
+    ) -> StreamPosition:
+        """The position after transactions taken natively, one after another, that end at
+        ``end_file:end_position``: ``mariadb`` holds the last GTID of each domain among them
+        (domain, server_id, seq_no) in the order of those last ones, ``mysql`` their MySQL
+        GTIDs as runs (uuid bytes, first gno, last gno)."""
+        position = self
+        for domain_id, server_id, seq_no in mariadb:
+            position = position.after(MariadbGtid(domain_id, server_id, seq_no), end_file, 0)
+        if mysql and position.mysql_gtid is not None:
+            position = replace(position, mysql_gtid=position.mysql_gtid.with_runs(mysql))
+        return position.after(None, end_file, end_position)
 
     def with_gtid_of(self, other: StreamPosition | None) -> StreamPosition:
         """This position with ``other``'s GTID state when it has none and both stand at the

@@ -35,6 +35,7 @@ from .parser import (
     EventParser,
     spells_begin,
 )
+from .runs import TakenRun, segments_of
 from .tablemap import SchemaLookup
 
 __all__ = ["END_OF_STREAM", "NEED_DATA", "BinlogFileDecoder", "DumpStreamDecoder"]
@@ -121,6 +122,10 @@ class DumpStreamDecoder:
             verify_checksum=verify_checksum,
         )
         self._ready: deque[bytes] = deque()  # events framed and checked, not parsed yet
+        # True: a reader that takes runs (``take_run``) between transactions: events are split
+        # natively one transaction at a time (up to the next GTID), so that ``_ready`` is
+        # empty at each transaction's end, where a run may start
+        self.runs = False
 
     def feed(self, data: bytes | memoryview) -> None:
         """Bytes as they arrived; copied at once, so a reused receive buffer is fine."""
@@ -165,7 +170,9 @@ class DumpStreamDecoder:
         if split is None or parser.checksum_alg is None:
             return False
         crc = binascii.crc32 if parser.verifies_crc32 else None
-        if not parser.statements_only:
+        if self.runs and not parser.statements_only:
+            events = self.framer.split_events(split, crc, _GTIDS, True)
+        elif not parser.statements_only:
             events = self.framer.split_events(split, crc)
         else:  # up to the next rows or TABLE_MAP event, which _step_natively passes over, or
             # the next GTID, where skip_row_transactions may pass a whole transaction over
@@ -219,6 +226,68 @@ class DumpStreamDecoder:
         parser.events_decoded += events
         return transactions, mariadb, mysql
 
+    def take_run(
+        self,
+        limit: int,
+        watch: Sequence[tuple[int, int]],
+        budget: int,
+        *,
+        max_images: int,
+        max_bytes: int,
+    ) -> TakenRun | None:
+        """Between transactions: the whole transactions of rows buffered here, taken natively
+        into a run (``runs``; their events framed and CRC32-checked as ever), up to about
+        ``max_bytes`` of events, each with fewer than ``max_images`` bytes of row images. The
+        transaction after them is left for ``next_event``: it closes the run
+        (``TakenRun.closed_by``). ``limit``, ``watch`` and ``budget`` bound it as they bound
+        ``skip_row_transactions``. None when nothing was taken: without the native core or
+        CRC32 checks, in a read of statements only or of values only, with events already
+        split here, or before the table maps are known."""
+        parser = self.parser
+        take = _native("take_transactions")
+        if (
+            take is None
+            or self._ready
+            or parser.statements_only
+            or not parser.buffers
+            or not parser.verifies_crc32
+            or not parser.runs_ready()
+        ):
+            return None
+        start = parser.position
+        position, transactions, nbytes, mariadb, mysql, raw, mapped, counts, kept = (
+            self.framer.take_transactions(
+                take,
+                start,
+                limit,
+                watch,
+                budget,
+                parser.post_headers(),
+                spells_begin,
+                binascii.crc32,
+                parser.run_tables,
+                max_images,
+                max_bytes,
+            )
+        )
+        if not transactions:
+            return None
+        parser.position = position
+        parser.events_decoded += sum(count for _, count in counts)
+        parser.tables.update(mapped)
+        return TakenRun(
+            transactions,
+            segments_of(raw, parser.file),
+            tuple(mariadb),
+            tuple(mysql),
+            parser.file,
+            start,
+            position,
+            nbytes,
+            tuple(counts),
+            *kept,
+        )
+
     def _check_packet_length(self) -> bool:
         """Cross-check a new packet's length with the event size inside it; True when the
         next payload is an event whose length checks out (its marker byte is 0x00).
@@ -246,6 +315,13 @@ class DumpStreamDecoder:
                 hint="the connection corrupted the stream; reconnect",
             )
         return True
+
+
+# where a reader taking runs stops splitting: before the next transaction's GTID
+_T = EventType
+_GTIDS = bytes(
+    code in (_T.MARIADB_GTID, _T.GTID, _T.ANONYMOUS_GTID, _T.GTID_TAGGED) for code in range(256)
+)
 
 
 @functools.cache

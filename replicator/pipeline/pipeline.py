@@ -34,6 +34,7 @@ stream's start has no rows here: it is counted and logged, never guessed.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
 import datetime as dt
 import fnmatch
@@ -51,6 +52,7 @@ from ..binlog import events as ev
 from ..binlog.block import Block
 from ..binlog.constants import EventType
 from ..binlog.position import StreamPosition
+from ..binlog.runs import TakenRun, TransactionRun
 from ..binlog.schema import ColumnDef
 from ..binlog.transaction import Ending, Transaction, TransactionPart
 from ..binlog.xa import xa_id_of
@@ -219,6 +221,14 @@ def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> d
     if isinstance(gtid, ev.MysqlGtidEvent) and gtid.immediate_commit_timestamp:
         return dt.datetime.fromtimestamp(gtid.immediate_commit_timestamp / 1_000_000, dt.UTC)
     return _utc_second(fallback)
+
+
+def _utc_micros(micros: int) -> dt.datetime:
+    """A commit time in microseconds (a run's, ``binlog.runs``) as ``_commit_time`` makes
+    it: whole seconds from the header's time, others from MySQL's commit timestamp."""
+    if micros % 1_000_000 == 0:
+        return _utc_second(micros // 1_000_000)
+    return dt.datetime.fromtimestamp(micros / 1_000_000, dt.UTC)
 
 
 @functools.lru_cache(maxsize=256)
@@ -514,20 +524,7 @@ class Pipeline:
             table = event.table
             if not self.filter.wants(table.schema, table.table):
                 continue
-            version, keep = self.filter.version(table)
-            # (a version is made once per table shape: the names of one were checked before)
-            if version is not self._named:
-                check_name(table.schema, table.table, f"{event.file}:{event.position}")
-                if self.require_names and any(c.name is None for c in table.columns):
-                    raise IntegrityError(
-                        f"rows of {version.name} at {event.file}:{event.position}, but the "
-                        "names of its columns are not known (the table is not in the schema "
-                        "history and the binlog does not log names)",
-                        hint="set binlog_row_metadata=FULL on the source, or start a new "
-                        "landing zone from after the statement that created or changed the "
-                        "table",
-                    )
-                self._named = version
+            version, keep = self._version(table, event.file, event.position)
             block = event.block
             if keep is not None:
                 block = block.project(keep)
@@ -547,6 +544,132 @@ class Pipeline:
             else:
                 out.append((version, [run]))
         return out, seq
+
+    def _version(
+        self, table: ev.TableMapEvent, file: str, position: int
+    ) -> tuple[TableVersion, tuple[int, ...] | None]:
+        """The landed version of the table of rows at ``file:position`` (and the indexes of
+        the columns kept), its names checked."""
+        version, keep = self.filter.version(table)
+        # (a version is made once per table shape: the names of one were checked before)
+        if version is not self._named:
+            check_name(table.schema, table.table, f"{file}:{position}")
+            if self.require_names and any(c.name is None for c in table.columns):
+                raise IntegrityError(
+                    f"rows of {version.name} at {file}:{position}, but the names of its "
+                    "columns are not known (the table is not in the schema history and the "
+                    "binlog does not log names)",
+                    hint="set binlog_row_metadata=FULL on the source, or start a new landing "
+                    "zone from after the statement that created or changed the table",
+                )
+            self._named = version
+        return version, keep
+
+    def _segments(self, run: TakenRun) -> Groups:
+        """The rows of transactions taken as a run (``binlog.runs``), one ``Run`` per
+        segment, grouped by table version, in order, with ``_seq`` assigned."""
+        out: Groups = []
+        seq = self._next_seq
+        for segment in run.segments:
+            table = segment.table
+            if not self.filter.wants(table.schema, table.table):
+                continue
+            version, keep = self._version(table, segment.file, segment.position)
+            block = segment.block if keep is None else segment.block.project(keep)
+            changes = Run(
+                segment.kind.value,
+                seq,
+                segment.gtid,
+                _utc_micros(segment.timestamp),
+                segment.server_id,
+                segment.file,
+                segment.position,
+                block,
+                segment.origins,
+            )
+            seq += block.count
+            if out and (out[-1][0] is version or out[-1][0] == version):
+                out[-1][1].append(changes)
+            else:
+                out.append((version, [changes]))
+        self._next_seq = seq
+        self._count(out)
+        return out
+
+    async def _take_run(self, run: TakenRun) -> None:
+        """The transactions a run took before its last one (which is taken as any
+        transaction). A batch ends where it would one transaction at a time: the run is split
+        after the transaction that makes it due, which the batch's proof is then of."""
+        while run.transactions:
+            start = self._position or StreamPosition()
+            index = self._due_in(run)
+            if index is None:
+                await self._take_part(run)
+                return
+            head, run = run.split(index)
+            await self._take_part(head)
+            last = head.record(index)
+            before = start
+            if index:
+                mariadb, mysql = head.gtids_before(index)
+                before = start.after_many(mariadb, mysql, head.file, last.start)
+            digest = Digest(last.gtid)
+            for kind, table, images in head.rows_of(index):
+                digest.add_rows(kind, table, images)
+            self._proof = Proof(last.gtid, before, digest.hexdigest(), digest.events).to_json()
+            self._last = self._last_parts = None
+            self._newest = _utc_micros(last.timestamp)
+            self.stats.last_event_timestamp = last.xid_timestamp
+            await self.commit(wait=False)
+
+    async def _take_part(self, run: TakenRun) -> None:
+        """Transactions of a run, whole: their rows are staged, the position moves past
+        them."""
+        batch = self._open()
+        await self._stage(batch, self._segments(run))
+        batch.transactions += run.transactions
+        self._batch_bytes += run.nbytes
+        self.stats.transactions += run.transactions
+        self._position = (self._position or StreamPosition()).after_many(
+            run.mariadb, run.mysql, run.file, run.end_position
+        )
+
+    def _due_in(self, run: TakenRun) -> int | None:
+        """The first of a run's transactions after which the open batch is due, as ``due``
+        tells after each transaction (None: none of them)."""
+        self._open()
+        sink = self.sink
+        if self.due():  # by its age
+            return 0
+        rows_left = sink.batch_max_rows - self._batch_rows
+        bytes_left = sink.batch_max_bytes - self._batch_bytes
+        landed = self._landed_rows(run)
+
+        def due_after(index: int) -> bool:
+            found = run.record(index)
+            return landed(found.rows_end) >= rows_left or found.end - run.position >= bytes_left
+
+        if not due_after(run.transactions - 1):
+            return None
+        return bisect.bisect_left(range(run.transactions), True, key=due_after)
+
+    def _landed_rows(self, run: TakenRun) -> Callable[[int], int]:
+        """How many of a run's first rows (in stream order) land: all, unless the filters
+        leave some of its tables out."""
+        wanted = [self.filter.wants(s.table.schema, s.table.table) for s in run.segments]
+        if all(wanted):
+            return lambda rows: rows
+        counts = [s.block.count for s in run.segments]
+
+        def landed(rows: int) -> int:
+            total = start = 0
+            for count, lands in zip(counts, wanted, strict=True):
+                if lands:
+                    total += max(0, min(count, rows - start))
+                start += count
+            return total
+
+        return landed
 
     def _schema_change(self, change: SchemaChange, ts: dt.datetime, seq: int) -> int:
         """Record a DDL statement: its lifecycle records join the open batch (numbered from
@@ -677,6 +800,9 @@ class Pipeline:
             self._in_parts = False
             self._proof, self._last, self._parts_digest = self._proof_committed, None, None
             return
+        if isinstance(item, TransactionRun):
+            await self._take_run(item.taken)
+            item = item.last
         if not isinstance(item, Transaction):
             return
         batch = self._open()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..binlog.block import Block
+from ..binlog.runs import RowOrigins
 from ..binlog.schema import ColumnDef
 
 
@@ -21,7 +22,11 @@ class Run(NamedTuple):
     """The row changes of one rows event (or snapshot chunk) as they land: all of one op,
     numbered ``seq`` to ``seq + count - 1``, with the metadata once and the rows column by
     column (``binlog.block``). The field order is part of the held-XA file format
-    (``sink.landing.HELD_XA_FORMAT``)."""
+    (``sink.landing.HELD_XA_FORMAT``).
+
+    A run of the rows events of several transactions (a segment of a ``TransactionRun``,
+    ``binlog.runs``) has its ``origins``: each event's GTID, commit time, server id and
+    position, which its rows land with; the values here are then its first event's."""
 
     op: str  # "c" insert, "u" update, "d" delete, "r" snapshot read
     seq: int
@@ -31,6 +36,7 @@ class Run(NamedTuple):
     binlog_file: str
     binlog_pos: int  # the rows event (a snapshot chunk: the binlog point it was read at)
     block: Block
+    origins: RowOrigins | None = None  # never held (XA transactions are not taken in runs)
 
     @property
     def rows(self) -> int:

@@ -77,6 +77,7 @@ from ..binlog import native
 from ..binlog.block import VARIABLE, NativeBuffers, NativeKind, Vector, value_width
 from ..binlog.constants import ColumnType
 from ..binlog.json_diff import UnappliedJsonDiffs
+from ..binlog.runs import RowOrigins
 from ..binlog.schema import ColumnDef
 from ..binlog.values import ABSENT, Geometry, InvalidTemporal
 from ..errors import ConfigError, IntegrityError, InternalError, SinkError
@@ -220,6 +221,9 @@ def native_type(kind: NativeKind) -> pa.DataType:
     return _NATIVE_TYPES[name]
 
 
+# the metadata columns runs of several transactions give per rows event (``Run.origins``), in
+# the order of METADATA_FIELDS
+_ORIGINS = (None, None, "gtid", "ts", "server_id", None, "binlog_pos")
 # up to this many rows a write's metadata columns are spread in Python: each Arrow call
 # costs microseconds, and a source whose transactions change a row or two of many tables
 # makes one write of a few rows per table and transaction
@@ -234,11 +238,33 @@ class _Rows:
         self.starts = list(accumulate((run.block.count for run in runs), initial=0))
         self.count = self.starts[-1]
         self._ends: pa.Array | None = None
+        self.origins = any(run.origins is not None for run in runs)
 
     def where(self, row: int) -> str:
         k = bisect_right(self.starts, row) - 1
         run = self.runs[k]
-        return f"{run.binlog_file}:{run.binlog_pos} (_seq {run.seq + row - self.starts[k]})"
+        at = row - self.starts[k]
+        position = run.binlog_pos if run.origins is None else run.origins.position_of(at)
+        return f"{run.binlog_file}:{position} (_seq {run.seq + at})"
+
+    def spread_origins(self, values: Sequence[object], type_: pa.DataType, which: str) -> pa.Array:
+        """A metadata column that runs of several transactions (``Run.origins``) give per
+        rows event: theirs spread over each event's rows, the other runs' values over theirs."""
+        if not self.origins:
+            return self.spread(values, type_)
+        runs, pieces, k = self.runs, [], 0
+        while k < len(runs):
+            origins = runs[k].origins
+            if origins is not None:
+                pieces.append(_origin_column(origins, which, type_, runs[k].block.count))
+                k += 1
+                continue
+            end = k + 1
+            while end < len(runs) and runs[end].origins is None:
+                end += 1
+            pieces.append(_Rows(runs[k:end]).spread(values[k:end], type_))
+            k = end
+        return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
 
     def spread(self, values: Sequence[object], type_: pa.DataType) -> pa.Array:
         """One value per run, repeated over the run's rows (run-end decoded in Arrow; no run
@@ -271,6 +297,27 @@ class _Rows:
         offsets = [run.seq - start for run, start in zip(self.runs, self.starts, strict=False)]
         counting = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), self.count))
         return pc.add(self.spread(offsets, pa.int64()), pc.subtract(counting, 1))
+
+
+def _origin_column(origins: RowOrigins, which: str, type_: pa.DataType, rows: int) -> pa.Array:
+    """One metadata column of a run's rows from its events' origins (``binlog.runs``):
+    ``which`` is ``gtid``, ``ts``, ``server_id`` or ``binlog_pos``."""
+    events = origins.events
+    if which == "gtid":
+        validity = None if origins.gtid_validity is None else pa.py_buffer(origins.gtid_validity)
+        buffers = [validity, pa.py_buffer(origins.gtid_offsets), pa.py_buffer(origins.gtid_text)]
+        per_event = pa.Array.from_buffers(type_, events, buffers, null_count=origins.gtid_nulls)
+    else:
+        data = {
+            "ts": origins.timestamps,
+            "server_id": origins.server_ids,
+            "binlog_pos": origins.positions,
+        }[which]
+        per_event = pa.Array.from_buffers(type_, events, [None, pa.py_buffer(data)], null_count=0)
+    if events == rows:  # a row an event (one-row transactions): as they are
+        return per_event
+    ends = pa.Array.from_buffers(pa.int32(), events, [None, pa.py_buffer(origins.ends)])
+    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, per_event))
 
 
 class ParquetTableWriter:
@@ -498,9 +545,15 @@ class ParquetTableWriter:
                 ) from None
         if len(runs) == 1:
             run, middle = runs[0], runs[0].block.count // 2
-            first = run._replace(block=run.block.slice(0, middle))
+            count, origins = run.block.count, run.origins
+            first = run._replace(
+                block=run.block.slice(0, middle),
+                origins=None if origins is None else origins.slice(0, middle),
+            )
             second = run._replace(
-                seq=run.seq + middle, block=run.block.slice(middle, run.block.count)
+                seq=run.seq + middle,
+                block=run.block.slice(middle, count),
+                origins=None if origins is None else origins.slice(middle, count),
             )
             halves = ([first], [second])
         else:
@@ -702,9 +755,11 @@ class ParquetTableWriter:
             [run.binlog_pos for run in runs],
         )
         arrays: list[pa.Array] = []
-        for field, values in zip(METADATA_FIELDS, per_run, strict=True):
+        for field, values, origin in zip(METADATA_FIELDS, per_run, _ORIGINS, strict=True):
             if values is None:  # _seq
                 arrays.append(rows.numbers())
+            elif origin is not None:
+                arrays.append(rows.spread_origins(values, field.type, origin))
             else:
                 arrays.append(rows.spread(values, field.type))
         self._check_metadata(arrays)

@@ -55,9 +55,10 @@ from ..binlog.block import Block
 from ..binlog.constants import ColumnType as T
 from ..binlog.gtid import MysqlGtid
 from ..binlog.position import StreamPosition, is_past, position_reached
+from ..binlog.runs import TransactionRun
 from ..binlog.transaction import Transaction, TransactionPart
 from ..config import SnapshotConfig, SourceConfig
-from ..errors import IntegrityError
+from ..errors import IntegrityError, InternalError
 from ..pipeline.lifecycle import check_name
 from ..pipeline.pipeline import Pipeline
 from ..schema import ddl
@@ -197,6 +198,8 @@ class SnapshotRunner:
 
     def observe(self, item: StreamItem) -> None:
         """Every stream item handed to the pipeline: how far the stream has read."""
+        if isinstance(item, TransactionRun):
+            item = item.last
         if isinstance(item, Transaction):
             self._seen = self._last_end = (item.end_file, item.end_position)
         elif isinstance(item, ev.HeartbeatEvent):
@@ -576,6 +579,8 @@ class SnapshotRunner:
 
     def _beyond(self, item: StreamItem, point: ReadPoint) -> bool:
         """A transaction the read view does not hold (it must land after the chunk)."""
+        if isinstance(item, TransactionRun):  # its transactions may lie on both sides
+            raise InternalError("a run of transactions reached a snapshot: runs are off then")
         if not isinstance(item, (Transaction, TransactionPart)):
             return False
         mark = point.position

@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import threading
 
+from ..binlog.runs import TransactionRun
 from ..binlog.transaction import Transaction, TransactionPart
 from .items import StreamItem
 
@@ -109,7 +110,11 @@ class HandOff:
         Room is counted here, in items and row images. With ``now=False`` the item joins a
         batch that ``flush`` hands over in one go, once per chunk read from the socket: a
         round trip to the loop per transaction costs as much as decoding a small one."""
-        rows = item.row_count if isinstance(item, (Transaction, TransactionPart)) else 0
+        rows = (
+            item.row_count
+            if isinstance(item, (Transaction, TransactionRun, TransactionPart))
+            else 0
+        )
         while not self._has_room(rows):
             if self._stopping.is_set():
                 return False

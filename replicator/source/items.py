@@ -3,6 +3,8 @@
 ``ReplicaStream`` (``source.stream``) yields, in binlog order:
 
 * ``Transaction`` — a whole transaction, its rows events decoded (``binlog.transaction``);
+* ``TransactionRun`` — whole transactions of rows, many at a time, the last one a
+  ``Transaction`` (``binlog.runs``; only from a stream made with ``runs=True``);
 * ``TransactionPart`` — a piece of a transaction too large to hold whole, handed on as it
   is read; the transaction's last piece carries its ending;
 * ``TransactionAborted`` — the connection broke inside a transaction whose parts were
@@ -23,6 +25,7 @@ from typing import TypeAlias
 
 from ..binlog import events as ev
 from ..binlog.position import StreamPosition
+from ..binlog.runs import TransactionRun
 from ..binlog.transaction import Transaction, TransactionPart
 
 __all__ = ["GtidStateLearned", "StreamItem", "TransactionAborted"]
@@ -45,5 +48,10 @@ class GtidStateLearned:
 
 
 StreamItem: TypeAlias = (
-    Transaction | TransactionPart | TransactionAborted | GtidStateLearned | ev.Event
+    Transaction
+    | TransactionRun
+    | TransactionPart
+    | TransactionAborted
+    | GtidStateLearned
+    | ev.Event
 )

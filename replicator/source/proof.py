@@ -48,12 +48,8 @@ class Digest:
         update = self._hash.update
         for event in events:
             if isinstance(event, ev.RowsEvent):
-                images = row_image_bytes(event)
-                size = -1 if images is None else len(images)
                 table = f"{event.table.schema}.{event.table.table}"
-                update(b"rows %s %s %d\n" % (event.kind.value.encode(), table.encode(), size))
-                if images is not None:
-                    update(images)
+                self.add_rows(event.kind.value, table, row_image_bytes(event))
             elif isinstance(event, ev.QueryEvent):
                 text = event.query.strip()
                 if text.upper() in _CONTROL_STATEMENTS:
@@ -61,9 +57,16 @@ class Digest:
                 raw = text.encode("utf-8", "surrogatepass")
                 update(b"statement %d\n" % len(raw))
                 update(raw)
-            else:
-                continue
-            self.events += 1
+                self.events += 1
+
+    def add_rows(self, kind: str, table: str, images: bytes | memoryview | None) -> None:
+        """One rows event: its kind (``c``, ``u``, ``d``), ``db.table`` and row images as the
+        server wrote them (None: not known)."""
+        size = -1 if images is None else len(images)
+        self._hash.update(b"rows %s %s %d\n" % (kind.encode(), table.encode(), size))
+        if images is not None:
+            self._hash.update(images)
+        self.events += 1
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()

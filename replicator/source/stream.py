@@ -37,7 +37,6 @@ import random
 import socket
 import threading
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -46,8 +45,8 @@ from ..binlog import events as ev
 from ..binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF, EventType
 from ..binlog.errors import DecodeError, SchemaMismatchError, ServerError
 from ..binlog.framing import EndOfStream, _NeedData
-from ..binlog.gtid import MariadbGtid
 from ..binlog.position import StreamPosition, is_past
+from ..binlog.runs import TakenRun, TransactionRun
 from ..binlog.stream import DumpStreamDecoder
 from ..binlog.tablemap import SchemaLookup
 from ..binlog.transaction import Ending, Transaction, TransactionAssembler, TransactionPart
@@ -96,6 +95,10 @@ _PREAMBLE = frozenset(
     }
 )
 START_SCAN_SECONDS = 120.0
+# a run (``ReplicaStream(runs=True)``) spans about this many bytes of events at most: the
+# memory its blocks take, beside the hand-off's bounds
+_RUN_BYTES = 1 << 20
+_NO_PARTS = 1 << 62  # no sink.large_transaction_rows: a transaction is never handed out in parts
 log = structlog.get_logger("replicator")
 
 
@@ -110,7 +113,8 @@ class ReplicaStream:
     ``statements_only=True`` makes it a read of statements only (a DDL scan): rows and TABLE_MAP
     events are checked and passed over (inside a TRANSACTION_PAYLOAD: decoded without their
     rows), and only the transactions left holding a statement are delivered (the others still
-    move ``position``).
+    move ``position``). ``runs=True`` delivers whole transactions of rows many at a time, as
+    ``TransactionRun``s, where the native core can take them (``runs``).
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class ReplicaStream:
         end: StreamPosition | None = None,
         tracker: SchemaTracker | None = None,
         report_host: str | None = "replicator",
+        runs: bool = False,
     ) -> None:
         self.cfg = cfg
         self.stats = StreamStats()
@@ -160,6 +165,10 @@ class ReplicaStream:
         self._part_rows = part_rows
         self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
         self._reconnect_log = ReconnectLog(cfg)
+        # True: small transactions of rows come as runs (``TransactionRun``, binlog.runs) where
+        # the native core can take them. The consumer may turn this on while the stream runs
+        # (the reader looks before each run), never off: runs already handed over stay runs.
+        self.runs = runs
         self._join_within = 30.0  # seconds aclose waits for the reader thread (see stop)
 
     # The hand-off's loop and queue, as tests that drive the reader's side by hand set them.
@@ -394,6 +403,7 @@ class ReplicaStream:
         # a read of statements only delivers nothing of a transaction of rows: whole ones are
         # passed over natively (their events framed and CRC32-checked all the same)
         skipping = self._statements_only and tracker is None
+        pending: TakenRun | None = None  # a run waiting for the transaction that closes it
         sock.settimeout(max(silence, START_SCAN_SECONDS) if behind else silence)
         while not self._stopping.is_set():
             try:
@@ -423,6 +433,15 @@ class ReplicaStream:
                     if scanning and passed:
                         scanning = False  # past the start: heartbeats are due from now
                         sock.settimeout(silence)
+                elif self.runs and pending is None and not assembler.in_transaction:
+                    pending = self._take_run(decoder, end)
+                    if pending is not None:
+                        for code, count in pending.counts:
+                            by_type[code] = by_type.get(code, 0) + count
+                            events_here += count
+                        if scanning:
+                            scanning = False  # past the start: heartbeats are due from now
+                            sock.settimeout(silence)
                 try:
                     event = decoder.next_event()
                 except ServerError as exc:
@@ -442,7 +461,10 @@ class ReplicaStream:
                 if scanning and code not in _PREAMBLE:
                     scanning = False  # at the start position: heartbeats are due from now
                     sock.settimeout(silence)
-                for item in feed(assembler, tracker, event):
+                for fed in feed(assembler, tracker, event):
+                    item: StreamItem = fed
+                    if pending is not None:  # the transaction read right after a run
+                        item, pending = pending.closed_by(fed), None
                     if not self._hand_over(item, assembler):
                         return False
                     if end is not None and self._reached(item, assembler, end):
@@ -475,28 +497,41 @@ class ReplicaStream:
         skipped, mariadb, mysql = decoder.skip_row_transactions(*skip_bounds(end, file, position))
         if not skipped:
             return 0
-        after = decoder.parser.position
-        for domain_id, server_id, seq_no in mariadb:  # the last GTID of each domain, in order
-            position = position.after(MariadbGtid(domain_id, server_id, seq_no), file, after)
-        if mysql and position.mysql_gtid is not None:
-            position = replace(position, mysql_gtid=position.mysql_gtid.with_runs(mysql))
-        self.position = position.after(None, file, after)
+        self.position = position.after_many(mariadb, mysql, file, decoder.parser.position)
         self.stats.transactions += skipped
         self.stats.transactions_passed_over += skipped
         return skipped
+
+    def _take_run(self, decoder: DumpStreamDecoder, end: StreamPosition | None) -> TakenRun | None:
+        """Between transactions: the buffered transactions of rows the native core can take,
+        as a run that the next transaction closes (None: none)."""
+        assert self.position is not None
+        decoder.runs = True
+        limit, watch, budget = skip_bounds(end, decoder.parser.file, self.position)
+        return decoder.take_run(
+            limit,
+            watch,
+            budget,
+            max_images=self._part_rows or _NO_PARTS,
+            max_bytes=_RUN_BYTES,
+        )
 
     def _hand_over(self, item: StreamItem, assembler: TransactionAssembler) -> bool:
         assert self.position is not None
         self.stats.discarded_incomplete = assembler.discarded_incomplete
         if isinstance(item, TransactionPart):
             self._open_parts = item.gtid if item.gtid is not None else True
+        elif isinstance(item, TransactionRun):
+            taken = item.taken
+            self.position = self.position.after_many(
+                taken.mariadb, taken.mysql, taken.file, taken.end_position
+            )
+            self.stats.transactions += taken.transactions
+            self.stats.transactions_in_runs += taken.transactions
+            self._took(item.last)
         elif isinstance(item, Transaction):
-            self._open_parts = False
-            self.stats.transactions += 1
-            self.position = self.position.after(item.typed_gtid, item.end_file, item.end_position)
-            if self._tracker is not None:
-                self._tracker.mark()
-            elif item.ending is Ending.DDL and may_change_columns(item):
+            self._took(item)
+            if self._tracker is None and item.ending is Ending.DDL and may_change_columns(item):
                 forget_schemas(self._schema_lookup)
             if (
                 self._statements_only
@@ -511,6 +546,17 @@ class ReplicaStream:
             if learned is not None and not assembler.in_transaction:
                 self._learned(learned)
         return self._handoff.deliver(item, now=False)
+
+    def _took(self, transaction: Transaction) -> None:
+        """A whole transaction is handed over: the stream stands after it."""
+        assert self.position is not None
+        self._open_parts = False
+        self.stats.transactions += 1
+        self.position = self.position.after(
+            transaction.typed_gtid, transaction.end_file, transaction.end_position
+        )
+        if self._tracker is not None:
+            self._tracker.mark()
 
     def _reached(
         self, item: StreamItem, assembler: TransactionAssembler, end: StreamPosition

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..binlog import events as ev
 from ..binlog.position import StreamPosition, binlog_index, position_reached
+from ..binlog.runs import TransactionRun
 from ..binlog.transaction import Transaction
 from .items import StreamItem
 
@@ -42,6 +43,8 @@ def end_reached(
     after it, ``in_transaction`` whether a transaction is still open."""
     if in_transaction:
         return False
+    if isinstance(item, TransactionRun):  # none before its last reaches the end (take_run)
+        item = item.last
     if isinstance(item, Transaction):
         return gtid_covers(position, end) or bool(
             end.file and position_reached(item.end_file, item.end_position, end.file, end.position)

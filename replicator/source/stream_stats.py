@@ -20,6 +20,7 @@ class StreamStats:
     checksum_errors: int = 0
     transactions: int = 0
     transactions_passed_over: int = 0  # of them, by a read of statements only, natively
+    transactions_in_runs: int = 0  # of them, taken natively many at a time (binlog.runs)
     bytes_received: int = 0
     heartbeats: int = 0
     discarded_incomplete: int = 0

@@ -109,7 +109,7 @@ def test_the_stub_has_the_parameters_the_module_documents() -> None:
     require_native()
     module = native.core()
     functions = [node for node in _declared().values() if isinstance(node, ast.FunctionDef)]
-    assert len(functions) == 9
+    assert len(functions) == 10
     calls = {fn.name: _call(fn) for fn in functions}
     documented = {name: getattr(module, name).__doc__[: len(call)] for name, call in calls.items()}
     assert documented == calls

@@ -4,7 +4,8 @@
  * snapshots, and the Arrow buffers the Parquet writer builds from them. One file per job:
  *
  *   rows.c     rows events into blocks (BlockSpec): values as objects or into buffers
- *   framing.c  the dump stream's packets into whole events, CRC32 checked
+ *   framing.c  the dump stream's packets into whole events and transactions, CRC32 checked
+ *   runs.c     whole transactions of rows decoded at once into runs of blocks
  *   text.c     text-protocol result sets into rows or block buffers (snapshot reads)
  *   buffers.c  Arrow buffers from Python values and from blocks' buffers
  *   formats.h  the stored formats of the fixed-width values, the calendar, strict UTF-8
@@ -27,8 +28,9 @@ static PyMethodDef rowcore_methods[] = {
     {"text_row", rc_text_row_payload, METH_VARARGS,
      "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
     {"split_events", rc_split_events, METH_VARARGS,
-     "split_events(buf, start, seq, crc, stop=None): the whole, checked events of a dump "
-     "stream's buffered packets, as bytes, up to the first of a type flagged in stop."},
+     "split_events(buf, start, seq, crc, stop=None, keep_first=False): the whole, checked "
+     "events of a dump stream's buffered packets, as bytes, up to the first of a type flagged "
+     "in stop (the first event aside with keep_first)."},
     {"step_events", rc_step_events, METH_VARARGS,
      "step_events(buf, start, seq, position, types, crc): pass over whole event packets of "
      "the flagged types (a read of statements only)."},
@@ -38,6 +40,9 @@ static PyMethodDef rowcore_methods[] = {
     {"skip_transactions", rc_skip_transactions, METH_VARARGS,
      "skip_transactions(buf, start, seq, position, limit, inside, watch, budget, query_post, "
      "spells_begin, crc): pass over whole transactions of rows (a read of statements only)."},
+    {"take_transactions", rc_take_transactions, METH_VARARGS,
+     "take_transactions(buf, start, seq, position, limit, watch, budget, posts, spells_begin, "
+     "crc, tables, max_images, max_bytes): whole transactions of rows decoded into a run."},
     {"arrow_columns", rc_arrow_columns, METH_VARARGS,
      "arrow_columns(rows, width, specs): the Arrow buffers of columns of row tuples, each "
      "or None to leave it to pyarrow."},
