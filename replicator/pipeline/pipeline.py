@@ -6,9 +6,11 @@ database/table globs (and columns dropped); runs are appended to the open batch.
 commits, whole transactions only, when it reaches ``batch_max_rows`` row changes,
 ``batch_max_bytes`` binlog bytes, or ``batch_max_seconds`` of age. A transaction too large
 for memory arrives in parts; its rows stream into the batch's staging files as they come and
-the batch commits at its end. Converting rows, writing Parquet and the commit protocol
-(``sink.landing``) run in one worker thread, in the order they are handed over, so the event
-loop stays free:
+the batch commits at its end. Converting rows and writing Parquet run in a worker thread (the
+writer thread), and the commit protocol (``sink.landing``) in another (the commit thread), each
+in the order they are handed over, a commit only once the rows handed over before it are
+written, so the event loop stays free and one batch's commit (closing its files encodes most
+of their Parquet) runs beside the next batch's rows:
 
 * row changes are staged in the loop and handed to the worker in chunks of about
   ``STAGE_ROWS`` (a conversion per transaction would spend more on fixed costs than on rows);
@@ -42,7 +44,7 @@ import functools
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,7 +268,12 @@ class Pipeline:
         # told once, as soon as the loop sees it, that a batch failed to land: its rows or its
         # commit failed in the writer thread (the error itself is raised later, see _reap)
         self.on_commit_failed = on_commit_failed
+        # the writer thread converts rows and writes them; the commit thread commits batches
+        # (closing a batch's files encodes most of their Parquet), so that one batch's commit
+        # runs beside the next one's rows (see _submit)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer")
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch-commit")
+        self._last_work: Future[Any] | None = None  # the writer thread's
         self._batch: Batch | None = None
         self._batch_started = 0.0
         self._batch_bytes = 0
@@ -384,8 +391,16 @@ class Pipeline:
         *args: Any,
         nbytes: int = 0,
     ) -> None:
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._guarded, fn, batch, *args)
+        """Hand work over: rows to the writer thread, a commit to the commit thread, where
+        it waits for the rows handed over before it (its batch's last ones among them), and
+        commits run one after another. So a batch's commit never starts before its rows are
+        written, and the next batch's rows are converted while it commits."""
+        if commit is None:
+            work = self._executor.submit(self._guarded, fn, batch, *args)
+            self._last_work = work
+        else:
+            work = self._committer.submit(self._after, self._last_work, fn, batch, *args)
+        future = asyncio.wrap_future(work)
         self._inflight.append((future, rows, commit, batch, nbytes))
         self._inflight_rows += rows
         self._inflight_commits += commit is not None
@@ -393,6 +408,13 @@ class Pipeline:
         # applied as soon as it is done, not at the next hand-over: an idle stream must still
         # report (metrics, notifications) the batch it committed, and see an error at once
         future.add_done_callback(lambda _: self._collect_done())
+
+    def _after(self, rows: Future[Any] | None, fn: Callable[..., Any], *args: Any) -> Any:
+        """A commit (commit thread): once the rows handed over before it are done (written,
+        failed or dropped: ``_guarded`` then refuses the commit)."""
+        if rows is not None:
+            wait([rows])
+        return self._guarded(fn, *args)
 
     def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run handed-over work (writer thread). Once an item fails, nothing after it runs:
@@ -1075,6 +1097,7 @@ class Pipeline:
         if any(not future.done() for future in pending):
             self._abandoned = True  # what is still queued is dropped as it comes up
             self._executor.shutdown(wait=False, cancel_futures=True)
+            self._committer.shutdown(wait=False, cancel_futures=True)
             return False
         for future, *_ in self._inflight:  # what follows an error: its errors are known
             if not future.cancelled():
@@ -1085,4 +1108,5 @@ class Pipeline:
                     await self._run(batch.abort)
         self._batch = self._failed_batch = None
         self._executor.shutdown(wait=True)
+        self._committer.shutdown(wait=True)
         return True
