@@ -41,6 +41,7 @@ import dataclasses
 import datetime as dt
 import fnmatch
 import functools
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -280,9 +281,10 @@ class Pipeline:
         self._batch_rows = 0  # staged, in flight and written
         self._staged: Groups = []
         self._staged_rows = 0
-        # work handed to the writer thread, oldest first: (future, rows, commit or None, the
-        # batch it writes, the bytes its snapshot blocks took to read)
-        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch, int]] = deque()
+        # work handed to the writer and commit threads, oldest first: (future, rows, commit or
+        # None, the batch it writes, the bytes its snapshot blocks took to read, its order)
+        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch, int, int]]
+        self._inflight = deque()
         self._inflight_rows = 0
         self._inflight_commits = 0
         self._inflight_bytes = 0  # of snapshot blocks, as read from the source
@@ -291,7 +293,11 @@ class Pipeline:
         self._wake: asyncio.Future[None] | None = None  # ends a wait for the writer thread
         self._newest: dt.datetime | None = None  # ``_ts`` of the open batch's newest transaction
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
-        self._failed: BaseException | None = None  # set by the writer thread (see _guarded)
+        # the first work that failed, by the order it was handed over in, and its error: work
+        # handed over after it does not run (see _guarded)
+        self._failed: tuple[int, BaseException] | None = None
+        self._failing = threading.Lock()
+        self._handed = 0  # work handed over so far (its order)
         self._error: BaseException | None = None  # the first one the loop saw (see _reap)
         self._failed_batch: Batch | None = None  # its work failed: close() drops its files
         self._next_seq = checkpoint.next_seq
@@ -395,13 +401,15 @@ class Pipeline:
         it waits for the rows handed over before it (its batch's last ones among them), and
         commits run one after another. So a batch's commit never starts before its rows are
         written, and the next batch's rows are converted while it commits."""
+        order = self._handed
+        self._handed += 1
         if commit is None:
-            work = self._executor.submit(self._guarded, fn, batch, *args)
+            work = self._executor.submit(self._guarded, order, fn, batch, *args)
             self._last_work = work
         else:
-            work = self._committer.submit(self._after, self._last_work, fn, batch, *args)
+            work = self._committer.submit(self._after, self._last_work, order, fn, batch, *args)
         future = asyncio.wrap_future(work)
-        self._inflight.append((future, rows, commit, batch, nbytes))
+        self._inflight.append((future, rows, commit, batch, nbytes, order))
         self._inflight_rows += rows
         self._inflight_commits += commit is not None
         self._inflight_bytes += nbytes
@@ -409,28 +417,39 @@ class Pipeline:
         # report (metrics, notifications) the batch it committed, and see an error at once
         future.add_done_callback(lambda _: self._collect_done())
 
-    def _after(self, rows: Future[Any] | None, fn: Callable[..., Any], *args: Any) -> Any:
+    def _after(
+        self, rows: Future[Any] | None, order: int, fn: Callable[..., Any], *args: Any
+    ) -> Any:
         """A commit (commit thread): once the rows handed over before it are done (written,
         failed or dropped: ``_guarded`` then refuses the commit)."""
         if rows is not None:
             wait([rows])
-        return self._guarded(fn, *args)
+        return self._guarded(order, fn, *args)
 
-    def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run handed-over work (writer thread). Once an item fails, nothing after it runs:
-        a commit must never follow rows that were not written, nor a commit that failed.
-        After ``abandon`` nothing runs (the work is dropped, not failed)."""
+    def _guarded(self, order: int, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run handed-over work (writer or commit thread), the ``order``-th handed over.
+        Once an item fails, nothing handed over after it runs: a commit must never follow rows
+        that were not written, nor a commit that failed (what came before it still does: the
+        writer thread may run the next batch's rows while a commit runs). After ``abandon``
+        nothing runs (the work is dropped, not failed)."""
         if self._abandoned:
             return _SKIPPED
-        if self._failed is not None:
+        failed = self._failed
+        if failed is not None and failed[0] < order:
             raise SinkError(
                 "the writer thread stopped at an earlier error", hint="see the error before this"
-            ) from self._failed
+            ) from failed[1]
         try:
             return fn(*args)
         except BaseException as exc:
-            self._failed = exc
+            self._fail(order, exc)
             raise
+
+    def _fail(self, order: int, exc: BaseException) -> None:
+        """The ``order``-th work failed (or applying it did): what comes after it is refused."""
+        with self._failing:
+            if self._failed is None or order < self._failed[0]:
+                self._failed = (order, exc)
 
     def _collect_done(self) -> None:
         """Take the finished work off the head of the queue, in order, applying commits.
@@ -440,14 +459,14 @@ class Pipeline:
         finds it (and nothing raises it)."""
         inflight = self._inflight
         while self._error is None and inflight and inflight[0][0].done():
-            future, rows, commit, batch, nbytes = inflight.popleft()
+            future, rows, commit, batch, nbytes, order = inflight.popleft()
             self._inflight_rows -= rows
             self._inflight_commits -= commit is not None
             self._inflight_bytes -= nbytes
             try:
                 result = future.result()
             except BaseException as exc:  # the batch's rows or its commit
-                self._stop_at(exc, batch)
+                self._stop_at(exc, batch, order)
                 # cancelled by close() running out of time: abandoned, not a failed commit
                 cancelled = self._abandoned and isinstance(exc, CancelledError)
                 if self.on_commit_failed is not None and not cancelled:
@@ -459,12 +478,12 @@ class Pipeline:
                 try:
                     self._committed(commit, *result)
                 except BaseException as exc:  # the batch landed: not a failed commit
-                    self._stop_at(exc, batch)
+                    self._stop_at(exc, batch, order)
 
-    def _stop_at(self, exc: BaseException, batch: Batch) -> None:
+    def _stop_at(self, exc: BaseException, batch: Batch, order: int) -> None:
         """Keep the first error for ``_reap`` to raise in the loop's own flow."""
         self._error = exc
-        self._failed = self._failed or exc  # nothing more runs in the writer thread
+        self._fail(order, exc)  # nothing handed over after it runs
         self._failed_batch = batch  # its open files are dropped by close()
 
     async def _reap(self, *, everything: bool = False, snapshot: bool = False) -> None:

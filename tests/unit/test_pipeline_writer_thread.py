@@ -200,3 +200,58 @@ async def test_snapshot_blocks_of_unknown_size_are_bounded_in_number(tmp_path: P
     await asyncio.wait_for(waiting, 10)
     await feed.pipeline.snapshot_chunk_done(SnapshotState())
     await feed.pipeline.close()
+
+
+class _HeldCommit(FaultInjector):
+    """Holds a commit at its first step until released, and says when one got there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def at(self, step: str) -> None:
+        if step == "data":
+            self.reached.set()
+            assert self.release.wait(10)
+
+
+async def test_the_next_batch_is_written_while_a_commit_runs(tmp_path: Path) -> None:
+    """A batch's commit runs in the commit thread: the writer thread converts and writes the
+    next batch's rows meanwhile, and that batch commits after it, in order."""
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    held = feed.zone.fault = _HeldCommit()
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # batch 1 due: handed over
+    assert await asyncio.to_thread(held.reached.wait, 10)
+    written = threading.Event()
+    await feed.transaction([(n, "x") for n in range(6, 9)])  # batch 2's rows
+    await feed.pipeline._hand_over(feed.pipeline._open())
+    feed.pipeline._executor.submit(written.set)  # after those rows, in the writer thread
+    assert await asyncio.to_thread(written.wait, 10)  # written while batch 1 still commits
+    assert not list((tmp_path / "_manifests").glob("*.json"))
+    held.release.set()
+    await feed.pipeline.commit()
+    await feed.pipeline.close()
+    manifests = sorted((tmp_path / "_manifests").glob("*.json"))
+    assert [json.loads(m.read_text())["batch"] for m in manifests] == [1, 2]
+    assert _landed(tmp_path) == list(range(1, 9))
+
+
+async def test_rows_failing_after_a_commit_do_not_stop_that_commit(tmp_path: Path) -> None:
+    """The next batch's rows fail in the writer thread before the commit handed over before
+    them starts: that commit still lands (it came first), the error stops what follows."""
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    gate = threading.Event()
+    feed.pipeline._committer.submit(gate.wait)  # the commit thread busy with something else
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # batch 1 due: handed over
+    await feed.transaction([(6, "x"), (2**40, "x")])  # INT cannot hold it
+    failed = threading.Event()
+    await feed.pipeline._hand_over(feed.pipeline._open())
+    feed.pipeline._executor.submit(failed.set)
+    assert await asyncio.to_thread(failed.wait, 10)  # batch 2's rows failed, batch 1 waits
+    gate.set()
+    with pytest.raises(IntegrityError):
+        await feed.pipeline.commit()
+    await feed.pipeline.close()
+    assert feed.zone.recover().batch == 1
+    assert _landed(tmp_path) == list(range(1, 6))
