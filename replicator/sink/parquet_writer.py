@@ -69,6 +69,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -239,6 +240,7 @@ class _Rows:
         self.count = self.starts[-1]
         self._ends: pa.Array | None = None
         self.origins = any(run.origins is not None for run in runs)
+        self._event_end_array: pa.Array | None = None
 
     def where(self, row: int) -> str:
         k = bisect_right(self.starts, row) - 1
@@ -249,22 +251,41 @@ class _Rows:
 
     def spread_origins(self, values: Sequence[object], type_: pa.DataType, which: str) -> pa.Array:
         """A metadata column that runs of several transactions (``Run.origins``) give per
-        rows event: theirs spread over each event's rows, the other runs' values over theirs."""
+        rows event: theirs spread over each event's rows, the other runs' values over theirs
+        (one event each), in one run-end decode."""
         if not self.origins:
             return self.spread(values, type_)
         runs, pieces, k = self.runs, [], 0
         while k < len(runs):
             origins = runs[k].origins
             if origins is not None:
-                pieces.append(_origin_column(origins, which, type_, runs[k].block.count))
+                pieces.append(_per_event(origins, which, type_))
                 k += 1
                 continue
             end = k + 1
             while end < len(runs) and runs[end].origins is None:
                 end += 1
-            pieces.append(_Rows(runs[k:end]).spread(values[k:end], type_))
+            pieces.append(pa.array(values[k:end], type_))
             k = end
-        return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        per_event = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        ends = self._event_ends()
+        if len(ends) == self.count:  # a row an event (one-row transactions): as they are
+            return per_event
+        return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, per_event))
+
+    def _event_ends(self) -> pa.Array:
+        """Where each event's rows end among these rows: a run with origins has one event
+        per rows event, any other run is one."""
+        if self._event_end_array is None:
+            parts = []
+            for run, start in zip(self.runs, self.starts, strict=False):
+                origins = run.origins
+                if origins is None:
+                    parts.append(np.array([start + run.block.count], np.int32))
+                else:
+                    parts.append(np.frombuffer(origins.ends, np.int32) + np.int32(start))
+            self._event_end_array = pa.array(np.concatenate(parts))
+        return self._event_end_array
 
     def spread(self, values: Sequence[object], type_: pa.DataType) -> pa.Array:
         """One value per run, repeated over the run's rows (run-end decoded in Arrow; no run
@@ -294,30 +315,27 @@ class _Rows:
                 [n for run in self.runs for n in range(run.seq, run.seq + run.block.count)],
                 pa.int64(),
             )
-        offsets = [run.seq - start for run, start in zip(self.runs, self.starts, strict=False)]
-        counting = pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), self.count))
-        return pc.add(self.spread(offsets, pa.int64()), pc.subtract(counting, 1))
+        return pa.array(
+            np.concatenate(
+                [np.arange(run.seq, run.seq + run.block.count, dtype=np.int64) for run in self.runs]
+            )
+        )
 
 
-def _origin_column(origins: RowOrigins, which: str, type_: pa.DataType, rows: int) -> pa.Array:
-    """One metadata column of a run's rows from its events' origins (``binlog.runs``):
-    ``which`` is ``gtid``, ``ts``, ``server_id`` or ``binlog_pos``."""
+def _per_event(origins: RowOrigins, which: str, type_: pa.DataType) -> pa.Array:
+    """One metadata column of a run's events from their origins (``binlog.runs``): ``which``
+    is ``gtid``, ``ts``, ``server_id`` or ``binlog_pos``."""
     events = origins.events
     if which == "gtid":
         validity = None if origins.gtid_validity is None else pa.py_buffer(origins.gtid_validity)
         buffers = [validity, pa.py_buffer(origins.gtid_offsets), pa.py_buffer(origins.gtid_text)]
-        per_event = pa.Array.from_buffers(type_, events, buffers, null_count=origins.gtid_nulls)
-    else:
-        data = {
-            "ts": origins.timestamps,
-            "server_id": origins.server_ids,
-            "binlog_pos": origins.positions,
-        }[which]
-        per_event = pa.Array.from_buffers(type_, events, [None, pa.py_buffer(data)], null_count=0)
-    if events == rows:  # a row an event (one-row transactions): as they are
-        return per_event
-    ends = pa.Array.from_buffers(pa.int32(), events, [None, pa.py_buffer(origins.ends)])
-    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, per_event))
+        return pa.Array.from_buffers(type_, events, buffers, null_count=origins.gtid_nulls)
+    data = {
+        "ts": origins.timestamps,
+        "server_id": origins.server_ids,
+        "binlog_pos": origins.positions,
+    }[which]
+    return pa.Array.from_buffers(type_, events, [None, pa.py_buffer(data)], null_count=0)
 
 
 class ParquetTableWriter:
@@ -775,9 +793,9 @@ class ParquetTableWriter:
                 raise InternalError(f"{field.name} is null in a row change")
 
     def _check_order(self, seq: pa.Array) -> None:
-        n = len(seq)
-        ordered = n < 2 or pc.all(pc.less(seq.slice(0, n - 1), seq.slice(1))).as_py()
-        if not ordered or (self._last_seq is not None and seq[0].as_py() <= self._last_seq):
+        numbers = seq.to_numpy()
+        ordered = bool(np.all(numbers[1:] > numbers[:-1]))
+        if not ordered or (self._last_seq is not None and numbers[0] <= self._last_seq):
             raise InternalError(
                 f"table {self.version.name}: _seq is not strictly increasing in {self.path}"
             )
@@ -832,7 +850,7 @@ class ParquetTableWriter:
 
     def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:
         if not absent_rows:
-            offsets = pa.array([0] * (n + 1), pa.int32())
+            offsets = pa.array(np.zeros(n + 1, np.int32))
             return pa.ListArray.from_arrays(offsets, pa.array([], pa.string()))
         names: list[list[str]] = [[] for _ in range(n)]
         for index, rows in absent_rows.items():
