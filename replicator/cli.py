@@ -44,6 +44,10 @@ if sys.argv[1:2] == ["run"]:  # first thing: the imports below take a while
 # Arrow's buffers come from the system allocator (``runtime``); the pool is fixed when pyarrow
 # is first imported, so this comes before every other import
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+# pyarrow imports numpy, whose OpenBLAS starts a thread a core that spins for about a tenth of a
+# second of CPU; nothing here multiplies matrices, and on two cores that tenth is the
+# daemon's (docs/performance.md, Start-up)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import contextlib
 import json

@@ -58,9 +58,7 @@ async def _land(
     return {"position": where, "next_seq": checkpoint.next_seq}, error
 
 
-def landed(
-    root: Path, items: list[StreamItem], rows: int, start: StreamPosition
-) -> dict[str, Any]:
+def landed(root: Path, items: list[StreamItem], rows: int, start: StreamPosition) -> dict[str, Any]:
     """What a pipeline lands of ``items`` in batches of ``rows`` row changes: every data
     file's rows, the manifests, the checkpoint (its position and next ``_seq``) and the error
     that stopped it, if any."""

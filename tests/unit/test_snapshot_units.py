@@ -507,3 +507,36 @@ def test_text_blocks_hold_the_values_text_rows_give(
             got.extend(rest)
     assert state == 1 and offset == len(data)
     assert got == expected
+
+
+@given(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["{!r}", "{:.17g}", "{:.15g}", "{:e}", "{:.6g}"]),
+)
+def test_text_doubles_read_as_pythons_float_reads_them(value: float, form: str) -> None:
+    """A DOUBLE's text, in the forms a server prints, reads (as a value and into buffers)
+    exactly as ``float()`` reads it: correctly rounded, the sign of zero kept, whatever the
+    process's locale."""
+    import struct
+
+    from replicator.binlog.constants import ColumnType as T
+    from replicator.binlog.schema import ColumnDef
+    from replicator.snapshot.columns import converter
+    from replicator.snapshot.fastread import buffer_spec, kind
+
+    core = _core()
+    text = form.format(value)
+    col = ColumnDef(0, T.DOUBLE, 8, name="d")
+    kinds, fallbacks = (kind(col),), (converter(col),)  # type: ignore[arg-type]
+    spec = buffer_spec(col)  # type: ignore[arg-type]
+    assert spec is not None
+    data = _packet(_lenenc(text.encode())) + EOF_PACKET
+    rows, _, _ = core.text_rows(data, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
+    vectors, n, _, _, _ = core.text_block(  # type: ignore[attr-defined]
+        data, 0, (spec[0],), kinds, fallbacks, False, 10
+    )
+    expected = float(text)
+    assert n == 1
+    ((read,),) = rows
+    assert struct.pack("<d", read) == struct.pack("<d", expected)
+    assert vectors[0][1] == struct.pack("<d", expected)

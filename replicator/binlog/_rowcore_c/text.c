@@ -6,11 +6,45 @@
  * text that is not strict UTF-8, anything unusual) goes to the column's Python function, which
  * returns the value or raises the exact error.
  */
+#define _GNU_SOURCE /* strtod_l, newlocale: a decimal point whatever the process's locale */
 #include "rowcore.h"
 
 #include <datetime.h>
+#include <locale.h>
+#include <stdlib.h>
 
 #include "formats.h"
+
+/* The "C" locale, for strtod_l (text_double); made at import (rc_text_init). */
+static locale_t c_locale = (locale_t)0;
+
+/* A DOUBLE or FLOAT as the server prints it ([-]digits[.digits][e[+-]digits]) into *out,
+ * correctly rounded (glibc's strtod is, as Python's float() is). 1, or 0 for any other text
+ * (the caller's fallback decides). Needs no GIL: it touches no Python object. */
+static int
+text_double(const unsigned char *p, Py_ssize_t n, double *out)
+{
+    char buf[64];
+    if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char ch = p[i];
+        if (!((ch >= '0' && ch <= '9') || ch == '.' || ch == 'e' || ch == 'E' || ch == '-' ||
+              ch == '+')) {
+            return 0; /* inf, nan, hex, spaces: none is a value the server prints */
+        }
+    }
+    memcpy(buf, p, (size_t)n);
+    buf[n] = 0;
+    char *end = NULL;
+    double d = strtod_l(buf, &end, c_locale);
+    if (end != buf + n || !isfinite(d)) {
+        return 0;
+    }
+    *out = d;
+    return 1;
+}
 
 enum {
     TEXT_BYTES = 0,    /* bytes as sent */
@@ -141,18 +175,9 @@ text_value(int kind, PyObject *fallback, const unsigned char *p, Py_ssize_t n)
         }
         break;
     case TEXT_FLOAT: {
-        char buf[64];
-        if (n > 0 && n < (Py_ssize_t)sizeof(buf)) {
-            char *end = NULL;
-            memcpy(buf, p, (size_t)n);
-            buf[n] = 0;
-            double d = PyOS_string_to_double(buf, &end, NULL);
-            if (d == -1.0 && PyErr_Occurred()) {
-                PyErr_Clear();
-            }
-            else if (end == buf + n) {
-                value = PyFloat_FromDouble(d);
-            }
+        double d;
+        if (text_double(p, n, &d)) {
+            value = PyFloat_FromDouble(d);
         }
         break;
     }
@@ -533,19 +558,8 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
         width = t->arg0;
         break;
     case TB_FLOAT: {
-        char buf[64];
-        if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
-            return 0;
-        }
-        char *end = NULL;
-        memcpy(buf, p, (size_t)n);
-        buf[n] = 0;
-        double d = PyOS_string_to_double(buf, &end, NULL);
-        if (d == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (end != buf + n) {
+        double d;
+        if (!text_double(p, n, &d)) {
             return 0;
         }
         if (t->arg0 == 4) {
@@ -913,5 +927,13 @@ int
 rc_text_init(void)
 {
     PyDateTime_IMPORT;
-    return PyDateTimeAPI == NULL ? -1 : 0;
+    if (PyDateTimeAPI == NULL) {
+        return -1;
+    }
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (c_locale == (locale_t)0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return 0;
 }
