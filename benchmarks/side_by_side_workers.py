@@ -13,8 +13,9 @@ Kinds:
   its binlog), touching every value of every row image. Its defaults otherwise (it does not
   verify CRC32 unless asked; we do).
 * ``stream`` -- our ``ReplicaStream`` over the same range (``stop_at_end``), every event
-  CRC32-checked and decoded into typed values, transactions handed to an asyncio consumer that
-  touches every value and drops them (a null sink).
+  CRC32-checked and decoded into typed values, transactions (small ones in runs, as the daemon
+  takes them) handed to an asyncio consumer that touches every value and drops them (a null
+  sink).
 * ``file`` -- our decoder on the binlog files on disk (``read_binlog_files``), same touching.
 
 Each kind imports only what its client needs (inside its function), so the peak RSS measured
@@ -91,11 +92,12 @@ def _touch(events: Any) -> tuple[int, int]:
     by value."""
     from replicator.binlog.events import RowsEvent  # noqa: PLC0415 - see module doc
 
+    return _touch_blocks(event.block for event in events if type(event) is RowsEvent)
+
+
+def _touch_blocks(blocks: Any) -> tuple[int, int]:
     images = values = 0
-    for event in events:
-        if type(event) is not RowsEvent:
-            continue
-        block = event.block
+    for block in blocks:
         for vectors in (block.columns, block.after or ()):
             for vector in vectors:
                 if vector is None:
@@ -111,6 +113,7 @@ def _touch(events: Any) -> tuple[int, int]:
 
 def stream(spec: dict[str, Any]) -> dict[str, Any]:
     from replicator.binlog.position import StreamPosition  # noqa: PLC0415
+    from replicator.binlog.runs import TransactionRun  # noqa: PLC0415
     from replicator.binlog.transaction import (  # noqa: PLC0415 - see module doc
         Transaction,
         TransactionPart,
@@ -132,8 +135,13 @@ def stream(spec: dict[str, Any]) -> dict[str, Any]:
     async def consume() -> dict[str, Any]:
         images = values = 0
         began = time.perf_counter()
-        async with ReplicaStream(cfg, start, stop_at_end=True) as replica:
+        async with ReplicaStream(cfg, start, stop_at_end=True, runs=True) as replica:
             async for item in replica:
+                if isinstance(item, TransactionRun):  # as the daemon takes them
+                    seen, touched = _touch_blocks(s.block for s in item.taken.segments)
+                    images += seen
+                    values += touched
+                    item = item.last  # noqa: PLW2901 - a run ends with a transaction
                 if isinstance(item, (Transaction, TransactionPart)):
                     seen, touched = _touch(item.events)
                     images += seen

@@ -527,8 +527,8 @@ def test_text_doubles_read_as_pythons_float_reads_them(value: float, form: str) 
     core = _core()
     text = form.format(value)
     col = ColumnDef(0, T.DOUBLE, 8, name="d")
-    kinds, fallbacks = (kind(col),), (converter(col),)  # type: ignore[arg-type]
-    spec = buffer_spec(col)  # type: ignore[arg-type]
+    kinds, fallbacks = (kind(col),), (converter(col),)
+    spec = buffer_spec(col)
     assert spec is not None
     data = _packet(_lenenc(text.encode())) + EOF_PACKET
     rows, _, _ = core.text_rows(data, 0, kinds, fallbacks, False)  # type: ignore[attr-defined]
