@@ -16,11 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from replicator.binlog import events as ev
-from replicator.binlog.constants import CHECKSUM_CRC32
-from replicator.binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from replicator.binlog.position import StreamPosition
-from replicator.binlog.versions import is_mariadb
 from replicator.checkpoint import position_to_json
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import ReplicatorError
@@ -30,9 +26,8 @@ from replicator.source.items import StreamItem
 from tests.unit.test_native import require_native
 from tests.unit.test_runs import manifest, read
 
-from .test_statements_only import _served
-from .test_walk import EXPECTED_FAILURES, _binlog_paths
-from .util import decode_all
+from .test_statements_only import served_with_crc32
+from .test_walk import _binlog_paths
 
 # corpus files with runs, at least (so that the comparisons compare runs)
 _RUNS_IN = 5
@@ -74,23 +69,6 @@ def landed(root: Path, items: list[StreamItem], rows: int, start: StreamPosition
     return {"files": files, "manifests": manifests, "checkpoint": checkpoint, "error": error}
 
 
-def _served_with_crc32(corpus_dir: Path, rel: str) -> tuple[str, bytes, StreamPosition]:
-    """The file as a dump stream serves it, and where a landing zone of it starts (with an
-    empty GTID state of the server's flavour, so that positions follow GTIDs); skips a file
-    that does not walk to its end or has not one FORMAT_DESCRIPTION announcing CRC32 (runs
-    take checked events only)."""
-    if rel in EXPECTED_FAILURES:
-        pytest.skip("this file does not walk to its end (test_walk checks where it stops)")
-    path = corpus_dir / rel
-    formats = [e for e in decode_all(path) if isinstance(e, ev.FormatDescriptionEvent)]
-    if len(formats) != 1 or formats[0].checksum_alg != CHECKSUM_CRC32:
-        pytest.skip("not one FORMAT_DESCRIPTION announcing CRC32 (runs take checked events)")
-    name, stream = _served(path)
-    if is_mariadb(formats[0].server_version):
-        return name, stream, StreamPosition(name, 4, MariadbGtidPosition(()), None)
-    return name, stream, StreamPosition(name, 4, None, MysqlGtidSet(()))
-
-
 @pytest.mark.parametrize("rel", _binlog_paths())
 def test_runs_land_what_one_event_at_a_time_lands(
     corpus_dir: Path, rel: str, tmp_path: Path
@@ -98,7 +76,7 @@ def test_runs_land_what_one_event_at_a_time_lands(
     """In one batch, and in batches of 2 row changes (runs split after the transaction that
     makes a batch due, the batch's proof that transaction's)."""
     require_native()
-    name, stream, start = _served_with_crc32(corpus_dir, rel)
+    name, stream, start = served_with_crc32(corpus_dir, rel)
     plain = read(stream, 1 << 20, runs=False, name=name)
     taken = read(stream, 1 << 20, runs=True, name=name)
     assert (taken.position, repr(taken.error)) == (plain.position, repr(plain.error))
@@ -114,7 +92,7 @@ def test_runs_are_taken_in_the_corpus(corpus_dir: Path) -> None:
     taken: dict[str, int] = {}
     for rel in _binlog_paths():
         try:
-            name, stream, _ = _served_with_crc32(corpus_dir, rel)
+            name, stream, _ = served_with_crc32(corpus_dir, rel)
         except pytest.skip.Exception:
             continue
         got = read(stream, 1 << 20, runs=True, name=name)

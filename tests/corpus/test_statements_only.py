@@ -17,8 +17,11 @@ import pytest
 from replicator.binlog import events as ev
 from replicator.binlog.constants import CHECKSUM_CRC32, CHECKSUM_OFF
 from replicator.binlog.framing import END_OF_STREAM, _NeedData
+from replicator.binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from replicator.binlog.parser import _STATUS_VAR_SIZES
+from replicator.binlog.position import StreamPosition
 from replicator.binlog.stream import DumpStreamDecoder
+from replicator.binlog.versions import is_mariadb
 from tests.unit.test_native import require_native
 from tests.unit.test_skip_row_transactions import (
     removed_transactions,
@@ -51,6 +54,23 @@ def _served(path: Path) -> tuple[str, bytes]:
         raw.append(data[pos : pos + size])
         pos += size
     return path.name.removesuffix(".gz"), _dump_stream(raw)
+
+
+def served_with_crc32(corpus_dir: Path, rel: str) -> tuple[str, bytes, StreamPosition]:
+    """The file as a dump stream serves it, and where a landing zone of it starts (with an
+    empty GTID state of the server's flavour, so that positions follow GTIDs); skips a file
+    that does not walk to its end or has not one FORMAT_DESCRIPTION announcing CRC32 (only
+    checked events are taken in whole transactions)."""
+    if rel in EXPECTED_FAILURES:
+        pytest.skip("this file does not walk to its end (test_walk checks where it stops)")
+    path = corpus_dir / rel
+    formats = [e for e in decode_all(path) if isinstance(e, ev.FormatDescriptionEvent)]
+    if len(formats) != 1 or formats[0].checksum_alg != CHECKSUM_CRC32:
+        pytest.skip("not one FORMAT_DESCRIPTION announcing CRC32 (only checked events pass)")
+    name, stream = _served(path)
+    if is_mariadb(formats[0].server_version):
+        return name, stream, StreamPosition(name, 4, MariadbGtidPosition(()), None)
+    return name, stream, StreamPosition(name, 4, None, MysqlGtidSet(()))
 
 
 def _read(stream: bytes, name: str, checksum: int, row_images: bool) -> list[ev.Event]:
@@ -98,13 +118,7 @@ def test_a_scan_passes_over_whole_transactions_of_rows_only(corpus_dir: Path, re
     read of statements only as it was less whole transactions of rows, and ends at the same
     position, whatever the server wrote (MySQL's transactions are never passed over)."""
     require_native()
-    if rel in EXPECTED_FAILURES:
-        pytest.skip("this file does not walk to its end (test_walk checks where it stops)")
-    path = corpus_dir / rel
-    formats = [e for e in decode_all(path) if isinstance(e, ev.FormatDescriptionEvent)]
-    if len(formats) != 1 or formats[0].checksum_alg != CHECKSUM_CRC32:
-        pytest.skip("not one FORMAT_DESCRIPTION announcing CRC32 (only checked events pass)")
-    name, stream = _served(path)
+    name, stream, _ = served_with_crc32(corpus_dir, rel)
     plain, end = scan_plain(stream, name)
     scan = scan_skipping(stream, 1 << 16, name=name)
     assert removed_transactions(plain, scan.events) == scan.skipped

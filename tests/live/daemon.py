@@ -133,14 +133,16 @@ class Daemon:
         return out
 
 
-def run_to_end(config: Path, log: Path, port: int) -> None:
-    """``replicator run --stop-at-end`` to its end; it must exit 0."""
-    daemon = Daemon(config, log, port, args=("--stop-at-end",)).start()
+def run_to_end(config: Path, log: Path, port: int, env: dict[str, str] | None = None) -> Daemon:
+    """``replicator run --stop-at-end`` to its end (``env``: more environment); it must exit
+    0. The daemon, for its log."""
+    daemon = Daemon(config, log, port, args=("--stop-at-end",), env=env or {}).start()
     try:
         code = daemon.wait(120)
     finally:
         daemon.kill()
     assert code == 0, daemon.log_tail()
+    return daemon
 
 
 def new_http_port() -> int:

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.harness.mariadb import MariaDBServer
-from tests.live.daemon import Daemon, daemon_config, new_http_port
+from tests.live.daemon import daemon_config, new_http_port, run_to_end
 from tests.unit.test_runs import manifest
 
 pytestmark = pytest.mark.live
@@ -124,14 +124,7 @@ def test_runs_land_what_the_reference_decoders_land(
                 batch_max_seconds=3600,
                 extra=extra,
             )
-            daemon = Daemon(
-                config, tmp_path / f"{name}.log", port, args=("--stop-at-end",), env=env
-            ).start()
-            try:
-                code = daemon.wait(120)
-            finally:
-                daemon.kill()
-            assert code == 0, daemon.log_tail()
+            daemon = run_to_end(config, tmp_path / f"{name}.log", port, env)
             (stopped,) = [line for line in daemon.log_lines() if line["event"] == "stopped"]
             taken_in_runs[name] = stopped["in_runs"], stopped["transactions"]
             landed[name] = _landed(root)
