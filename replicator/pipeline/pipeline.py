@@ -279,7 +279,10 @@ class Pipeline:
         self._batch_started = 0.0
         self._batch_bytes = 0
         self._batch_rows = 0  # staged, in flight and written
-        self._staged: Groups = []
+        # staged row changes by table version (its id: versions come from the filter's
+        # cache), each version's in stream order: one write a version a chunk, however the
+        # transactions interleave their tables
+        self._staged: dict[int, tuple[TableVersion, list[Run]]] = {}
         self._staged_rows = 0
         # work handed to the writer and commit threads, oldest first: (future, rows, commit or
         # None, the batch it writes, the bytes its snapshot blocks took to read, its order)
@@ -370,10 +373,11 @@ class Pipeline:
         (``nbytes``: what they took to read, for a snapshot block)."""
         staged = self._staged
         for version, changes in groups:
-            if staged and staged[-1][0] == version:
-                staged[-1][1].extend(changes)
+            found = staged.get(id(version))
+            if found is None:
+                staged[id(version)] = (version, list(changes))
             else:
-                staged.append((version, list(changes)))
+                found[1].extend(changes)
             rows = rows_in(changes)
             self._staged_rows += rows
             self._batch_rows += rows
@@ -383,8 +387,8 @@ class Pipeline:
     async def _hand_over(self, batch: Batch, *, nbytes: int = 0) -> None:
         """Give the staged rows to the writer thread (without waiting for them)."""
         if self._staged:
-            staged, rows = self._staged, self._staged_rows
-            self._staged, self._staged_rows = [], 0
+            staged, rows = list(self._staged.values()), self._staged_rows
+            self._staged, self._staged_rows = {}, 0
             self._submit(rows, None, self._append, batch, staged, nbytes=nbytes)
         await self._reap()
 
@@ -523,7 +527,7 @@ class Pipeline:
     async def _drop_staged(self) -> None:
         """Forget staged rows and wait until the writer thread is idle (the batch is being
         dropped); commits handed over before are applied, or their error raised."""
-        self._staged, self._staged_rows = [], 0
+        self._staged, self._staged_rows = {}, 0
         await self._reap(everything=True)
 
     def _changes(
@@ -1100,7 +1104,7 @@ class Pipeline:
         the checkpoint; the staging files of the dropped batches are deleted by the next
         start's recovery (no manifest names them)."""
         self._abandoned = True
-        self._staged, self._staged_rows = [], 0
+        self._staged, self._staged_rows = {}, 0
 
     async def close(self, timeout: float | None = None) -> bool:
         """Drop an uncommitted batch (its transactions replay from the checkpoint); commits
@@ -1108,7 +1112,7 @@ class Pipeline:
         caller is closing, usually because of it). ``timeout``: wait at most this long for
         them. False when the writer thread was still busy then (the caller must not let
         another writer in before the process ends: see ``abandon``)."""
-        self._staged, self._staged_rows = [], 0
+        self._staged, self._staged_rows = {}, 0
         pending = [future for future, *_ in self._inflight]
         if pending:
             await asyncio.wait(pending, timeout=timeout)
