@@ -840,9 +840,16 @@ rc_text_block(PyObject *self, PyObject *args)
         goto done;
     }
     const unsigned char *buf = view.buf;
-    Py_ssize_t size = view.len;
+    Py_ssize_t size = view.len, len = 0;
+    /* columns of buffers only: no Python object is touched, so other threads (the event loop,
+     * the Parquet writer) run meanwhile, when there is enough to read */
+    int objects = 0, failed = 0;
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        objects |= specs[k].op == TB_OBJECTS;
+    }
+    PyThreadState *saved =
+        !objects && size - offset >= GIL_RELEASE_BYTES ? PyEval_SaveThread() : NULL;
     while (offset + 4 <= size && count < max_rows) {
-        Py_ssize_t len;
         const unsigned char *p = buf + offset + 4;
         int kind = packet_kind(buf, size, &offset, deprecate_eof, &len);
         if (kind != PACKET_ROW) {
@@ -874,18 +881,27 @@ rc_text_block(PyObject *self, PyObject *args)
             break;
         }
         if (done < 0) {
-            if (done == -2 && !PyErr_Occurred()) {
-                PyErr_Format(PyExc_ValueError,
-                             "a row packet of %zd bytes is not a row of %zd columns", len, ncols);
-            }
-            PyMem_Free(marks);
-            goto done;
+            failed = done;
+            break;
         }
         last = offset;
         count++;
         offset += 4 + len;
     }
+    if (saved != NULL) {
+        PyEval_RestoreThread(saved);
+        if (failed == -1) {
+            PyErr_NoMemory(); /* the only error of buffers */
+        }
+    }
     PyMem_Free(marks);
+    if (failed) {
+        if (failed == -2 && !PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError,
+                         "a row packet of %zd bytes is not a row of %zd columns", len, ncols);
+        }
+        goto done;
+    }
     columns = PyTuple_New(ncols);
     if (columns == NULL) {
         goto done;
