@@ -284,7 +284,7 @@ class _Rows:
                     parts.append(np.array([start + run.block.count], np.int32))
                 else:
                     parts.append(np.frombuffer(origins.ends, np.int32) + np.int32(start))
-            self._event_end_array = pa.array(np.concatenate(parts))
+            self._event_end_array = _from_numpy(np.concatenate(parts), pa.int32())
         return self._event_end_array
 
     def spread(self, values: Sequence[object], type_: pa.DataType) -> pa.Array:
@@ -315,11 +315,17 @@ class _Rows:
                 [n for run in self.runs for n in range(run.seq, run.seq + run.block.count)],
                 pa.int64(),
             )
-        return pa.array(
-            np.concatenate(
-                [np.arange(run.seq, run.seq + run.block.count, dtype=np.int64) for run in self.runs]
-            )
-        )
+        numbers = [
+            np.arange(run.seq, run.seq + run.block.count, dtype=np.int64) for run in self.runs
+        ]
+        return _from_numpy(np.concatenate(numbers), pa.int64())
+
+
+def _from_numpy(values: np.ndarray[Any, Any], type_: pa.DataType) -> pa.Array:
+    """A numpy array of fixed-width values without nulls as an Arrow array of ``type_``, on
+    the same memory. (``pa.array`` of a numpy array imports ``numpy.ma``, and ``to_numpy``
+    pandas' date helpers: tens of milliseconds at a daemon's first write.)"""
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(values)], null_count=0)
 
 
 def _per_event(origins: RowOrigins, which: str, type_: pa.DataType) -> pa.Array:
@@ -793,7 +799,7 @@ class ParquetTableWriter:
                 raise InternalError(f"{field.name} is null in a row change")
 
     def _check_order(self, seq: pa.Array) -> None:
-        numbers = seq.to_numpy()
+        numbers = np.frombuffer(seq.buffers()[1], np.int64, len(seq), seq.offset * 8)
         ordered = bool(np.all(numbers[1:] > numbers[:-1]))
         if not ordered or (self._last_seq is not None and numbers[0] <= self._last_seq):
             raise InternalError(
@@ -850,7 +856,7 @@ class ParquetTableWriter:
 
     def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:
         if not absent_rows:
-            offsets = pa.array(np.zeros(n + 1, np.int32))
+            offsets = _from_numpy(np.zeros(n + 1, np.int32), pa.int32())
             return pa.ListArray.from_arrays(offsets, pa.array([], pa.string()))
         names: list[list[str]] = [[] for _ in range(n)]
         for index, rows in absent_rows.items():
