@@ -71,7 +71,6 @@ from typing import Any, NoReturn, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..binlog import native
@@ -238,9 +237,9 @@ class _Rows:
         self.runs = runs
         self.starts = list(accumulate((run.block.count for run in runs), initial=0))
         self.count = self.starts[-1]
-        self._ends: pa.Array | None = None
+        self._counts: np.ndarray[Any, Any] | None = None
         self.origins = any(run.origins is not None for run in runs)
-        self._event_end_array: pa.Array | None = None
+        self._event_count_array: np.ndarray[Any, Any] | None = None
 
     def where(self, row: int) -> str:
         k = bisect_right(self.starts, row) - 1
@@ -268,24 +267,24 @@ class _Rows:
             pieces.append(pa.array(values[k:end], type_))
             k = end
         per_event = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
-        ends = self._event_ends()
-        if len(ends) == self.count:  # a row an event (one-row transactions): as they are
+        counts = self._event_counts()
+        if len(counts) == self.count:  # a row an event (one-row transactions): as they are
             return per_event
-        return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, per_event))
+        return _repeated(per_event, counts)
 
-    def _event_ends(self) -> pa.Array:
-        """Where each event's rows end among these rows: a run with origins has one event
-        per rows event, any other run is one."""
-        if self._event_end_array is None:
-            parts = []
-            for run, start in zip(self.runs, self.starts, strict=False):
+    def _event_counts(self) -> np.ndarray[Any, Any]:
+        """How many rows each event has: a run with origins has one event per rows event,
+        any other run is one."""
+        if self._event_count_array is None:
+            parts: list[np.ndarray[Any, Any]] = []
+            for run in self.runs:
                 origins = run.origins
                 if origins is None:
-                    parts.append(np.array([start + run.block.count], np.int32))
+                    parts.append(np.array([run.block.count], np.int32))
                 else:
-                    parts.append(np.frombuffer(origins.ends, np.int32) + np.int32(start))
-            self._event_end_array = _from_numpy(np.concatenate(parts), pa.int32())
-        return self._event_end_array
+                    parts.append(np.diff(np.frombuffer(origins.ends, np.int32), prepend=0))
+            self._event_count_array = np.concatenate(parts)
+        return self._event_count_array
 
     def spread(self, values: Sequence[object], type_: pa.DataType) -> pa.Array:
         """One value per run, repeated over the run's rows (run-end decoded in Arrow; no run
@@ -299,10 +298,9 @@ class _Rows:
             return pa.array(
                 [v for v, n in zip(values, counts, strict=True) for _ in range(n)], type_
             )
-        if self._ends is None:  # where each run ends, made once per conversion
-            self._ends = pa.array(self.starts[1:], pa.int32())
-        encoded = pa.RunEndEncodedArray.from_arrays(self._ends, pa.array(values, type_))
-        return pc.run_end_decode(encoded)
+        if self._counts is None:  # each run's rows, made once per conversion
+            self._counts = np.array([run.block.count for run in self.runs], np.int64)
+        return _repeated(pa.array(values, type_), self._counts)
 
     def numbers(self) -> pa.Array:
         """``_seq``: each run's numbers from its ``seq``, one per row."""
@@ -319,6 +317,39 @@ class _Rows:
             np.arange(run.seq, run.seq + run.block.count, dtype=np.int64) for run in self.runs
         ]
         return _from_numpy(np.concatenate(numbers), pa.int64())
+
+
+def _repeated(values: pa.Array, counts: np.ndarray[Any, Any]) -> pa.Array:
+    """Each of ``values`` repeated its count of times (a run-end decode, in numpy: Arrow's
+    compute module, which has one, takes a tenth of a second to import). For the types of the
+    metadata columns and ``_before``'s mask: fixed-width values, booleans and text."""
+    n = int(counts.sum())
+    type_, length, offset = values.type, len(values), values.offset
+    validity = None
+    if values.null_count:
+        bits = np.unpackbits(np.frombuffer(values.buffers()[0], np.uint8), bitorder="little")
+        validity = pa.py_buffer(
+            np.packbits(np.repeat(bits[offset : offset + length], counts), bitorder="little")
+        )
+    data = values.buffers()[-1]
+    if pa.types.is_boolean(type_):
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        packed = np.packbits(np.repeat(bits[offset : offset + length], counts), bitorder="little")
+        return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(packed)])
+    if pa.types.is_string(type_) or pa.types.is_binary(type_):
+        offsets = np.frombuffer(values.buffers()[1], np.int32, length + 1, offset * 4)
+        sizes = np.repeat(np.diff(offsets), counts)
+        ends = np.cumsum(sizes, dtype=np.int32)
+        out_offsets = np.concatenate([np.zeros(1, np.int32), ends])
+        firsts = np.repeat(offsets[:-1], counts)  # where each row's text starts in ``data``
+        rows = np.repeat(np.arange(n), sizes)
+        gather = firsts[rows] + (np.arange(int(out_offsets[-1])) - out_offsets[:-1][rows])
+        text = np.frombuffer(data, np.uint8)[gather] if len(gather) else np.zeros(0, np.uint8)
+        buffers = [validity, pa.py_buffer(out_offsets), pa.py_buffer(text)]
+        return pa.Array.from_buffers(type_, n, buffers)
+    width = type_.bit_width // 8
+    fixed = np.frombuffer(data, np.dtype(f"V{width}"), length, offset * width)
+    return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(np.repeat(fixed, counts))])
 
 
 def _from_numpy(values: np.ndarray[Any, Any], type_: pa.DataType) -> pa.Array:
@@ -786,11 +817,11 @@ class ParquetTableWriter:
                 arrays.append(rows.spread_origins(values, field.type, origin))
             else:
                 arrays.append(rows.spread(values, field.type))
-        self._check_metadata(arrays)
+        self._check_metadata(arrays, runs)
         return arrays
 
-    def _check_metadata(self, arrays: list[pa.Array]) -> None:
-        ops = set(pc.unique(arrays[0]).to_pylist())
+    def _check_metadata(self, arrays: list[pa.Array], runs: Sequence[Run]) -> None:
+        ops = {run.op for run in runs}
         if not _OPS.issuperset(ops):
             raise InternalError(f"unknown _op in {sorted(ops - _OPS, key=str)}")
         self._check_order(arrays[1])

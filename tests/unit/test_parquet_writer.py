@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -826,3 +827,32 @@ def test_dictionaries_give_up_at_64_kib(tmp_path: Path) -> None:
     assert states < 1024  # five strings
     assert "PLAIN" in meta.column(0).encodings  # the ids went on plain after the limit
     assert pq.read_table(path).column("c0").to_pylist() == [i * 7919 for i in range(rows)]
+
+
+_REPEATED_TYPES = {
+    "int64": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    "timestamp": (pa.timestamp("us", tz="UTC"), st.integers(0, 2**62)),
+    "bool": (pa.bool_(), st.booleans()),
+    "string": (pa.string(), st.text(max_size=8)),
+}
+
+
+@given(
+    st.sampled_from(sorted(_REPEATED_TYPES)),
+    st.data(),
+)
+def test_values_repeated_as_arrow_decodes_runs(name: str, data: st.DataObject) -> None:
+    """The metadata columns' run-end decode (``_repeated``, numpy) gives what repeating each
+    value in Python gives, nulls and sliced arrays included."""
+    from replicator.sink.parquet_writer import _repeated
+
+    type_, values = _REPEATED_TYPES[name]
+    items = data.draw(st.lists(st.none() | values, min_size=1, max_size=20))
+    skip = data.draw(st.integers(0, len(items) - 1))
+    counts = data.draw(st.lists(st.integers(0, 4), min_size=len(items), max_size=len(items)))
+    array = pa.array(items, type_).slice(skip)
+    kept = counts[skip:]
+    got = _repeated(array, np.array(kept, np.int64))
+    got.validate(full=True)
+    expected = [v for v, n in zip(items[skip:], kept, strict=True) for _ in range(n)]
+    assert got.to_pylist() == pa.array(expected, type_).to_pylist()
