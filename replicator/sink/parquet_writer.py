@@ -338,13 +338,15 @@ def _repeated(values: pa.Array, counts: np.ndarray[Any, Any]) -> pa.Array:
         return pa.Array.from_buffers(type_, n, [validity, pa.py_buffer(packed)])
     if pa.types.is_string(type_) or pa.types.is_binary(type_):
         offsets = np.frombuffer(values.buffers()[1], np.int32, length + 1, offset * 4)
-        sizes = np.repeat(np.diff(offsets), counts)
-        ends = np.cumsum(sizes, dtype=np.int32)
+        raw = data.to_pybytes()
+        bounds = offsets.tolist()
+        # each value's bytes repeated by bytes' own repetition: a few values (runs, events)
+        # of many rows each
+        text = b"".join(
+            raw[bounds[i] : bounds[i + 1]] * count for i, count in enumerate(counts.tolist())
+        )
+        ends = np.cumsum(np.repeat(np.diff(offsets), counts), dtype=np.int32)
         out_offsets = np.concatenate([np.zeros(1, np.int32), ends])
-        firsts = np.repeat(offsets[:-1], counts)  # where each row's text starts in ``data``
-        rows = np.repeat(np.arange(n), sizes)
-        gather = firsts[rows] + (np.arange(int(out_offsets[-1])) - out_offsets[:-1][rows])
-        text = np.frombuffer(data, np.uint8)[gather] if len(gather) else np.zeros(0, np.uint8)
         buffers = [validity, pa.py_buffer(out_offsets), pa.py_buffer(text)]
         return pa.Array.from_buffers(type_, n, buffers)
     width = type_.bit_width // 8
