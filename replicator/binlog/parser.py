@@ -482,16 +482,15 @@ class EventParser:
             self._run_generation = generation
         return bool(self.run_tables)
 
-    def _remember_for_runs(
-        self, body: bytes, generation: int | None, entry: tuple[ev.TableMapEvent, TableDecoder]
-    ) -> None:
-        """A TABLE_MAP decoded the same way whenever its bytes come again (under this
-        generation): the native core may take transactions of its rows (``runs``)."""
-        if not self.buffers or self.statements_only or body in self.run_tables:
+    def _remember_for_runs(self, body: bytes, entry: tuple[ev.TableMapEvent, TableDecoder]) -> None:
+        """A TABLE_MAP decoded the same way whenever its bytes come again (under the schema
+        lookup's current generation, which its decode was cached under): the native core may
+        take transactions of its rows (``runs``)."""
+        if not self.buffers or self.statements_only:
             return
-        if generation != self._run_generation:
-            self.run_tables.clear()
-            self._run_generation = generation
+        self.runs_ready()  # those of an older generation go
+        if body in self.run_tables:
+            return
         decoder = entry[1]
         count = len(decoder.columns)
         spec = decoder.layout((1 << count) - 1).spec if count else None
@@ -866,7 +865,7 @@ def _table_map(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     )
     entry = p.tables[decoded.table_id] = (event, decoder)
     if p.table_maps.get(key) is cached:  # the same bytes decode the same way (see above)
-        p._remember_for_runs(body, generation, entry)
+        p._remember_for_runs(body, entry)
     return event
 
 

@@ -226,6 +226,15 @@ def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> d
     return _utc_second(fallback)
 
 
+def _group(out: Groups, version: TableVersion, run: Run) -> None:
+    """``run`` after ``out``'s runs: with the last group's when it is of the same table
+    version, else in a group of its own."""
+    if out and (out[-1][0] is version or out[-1][0] == version):
+        out[-1][1].append(run)
+    else:
+        out.append((version, [run]))
+
+
 def _utc_micros(micros: int) -> dt.datetime:
     """A commit time in microseconds (a run's, ``binlog.runs``) as ``_commit_time`` makes
     it: whole seconds from the header's time, others from MySQL's commit timestamp."""
@@ -584,10 +593,7 @@ class Pipeline:
                 block,
             )
             seq += block.count
-            if out and (out[-1][0] is version or out[-1][0] == version):
-                out[-1][1].append(run)
-            else:
-                out.append((version, [run]))
+            _group(out, version, run)
         return out, seq
 
     def _version(
@@ -633,10 +639,7 @@ class Pipeline:
                 segment.origins,
             )
             seq += block.count
-            if out and (out[-1][0] is version or out[-1][0] == version):
-                out[-1][1].append(changes)
-            else:
-                out.append((version, [changes]))
+            _group(out, version, changes)
         self._next_seq = seq
         self._count(out)
         return out
