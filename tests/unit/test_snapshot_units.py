@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from replicator.binlog import temporal
@@ -526,6 +527,9 @@ def test_text_doubles_read_as_pythons_float_reads_them(value: float, form: str) 
 
     core = _core()
     text = form.format(value)
+    # a shortened form of a value near the largest double can round past it: no server
+    # prints that for a stored (finite) DOUBLE
+    assume(math.isfinite(float(text)))
     col = ColumnDef(0, T.DOUBLE, 8, name="d")
     kinds, fallbacks = (kind(col),), (converter(col),)
     spec = buffer_spec(col)
