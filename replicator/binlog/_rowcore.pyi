@@ -102,18 +102,27 @@ def arrow_columns(
     rows: list[Any], width: int, specs: tuple[tuple[int, int, int], ...], /
 ) -> list[_ArrowBuffers | None]: ...
 def concat_columns(parts: list[_Buffers], width: int, varlen: bool, /) -> _ArrowBuffers | None: ...
+
+# a binary result set's columns: (type, decimals, unsigned) of each column's definition
+_Wire = tuple[tuple[int, int, bool], ...] | None
+
 def text_rows(
     buf: Buffer,
     offset: int,
     kinds: tuple[int, ...],
     fallbacks: tuple[_Converter, ...],
     deprecate_eof: bool,
+    wire: _Wire = None,
     /,
 ) -> tuple[list[tuple[object, ...]], int, int]:
-    """(rows, offset, state)."""
+    """(rows, offset, state); binary rows with ``wire``."""
 
 def text_row(
-    payload: Buffer, kinds: tuple[int, ...], fallbacks: tuple[_Converter, ...], /
+    payload: Buffer,
+    kinds: tuple[int, ...],
+    fallbacks: tuple[_Converter, ...],
+    wire: _Wire = None,
+    /,
 ) -> tuple[object, ...]: ...
 def text_block(
     buf: Buffer,
@@ -123,9 +132,11 @@ def text_block(
     fallbacks: tuple[_Converter, ...],
     deprecate_eof: bool,
     max_rows: int,
+    wire: _Wire = None,
     /,
 ) -> tuple[tuple[_Column, ...], int, int, int, int]:
-    """(columns, count, offset, state, offset of the last row's packet or -1)."""
+    """(columns, count, offset, state, offset of the last row's packet or -1); binary rows
+    with ``wire``."""
 
 def split_events(
     buf: Buffer,

@@ -1,15 +1,22 @@
-"""A text result set read straight from the socket into blocks by the native core.
+"""A result set read straight from the socket into blocks by the native core.
 
-pymysql sends the query and reads the column definitions; the row packets that follow are
-read here in large blocks (from pymysql's socket file, which ``source.wire`` hands over) and
-parsed by ``_rowcore.text_block`` into a block's column buffers (``binlog.block``: the layout
+With the native core, the SELECT runs as a server-side prepared statement (``source.wire``:
+COM_STMT_PREPARE, COM_STMT_EXECUTE, COM_STMT_CLOSE), so its rows come in the binary protocol:
+the server sends numbers and temporals as they are stored instead of printing them as text,
+which takes about a third less of its CPU on the standard table (docs/performance.md), and
+they are read here without parsing text. A result column of a type that protocol has no
+reading for here sends the SELECT as text instead. pymysql reads the column definitions; the
+row packets that follow are read here in large blocks (from pymysql's socket file, which
+``source.wire`` hands over) and parsed by ``_rowcore.text_block`` into a block's column
+buffers (``binlog.block``: the layout
 the binlog decoder gives the same column, so the sink cannot tell a snapshot chunk from a rows
 event): no Python object per value. Columns of other types, and
 every column from the first row holding a value buffers cannot (a zero date, latin1 text that
 is not ASCII, a number out of range), are read by ``_rowcore.text_rows`` as the binlog decoders
 build values (the column's ``columns.converter`` handles whatever the C fast path does not take,
-and raises the exact error). A row the server split over several packets (16 MiB and more) is joined
-here and parsed by ``_rowcore.text_row``. Without the native core, pymysql reads the rows and
+and raises the exact error; a binary value reaches it as the text the text protocol would
+send). A row the server split over several packets (16 MiB and more) is joined here and
+parsed by ``_rowcore.text_row``. Without the native core, pymysql reads the rows and
 the converters decode each value (the same values, several times slower).
 
 A read may be capped by bytes (``snapshot.chunk_bytes``): the row whose packet brings the
@@ -40,6 +47,13 @@ from .columns import Convert, converter
 BYTES, UTF8, INT, FLOAT, PYTHON, DATE, DATETIME, TIMESTAMP = range(8)
 MAX_PAYLOAD = 0xFFFFFF
 READ_BYTES = 1 << 18
+# The result column types the native core reads binary rows of (``_rowcore_c/text.c``
+# ``wire_known``): DECIMAL, the integers, FLOAT, DOUBLE, TIMESTAMP, DATE, TIME, DATETIME,
+# YEAR, and the types sent as length-encoded strings (VARCHAR, BIT, JSON to GEOMETRY).
+BINARY_READABLE = frozenset({0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 15, 16, *range(245, 256)})
+# ER_UNSUPPORTED_PS, ER_MAX_PREPARED_STMT_COUNT_REACHED: no prepared statement, the SELECT as
+# text instead
+_NO_PREPARED = (1295, 1461)
 
 
 def kind(col: ColumnDef) -> int:
@@ -143,14 +157,16 @@ def read_rows(
     max_bytes: int | None = None,
     stats: ReadStats | None = None,
     block_bytes: int | None = None,
+    binary: bool = True,
 ) -> Iterator[tuple[Block, tuple[object, ...]]]:
     """The rows of ``sql`` (a SELECT of ``columns``) as blocks of about ``batch`` rows (or
     about ``block_bytes``), each with its last row as a tuple (where the next chunk starts);
     with ``max_bytes``, only the rows up to that many bytes (see the module doc; ``stats``
-    tells)."""
+    tells). ``binary``: as a prepared statement (the rows in the binary protocol) when the
+    native core reads them."""
     stats = ReadStats() if stats is None else stats
     try:
-        yield from _read_rows(conn, sql, columns, batch, max_bytes, stats, block_bytes)
+        yield from _read_rows(conn, sql, columns, batch, max_bytes, stats, block_bytes, binary)
     except OSError as exc:  # a socket timeout or reset under the reads made here
         raise pymysql.err.OperationalError(
             2013, f"Lost connection to the source during a snapshot read ({exc or 'timed out'})"
@@ -165,6 +181,7 @@ def _read_rows(
     max_bytes: int | None,
     stats: ReadStats,
     block_bytes: int | None,
+    binary: bool,
 ) -> Iterator[tuple[Block, tuple[object, ...]]]:
     converters = tuple(converter(c) for c in columns)
     width = len(columns)
@@ -177,9 +194,14 @@ def _read_rows(
     specs = tuple((0, 0, 0) if f is None else f[0] for f in found)
     natives = tuple(None if f is None else f[1] for f in found)
     core = native.core()
-    conn.query(sql, unbuffered=True)
-    result = wire.unbuffered_result(conn)
+    statement, types = _prepare(conn, sql) if binary else (None, None)
+    if statement is not None:
+        result = wire.execute_statement(conn, statement)
+    else:
+        conn.query(sql, unbuffered=True)
+        result = wire.unbuffered_result(conn)
     assert result is not None
+    ended = False  # the whole result set read: the connection takes the next command
     if result.field_count != len(columns):
         raise IntegrityError(
             f"the snapshot query returned {result.field_count} columns for {len(columns)}"
@@ -202,7 +224,9 @@ def _read_rows(
             offset = 0
             while True:
                 if objects:
-                    got, offset, state = core.text_rows(buf, offset, kinds, converters, False)
+                    got, offset, state = core.text_rows(
+                        buf, offset, kinds, converters, False, types
+                    )
                     rows.extend(got)
                 else:
                     room = batch - count
@@ -212,13 +236,13 @@ def _read_rows(
                             state = 0
                             break
                     vectors, n, offset, state, at = core.text_block(
-                        buf, offset, specs, kinds, converters, False, room
+                        buf, offset, specs, kinds, converters, False, room, types
                     )
                     if n:
                         pieces.append(vectors)
                         count += n
                         size = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16
-                        last = core.text_row(buf[at + 4 : at + 4 + size], kinds, converters)
+                        last = core.text_row(buf[at + 4 : at + 4 + size], kinds, converters, types)
                     full = count >= batch
                     if full:
                         made, pieces, count = _block(pieces, count, natives), [], 0
@@ -233,7 +257,7 @@ def _read_rows(
                     joined, offset = _joined(rfile, buf, offset)
                     stats.bytes += len(joined[0])
                     buf, offset = joined[1], 0
-                    row = core.text_row(joined[0], kinds, converters)
+                    row = core.text_row(joined[0], kinds, converters, types)
                     if not objects:
                         if pieces:
                             made, pieces, count = _block(pieces, count, natives), [], 0
@@ -246,6 +270,7 @@ def _read_rows(
                 yield Block.from_rows(rows, width), rows[-1]
                 rows = []
             if state == 1:
+                ended = True
                 break
             if state == 2:
                 _raise_error(rfile, buf[offset:])
@@ -253,7 +278,7 @@ def _read_rows(
             buf = buf[offset:]
             if max_bytes is not None and stats.bytes >= max_bytes:  # rows only: > 0
                 _drain(rfile, buf)  # the rows after the cap: the next chunk reads them
-                stats.cut = True
+                stats.cut = ended = True
                 break
             if block_bytes is not None and stats.bytes - yielded >= block_bytes:
                 yielded = stats.bytes  # wide rows: a block of fewer rows
@@ -270,6 +295,26 @@ def _read_rows(
             yield Block.from_rows(rows, width), rows[-1]
     finally:
         wire.drop_result(conn, result)
+    if statement is not None and ended:  # read part way, the connection is dropped
+        wire.close_statement(conn, statement)
+
+
+def _prepare(
+    conn: pymysql.connections.Connection, sql: str
+) -> tuple[int | None, tuple[wire.WireColumn, ...] | None]:
+    """``sql`` prepared, and its result columns; (None, None) where the text protocol reads
+    it instead: a server that takes no prepared statement now (``max_prepared_stmt_count``
+    reached, or 0) or not this one, or a result column type the binary reading does not know."""
+    try:
+        statement, types = wire.prepare(conn, sql)
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] in _NO_PREPARED:
+            return None, None
+        raise
+    if not all(t[0] in BINARY_READABLE for t in types):
+        wire.close_statement(conn, statement)
+        return None, None
+    return statement, types
 
 
 def _block(

@@ -177,11 +177,12 @@ class SnapshotReader:
         max_bytes: int | None = None,
         stats: ReadStats | None = None,
         block_bytes: int | None = None,
+        binary: bool = True,
     ) -> Iterator[tuple[Block, tuple[object, ...]]]:
         """The rows after ``after`` (by ``key``, column indexes) in key order, at most
         ``limit`` and ``max_bytes`` (``stats.cut``: the rows stopped at the bytes); with no
         key, the whole table. Yields blocks (of about ``block_bytes`` at most), each with its
-        last row."""
+        last row. ``binary``: the rows in the binary protocol (``fastread``)."""
         sql = f"SELECT {', '.join(select_expression(c) for c in columns)} FROM "
         sql += f"{quote(schema)}.{quote(table)}"
         names = [quote(columns[i].name or "") for i in key]
@@ -193,7 +194,9 @@ class SnapshotReader:
             if limit is not None:
                 sql += f" LIMIT {int(limit)}"
         try:
-            yield from read_rows(conn, sql, columns, FETCH_ROWS, max_bytes, stats, block_bytes)
+            yield from read_rows(
+                conn, sql, columns, FETCH_ROWS, max_bytes, stats, block_bytes, binary
+            )
         except pymysql.err.Error as exc:
             if exc.args and exc.args[0] in (ER_NO_SUCH_TABLE, ER_TABLE_DEF_CHANGED):
                 self.close()

@@ -1,10 +1,12 @@
 """The one place that reaches below pymysql's public API: raw commands, packets and the socket.
 
-pymysql does the connect, the handshake, authentication, TLS and SQL. Three things it has no
+pymysql does the connect, the handshake, authentication, TLS and SQL. Four things it has no
 public call for, and we need: sending a replication command (COM_REGISTER_SLAVE,
 COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID) and reading its reply packet; taking the socket over
-once the binlog dump streams (the stream reads it raw into the sans-I/O decoder); and reading a
-text result set's row packets straight from the buffered socket file (``snapshot.fastread``).
+once the binlog dump streams (the stream reads it raw into the sans-I/O decoder); running a
+SELECT as a server-side prepared statement, whose rows come in the binary protocol; and
+reading a result set's row packets straight from the buffered socket file
+(``snapshot.fastread``).
 Each function below names the pymysql internal it relies on. They are private to pymysql and
 may change in any release, so ``pyproject.toml`` pins ``pymysql<2`` for them; a new pymysql
 major is adopted by checking this module against it (and nothing else: no other module of the
@@ -20,12 +22,18 @@ which pymysql tracks for us in ``_execute_command`` and ``_read_packet``.
 from __future__ import annotations
 
 import socket
+import struct
 from typing import Any
 
 import pymysql
+from pymysql.constants import COMMAND, FLAG
+from pymysql.protocol import FieldDescriptorPacket
 
 __all__ = [
+    "close_statement",
     "drop_result",
+    "execute_statement",
+    "prepare",
     "raw_socket",
     "read_ok",
     "read_packet",
@@ -105,3 +113,47 @@ def drop_result(conn: pymysql.connections.Connection, result: Any) -> None:
     pymysql: ``MySQLResult.unbuffered_active`` and ``Connection._result``."""
     result.unbuffered_active = False
     conn._result = None
+
+
+# A binary result set's column as the row reader needs it: (type, decimals, unsigned).
+WireColumn = tuple[int, int, bool]
+
+
+def prepare(conn: pymysql.connections.Connection, sql: str) -> tuple[int, tuple[WireColumn, ...]]:
+    """Prepare ``sql`` (no parameters) on the server: its statement id, and the type,
+    decimals and signedness of each column it returns (COM_STMT_PREPARE; MySQL protocol
+    "COM_STMT_PREPARE Response": OK, id:4, columns:2, params:2, then the parameter and the
+    column definitions, each list ended by an EOF packet). An ERR raises the server's error.
+
+    pymysql: ``Connection._execute_command`` and ``._read_packet(FieldDescriptorPacket)``."""
+    conn._execute_command(COMMAND.COM_STMT_PREPARE, sql)
+    head: bytes = conn._read_packet().get_all_data()
+    statement, columns, params = struct.unpack_from("<IHH", head, 1)
+    for _ in range(params + (1 if params else 0)):
+        conn._read_packet()
+    found = []
+    for _ in range(columns):
+        field = conn._read_packet(FieldDescriptorPacket)
+        found.append((field.type_code, field.scale, bool(field.flags & FLAG.UNSIGNED)))
+    if columns:
+        conn._read_packet()
+    return statement, tuple(found)
+
+
+def execute_statement(conn: pymysql.connections.Connection, statement: int) -> Any:
+    """Execute a prepared statement without parameters and without a cursor: its result
+    set's column definitions read (``field_count``, ``fields``), its binary row packets not
+    yet (as ``unbuffered_result``); an ERR raises the server's error.
+
+    pymysql: ``Connection._execute_command`` and ``._read_query_result(unbuffered=True)``,
+    which read a binary result set's header as a text one's (they are framed alike)."""
+    conn._execute_command(COMMAND.COM_STMT_EXECUTE, struct.pack("<IBI", statement, 0, 1))
+    conn._read_query_result(unbuffered=True)
+    return conn._result
+
+
+def close_statement(conn: pymysql.connections.Connection, statement: int) -> None:
+    """Free a prepared statement on the server (COM_STMT_CLOSE has no reply).
+
+    pymysql: ``Connection._execute_command``."""
+    conn._execute_command(COMMAND.COM_STMT_CLOSE, struct.pack("<I", statement))

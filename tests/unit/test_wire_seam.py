@@ -88,6 +88,7 @@ def test_the_seam_is_where_the_internals_are() -> None:
         "_execute_command",
         "_read_packet",
         "_read_ok_packet",
+        "_read_query_result",
         "_sock",
         "_rfile",
         "_result",

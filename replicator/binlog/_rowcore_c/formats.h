@@ -185,11 +185,29 @@ civil(long long days, int *year, int *month, int *day)
     *year = (int)(yoe + era * 400 + (*month <= 2));
 }
 
+/* How many bytes from the start of s are ASCII, eight at a time while they are. */
+static inline Py_ssize_t
+ascii_prefix(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, s + i, 8);
+        if (word & 0x8080808080808080ULL) {
+            break;
+        }
+    }
+    while (i < n && s[i] < 0x80) {
+        i++;
+    }
+    return i;
+}
+
 /* Strict UTF-8 as Python decodes it (no surrogates, no overlong forms, <= U+10FFFF). */
 static inline int
 valid_utf8(const unsigned char *s, Py_ssize_t n)
 {
-    Py_ssize_t i = 0;
+    Py_ssize_t i = ascii_prefix(s, n);
     while (i < n) {
         unsigned char c = s[i];
         if (c < 0x80) {

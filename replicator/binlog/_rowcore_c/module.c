@@ -21,12 +21,13 @@ static PyMethodDef rowcore_methods[] = {
      "concat_columns(parts, width, varlen): one column of consecutive blocks' buffers as "
      "Arrow buffers."},
     {"text_rows", rc_text_rows, METH_VARARGS,
-     "text_rows(buf, offset, kinds, fallbacks, deprecate_eof): rows of a text result set."},
+     "text_rows(buf, offset, kinds, fallbacks, deprecate_eof, wire=None): rows of a result "
+     "set (binary with wire)."},
     {"text_block", rc_text_block, METH_VARARGS,
-     "text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows): rows of a "
-     "text result set as block columns."},
+     "text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows, wire=None): "
+     "rows of a result set as block columns (binary with wire)."},
     {"text_row", rc_text_row_payload, METH_VARARGS,
-     "text_row(payload, kinds, fallbacks): one row from a whole row payload."},
+     "text_row(payload, kinds, fallbacks, wire=None): one row from a whole row payload."},
     {"split_events", rc_split_events, METH_VARARGS,
      "split_events(buf, start, seq, crc, stop=None, keep_first=False): the whole, checked "
      "events of a dump stream's buffered packets, as bytes, up to the first of a type flagged "

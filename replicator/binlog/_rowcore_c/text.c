@@ -1,7 +1,9 @@
 /*
- * Text result sets, for snapshot reads (replicator.snapshot.fastread): the row packets of a
- * text-protocol result set, straight from the socket's bytes into row tuples of the values the
- * binlog decoders give (text_rows, text_row), or into a block's column buffers (text_block).
+ * Result sets, for snapshot reads (replicator.snapshot.fastread): the row packets of a
+ * text-protocol or binary-protocol result set, straight from the socket's bytes into row
+ * tuples of the values the binlog decoders give (text_rows, text_row), or into a block's
+ * column buffers (text_block). A binary value is read as it is where the column's buffers take
+ * its type, and otherwise as the text the text protocol would send for it.
  * Each column has a kind; a value the kind's fast path does not take (a zero or invalid date,
  * text that is not strict UTF-8, anything unusual) goes to the column's Python function, which
  * returns the value or raises the exact error.
@@ -125,6 +127,333 @@ text_fields(const unsigned char *p, Py_ssize_t n, int with_time, int f[7])
     return 0;
 }
 
+/* Binary result sets (COM_STMT_EXECUTE; the MySQL client/server protocol, "Binary Protocol
+ * Resultset Row": https://dev.mysql.com/doc/dev/mysql-server/latest/page_protocol_binary_resultset.html,
+ * MariaDB sql/protocol.cc Protocol_binary): a row packet is 0x00, a NULL bitmap of
+ * (columns + 9) / 8 bytes whose first two bits are unused, then each non-NULL value by its
+ * column's type in the result's column definitions: integers and floating point
+ * little-endian at their width, DATE/DATETIME/TIMESTAMP/TIME as a length byte and that many
+ * bytes of fields, every other type a length-encoded string as in a text row. Every function
+ * that reads a row takes the columns' wire types (NULL: a text row). */
+
+typedef struct {
+    int type, decimals, is_unsigned;
+} WireColumn;
+
+enum {
+    WIRE_TINY = 1, WIRE_SHORT = 2, WIRE_LONG = 3, WIRE_FLOAT = 4, WIRE_DOUBLE = 5,
+    WIRE_TIMESTAMP = 7, WIRE_LONGLONG = 8, WIRE_INT24 = 9, WIRE_DATE = 10, WIRE_TIME = 11,
+    WIRE_DATETIME = 12, WIRE_YEAR = 13
+};
+
+/* The bytes of a binary value of the column at p (its fixed width, or its length byte and
+ * fields); 0 for a length-encoded string; -1 when the value does not fit in avail bytes or
+ * its length byte is not one the type has. */
+static Py_ssize_t
+wire_fixed(const WireColumn *w, const unsigned char *p, Py_ssize_t avail)
+{
+    Py_ssize_t size;
+    switch (w->type) {
+    case WIRE_TINY:
+        size = 1;
+        break;
+    case WIRE_SHORT:
+    case WIRE_YEAR:
+        size = 2;
+        break;
+    case WIRE_INT24:
+    case WIRE_LONG:
+    case WIRE_FLOAT:
+        size = 4;
+        break;
+    case WIRE_LONGLONG:
+    case WIRE_DOUBLE:
+        size = 8;
+        break;
+    case WIRE_DATE:
+    case WIRE_DATETIME:
+    case WIRE_TIMESTAMP:
+    case WIRE_TIME: {
+        if (avail < 1) {
+            return -1;
+        }
+        int n = p[0];
+        int ok = w->type == WIRE_DATE   ? (n == 0 || n == 4)
+                 : w->type == WIRE_TIME ? (n == 0 || n == 8 || n == 12)
+                                        : (n == 0 || n == 4 || n == 7 || n == 11);
+        if (!ok) {
+            return -1;
+        }
+        size = 1 + n;
+        break;
+    }
+    default:
+        return 0;
+    }
+    return size <= avail ? size : -1;
+}
+
+/* Whether the binary protocol has a reading of this result column type: the types above,
+ * and the ones sent as length-encoded strings. */
+static int
+wire_known(int type)
+{
+    return (type >= WIRE_TINY && type <= WIRE_YEAR && type != 6 /* NULL */) || type == 0
+           || type == 15 /* VARCHAR */ || type == 16 /* BIT */ || type >= 245;
+}
+
+/* An integer value of the column (fixed width): its sign and magnitude. */
+static void
+wire_integer(const WireColumn *w, const unsigned char *p, int *negative, unsigned long long *v)
+{
+    unsigned long long u = 0;
+    int bytes = w->type == WIRE_TINY                              ? 1
+                : (w->type == WIRE_SHORT || w->type == WIRE_YEAR) ? 2
+                : w->type == WIRE_LONGLONG                        ? 8
+                                                                  : 4;
+    for (int i = bytes - 1; i >= 0; i--) {
+        u = u << 8 | p[i];
+    }
+    *negative = 0;
+    if (!w->is_unsigned && w->type != WIRE_YEAR && (u >> (8 * bytes - 1)) & 1) {
+        /* two's complement of the width: the magnitude of a negative value */
+        unsigned long long mask = bytes == 8 ? ~0ULL : (1ULL << (8 * bytes)) - 1;
+        *negative = 1;
+        u = (~u + 1) & mask;
+    }
+    *v = u;
+}
+
+/* The fields of a binary DATE/DATETIME/TIMESTAMP (p at its length byte); 0 for each absent
+ * one, as the server leaves them out when they are zero. */
+static void
+wire_fields(const unsigned char *p, Fields *f)
+{
+    int n = p[0];
+    memset(f, 0, sizeof(*f));
+    if (n >= 4) {
+        f->year = p[1] | p[2] << 8;
+        f->month = p[3];
+        f->day = p[4];
+    }
+    if (n >= 7) {
+        f->hour = p[5];
+        f->minute = p[6];
+        f->second = p[7];
+    }
+    if (n >= 11) {
+        f->micro = (int)((unsigned)p[8] | (unsigned)p[9] << 8 | (unsigned)p[10] << 16
+                         | (unsigned)p[11] << 24);
+    }
+}
+
+/* A binary TIME (p at its length byte) as its sign, hours, minutes, seconds, microseconds. */
+static void
+wire_time(const unsigned char *p, int *negative, long long *hours, int *minute, int *second,
+          long long *micro)
+{
+    int n = p[0];
+    *negative = 0;
+    *hours = *minute = *second = 0;
+    *micro = 0;
+    if (n >= 8) {
+        unsigned long long days = (unsigned long long)p[2] | (unsigned long long)p[3] << 8
+                                  | (unsigned long long)p[4] << 16
+                                  | (unsigned long long)p[5] << 24;
+        *negative = p[1] != 0;
+        *hours = (long long)days * 24 + p[6];
+        *minute = p[7];
+        *second = p[8];
+    }
+    if (n >= 12) {
+        *micro = (long long)((unsigned)p[9] | (unsigned)p[10] << 8 | (unsigned)p[11] << 16
+                             | (unsigned)p[12] << 24);
+    }
+}
+
+/* A fraction of `decimals` digits (the column's fsp, 0 to 6) of microseconds, as the text
+ * protocol prints it after the seconds. */
+static int
+wire_fraction(char *out, size_t room, int decimals, long long micro)
+{
+    if (decimals < 1 || decimals > 6) {
+        return 0;
+    }
+    long long scaled = micro;
+    for (int i = decimals; i < 6; i++) {
+        scaled /= 10;
+    }
+    return snprintf(out, room, ".%0*lld", decimals, scaled);
+}
+
+/* A binary value (fixed, at p: the width or the length byte) as the text protocol prints
+ * it, into out; its length, or -1 for a value no text has (a malformed one). Numbers print
+ * exactly (a DOUBLE with the 17 digits that read back to the same double; the server's own
+ * shortest form reads back the same), temporals with the column's fraction digits. */
+static Py_ssize_t
+wire_text(const WireColumn *w, const unsigned char *p, char *out, size_t room)
+{
+    int n = 0;
+    switch (w->type) {
+    case WIRE_TINY:
+    case WIRE_SHORT:
+    case WIRE_INT24:
+    case WIRE_LONG:
+    case WIRE_LONGLONG: {
+        int negative;
+        unsigned long long v;
+        wire_integer(w, p, &negative, &v);
+        n = snprintf(out, room, "%s%llu", negative ? "-" : "", v);
+        break;
+    }
+    case WIRE_YEAR: {
+        int negative;
+        unsigned long long v;
+        wire_integer(w, p, &negative, &v);
+        n = snprintf(out, room, "%04llu", v);
+        break;
+    }
+    case WIRE_FLOAT: {
+        float f;
+        memcpy(&f, p, 4);
+        n = snprintf(out, room, "%.9g", (double)f);
+        break;
+    }
+    case WIRE_DOUBLE: {
+        double d;
+        memcpy(&d, p, 8);
+        n = snprintf(out, room, "%.17g", d);
+        break;
+    }
+    case WIRE_DATE:
+    case WIRE_DATETIME:
+    case WIRE_TIMESTAMP: {
+        Fields f;
+        wire_fields(p, &f);
+        n = snprintf(out, room, "%04d-%02d-%02d", f.year, f.month, f.day);
+        if (w->type != WIRE_DATE && n > 0 && (size_t)n < room) {
+            n += snprintf(out + n, room - (size_t)n, " %02d:%02d:%02d", f.hour, f.minute,
+                          f.second);
+            if (n > 0 && (size_t)n < room) {
+                n += wire_fraction(out + n, room - (size_t)n, w->decimals, f.micro);
+            }
+        }
+        break;
+    }
+    case WIRE_TIME: {
+        int negative, minute, second;
+        long long hours, micro;
+        wire_time(p, &negative, &hours, &minute, &second, &micro);
+        n = snprintf(out, room, "%s%02lld:%02d:%02d", negative ? "-" : "", hours, minute,
+                     second);
+        if (n > 0 && (size_t)n < room) {
+            n += wire_fraction(out + n, room - (size_t)n, w->decimals, micro);
+        }
+        break;
+    }
+    default:
+        return -1;
+    }
+    return n > 0 && (size_t)n < room ? n : -1;
+}
+
+/* The start of a row's values: for a text row 0; for a binary row past its header and NULL
+ * bitmap. -1 when the payload is not a binary row of ncols columns. */
+static Py_ssize_t
+row_start(const WireColumn *wire, Py_ssize_t ncols, const unsigned char *p, Py_ssize_t n)
+{
+    if (wire == NULL) {
+        return 0;
+    }
+    Py_ssize_t bitmap = (ncols + 9) / 8;
+    return n >= 1 + bitmap && p[0] == 0x00 ? 1 + bitmap : -1;
+}
+
+/* The next value of a row at *at: NULL (*null), or its bytes (*value, *len), which are a
+ * binary value of the column's wire type when *fixed (at its width or length byte), else
+ * text as sent. *at moves past it. -1 when the row ends early. */
+static int
+row_field(const WireColumn *wire, Py_ssize_t k, const unsigned char *p, Py_ssize_t n,
+          Py_ssize_t *at, int *null, const unsigned char **value, Py_ssize_t *len, int *fixed)
+{
+    *fixed = 0;
+    if (wire != NULL) {
+        Py_ssize_t bit = k + 2;
+        *null = (p[1 + bit / 8] >> (bit % 8)) & 1;
+        if (*null) {
+            return 0;
+        }
+        Py_ssize_t size = wire_fixed(&wire[k], p + *at, n - *at);
+        if (size < 0) {
+            return -1;
+        }
+        if (size > 0) {
+            *fixed = 1;
+            *value = p + *at;
+            *len = size;
+            *at += size;
+            return 0;
+        }
+    }
+    else {
+        if (*at >= n) {
+            return -1;
+        }
+        *null = p[*at] == 0xFB;
+        if (*null) {
+            *at += 1;
+            return 0;
+        }
+    }
+    unsigned long long size;
+    Py_ssize_t used;
+    if (read_lenenc(p + *at, n - *at, &size, &used) < 0
+        || size > (unsigned long long)(n - *at - used)) {
+        return -1;
+    }
+    *value = p + *at + used;
+    *len = (Py_ssize_t)size;
+    *at += used + (Py_ssize_t)size;
+    return 0;
+}
+
+/* The wire types argument (a tuple of (type, decimals, unsigned) per column, or None) into
+ * *wire (NULL for None); -1 with an exception for a bad one or a type with no reading. */
+static int
+wire_columns(PyObject *obj, Py_ssize_t ncols, WireColumn **wire)
+{
+    *wire = NULL;
+    if (obj == NULL || obj == Py_None) {
+        return 0;
+    }
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != ncols) {
+        PyErr_SetString(PyExc_TypeError, "wire: a tuple of (type, decimals, unsigned) a column");
+        return -1;
+    }
+    *wire = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(WireColumn));
+    if (*wire == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < ncols; k++) {
+        WireColumn *w = &(*wire)[k];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(obj, k), "iip", &w->type, &w->decimals,
+                              &w->is_unsigned)) {
+            goto fail;
+        }
+        if (!wire_known(w->type)) {
+            PyErr_Format(PyExc_ValueError, "column %zd: wire type %d has no binary reading", k,
+                         w->type);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    PyMem_Free(*wire);
+    *wire = NULL;
+    return -1;
+}
+
 static PyObject *
 text_int(const unsigned char *p, Py_ssize_t n)
 {
@@ -211,41 +540,46 @@ text_value(int kind, PyObject *fallback, const unsigned char *p, Py_ssize_t n)
     return value;
 }
 
-/* One row from a row packet's payload; NULL with an exception, or with none when the
- * payload is not a row of ncols columns (a protocol error the caller names). */
+/* One row from a row packet's payload (a binary one with wire); NULL with an exception, or
+ * with none when the payload is not a row of ncols columns (a protocol error the caller
+ * names). A binary value goes to its column's kind as the text the text protocol sends. */
 static PyObject *
 text_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const int *kinds,
-         PyObject *fallbacks)
+         PyObject *fallbacks, const WireColumn *wire)
 {
+    Py_ssize_t at = row_start(wire, ncols, p, n);
+    if (at < 0) {
+        return NULL;
+    }
     PyObject *row = PyTuple_New(ncols);
     if (row == NULL) {
         return NULL;
     }
-    Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < ncols; i++) {
-        if (at >= n) {
+        int null, fixed;
+        const unsigned char *v = NULL;
+        Py_ssize_t len = 0;
+        char text[96];
+        if (row_field(wire, i, p, n, &at, &null, &v, &len, &fixed) < 0) {
             goto bad;
         }
-        if (p[at] == 0xFB) {
-            at++;
-            Py_INCREF(Py_None);
-            PyTuple_SET_ITEM(row, i, Py_None);
+        if (null) {
+            PyTuple_SET_ITEM(row, i, Py_NewRef(Py_None));
             continue;
         }
-        unsigned long long len;
-        Py_ssize_t used;
-        if (read_lenenc(p + at, n - at, &len, &used) < 0 || len > (unsigned long long)(n - at - used)) {
-            goto bad;
+        if (fixed) {
+            len = wire_text(&wire[i], v, text, sizeof(text));
+            if (len < 0) {
+                goto bad;
+            }
+            v = (const unsigned char *)text;
         }
-        at += used;
-        PyObject *value = text_value(kinds[i], PyTuple_GET_ITEM(fallbacks, i), p + at,
-                                     (Py_ssize_t)len);
+        PyObject *value = text_value(kinds[i], PyTuple_GET_ITEM(fallbacks, i), v, len);
         if (value == NULL) {
             Py_DECREF(row);
             return NULL;
         }
         PyTuple_SET_ITEM(row, i, value);
-        at += (Py_ssize_t)len;
     }
     if (at == n) {
         return row;
@@ -307,8 +641,8 @@ packet_kind(const unsigned char *buf, Py_ssize_t size, Py_ssize_t *offset, int d
     return PACKET_ROW;
 }
 
-/* text_rows(buf, offset, kinds, fallbacks, deprecate_eof) -> (rows, offset, state):
- * the rows of the whole packets in buf from offset. state: 0 more data is needed (offset is
+/* text_rows(buf, offset, kinds, fallbacks, deprecate_eof, wire=None) -> (rows, offset, state):
+ * the rows of the whole packets in buf from offset (binary rows with wire). state: 0 more data is needed (offset is
  * the first incomplete packet), 1 the result set ended (offset after its EOF/OK packet),
  * 2 an ERR packet starts at offset, 3 a packet of the maximum payload (a row split over
  * packets) starts at offset. A packet that is not a row of these columns raises
@@ -318,19 +652,23 @@ rc_text_rows(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t offset;
-    PyObject *kinds_obj, *fallbacks;
+    PyObject *kinds_obj, *fallbacks, *wire_obj = Py_None;
     int deprecate_eof;
-    if (!PyArg_ParseTuple(args, "y*nO!O!p", &view, &offset, &PyTuple_Type, &kinds_obj,
-                          &PyTuple_Type, &fallbacks, &deprecate_eof)) {
+    if (!PyArg_ParseTuple(args, "y*nO!O!p|O", &view, &offset, &PyTuple_Type, &kinds_obj,
+                          &PyTuple_Type, &fallbacks, &deprecate_eof, &wire_obj)) {
         return NULL;
     }
     Py_ssize_t ncols;
     int *kinds = NULL;
+    WireColumn *wire = NULL;
     PyObject *rows = NULL;
     int state = 0;
     if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
         PyBuffer_Release(&view);
         return NULL;
+    }
+    if (wire_columns(wire_obj, ncols, &wire) < 0) {
+        goto fail;
     }
     rows = PyList_New(0);
     if (rows == NULL) {
@@ -346,7 +684,7 @@ rc_text_rows(PyObject *self, PyObject *args)
             state = kind == PACKET_INCOMPLETE ? 0 : kind;
             break;
         }
-        PyObject *row = text_row(p, len, ncols, kinds, fallbacks);
+        PyObject *row = text_row(p, len, ncols, kinds, fallbacks, wire);
         if (row == NULL) {
             if (!PyErr_Occurred()) {
                 PyErr_Format(PyExc_ValueError,
@@ -361,45 +699,52 @@ rc_text_rows(PyObject *self, PyObject *args)
         }
         offset += 4 + len;
     }
+    PyMem_Free(wire);
     PyMem_Free(kinds);
     PyBuffer_Release(&view);
     return Py_BuildValue("(Nni)", rows, offset, state);
 fail:
     Py_XDECREF(rows);
+    PyMem_Free(wire);
     PyMem_Free(kinds);
     PyBuffer_Release(&view);
     return NULL;
 }
 
-/* text_row(payload, kinds, fallbacks) -> tuple: one row from a whole payload (a row the
- * server split over several packets, joined by the caller). */
+/* text_row(payload, kinds, fallbacks, wire=None) -> tuple: one row from a whole payload (a
+ * row the server split over several packets, joined by the caller; binary with wire). */
 PyObject *
 rc_text_row_payload(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    PyObject *kinds_obj, *fallbacks;
-    if (!PyArg_ParseTuple(args, "y*O!O!", &view, &PyTuple_Type, &kinds_obj, &PyTuple_Type,
-                          &fallbacks)) {
+    PyObject *kinds_obj, *fallbacks, *wire_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*O!O!|O", &view, &PyTuple_Type, &kinds_obj, &PyTuple_Type,
+                          &fallbacks, &wire_obj)) {
         return NULL;
     }
     Py_ssize_t ncols;
     int *kinds = NULL;
+    WireColumn *wire = NULL;
+    PyObject *row = NULL;
     if (text_kinds(kinds_obj, fallbacks, &ncols, &kinds) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    PyObject *row = text_row(view.buf, view.len, ncols, kinds, fallbacks);
-    if (row == NULL && !PyErr_Occurred()) {
-        PyErr_Format(PyExc_ValueError, "a row of %zd bytes is not a row of %zd columns",
-                     view.len, ncols);
+    if (wire_columns(wire_obj, ncols, &wire) == 0) {
+        row = text_row(view.buf, view.len, ncols, kinds, fallbacks, wire);
+        if (row == NULL && !PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError, "a row of %zd bytes is not a row of %zd columns",
+                         view.len, ncols);
+        }
     }
+    PyMem_Free(wire);
     PyMem_Free(kinds);
     PyBuffer_Release(&view);
     return row;
 }
 
-/* text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows)
- *   -> (columns, count, offset, state, last):
+/* text_block(buf, offset, specs, kinds, fallbacks, deprecate_eof, max_rows, wire=None)
+ *   -> (columns, count, offset, state, last) (binary rows with wire):
  * the rows of the whole packets in buf from offset, column by column: a column whose spec op
  * is TB_OBJECTS becomes a list of values (text_value with its kind and fallback), every other
  * one buffers (set, values, lengths | None) of the block layout (block.py). count rows were
@@ -411,6 +756,32 @@ rc_text_row_payload(PyObject *self, PyObject *args)
 typedef struct {
     int op, arg0, arg1;
 } TextSpec;
+
+/* An integer (sign and magnitude) into an int of the spec's width and signedness; 0 when it
+ * is out of that range. */
+static int
+int_into(const TextSpec *t, int negative, unsigned long long v, unsigned char out[8])
+{
+    int bits = 8 * t->arg0;
+    if (t->arg1) {
+        unsigned long long limit = 1ULL << (bits - 1); /* |min|; max is limit - 1 */
+        if (negative ? v > limit : v >= limit) {
+            return 0;
+        }
+        long long s = negative ? (long long)(0 - v) : (long long)v;
+        memcpy(out, &s, 8);
+    }
+    else {
+        if (negative && v != 0) {
+            return 0;
+        }
+        if (bits < 64 && v >> bits) {
+            return 0;
+        }
+        memcpy(out, &v, 8);
+    }
+    return 1;
+}
 
 static int
 tb_int(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char out[8])
@@ -432,25 +803,7 @@ tb_int(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char ou
         }
         v = v * 10 + d;
     }
-    int bits = 8 * t->arg0;
-    if (t->arg1) {
-        unsigned long long limit = 1ULL << (bits - 1); /* |min|; max is limit - 1 */
-        if (negative ? v > limit : v >= limit) {
-            return 0;
-        }
-        long long s = negative ? (long long)(0 - v) : (long long)v;
-        memcpy(out, &s, 8);
-    }
-    else {
-        if (negative && v != 0) {
-            return 0;
-        }
-        if (bits < 64 && v >> bits) {
-            return 0;
-        }
-        memcpy(out, &v, 8);
-    }
-    return 1;
+    return int_into(t, negative, v, out);
 }
 
 static int
@@ -641,12 +994,8 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
             c->lengths.len += 4;
             return 1;
         }
-        if (t->op == TB_ASCII) {
-            for (Py_ssize_t k = 0; k < n; k++) {
-                if (p[k] >= 0x80) {
-                    return 0;
-                }
-            }
+        if (t->op == TB_ASCII && ascii_prefix(p, n) != n) {
+            return 0;
         }
         if (n > 0x7FFFFFFF || grow(&c->data, n) < 0 || grow(&c->lengths, 4) < 0) {
             return n > 0x7FFFFFFF ? 0 : -1;
@@ -660,6 +1009,109 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
     }
     default:
         return 0;
+    }
+    if (grow(&c->data, width) < 0) {
+        return -1;
+    }
+    memcpy(c->data.data + c->data.len, out, (size_t)width);
+    c->data.len += width;
+    return 1;
+}
+
+/* One non-NULL binary value (fixed: p at its width or length byte) into its column: read
+ * as it is where the column's op takes the wire type, otherwise as the text the text
+ * protocol sends (tb_value). 1 done, 0 the buffers cannot hold it, -1 error, -2 a value
+ * no text has. */
+static int
+bb_value(const TextSpec *t, const WireColumn *w, const unsigned char *p, LaneColumn *c)
+{
+    unsigned char out[8];
+    int width = 0;
+    switch (t->op) {
+    case TB_INT:
+        if (w->type == WIRE_TINY || w->type == WIRE_SHORT || w->type == WIRE_INT24
+            || w->type == WIRE_LONG || w->type == WIRE_LONGLONG) {
+            int negative;
+            unsigned long long v;
+            wire_integer(w, p, &negative, &v);
+            if (!int_into(t, negative, v, out)) {
+                return 0;
+            }
+            width = t->arg0;
+        }
+        break;
+    case TB_FLOAT:
+        if (w->type == WIRE_DOUBLE || w->type == WIRE_FLOAT) {
+            double d;
+            if (w->type == WIRE_DOUBLE) {
+                memcpy(&d, p, 8);
+            }
+            else {
+                float f;
+                memcpy(&f, p, 4);
+                d = f;
+            }
+            if (!isfinite(d)) {
+                return 0;
+            }
+            if (t->arg0 == 4) {
+                float fl = (float)d;
+                memcpy(out, &fl, 4);
+            }
+            else {
+                memcpy(out, &d, 8);
+            }
+            width = t->arg0;
+        }
+        break;
+    case TB_DATE:
+    case TB_DATETIME:
+    case TB_TIMESTAMP:
+        if (w->type == WIRE_DATE || w->type == WIRE_DATETIME || w->type == WIRE_TIMESTAMP) {
+            Fields f;
+            wire_fields(p, &f);
+            if ((t->op == TB_DATE) != (w->type == WIRE_DATE)) {
+                break; /* as text: the other shape, which the op refuses */
+            }
+            if (t->op == TB_DATE) {
+                if (!valid_date(f.year, f.month, f.day)) {
+                    return 0;
+                }
+                int days = (int)days_from_civil(f.year, f.month, f.day);
+                memcpy(out, &days, 4);
+                width = 4;
+            }
+            else {
+                if (!valid_fields(&f)) {
+                    return 0; /* the zero date or TIMESTAMP, an invalid date */
+                }
+                long long micros = fields_micros(&f);
+                memcpy(out, &micros, 8);
+                width = 8;
+            }
+        }
+        break;
+    case TB_TIME:
+        if (w->type == WIRE_TIME) {
+            int negative, minute, second;
+            long long hours, micro;
+            wire_time(p, &negative, &hours, &minute, &second, &micro);
+            if (minute > 59 || second > 59 || micro > 999999) {
+                return 0;
+            }
+            long long total = (hours * 3600 + minute * 60 + second) * 1000000LL + micro;
+            total = negative ? -total : total;
+            memcpy(out, &total, 8);
+            width = 8;
+        }
+        break;
+    default:
+        break;
+    }
+    if (width == 0) {
+        char text[96];
+        Py_ssize_t n = wire_text(w, p, text, sizeof(text));
+        return n < 0 ? -2 : tb_value(t, (const unsigned char *)text, n, c);
     }
     if (grow(&c->data, width) < 0) {
         return -1;
@@ -716,42 +1168,40 @@ tb_check(const TextSpec *t)
     }
 }
 
-/* One row into the columns; 1 done, 0 a value the buffers cannot hold (nothing of the row
- * kept), -1 an exception, -2 not a row of these columns. */
+/* One row into the columns (a binary row with wire); 1 done, 0 a value the buffers cannot
+ * hold (nothing of the row kept), -1 an exception, -2 not a row of these columns. */
 static int
 tb_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const TextSpec *specs,
-       const int *kinds, PyObject *fallbacks, LaneColumn *cols, PyObject **lists)
+       const int *kinds, PyObject *fallbacks, LaneColumn *cols, PyObject **lists,
+       const WireColumn *wire)
 {
-    Py_ssize_t at = 0, k;
-    int result = 1;
-    for (k = 0; k < ncols; k++) {
+    Py_ssize_t at = row_start(wire, ncols, p, n), k;
+    int result = at < 0 ? -2 : 1;
+    for (k = 0; result == 1 && k < ncols; k++) {
         LaneColumn *c = &cols[k];
-        if (at >= n) {
+        int null, fixed;
+        const unsigned char *v = NULL;
+        Py_ssize_t len = 0;
+        if (row_field(wire, k, p, n, &at, &null, &v, &len, &fixed) < 0) {
             result = -2;
             break;
         }
-        int null = p[at] == 0xFB;
-        unsigned long long len = 0;
-        if (null) {
-            at++;
-        }
-        else {
-            Py_ssize_t used;
-            if (read_lenenc(p + at, n - at, &len, &used) < 0
-                || len > (unsigned long long)(n - at - used)) {
-                result = -2;
-                break;
-            }
-            at += used;
-        }
         if (specs[k].op == TB_OBJECTS) {
             PyObject *value;
+            char text[96];
+            if (!null && fixed) {
+                len = wire_text(&wire[k], v, text, sizeof(text));
+                if (len < 0) {
+                    result = -2;
+                    break;
+                }
+                v = (const unsigned char *)text;
+            }
             if (null) {
                 value = Py_NewRef(Py_None);
             }
             else {
-                value = text_value(kinds[k], PyTuple_GET_ITEM(fallbacks, k), p + at,
-                                   (Py_ssize_t)len);
+                value = text_value(kinds[k], PyTuple_GET_ITEM(fallbacks, k), v, len);
             }
             if (value == NULL) {
                 result = -1;
@@ -765,8 +1215,9 @@ tb_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const TextSpec *s
             }
         }
         else {
-            int done = null ? (tb_null(&specs[k], c) == 0 ? 1 : -1)
-                            : tb_value(&specs[k], p + at, (Py_ssize_t)len, c);
+            int done = null    ? (tb_null(&specs[k], c) == 0 ? 1 : -1)
+                       : fixed ? bb_value(&specs[k], &wire[k], v, c)
+                               : tb_value(&specs[k], v, len, c);
             if (done != 1) {
                 result = done;
                 break;
@@ -777,7 +1228,6 @@ tb_row(const unsigned char *p, Py_ssize_t n, Py_ssize_t ncols, const TextSpec *s
             }
             c->valid.data[c->valid.len++] = null ? 0 : 1;
         }
-        at += (Py_ssize_t)len;
     }
     if (result == 1 && at != n) {
         result = -2;
@@ -790,15 +1240,16 @@ rc_text_block(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t offset, max_rows;
-    PyObject *specs_obj, *kinds_obj, *fallbacks;
+    PyObject *specs_obj, *kinds_obj, *fallbacks, *wire_obj = Py_None;
     int deprecate_eof;
-    if (!PyArg_ParseTuple(args, "y*nO!O!O!pn", &view, &offset, &PyTuple_Type, &specs_obj,
+    if (!PyArg_ParseTuple(args, "y*nO!O!O!pn|O", &view, &offset, &PyTuple_Type, &specs_obj,
                           &PyTuple_Type, &kinds_obj, &PyTuple_Type, &fallbacks, &deprecate_eof,
-                          &max_rows)) {
+                          &max_rows, &wire_obj)) {
         return NULL;
     }
     Py_ssize_t ncols;
     int *kinds = NULL;
+    WireColumn *wire = NULL;
     TextSpec *specs = NULL;
     LaneColumn *cols = NULL;
     PyObject **lists = NULL;
@@ -811,6 +1262,9 @@ rc_text_block(PyObject *self, PyObject *args)
     }
     if (PyTuple_GET_SIZE(specs_obj) != ncols) {
         PyErr_SetString(PyExc_TypeError, "specs: one per column");
+        goto done;
+    }
+    if (wire_columns(wire_obj, ncols, &wire) < 0) {
         goto done;
     }
     specs = PyMem_Calloc((size_t)(ncols > 0 ? ncols : 1), sizeof(TextSpec));
@@ -862,7 +1316,7 @@ rc_text_block(PyObject *self, PyObject *args)
             marks[4 * k + 2] = cols[k].lengths.len;
             marks[4 * k + 3] = lists[k] ? PyList_GET_SIZE(lists[k]) : 0;
         }
-        int done = tb_row(p, len, ncols, specs, kinds, fallbacks, cols, lists);
+        int done = tb_row(p, len, ncols, specs, kinds, fallbacks, cols, lists, wire);
         if (done != 1) {
             for (Py_ssize_t k = 0; k < ncols; k++) { /* nothing of the row stays */
                 cols[k].valid.len = marks[4 * k];
@@ -934,6 +1388,7 @@ done:
     PyMem_Free(cols);
     PyMem_Free(lists);
     PyMem_Free(specs);
+    PyMem_Free(wire);
     PyMem_Free(kinds);
     PyBuffer_Release(&view);
     return result;
