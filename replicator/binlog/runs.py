@@ -331,22 +331,28 @@ class TakenRun:
             raise InternalError(f"a run was followed by {type(last).__name__}, not a transaction")
         return TransactionRun(self, last)
 
+    def unclosed(self) -> TransactionRun:
+        """The run alone: the transaction after it did not read (its error follows the run,
+        so the run's whole transactions land before the stop, as without runs)."""
+        return TransactionRun(self, None)
+
 
 @record
 class TransactionRun:
     """Whole transactions of rows, in stream order: those the native core took (``taken``),
-    then ``last``, read by the parser. Delivered whole, never split."""
+    then ``last``, read by the parser (None only right before the error that stops the
+    stream: ``TakenRun.unclosed``). Delivered whole, never split."""
 
     taken: TakenRun
-    last: Transaction
+    last: Transaction | None
 
     @property
     def transactions(self) -> int:
-        return self.taken.transactions + 1
+        return self.taken.transactions + (self.last is not None)
 
     @property
     def row_count(self) -> int:
-        return self.taken.row_count + self.last.row_count
+        return self.taken.row_count + (0 if self.last is None else self.last.row_count)
 
 
 _KINDS = {

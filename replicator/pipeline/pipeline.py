@@ -644,31 +644,39 @@ class Pipeline:
         self._count(out)
         return out
 
-    async def _take_run(self, run: TakenRun) -> None:
+    async def _take_run(self, run: TakenRun, *, closed: bool = True) -> None:
         """The transactions a run took before its last one (which is taken as any
-        transaction). A batch ends where it would one transaction at a time: the run is split
-        after the transaction that makes it due, which the batch's proof is then of."""
+        transaction; ``closed`` False: there is none, and the batch's proof is of the run's
+        last). A batch ends where it would one transaction at a time: the run is split after
+        the transaction that makes it due, which the batch's proof is then of."""
         while run.transactions:
             start = self._position or StreamPosition()
             index = self._due_in(run)
             if index is None:
                 await self._take_part(run)
+                if not closed:
+                    self._prove(run, run.transactions - 1, start)
                 return
             head, run = run.split(index)
             await self._take_part(head)
-            last = head.record(index)
-            before = start
-            if index:
-                mariadb, mysql = head.gtids_before(index)
-                before = start.after_many(mariadb, mysql, head.file, last.start)
-            digest = Digest(last.gtid)
-            for kind, table, images in head.rows_of(index):
-                digest.add_rows(kind, table, images)
-            self._proof = Proof(last.gtid, before, digest.hexdigest(), digest.events).to_json()
-            self._last = self._last_parts = None
-            self._newest = _utc_micros(last.timestamp)
-            self.stats.last_event_timestamp = last.xid_timestamp
+            self._prove(head, index, start)
             await self.commit(wait=False)
+
+    def _prove(self, run: TakenRun, index: int, start: StreamPosition) -> None:
+        """The proof of the batch ends with transaction ``index`` of ``run``, which was taken
+        from ``start``: hashed from the row images the run keeps."""
+        last = run.record(index)
+        before = start
+        if index:
+            mariadb, mysql = run.gtids_before(index)
+            before = start.after_many(mariadb, mysql, run.file, last.start)
+        digest = Digest(last.gtid)
+        for kind, table, images in run.rows_of(index):
+            digest.add_rows(kind, table, images)
+        self._proof = Proof(last.gtid, before, digest.hexdigest(), digest.events).to_json()
+        self._last = self._last_parts = None
+        self._newest = _utc_micros(last.timestamp)
+        self.stats.last_event_timestamp = last.xid_timestamp
 
     async def _take_part(self, run: TakenRun) -> None:
         """Transactions of a run, whole: their rows are staged, the position moves past
@@ -849,7 +857,9 @@ class Pipeline:
             self._proof, self._last, self._parts_digest = self._proof_committed, None, None
             return
         if isinstance(item, TransactionRun):
-            await self._take_run(item.taken)
+            await self._take_run(item.taken, closed=item.last is not None)
+            if item.last is None:  # the run alone, right before the stream's error
+                return
             item = item.last
         if not isinstance(item, Transaction):
             return

@@ -58,7 +58,7 @@ from ..binlog.position import StreamPosition, is_past, position_reached
 from ..binlog.runs import TransactionRun
 from ..binlog.transaction import Transaction, TransactionPart
 from ..config import SnapshotConfig, SourceConfig
-from ..errors import IntegrityError, InternalError
+from ..errors import IntegrityError
 from ..pipeline.lifecycle import check_name
 from ..pipeline.pipeline import Pipeline
 from ..schema import ddl
@@ -199,6 +199,9 @@ class SnapshotRunner:
     def observe(self, item: StreamItem) -> None:
         """Every stream item handed to the pipeline: how far the stream has read."""
         if isinstance(item, TransactionRun):
+            if item.last is None:
+                self._seen = self._last_end = (item.taken.file, item.taken.end_position)
+                return
             item = item.last
         if isinstance(item, Transaction):
             self._seen = self._last_end = (item.end_file, item.end_position)
@@ -578,15 +581,26 @@ class SnapshotRunner:
         return "the start" if here is None else here.describe()
 
     def _beyond(self, item: StreamItem, point: ReadPoint) -> bool:
-        """A transaction the read view does not hold (it must land after the chunk)."""
-        if isinstance(item, TransactionRun):  # its transactions may lie on both sides
-            raise InternalError("a run of transactions reached a snapshot: runs are off then")
+        """A transaction the read view does not hold (it must land after the chunk). A run
+        (a snapshot requested while runs are on) by its first transaction: one that starts
+        after the point lands after the chunk; one that starts before it is handed over whole,
+        and if it reaches past the point the stream stands ahead of it, so the read view is
+        opened again (``_relation``), as for a transaction in the binlog before its commit was
+        visible."""
+        if isinstance(item, TransactionRun):
+            first = item.taken.record(0)
+            return self._past(point, first.gtid, item.taken.file, first.start)
         if not isinstance(item, (Transaction, TransactionPart)):
             return False
+        return self._past(point, item.gtid, item.file, item.position)
+
+    @staticmethod
+    def _past(point: ReadPoint, gtid: str | None, file: str, position: int) -> bool:
+        """Whether a transaction (its GTID, where it starts) lies past the read view."""
         mark = point.position
         if mark.mysql_gtid is not None:
-            return item.gtid is None or not mark.mysql_gtid.contains(MysqlGtid.parse(item.gtid))
-        return position_reached(item.file, item.position, mark.file, mark.position)
+            return gtid is None or not mark.mysql_gtid.contains(MysqlGtid.parse(gtid))
+        return position_reached(file, position, mark.file, mark.position)
 
 
 _DROPPED = object()

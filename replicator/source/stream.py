@@ -169,6 +169,7 @@ class ReplicaStream:
         # the native core can take them. The consumer may turn this on while the stream runs
         # (the reader looks before each run), never off: runs already handed over stay runs.
         self.runs = runs
+        self._waiting_run: TakenRun | None = None  # a run waiting for the transaction closing it
         self._join_within = 30.0  # seconds aclose waits for the reader thread (see stop)
 
     # The hand-off's loop and queue, as tests that drive the reader's side by hand set them.
@@ -368,8 +369,17 @@ class ReplicaStream:
         decoder.parser.buffers = self._buffers
         decoder.parser.statements_only = self._statements_only
         assembler = TransactionAssembler(part_rows=self._part_rows)
+        self._waiting_run = None
         try:
             return self._read_events(sock, decoder, assembler, end, behind)
+        except BaseException:
+            # The transaction that would close a run did not read (a bad event, a broken
+            # connection): the run's whole transactions are handed over before the error, so
+            # the stop stands right before its cause, as without runs.
+            waiting, self._waiting_run = self._waiting_run, None
+            if waiting is not None:
+                self._hand_over(waiting.unclosed(), assembler)
+            raise
         finally:
             self._handoff.flush()  # whatever was handed over (position moved) reaches the consumer
 
@@ -403,7 +413,6 @@ class ReplicaStream:
         # a read of statements only delivers nothing of a transaction of rows: whole ones are
         # passed over natively (their events framed and CRC32-checked all the same)
         skipping = self._statements_only and tracker is None
-        pending: TakenRun | None = None  # a run waiting for the transaction that closes it
         sock.settimeout(max(silence, START_SCAN_SECONDS) if behind else silence)
         while not self._stopping.is_set():
             try:
@@ -433,8 +442,8 @@ class ReplicaStream:
                     if scanning and passed:
                         scanning = False  # past the start: heartbeats are due from now
                         sock.settimeout(silence)
-                elif self.runs and pending is None and not assembler.in_transaction:
-                    pending = self._take_run(decoder, end)
+                elif self.runs and self._waiting_run is None and not assembler.in_transaction:
+                    pending = self._waiting_run = self._take_run(decoder, end)
                     if pending is not None:
                         for code, count in pending.counts:
                             by_type[code] = by_type.get(code, 0) + count
@@ -463,8 +472,10 @@ class ReplicaStream:
                     sock.settimeout(silence)
                 for fed in feed(assembler, tracker, event):
                     item: StreamItem = fed
-                    if pending is not None:  # the transaction read right after a run
-                        item, pending = pending.closed_by(fed), None
+                    waiting = self._waiting_run
+                    if waiting is not None:  # the transaction read right after a run
+                        item = waiting.closed_by(fed)
+                        self._waiting_run = None
                     if not self._hand_over(item, assembler):
                         return False
                     if end is not None and self._reached(item, assembler, end):
@@ -528,7 +539,10 @@ class ReplicaStream:
             )
             self.stats.transactions += taken.transactions
             self.stats.transactions_in_runs += taken.transactions
-            self._took(item.last)
+            if item.last is not None:
+                self._took(item.last)
+            elif self._tracker is not None:
+                self._tracker.mark()
         elif isinstance(item, Transaction):
             self._took(item)
             if self._tracker is None and item.ending is Ending.DDL and may_change_columns(item):

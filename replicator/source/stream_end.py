@@ -44,6 +44,8 @@ def end_reached(
     if in_transaction:
         return False
     if isinstance(item, TransactionRun):  # none before its last reaches the end (take_run)
+        if item.last is None:
+            return False
         item = item.last
     if isinstance(item, Transaction):
         return gtid_covers(position, end) or bool(

@@ -30,6 +30,7 @@ from tests.live.test_all_types import TABLES, WORKLOAD_SQL_MODE, _create_sql
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[2]
 DB = "snap_types"
+RUNS_METRIC = "replicator_transactions_in_runs_total"
 METADATA = ("_op", "_seq", "_gtid", "_ts", "_server_id", "_binlog_file", "_binlog_pos")
 
 
@@ -177,6 +178,92 @@ def test_binary_and_text_result_rows_read_every_type_alike(
     finally:
         reader.close()
     assert compared > 100
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def test_a_snapshot_requested_while_small_transactions_stream_as_runs(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path
+) -> None:
+    """`replicator snapshot` while one-row transactions stream in, taken in runs: the daemon
+    goes on (a run reaches the snapshot's read views), and the landed changes and snapshot
+    rows fold to exactly the table the source holds."""
+    import threading
+
+    server = mariadb_full_metadata
+    db = "snap_runs"
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute(f"CREATE TABLE {db}.a (id INT PRIMARY KEY, v INT)", database=db)
+    server.execute(
+        f"INSERT INTO {db}.a SELECT seq, seq FROM seq_1_to_3000", database=db
+    )  # before the start: only the snapshot lands these
+    start = server.binlog_status().gtid_binlog_pos
+    root = tmp_path / "landing"
+    port = new_http_port()
+    config = tmp_path / "r.yaml"
+    config.write_text(
+        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+        f"  password: replpass\n  server_id: {6100 + os.getpid() % 1000}\n"
+        "  heartbeat_seconds: 1\n"
+        f"start:\n  gtid: '{start}'\n"
+        f"sink:\n  root: {root}\n  batch_max_seconds: 0.2\n"
+        f"snapshot:\n  chunk_rows: 100\n"
+        f"filters:\n  include: ['{db}.a']\n"
+        f"service:\n  http_port: {port}\n"
+    )
+    stop = threading.Event()
+
+    def write() -> None:  # one-row autocommit transactions, as fast as they go
+        with contextlib.closing(server.connect(db)) as conn, conn.cursor() as cur:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                cur.execute(f"INSERT INTO a VALUES ({10_000 + n}, {n})")
+                cur.execute(f"UPDATE a SET v = v + 1 WHERE id = {1 + (n * 7919) % 3000}")
+                conn.commit()
+
+    daemon = Daemon(config, tmp_path / "daemon.log", port).start()
+    writer = threading.Thread(target=write, daemon=True)
+    try:
+        daemon.wait_for("ready", lambda: daemon.get("/readyz")[0] == 200)
+        writer.start()
+
+        def in_runs() -> bool:
+            metrics = daemon.get("/metrics")[1]
+            found = [line for line in metrics.splitlines() if line.startswith(RUNS_METRIC)]
+            return bool(found) and float(found[0].split()[-1]) > 0
+
+        daemon.wait_for("transactions taken in runs", in_runs)
+        _run(config, "snapshot", "--tables", f"{db}.a")
+        requests = root / "_state" / "snapshot-requests"
+        daemon.wait_for("the request taken", lambda: not any(requests.iterdir()))
+
+        def snapshot_done() -> bool:
+            checkpoint = json.loads((root / "_state" / "checkpoint.json").read_text())
+            return bool(checkpoint["snapshot"]["done"]) and not checkpoint["snapshot"]["tables"]
+
+        daemon.wait_for("the snapshot", snapshot_done, timeout=120)
+        stop.set()
+        writer.join(30)
+        end = server.binlog_status().gtid_binlog_pos
+
+        def caught_up() -> bool:
+            checkpoint = json.loads((root / "_state" / "checkpoint.json").read_text())
+            return bool(checkpoint["position"].get("mariadb_gtid") == end)
+
+        daemon.wait_for("the stream to the end", caught_up)
+        assert daemon.get("/readyz")[0] == 200
+    finally:
+        stop.set()
+        daemon.signal(signal.SIGTERM)
+        daemon.wait(60)
+    rows = sorted(_landed(root, "a", db).to_pylist(), key=lambda r: r["_seq"])
+    assert {r["_op"] for r in rows} == {"r", "c", "u"}
+    state: dict[int, int] = {}
+    for row in rows:  # the changes in _seq order fold to the table (no deletes here)
+        state[row["id"]] = row["v"]
+    held = dict(server.query(f"SELECT id, v FROM {db}.a"))
+    assert {int(k): int(v) for k, v in held.items()} == state
     server.execute(f"DROP DATABASE IF EXISTS {db}")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import socket
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +35,12 @@ from replicator.binlog.runs import RowOrigins, TakenRun, TransactionRun
 from replicator.binlog.stream import DumpStreamDecoder
 from replicator.binlog.transaction import TransactionAssembler
 from replicator.checkpoint import position_to_json
-from replicator.config import FilterConfig, SinkConfig
+from replicator.config import FilterConfig, Secret, SinkConfig, SourceConfig
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
+from replicator.source.handoff import End
 from replicator.source.items import StreamItem
+from replicator.source.stream import ReplicaStream
 
 from .test_native import require_native
 from .test_stream import SAMPLE, _artificial_rotate, _dump_stream, _raw_events
@@ -95,7 +98,10 @@ def read(
                     out.items.append(got)
     except DecodeError as exc:
         out.error = exc
-    assert pending is None or out.error is not None  # a run never waits at the end
+        if pending is not None:  # as source.stream: the run lands before the error
+            out.items.append(pending.unclosed())
+            pending = None
+    assert pending is None  # a run never waits at the end
     out.position = decoder.parser.position
     return out
 
@@ -253,6 +259,7 @@ def _run_gtids(run: TransactionRun) -> list[str | None]:
             if not seen or seen[-1] != text:
                 seen.append(text)
     assert len(seen) == run.taken.transactions  # every transaction of the sample has rows
+    assert run.last is not None
     return [*seen, run.last.gtid]
 
 
@@ -272,6 +279,7 @@ def test_a_run_is_closed_by_the_transaction_after_it(tmp_path: Path) -> None:
     (run,) = got.runs
     # the first of each table's TABLE_MAP is read by the parser, which learns it then
     assert run.taken.transactions == 4  # the 2nd to the 5th
+    assert run.last is not None
     assert run.last.end_position == ends[5]
     assert run.taken.end_position == ends[4] == run.last.position
     assert [s.kind for s in run.taken.segments] == [
@@ -331,6 +339,7 @@ def test_it_stops_before_what_the_end_check_must_see() -> None:
     got = read(data, 1 << 20, runs=True, limit=ends[5])
     first = got.runs[0]
     assert first.taken.end_position <= ends[5]
+    assert first.last is not None
     assert first.last.end_position <= ends[5]
     # a GTID: none of a watched domain at or past its seq_no is in a run
     got = read(data, 1 << 20, runs=True, watch=((0, 15),))
@@ -407,3 +416,59 @@ def test_excluded_columns_and_tables_land_the_same(tmp_path: Path) -> None:
     excluded = {"exclude": ["shop.*"]}
     _, rows = land(tmp_path / "none", taken.items, filters=excluded)
     assert rows.num_rows == 0
+
+
+def _spoiled(data: bytes, rows_event: int) -> bytes:
+    """``data`` with a text value of its ``rows_event``-th rows event made invalid UTF-8 (the
+    event's CRC32 made again): an event that decodes to an error, not a checksum mismatch."""
+    at = [at for at, code in _events_in(data) if code in (23, 24, 25)][rows_event]
+    size = int.from_bytes(data[at + 9 : at + 13], "little")
+    event = bytearray(data[at : at + size])
+    event[bytes(event).index(b"caf")] = 0xFF
+    body = bytes(event[:-4])
+    return data[:at] + body + zlib.crc32(body).to_bytes(4, "little") + data[at + size :]
+
+
+def _replica_read(data: bytes, *, runs: bool) -> tuple[list[StreamItem], BaseException]:
+    """What the replica stream (``source.stream.ReplicaStream``) hands over from ``data``
+    sent on a socket, up to the error that stops it."""
+
+    async def read() -> tuple[list[StreamItem], BaseException]:
+        reader = ReplicaStream(SourceConfig(password=Secret("x")), START, runs=runs)
+        reader._loop = asyncio.get_running_loop()
+        reader._queue = asyncio.Queue()
+        ours, peer = socket.socketpair()
+        peer.sendall(data)
+        peer.close()
+        try:
+            with pytest.raises(DecodeError) as stopped:
+                await asyncio.to_thread(reader._read, ours, START, CHECKSUM_CRC32, None)
+        finally:
+            ours.close()
+        items: list[StreamItem] = []
+        while not reader._queue.empty():
+            entry, _ = reader._queue.get_nowait()
+            assert not isinstance(entry, (BaseException, End)), entry
+            items.append(entry)
+        return items, stopped.value
+
+    return asyncio.run(read())
+
+
+def test_a_run_lands_before_the_error_of_the_transaction_after_it(tmp_path: Path) -> None:
+    """The transaction that would close a run does not decode: the run's transactions are
+    handed over before the error, so the landing zone stops right before its cause, as one
+    event at a time (and a skip of that one transaction skips nothing else)."""
+    data, _ = stream_of([0, 1] * 20)
+    spoiled = _spoiled(data, 28)  # the 29th transaction: the sample's first insert
+    plain, plain_error = _replica_read(spoiled, runs=False)
+    taken, taken_error = _replica_read(spoiled, runs=True)
+    assert str(taken_error) == str(plain_error)
+    assert [type(i) for i in taken if isinstance(i, TransactionRun)] != []
+    unclosed = [i for i in taken if isinstance(i, TransactionRun) and i.last is None]
+    assert len(unclosed) == 1 and unclosed[0].transactions > 1
+    plain_landed, plain_rows = land(tmp_path / "plain", plain)
+    taken_landed, taken_rows = land(tmp_path / "runs", taken)
+    assert plain_landed["position"]["mariadb_gtid"] == "0-1-38"  # the 28 before it
+    assert taken_landed == plain_landed
+    assert taken_rows.equals(plain_rows)
