@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
-from .binlog.position import StreamPosition
+from .binlog.position import StreamPosition, is_past
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from .snapshot_progress import SnapshotState
 from .storage import LocalStore, Store
@@ -56,6 +56,12 @@ class Checkpoint:
             else position_to_json(self.replay_until),
             "snapshot": self.snapshot.to_json(),
         }
+
+
+def replay_after(replay_until: StreamPosition | None, end: StreamPosition) -> StreamPosition | None:
+    """``replay_until`` as it stands after a batch ending at ``end``: the replay is over once
+    a batch ends at or past it."""
+    return None if replay_until is None or is_past(end, replay_until) else replay_until
 
 
 def position_to_json(pos: StreamPosition) -> dict[str, object]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import dataclasses
 import datetime as dt
 import fnmatch
@@ -45,7 +46,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,7 @@ from ..binlog.runs import TakenRun, TransactionRun
 from ..binlog.schema import ColumnDef
 from ..binlog.transaction import Ending, Transaction, TransactionPart
 from ..binlog.xa import xa_id_of
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, replay_after
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
 from ..schema.history import SchemaChange, SchemaHistory
@@ -332,7 +333,8 @@ class Pipeline:
         self._records: list[dict[str, Any]] = []  # lifecycle records of the open batch
         self.require_names = history is not None  # rows need named columns to land
         self._named: TableVersion | None = None  # the last version whose names were checked
-        # after `checkpoint set` moved the stream back: batches up to here are replays
+        # after `checkpoint set` moved the stream back: batches up to here are replays (as of
+        # the last commit handed over: the commit thread must not read what the loop changes)
         self._replay_until = checkpoint.replay_until
         # the snapshot progress as of the last chunk taken, and as of the last commit
         self.snapshot = checkpoint.snapshot
@@ -436,7 +438,13 @@ class Pipeline:
         """A commit (commit thread): once the rows handed over before it are done (written,
         failed or dropped: ``_guarded`` then refuses the commit)."""
         if rows is not None:
-            wait([rows])
+            # Future.exception returns once the rows are written or failed, and also once a
+            # stop out of time cancels them in the writer's queue (``close``), which
+            # concurrent.futures.wait would never see: the commit thread would wait forever.
+            with contextlib.suppress(BaseException):
+                rows.exception()
+            if rows.cancelled():
+                return _SKIPPED  # never written: nothing to commit
         return self._guarded(order, fn, *args)
 
     def _guarded(self, order: int, fn: Callable[..., Any], *args: Any) -> Any:
@@ -855,6 +863,7 @@ class Pipeline:
                 self.ledger.roll_back()
             self._in_parts = False
             self._proof, self._last, self._parts_digest = self._proof_committed, None, None
+            self._replay_until = self.checkpoint.replay_until
             return
         if isinstance(item, TransactionRun):
             await self._take_run(item.taken, closed=item.last is not None)
@@ -1025,6 +1034,8 @@ class Pipeline:
             )
             records, self._records = self._records, []
             await self._hand_over(batch)
+            replay_until = self._replay_until
+            self._replay_until = replay_after(replay_until, self._position)
             self._submit(
                 0,
                 commit,
@@ -1037,6 +1048,7 @@ class Pipeline:
                 history,
                 commit.snapshot,
                 commit.proof,
+                replay_until,
             )
             self._batch = None
             # what zone.begin(the new checkpoint) gives, before the checkpoint exists
@@ -1054,15 +1066,16 @@ class Pipeline:
         history: SchemaHistory | None,
         snapshot: SnapshotState,
         proof: dict[str, Any] | None,
+        replay_until: StreamPosition | None,
     ) -> tuple[Checkpoint, dict[str, Any] | None]:
-        """The commit protocol (writer thread)."""
+        """The commit protocol (commit thread)."""
         checkpoint = batch.commit(
             end,
             next_seq,
             held,
             records=records,
             history=history,
-            replay_until=self._replay_until,
+            replay_until=replay_until,
             snapshot=snapshot,
             source=proof,
         )
@@ -1079,7 +1092,6 @@ class Pipeline:
             self.ledger.committed(commit.history_mark)
         self._snapshot_committed = commit.snapshot
         self._proof_committed = commit.proof
-        self._replay_until = checkpoint.replay_until
         self.stats.batches += 1
         self.stats.row_changes += batch.rows
         self.stats.last_batch_rows = batch.rows

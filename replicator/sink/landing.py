@@ -76,6 +76,7 @@ from ..checkpoint import (
     now_iso,
     position_from_json,
     position_to_json,
+    replay_after,
 )
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
@@ -321,9 +322,7 @@ class Batch:
             position=end,
             committed_at=str(manifest["committed_at"]),
             xa_pending=pending,
-            replay_until=None
-            if replay_until is None or is_past(end, replay_until)
-            else replay_until,
+            replay_until=replay_after(replay_until, end),
             snapshot=zone.snapshot,
         )
         zone.checkpoints.save(checkpoint)
@@ -612,14 +611,13 @@ class LandingZone:
                     self._publish(store.staged(final), final)
                     self._sync({posixpath.dirname(final)})
             end = position_from_json(manifest.data["end"], str(manifest.path))
-            replaying = checkpoint.replay_until  # a replay goes on as Batch.commit would
             checkpoint = Checkpoint(
                 batch=manifest.batch,
                 next_seq=manifest.last_seq + 1,
                 position=end,
                 committed_at=str(manifest.data["committed_at"]),
                 xa_pending=tuple(manifest.data.get("xa_pending", ())),
-                replay_until=None if replaying is None or is_past(end, replaying) else replaying,
+                replay_until=replay_after(checkpoint.replay_until, end),  # as Batch.commit
                 snapshot=SnapshotState.from_json(manifest.data.get("snapshot"), str(manifest.path)),
             )
             self.checkpoints.save(checkpoint)

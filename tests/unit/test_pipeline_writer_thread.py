@@ -5,9 +5,13 @@ everything after it, so no commit ever follows rows that were not written."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -255,3 +259,62 @@ async def test_rows_failing_after_a_commit_do_not_stop_that_commit(tmp_path: Pat
     await feed.pipeline.close()
     assert feed.zone.recover().batch == 1
     assert _landed(tmp_path) == list(range(1, 6))
+
+
+_STOPPED_OUT_OF_TIME = """
+import asyncio, sys, threading
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from tests.unit.test_pipeline_writer_thread import _Feed
+
+async def main() -> None:
+    feed = _Feed(Path(sys.argv[2]), batch_max_rows=5)
+    gate = threading.Event()
+    feed.pipeline._executor.submit(gate.wait)  # the writer thread busy with earlier rows
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # due: rows queued, then the commit
+    await asyncio.sleep(0.2)  # the commit waits for those rows
+    feed.pipeline.interrupt()
+    feed.pipeline.abandon()
+    print("close", await feed.pipeline.close(0.2), flush=True)
+    gate.set()
+
+asyncio.run(main())
+"""
+
+
+def test_a_stop_out_of_time_leaves_no_commit_waiting(tmp_path: Path) -> None:
+    """A stop out of time (interrupt, abandon, ``close`` with a time limit) while a commit
+    waits for rows still queued for the writer thread: the queued rows are dropped, the commit
+    with them, and the process exits (the commit thread used to wait for those rows forever,
+    and the interpreter's exit for it). Nothing of the batch lands."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _STOPPED_OUT_OF_TIME, str(root), str(tmp_path / "zone")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "close False"
+    assert not list((tmp_path / "zone" / "_manifests").glob("*.json"))
+
+
+async def test_a_replay_ends_with_the_batch_that_reaches_its_end(tmp_path: Path) -> None:
+    """After `checkpoint set` moved the stream back, batches up to the old end say
+    ``replay``; the one after the batch that reaches it does not, though its commit runs
+    before the loop has applied the earlier one (the commit thread used to read the loop's
+    replay bound, still the old one then)."""
+    cfg = SinkConfig(root=str(tmp_path), batch_max_seconds=999, batch_max_rows=5)
+    zone = LandingZone(cfg)
+    moved = dataclasses.replace(zone.recover(), replay_until=StreamPosition("b.1", 60))
+    feed = _Feed(tmp_path, pipeline=Pipeline(cfg, FilterConfig(), zone, moved))
+    feed.pipeline.seed(StreamPosition("b.1", 4))
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # batch 1 ends past b.1:60
+    await feed.transaction([(n, "x") for n in range(6, 11)])  # batch 2
+    manifests = tmp_path / "_manifests"
+    deadline = time.monotonic() + 30
+    while len(list(manifests.glob("*.json"))) < 2:  # both commit before the loop looks
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    await feed.pipeline.commit()
+    await feed.pipeline.close()
+    flags = [json.loads(m.read_text())["replay"] for m in sorted(manifests.glob("*.json"))]
+    assert flags == [True, False]
