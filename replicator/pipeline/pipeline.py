@@ -48,7 +48,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -312,6 +312,7 @@ class Pipeline:
         self._failing = threading.Lock()
         self._handed = 0  # work handed over so far (its order)
         self._error: BaseException | None = None  # the first one the loop saw (see _reap)
+        self._error_raised = False
         self._failed_batch: Batch | None = None  # its work failed: close() drops its files
         self._next_seq = checkpoint.next_seq
         self._position: StreamPosition | None = checkpoint.position
@@ -501,6 +502,12 @@ class Pipeline:
                 except BaseException as exc:  # the batch landed: not a failed commit
                     self._stop_at(exc, batch, order)
 
+    def _raise_error(self) -> NoReturn:
+        """Raise the writer or commit thread's first error (``close`` logs one never raised)."""
+        assert self._error is not None
+        self._error_raised = True
+        raise self._error
+
     def _stop_at(self, exc: BaseException, batch: Batch, order: int) -> None:
         """Keep the first error for ``_reap`` to raise in the loop's own flow."""
         self._error = exc
@@ -517,7 +524,7 @@ class Pipeline:
         while True:
             self._collect_done()
             if self._error is not None:
-                raise self._error
+                self._raise_error()
             if self._interrupted:
                 raise PipelineInterrupted("the stop ran out of time")
             if not self._inflight:
@@ -822,7 +829,7 @@ class Pipeline:
     async def handle(self, item: StreamItem) -> None:
         """Take one stream item; commits when a batch is due."""
         if self._error is not None:  # the writer thread failed: nothing more is taken
-            raise self._error
+            self._raise_error()
         if isinstance(item, TransactionPart):
             if not self._in_parts and self._batch is not None and self._batch.transactions:
                 # a huge transaction gets a batch of its own; committing what came before it
@@ -914,7 +921,7 @@ class Pipeline:
         jump back. Prepared XA transactions held from before the gap are let go: their
         outcome is in the gap, and the snapshot reads what they did."""
         if self._error is not None:
-            raise self._error
+            self._raise_error()
         batch = self._open()
         self._newest = dt.datetime.now(dt.UTC)
         self._next_seq = self._schema_change(change, self._newest, self._next_seq)
@@ -947,7 +954,7 @@ class Pipeline:
         and a multiset cannot tell which. ``nbytes``: the bytes the block took to read (what
         the reader may have in flight is bounded by them)."""
         if self._error is not None:
-            raise self._error
+            self._raise_error()
         self._in_chunk = True
         batch = self._open()
         if keep is not None:
@@ -1150,10 +1157,20 @@ class Pipeline:
         for future, *_ in self._inflight:  # what follows an error: its errors are known
             if not future.cancelled():
                 future.exception()
+        error = self._error
+        if error is not None and not self._error_raised:  # a stop out of time, say: unseen
+            log.error(
+                "a batch failed to land while stopping",
+                error=str(error) or type(error).__name__,
+                hint="nothing of it is half-landed: the next start reads it again from the "
+                "checkpoint",
+            )
         if not self._abandoned:  # abandoned: no time to spend; recovery deletes the files
-            for batch in (self._failed_batch, self._batch):
-                if batch is not None:
-                    await self._run(batch.abort)
+            # the failed batch, the open one, and those handed over after the failure (the
+            # writer thread may have written their rows beside the failed commit)
+            dropped = (self._failed_batch, self._batch, *(entry[3] for entry in self._inflight))
+            for batch in {id(b): b for b in dropped if b is not None}.values():
+                await self._run(batch.abort)
         self._batch = self._failed_batch = None
         self._executor.shutdown(wait=True)
         self._committer.shutdown(wait=True)

@@ -5,9 +5,11 @@ everything after it, so no commit ever follows rows that were not written."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -18,6 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import structlog
 
 from replicator.binlog import events as ev
 from replicator.binlog.block import Block
@@ -28,7 +31,7 @@ from replicator.binlog.transaction import TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import IntegrityError
 from replicator.pipeline import pipeline as pipeline_module
-from replicator.pipeline.pipeline import Pipeline
+from replicator.pipeline.pipeline import Pipeline, PipelineInterrupted
 from replicator.sink.changes import TableVersion
 from replicator.sink.landing import FaultInjector, LandingZone
 from replicator.snapshot_progress import SnapshotState
@@ -318,3 +321,101 @@ async def test_a_replay_ends_with_the_batch_that_reaches_its_end(tmp_path: Path)
     await feed.pipeline.close()
     flags = [json.loads(m.read_text())["replay"] for m in sorted(manifests.glob("*.json"))]
     assert flags == [True, False]
+
+
+class _HeldThenFull(FaultInjector):
+    """The commit's data step waits to be let go, then fails as a full disk would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def at(self, step: str) -> None:
+        if step == "data":
+            self.reached.set()
+            assert self.release.wait(10)
+            raise OSError(28, "No space left on device")
+
+
+async def test_a_commit_failing_while_a_stop_runs_out_of_time_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit under way when the stop runs out of time, which then fails: nothing raises it
+    (the stop goes on), so ``close`` logs it, once, with the error."""
+    from structlog.testing import LogCapture
+
+    capture = LogCapture()
+    logger = structlog.wrap_logger(
+        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
+    )
+    monkeypatch.setattr(pipeline_module, "log", logger)
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    held = feed.zone.fault = _HeldThenFull()
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # due: handed over
+    assert await asyncio.to_thread(held.reached.wait, 10)
+    feed.pipeline.interrupt()  # the stop is out of time
+    held.release.set()
+    await asyncio.sleep(0.2)
+    with pytest.raises(PipelineInterrupted):
+        await feed.pipeline.commit()
+    feed.pipeline.abandon()
+    assert await feed.pipeline.close(5)
+    failed = [e for e in capture.entries if e["event"] == "a batch failed to land while stopping"]
+    assert [e["error"] for e in failed] == ["[Errno 28] No space left on device"]
+    assert not list((tmp_path / "_manifests").glob("*.json"))
+
+
+async def test_a_failed_commit_raised_is_not_logged_again_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed commit raised to the caller (who reports it) is not logged again by ``close``."""
+    from structlog.testing import LogCapture
+
+    capture = LogCapture()
+    logger = structlog.wrap_logger(
+        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
+    )
+    monkeypatch.setattr(pipeline_module, "log", logger)
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    held = feed.zone.fault = _HeldThenFull()
+    held.release.set()
+    await feed.transaction([(n, "x") for n in range(1, 6)])
+    with pytest.raises(OSError, match="No space left"):
+        await feed.pipeline.commit()
+    assert await feed.pipeline.close(5)
+    assert [
+        e for e in capture.entries if e["event"] == "a batch failed to land while stopping"
+    ] == []
+
+
+def _open_staging_files() -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return [path for path in found if path.endswith(".tmp")]
+
+
+async def test_close_after_a_failed_commit_drops_the_batches_written_after_it(
+    tmp_path: Path,
+) -> None:
+    """Batch 1's commit fails after the writer thread wrote batch 2's rows beside it: ``close``
+    drops batch 2 too (its staging file was left open before)."""
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    held = feed.zone.fault = _HeldThenFull()
+    await feed.transaction([(n, "x") for n in range(1, 6)])  # batch 1 due: its commit waits
+    assert await asyncio.to_thread(held.reached.wait, 10)
+    await feed.transaction([(n, "x") for n in range(6, 9)])  # batch 2's rows
+    await feed.pipeline._hand_over(feed.pipeline._open())
+    written = threading.Event()
+    feed.pipeline._executor.submit(written.set)
+    assert await asyncio.to_thread(written.wait, 10)  # batch 2's rows are in its file
+    assert _open_staging_files() != []
+    held.release.set()
+    await feed.transaction([(n, "x") for n in range(9, 11)])  # batch 2 due: refused
+    with pytest.raises(OSError, match="No space left"):
+        await feed.pipeline.commit()
+    assert await feed.pipeline.close() is True
+    assert _open_staging_files() == []
+    assert not list((tmp_path / "_manifests").glob("*.json"))
