@@ -10,7 +10,10 @@ each in its own process:
 (c)  replicator: ``replicator run --stop-at-end`` on a fresh landing zone (initial snapshot,
      ``snapshot.chunk_rows`` from ``--chunk-rows``), until every row is committed Parquet:
      wall time of the whole process, start-up included;
-(d)  peak RSS of each (``wait4`` of the child process).
+(c') with ``--text``: (c) with the chunks' SELECTs sent as text (the daemon's reading before it
+     used prepared statements, kept for servers that take none), side by side;
+(d)  peak RSS of each (``wait4`` of the child process), and with ``--text`` the CPU time the
+     server spent for (b), (c) and (c') (``/proc/<mariadbd>/stat``).
 
 Rows per second are the table's rows over each reader's wall time; the table prints medians
 over the repetitions and the ratio to (a) and to (b).
@@ -23,13 +26,14 @@ once read as Python values (TIME with and without a fraction, BIT(12), BIT(64), 
 BINARY(8)) beside an INT key, made by MariaDB's sequence engine.
 
 Run: ``.venv/bin/python benchmarks/snapshot.py [--rows 1000000] [--repeat 3] [--table
-standard|types]``; ``--quick`` is a small smoke run; ``--data-dir DIR`` keeps the server and
-its table for the next run.
+standard|types] [--text]``; ``--quick`` is a small smoke run; ``--data-dir DIR`` keeps the
+server and its table for the next run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -62,6 +66,23 @@ with conn.cursor(pymysql.cursors.SSCursor) as cur:
         rows += len(got)
 print(rows, time.perf_counter() - began)
 """
+
+# replicator run, its snapshot SELECTs as text (SnapshotReader.rows' ``binary`` off)
+_TEXT_PROTOCOL = """
+import runpy, sys
+import replicator.snapshot.reader as reader
+defaults = list(reader.SnapshotReader.rows.__defaults__)
+defaults[-1] = False
+reader.SnapshotReader.rows.__defaults__ = tuple(defaults)
+sys.argv = ["replicator", *sys.argv[1:]]
+runpy.run_module("replicator.cli", run_name="__main__")
+"""
+
+
+def _server_cpu(server: MariaDBServer) -> float:
+    """CPU seconds (user + system) the server process has used so far."""
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 TYPES_COLUMNS = (
@@ -103,6 +124,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20k rows, one repetition")
     parser.add_argument("--data-dir", type=Path)
     parser.add_argument("--table", choices=("standard", "types"), default="standard")
+    parser.add_argument("--text", action="store_true", help="also (c') with text SELECTs")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.repeat = 20_000, 1
@@ -118,6 +140,9 @@ def main() -> None:
         table_rows = int(server.query(f"SELECT COUNT(*) FROM bench.{table}")[0][0])
         print(f"bench.{table}: {table_rows:,} rows", flush=True)
         results: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": []}
+        server_cpu: dict[str, list[float]] = {"b": [], "c": []}
+        if args.text:
+            results["c'"], server_cpu["c'"] = [], []
         dump = shutil.which("mariadb-dump") or "mysqldump"
         work = Path(tempfile.mkdtemp(prefix="snapshot-runs-"))
         for rep in range(args.repeat):
@@ -126,11 +151,13 @@ def main() -> None:
             )
             assert int(out.split()[0]) == table_rows
             results["a"].append((seconds, rss))
+            used = _server_cpu(server)
             _, seconds, rss = _child(
                 [dump, "-h", server.host, "-P", str(server.port), "-u", "root",
                  "--single-transaction", "--quick", "--skip-lock-tables", "bench", table],
                 stdout=subprocess.DEVNULL,
             )  # fmt: skip
+            server_cpu["b"].append(_server_cpu(server) - used)
             results["b"].append((seconds, rss))
             root = work / f"landing-{rep}"
             config = work / f"replicator-{rep}.yaml"
@@ -142,29 +169,43 @@ def main() -> None:
                 f"filters:\n  include: ['bench.{table}']\n"
                 "service:\n  http_enabled: false\n  log_level: warning\n"
             )
-            _, seconds, rss = _child(
-                [sys.executable, "-m", "replicator.cli", "run", "--stop-at-end",
-                 "--config", str(config)]
-            )  # fmt: skip
-            landed = ds.dataset(str(root / "bench" / table), format="parquet").count_rows()
-            assert landed == table_rows, (landed, table_rows)
-            results["c"].append((seconds, rss))
-            shutil.rmtree(root)
+            runs = {"c": ["-m", "replicator.cli"], "c'": ["-c", _TEXT_PROTOCOL]}
+            for key in [k for k in ("c", "c'") if k in results]:  # interleaved, side by side
+                used = _server_cpu(server)
+                _, seconds, rss = _child(
+                    [sys.executable, *runs[key], "run", "--stop-at-end", "--config", str(config)]
+                )
+                server_cpu[key].append(_server_cpu(server) - used)
+                landed = ds.dataset(str(root / "bench" / table), format="parquet").count_rows()
+                assert landed == table_rows, (landed, table_rows)
+                results[key].append((seconds, rss))
+                shutil.rmtree(root)
             print(f"repetition {rep + 1}/{args.repeat} done", flush=True)
         names = {
             "a": "(a) pymysql SELECT *",
             "b": "(b) mariadb-dump",
             "c": "(c) replicator snapshot -> Parquet",
+            "c'": "(c') the same, SELECTs as text",
         }
         rate = {k: table_rows / _median([s for s, _ in v]) for k, v in results.items()}
         print()
-        print(f"{'reader':38} {'rows/s':>12} {'vs (a)':>8} {'vs (b)':>8} {'peak RSS MB':>12}")
+        print(
+            f"{'reader':38} {'rows/s':>12} {'vs (a)':>8} {'vs (b)':>8} {'peak RSS MB':>12} "
+            f"{'server CPU s':>13}"
+        )
         for key, label in names.items():
+            if key not in results:
+                continue
             rss = max(r for _, r in results[key])
+            cpu = f"{_median(server_cpu[key]):>13.2f}" if key in server_cpu else ""
             print(
                 f"{label:38} {rate[key]:>12,.0f} {rate[key] / rate['a']:>7.2f}x "
-                f"{rate[key] / rate['b']:>7.2f}x {rss:>12.0f}"
+                f"{rate[key] / rate['b']:>7.2f}x {rss:>12.0f} {cpu}"
             )
+        if args.text:
+            pairs = [c / t for (c, _), (t, _) in zip(results["c"], results["c'"], strict=True)]
+            shown = ", ".join(f"{r:.3f}" for r in pairs)
+            print(f"\n(c) / (c') time, pair by pair: {shown}")
         met = (
             rate["c"] >= TARGET_VS_DUMP * rate["b"]
             and max(r for _, r in results["c"]) < TARGET_RSS_MB
