@@ -206,6 +206,18 @@ def _read_rows(
         raise IntegrityError(
             f"the snapshot query returned {result.field_count} columns for {len(columns)}"
         )
+    if statement is not None:
+        # the rows are as the execution's column definitions say (a statement the server
+        # prepared again for a changed table may differ from what the prepare said)
+        types = wire.result_columns(result)
+        unreadable = [t for t, _, _ in types if t not in BINARY_READABLE]
+        if unreadable:
+            raise IntegrityError(
+                f"the snapshot query's binary rows have a column type {unreadable[0]} that "
+                "has no binary reading here",
+                hint="its prepare said otherwise; report the server version, or leave the "
+                "table out of the snapshot (its changes still land from the binlog)",
+            )
     rfile = wire.result_file(conn)
     assert rfile is not None
     buf = b""

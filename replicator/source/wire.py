@@ -37,6 +37,7 @@ __all__ = [
     "raw_socket",
     "read_ok",
     "read_packet",
+    "result_columns",
     "result_file",
     "send_command",
     "set_timeouts",
@@ -131,13 +132,22 @@ def prepare(conn: pymysql.connections.Connection, sql: str) -> tuple[int, tuple[
     statement, columns, params = struct.unpack_from("<IHH", head, 1)
     for _ in range(params + (1 if params else 0)):
         conn._read_packet()
-    found = []
-    for _ in range(columns):
-        field = conn._read_packet(FieldDescriptorPacket)
-        found.append((field.type_code, field.scale, bool(field.flags & FLAG.UNSIGNED)))
+    fields = [conn._read_packet(FieldDescriptorPacket) for _ in range(columns)]
     if columns:
         conn._read_packet()
-    return statement, tuple(found)
+    return statement, _wire_columns(fields)
+
+
+def result_columns(result: Any) -> tuple[WireColumn, ...]:
+    """The columns of a result set (``execute_statement``'s) as its rows are sent: type,
+    decimals and signedness of each column definition."""
+    return _wire_columns(result.fields)
+
+
+def _wire_columns(fields: list[Any]) -> tuple[WireColumn, ...]:
+    """pymysql's ``FieldDescriptorPacket``s (``type_code``, ``scale``, ``flags``) as
+    ``WireColumn``s."""
+    return tuple((f.type_code, f.scale, bool(f.flags & FLAG.UNSIGNED)) for f in fields)
 
 
 def execute_statement(conn: pymysql.connections.Connection, statement: int) -> Any:
