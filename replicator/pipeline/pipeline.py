@@ -289,10 +289,13 @@ class Pipeline:
         self._batch_started = 0.0
         self._batch_bytes = 0
         self._batch_rows = 0  # staged, in flight and written
-        # staged row changes by table version (its id: versions come from the filter's
-        # cache), each version's in stream order: one write a version a chunk, however the
-        # transactions interleave their tables
-        self._staged: dict[int, tuple[TableVersion, list[Run]]] = {}
+        # Row changes staged for the writer thread, each version's in stream order: one write
+        # a file a chunk, however the transactions interleave their tables. By table version
+        # as the landing zone names files (equal versions are one file whatever the objects:
+        # a held XA's version read back after a restart is a copy), found by the version
+        # object's id first (the index keeps the object, so its id is not reused meanwhile).
+        self._staged: dict[TableVersion, tuple[TableVersion, list[Run]]] = {}
+        self._staged_index: dict[int, tuple[TableVersion, tuple[TableVersion, list[Run]]]] = {}
         self._staged_rows = 0
         # work handed to the writer and commit threads, oldest first: (future, rows, commit or
         # None, the batch it writes, the bytes its snapshot blocks took to read, its order)
@@ -383,24 +386,30 @@ class Pipeline:
     async def _stage(self, batch: Batch, groups: Groups, *, nbytes: int = 0) -> None:
         """Add row changes to the batch: staged here, handed to the writer thread in chunks
         (``nbytes``: what they took to read, for a snapshot block)."""
-        staged = self._staged
+        index = self._staged_index
         for version, changes in groups:
-            found = staged.get(id(version))
-            if found is None:
-                staged[id(version)] = (version, list(changes))
-            else:
-                found[1].extend(changes)
+            hit = index.get(id(version))
+            if hit is None:
+                entry = self._staged.get(version)
+                if entry is None:
+                    entry = self._staged[version] = (version, [])
+                hit = index[id(version)] = (version, entry)
+            hit[1][1].extend(changes)
             rows = rows_in(changes)
             self._staged_rows += rows
             self._batch_rows += rows
         if self._staged_rows >= STAGE_ROWS:
             await self._hand_over(batch, nbytes=nbytes)
 
+    def _unstage(self) -> None:
+        """Nothing staged (handed over, or dropped)."""
+        self._staged, self._staged_index, self._staged_rows = {}, {}, 0
+
     async def _hand_over(self, batch: Batch, *, nbytes: int = 0) -> None:
         """Give the staged rows to the writer thread (without waiting for them)."""
         if self._staged:
             staged, rows = list(self._staged.values()), self._staged_rows
-            self._staged, self._staged_rows = {}, 0
+            self._unstage()
             self._submit(rows, None, self._append, batch, staged, nbytes=nbytes)
         await self._reap()
 
@@ -551,7 +560,7 @@ class Pipeline:
     async def _drop_staged(self) -> None:
         """Forget staged rows and wait until the writer thread is idle (the batch is being
         dropped); commits handed over before are applied, or their error raised."""
-        self._staged, self._staged_rows = {}, 0
+        self._unstage()
         await self._reap(everything=True)
 
     def _changes(
@@ -1136,7 +1145,7 @@ class Pipeline:
         the checkpoint; the staging files of the dropped batches are deleted by the next
         start's recovery (no manifest names them)."""
         self._abandoned = True
-        self._staged, self._staged_rows = {}, 0
+        self._unstage()
 
     async def close(self, timeout: float | None = None) -> bool:
         """Drop an uncommitted batch (its transactions replay from the checkpoint); commits
@@ -1144,7 +1153,7 @@ class Pipeline:
         caller is closing, usually because of it). ``timeout``: wait at most this long for
         them. False when the writer thread was still busy then (the caller must not let
         another writer in before the process ends: see ``abandon``)."""
-        self._staged, self._staged_rows = {}, 0
+        self._unstage()
         pending = [future for future, *_ in self._inflight]
         if pending:
             await asyncio.wait(pending, timeout=timeout)

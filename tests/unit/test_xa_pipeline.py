@@ -101,3 +101,53 @@ async def test_crash_in_any_commit_step_keeps_the_held_set_consistent(
     assert len(checkpoint.xa_pending) == (1 if committed else 0)
     assert len(zone.load_held(checkpoint.xa_pending)) == (1 if committed else 0)
     assert len(list((tmp_path / "_state" / "xa").iterdir())) == (1 if committed else 0)
+
+
+def _rows(feed: _Feed, rows: list[tuple[object, ...]]) -> list[ev.Event]:
+    """A TABLE_MAP and a WRITE_ROWS of ``rows`` into db.t (id, v)."""
+    from replicator.binlog.block import Block
+    from tests.unit.test_pipeline_writer_thread import COLUMNS
+
+    e = feed.events
+    header = ev.EventHeader(1_700_000_000, 19, 1, 50, e.position + 50, 0)
+    table = ev.TableMapEvent(header, "b.1", e.position, e.position + 50, 7, 0, "db", "t",
+                             COLUMNS, (0,), True)  # fmt: skip
+    e.position += 50
+    header = ev.EventHeader(1_700_000_000, 30, 1, 50, e.position + 50, 1)
+    block = Block.from_rows(rows, len(COLUMNS))
+    rows_event = ev.RowsEvent(header, "b.1", e.position, e.position + 50, 7, 1, table,
+                              ev.RowsKind.INSERT, block)  # fmt: skip
+    e.position += 50
+    return [table, rows_event]
+
+
+async def test_a_held_xa_read_back_after_a_restart_lands_between_other_transactions(
+    tmp_path: Path,
+) -> None:
+    """A held XA transaction read back after a restart (its table version a copy of the one
+    the stream's transactions use) commits between two transactions of the same table in
+    one batch: the rows land in one file, in stream order (staging by version object put
+    them in two lists of one file, and the writer stopped on _seq going back)."""
+    import pyarrow.parquet as pq
+
+    feed = _Feed(tmp_path)
+    e = feed.events
+    await feed.send(
+        e.gtid(1), e.query(f"XA START {XA}"), *_rows(feed, [(1, "xa")]), e.query(f"XA END {XA}"),
+        e.prepare(XA),
+    )  # fmt: skip
+    await feed.pipeline.commit()
+    assert len(feed.pipeline.checkpoint.xa_pending) == 1
+    await feed.pipeline.close()
+    events = feed.events
+    feed = _Feed(tmp_path)  # the restart: the held rows are read back from _state/xa
+    feed.events = events
+    await feed.send(e.gtid(2), e.query("BEGIN"), *_rows(feed, [(10, "a")]), e.xid(2))
+    await feed.send(e.gtid(3), e.query(f"XA COMMIT {XA}"))
+    await feed.send(e.gtid(4), e.query("BEGIN"), *_rows(feed, [(11, "b")]), e.xid(4))
+    await feed.pipeline.commit()
+    await feed.pipeline.close()
+    files = sorted((tmp_path / "db" / "t").glob("*.parquet"))
+    landed = sorted((r["_seq"], r["id"]) for f in files for r in pq.read_table(f).to_pylist())
+    assert [i for _, i in landed] == [10, 1, 11]
+    assert len(files) == 1
