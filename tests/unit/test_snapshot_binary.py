@@ -268,3 +268,29 @@ def test_the_binary_readable_types_are_the_ones_the_core_reads() -> None:
         if code not in BINARY_READABLE
     }
     assert 6 not in taken  # MYSQL_TYPE_NULL: no column of a table has it
+
+
+def test_a_fraction_is_kept_whatever_decimals_the_column_says() -> None:
+    """A temporal result column of no fixed precision (decimals 31, as for an expression)
+    keeps its microseconds: all six digits go to the converter."""
+    core, kinds, fallbacks, _, _ = _setup()
+    wire = list(WIRE)
+    wire[12] = (12, 31, False)  # the DATETIME(6) column, as an expression would be described
+    row: list[Pair] = [None] * len(COLUMNS)
+    row[12] = (b"", b"\x0b" + struct.pack("<HBBBBBI", 2020, 1, 2, 3, 4, 5, 123456))
+    got = core.text_row(_binary_payload(row), kinds, fallbacks, tuple(wire))[12]  # type: ignore[attr-defined]
+    assert got == dt.datetime(2020, 1, 2, 3, 4, 5, 123456)
+
+
+def test_a_time_past_its_range_is_not_buffered() -> None:
+    """A binary TIME no server sends (days past TIME's 838 hours, an hour byte past 23) is
+    left to the object path, never buffered as some other duration."""
+    core, kinds, fallbacks, specs, _ = _setup()
+    for days, hour in ((0xFFFFFFFF, 23), (35, 0), (0, 24)):
+        row: list[Pair] = [None] * len(COLUMNS)
+        row[17] = (b"", b"\x08" + struct.pack("<BIBBB", 0, days, hour, 59, 59))
+        data = _packet(_binary_payload(row)) + EOF_PACKET
+        _, n, offset, state, _ = core.text_block(  # type: ignore[attr-defined]
+            data, 0, specs, kinds, fallbacks, False, 10, WIRE
+        )
+        assert (n, offset, state) == (0, 0, 4), (days, hour)

@@ -272,11 +272,15 @@ wire_time(const unsigned char *p, int *negative, long long *hours, int *minute, 
 }
 
 /* A fraction of `decimals` digits (the column's fsp, 0 to 6) of microseconds, as the text
- * protocol prints it after the seconds. */
+ * protocol prints it after the seconds. Any other decimals (31 or 39: an expression of no
+ * fixed precision) prints all six digits of a fraction there is, none of one there is not. */
 static int
 wire_fraction(char *out, size_t room, int decimals, long long micro)
 {
-    if (decimals < 1 || decimals > 6) {
+    if (decimals < 0 || decimals > 6 || (decimals == 0 && micro != 0)) {
+        decimals = micro != 0 ? 6 : 0;
+    }
+    if (decimals == 0) {
         return 0;
     }
     long long scaled = micro;
@@ -1096,8 +1100,11 @@ bb_value(const TextSpec *t, const WireColumn *w, const unsigned char *p, LaneCol
             int negative, minute, second;
             long long hours, micro;
             wire_time(p, &negative, &hours, &minute, &second, &micro);
-            if (minute > 59 || second > 59 || micro > 999999) {
-                return 0;
+            if (p[0] >= 8 && p[6] > 23) {
+                return 0; /* an hour of a day past 23: not a TIME the server sends */
+            }
+            if (hours > 838 || minute > 59 || second > 59 || micro > 999999) {
+                return 0; /* past TIME's range: as text, where the converter decides */
             }
             long long total = (hours * 3600 + minute * 60 + second) * 1000000LL + micro;
             total = negative ? -total : total;
