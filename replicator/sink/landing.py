@@ -61,7 +61,7 @@ import pickle
 import posixpath
 import re
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +185,20 @@ class _TableFile:
 CLOSE_WORKERS = 16
 
 
+def _with_parents(folders: Iterable[str]) -> set[str]:
+    """``folders`` (relative to the landing zone's root) and every folder above them, the
+    root ("") included."""
+    found: set[str] = set()
+    for folder in folders:
+        up = folder
+        while up not in found:
+            found.add(up)
+            if not up:
+                break
+            up = posixpath.dirname(up)
+    return found
+
+
 def _close_all(targets: list[_TableFile]) -> list[tuple[_TableFile, WrittenFile]]:
     """Close every file of a batch (write what is buffered and the footer, then fsync it, or
     upload it whole to an object store), several at once: a close mostly waits on the disk or
@@ -256,7 +270,9 @@ class Batch:
         pending = tuple(sorted(h.name for h in held.values()))
         try:
             written = _close_all(list(self._files.values()))
-            zone.store.sync({posixpath.dirname(t.temp) for t in self._files.values()})
+            # the files' folders, and the folders above them: a table's folder made for this
+            # batch must be as durable as the manifest that names its files
+            zone.store.sync(_with_parents(posixpath.dirname(t.temp) for t in self._files.values()))
             zone.store_held([h for h in held.values() if not h.stored])
             if history is None:
                 history_path, history_pin = zone.history, zone.history_sha256

@@ -419,3 +419,27 @@ async def test_close_after_a_failed_commit_drops_the_batches_written_after_it(
     assert await feed.pipeline.close() is True
     assert _open_staging_files() == []
     assert not list((tmp_path / "_manifests").glob("*.json"))
+
+
+async def test_a_tables_new_folder_is_synced_up_to_the_root_before_the_manifest(
+    tmp_path: Path,
+) -> None:
+    """A batch that makes a table's folder syncs the folders above it too, before the
+    manifest that names its files is written: the new folders' entries are as durable as
+    the manifest (a power cut cannot leave a manifest naming files whose folder is gone)."""
+    feed = _Feed(tmp_path, batch_max_rows=5)
+    store = feed.zone.store
+    synced: list[tuple[set[str], bool]] = []
+    real_sync = store.sync
+
+    def sync(folders: set[str]) -> None:
+        synced.append((set(folders), any((tmp_path / "_manifests").glob("*.json"))))
+        real_sync(folders)
+
+    store.sync = sync  # type: ignore[method-assign]
+    await feed.transaction([(n, "x") for n in range(1, 6)])
+    await feed.pipeline.commit()
+    await feed.pipeline.close()
+    before_manifest = set().union(*(folders for folders, after in synced if not after))
+    assert {"", "db", "db/t"} <= before_manifest
+    assert _landed(tmp_path) == [1, 2, 3, 4, 5]
