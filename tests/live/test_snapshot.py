@@ -58,6 +58,42 @@ def _landed(root: Path, table: str, db: str = DB) -> pa.Table:
     return ds.dataset(str(directory), format="parquet").to_table().sort_by("id")
 
 
+def _all_types(server: MariaDBServer, db: str) -> str:
+    """``db`` made anew with the all-types tables and their rows; the GTID position between
+    the tables and the rows."""
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    for table in TABLES:
+        server.execute(_create_sql(table), database=db)
+    start = server.binlog_status().gtid_binlog_pos
+    with contextlib.closing(server.connect(db)) as conn, conn.cursor() as cur:
+        cur.execute(f"SET SESSION sql_mode = '{WORKLOAD_SQL_MODE}', time_zone = '+00:00'")
+        for table in TABLES:
+            names = ", ".join(f"`{n}`" for n in table.names)
+            for i in range(table.rows):
+                values = ", ".join(c.values[i] for c in table.columns)
+                cur.execute(f"INSERT INTO `{table.name}` ({names}) VALUES ({i + 1}, {values})")
+    return start
+
+
+def _daemon_config(
+    server: MariaDBServer, tmp_path: Path, port: int, start: str, include: str, extra: str = ""
+) -> Path:
+    """A daemon's config: from GTID ``start``, tables ``include``, batches due after 0.2 s,
+    the landing zone ``tmp_path / "landing"``, its HTTP on ``port``."""
+    config = tmp_path / "r.yaml"
+    config.write_text(
+        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+        f"  password: replpass\n  server_id: {6000 + os.getpid() % 1000}\n"
+        "  heartbeat_seconds: 1\n"
+        f"start:\n  gtid: '{start}'\n"
+        f"sink:\n  root: {tmp_path / 'landing'}\n  batch_max_seconds: 0.2\n"
+        f"filters:\n  include: ['{include}']\n"
+        f"service:\n  http_port: {port}\n" + extra
+    )
+    return config
+
+
 def _executed(server: MariaDBServer) -> int:
     """How many prepared statements the server has executed (``Com_stmt_execute``)."""
     return int(server.query("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'")[0][1])
@@ -69,18 +105,7 @@ def test_snapshot_lands_every_type_as_the_binlog_does(
     server = mariadb_full_metadata
     if mariadbd_version() < (10, 10):
         pytest.skip("INET4 needs MariaDB 10.10+")
-    server.execute(f"DROP DATABASE IF EXISTS {DB}")
-    server.execute(f"CREATE DATABASE {DB}")
-    for table in TABLES:
-        server.execute(_create_sql(table), database=DB)
-    start = server.binlog_status().gtid_binlog_pos
-    with contextlib.closing(server.connect(DB)) as conn, conn.cursor() as cur:
-        cur.execute(f"SET SESSION sql_mode = '{WORKLOAD_SQL_MODE}', time_zone = '+00:00'")
-        for table in TABLES:
-            names = ", ".join(f"`{n}`" for n in table.names)
-            for i in range(table.rows):
-                values = ", ".join(c.values[i] for c in table.columns)
-                cur.execute(f"INSERT INTO `{table.name}` ({names}) VALUES ({i + 1}, {values})")
+    start = _all_types(server, DB)
     include = f"filters:\n  include: ['{DB}.*']\n"
     streamed, snapshot = tmp_path / "streamed", tmp_path / "snapshot"
     _run(
@@ -130,17 +155,8 @@ def test_binary_and_text_result_rows_read_every_type_alike(
     if mariadbd_version() < (10, 10):
         pytest.skip("INET4 needs MariaDB 10.10+")
     db = "snap_protocols"
-    server.execute(f"DROP DATABASE IF EXISTS {db}")
-    server.execute(f"CREATE DATABASE {db}")
-    for table in TABLES:
-        server.execute(_create_sql(table), database=db)
-    with contextlib.closing(server.connect(db)) as conn, conn.cursor() as cur:
-        cur.execute(f"SET SESSION sql_mode = '{WORKLOAD_SQL_MODE}', time_zone = '+00:00'")
-        for table in TABLES:
-            names = ", ".join(f"`{n}`" for n in table.names)
-            for i in range(table.rows):
-                values = ", ".join(c.values[i] for c in table.columns)
-                cur.execute(f"INSERT INTO `{table.name}` ({names}) VALUES ({i + 1}, {values})")
+    _all_types(server, db)
+    with contextlib.closing(server.connect(db)) as conn:
         catalog = read_catalog(conn, read_traits(conn))
     cfg = SourceConfig(host=server.host, port=server.port, user="root", password=Secret(""))
     reader = SnapshotReader(cfg, "mariadb")
@@ -200,16 +216,8 @@ def test_a_snapshot_requested_while_small_transactions_stream_as_runs(
     start = server.binlog_status().gtid_binlog_pos
     root = tmp_path / "landing"
     port = new_http_port()
-    config = tmp_path / "r.yaml"
-    config.write_text(
-        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
-        f"  password: replpass\n  server_id: {6100 + os.getpid() % 1000}\n"
-        "  heartbeat_seconds: 1\n"
-        f"start:\n  gtid: '{start}'\n"
-        f"sink:\n  root: {root}\n  batch_max_seconds: 0.2\n"
-        f"snapshot:\n  chunk_rows: 100\n"
-        f"filters:\n  include: ['{db}.a']\n"
-        f"service:\n  http_port: {port}\n"
+    config = _daemon_config(
+        server, tmp_path, port, start, f"{db}.a", "snapshot:\n  chunk_rows: 100\n"
     )
     stop = threading.Event()
 
@@ -284,16 +292,7 @@ def test_a_running_daemon_takes_a_snapshot_request_and_new_tables_of_the_filters
     start = server.binlog_status().gtid_binlog_pos
     root = tmp_path / "landing"
     port = new_http_port()
-    config = tmp_path / "r.yaml"
-    config.write_text(
-        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
-        f"  password: replpass\n  server_id: {6000 + os.getpid() % 1000}\n"
-        "  heartbeat_seconds: 1\n"
-        f"start:\n  gtid: '{start}'\n"
-        f"sink:\n  root: {root}\n  batch_max_seconds: 0.2\n"
-        f"filters:\n  include: ['{db}.a']\n"
-        f"service:\n  http_port: {port}\n"
-    )
+    config = _daemon_config(server, tmp_path, port, start, f"{db}.a")
     daemon = Daemon(config, tmp_path / "daemon.log", port).start()
     try:
         daemon.wait_for("ready", lambda: daemon.get("/readyz")[0] == 200)

@@ -20,7 +20,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-import structlog
 
 from replicator.binlog import events as ev
 from replicator.binlog.block import Block
@@ -35,6 +34,7 @@ from replicator.pipeline.pipeline import Pipeline, PipelineInterrupted
 from replicator.sink.changes import TableVersion
 from replicator.sink.landing import FaultInjector, LandingZone
 from replicator.snapshot_progress import SnapshotState
+from tests.unit.test_compaction import _capture_log
 
 from .synthetic_events import Events
 
@@ -323,18 +323,12 @@ async def test_a_replay_ends_with_the_batch_that_reaches_its_end(tmp_path: Path)
     assert flags == [True, False]
 
 
-class _HeldThenFull(FaultInjector):
+class _HeldThenFull(_HeldCommit):
     """The commit's data step waits to be let go, then fails as a full disk would."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
     def at(self, step: str) -> None:
+        super().at(step)
         if step == "data":
-            self.reached.set()
-            assert self.release.wait(10)
             raise OSError(28, "No space left on device")
 
 
@@ -343,13 +337,7 @@ async def test_a_commit_failing_while_a_stop_runs_out_of_time_is_logged(
 ) -> None:
     """A commit under way when the stop runs out of time, which then fails: nothing raises it
     (the stop goes on), so ``close`` logs it, once, with the error."""
-    from structlog.testing import LogCapture
-
-    capture = LogCapture()
-    logger = structlog.wrap_logger(
-        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
-    )
-    monkeypatch.setattr(pipeline_module, "log", logger)
+    capture = _capture_log(monkeypatch, pipeline_module)
     feed = _Feed(tmp_path, batch_max_rows=5)
     held = feed.zone.fault = _HeldThenFull()
     await feed.transaction([(n, "x") for n in range(1, 6)])  # due: handed over
@@ -370,13 +358,7 @@ async def test_a_failed_commit_raised_is_not_logged_again_at_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed commit raised to the caller (who reports it) is not logged again by ``close``."""
-    from structlog.testing import LogCapture
-
-    capture = LogCapture()
-    logger = structlog.wrap_logger(
-        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
-    )
-    monkeypatch.setattr(pipeline_module, "log", logger)
+    capture = _capture_log(monkeypatch, pipeline_module)
     feed = _Feed(tmp_path, batch_max_rows=5)
     held = feed.zone.fault = _HeldThenFull()
     held.release.set()

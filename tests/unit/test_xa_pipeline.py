@@ -104,21 +104,12 @@ async def test_crash_in_any_commit_step_keeps_the_held_set_consistent(
 
 
 def _rows(feed: _Feed, rows: list[tuple[object, ...]]) -> list[ev.Event]:
-    """A TABLE_MAP and a WRITE_ROWS of ``rows`` into db.t (id, v)."""
-    from replicator.binlog.block import Block
-    from tests.unit.test_pipeline_writer_thread import COLUMNS
+    """A TABLE_MAP and a WRITE_ROWS of ``rows`` into db.t (id, v), at ``feed``'s position."""
+    from tests.unit.test_pipeline_writer_thread import _Feed as RowsFeed
 
-    e = feed.events
-    header = ev.EventHeader(1_700_000_000, 19, 1, 50, e.position + 50, 0)
-    table = ev.TableMapEvent(header, "b.1", e.position, e.position + 50, 7, 0, "db", "t",
-                             COLUMNS, (0,), True)  # fmt: skip
-    e.position += 50
-    header = ev.EventHeader(1_700_000_000, 30, 1, 50, e.position + 50, 1)
-    block = Block.from_rows(rows, len(COLUMNS))
-    rows_event = ev.RowsEvent(header, "b.1", e.position, e.position + 50, 7, 1, table,
-                              ev.RowsKind.INSERT, block)  # fmt: skip
-    e.position += 50
-    return [table, rows_event]
+    made = RowsFeed(Path(feed.cfg.root), pipeline=feed.pipeline)
+    made.events = feed.events
+    return made._rows(rows)
 
 
 async def test_a_held_xa_read_back_after_a_restart_lands_between_other_transactions(

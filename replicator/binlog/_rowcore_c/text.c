@@ -787,6 +787,21 @@ int_into(const TextSpec *t, int negative, unsigned long long v, unsigned char ou
     return 1;
 }
 
+/* A double into a float of the spec's width (4: rounded to float32, as the decoder widens
+ * a FLOAT); the width. */
+static int
+float_into(const TextSpec *t, double d, unsigned char out[8])
+{
+    if (t->arg0 == 4) {
+        float fl = (float)d;
+        memcpy(out, &fl, 4);
+    }
+    else {
+        memcpy(out, &d, 8);
+    }
+    return t->arg0;
+}
+
 static int
 tb_int(const TextSpec *t, const unsigned char *p, Py_ssize_t n, unsigned char out[8])
 {
@@ -919,14 +934,7 @@ tb_value(const TextSpec *t, const unsigned char *p, Py_ssize_t n, LaneColumn *c)
         if (!text_double(p, n, &d)) {
             return 0;
         }
-        if (t->arg0 == 4) {
-            float fl = (float)d;
-            memcpy(out, &fl, 4);
-        }
-        else {
-            memcpy(out, &d, 8);
-        }
-        width = t->arg0;
+        width = float_into(t, d, out);
         break;
     }
     case TB_DECIMAL:
@@ -1058,14 +1066,7 @@ bb_value(const TextSpec *t, const WireColumn *w, const unsigned char *p, LaneCol
             if (!isfinite(d)) {
                 return 0;
             }
-            if (t->arg0 == 4) {
-                float fl = (float)d;
-                memcpy(out, &fl, 4);
-            }
-            else {
-                memcpy(out, &d, 8);
-            }
-            width = t->arg0;
+            width = float_into(t, d, out);
         }
         break;
     case TB_DATE:
