@@ -77,6 +77,7 @@ status=0
     tests/unit/test_runs.py \
     tests/corpus/test_runs.py \
     tests/unit/test_snapshot_units.py \
+    tests/unit/test_snapshot_binary.py \
     tests/unit/test_snapshot_bytes.py \
     tests/corpus/test_compiled_rows.py \
     "$@" 2>&1 | tee "$log" || status=$?
