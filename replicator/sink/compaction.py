@@ -503,8 +503,22 @@ def retain(
         for old in output.replaces
         if old.path not in live.pieces
     ]
-    folders = {path.rpartition("/")[0] for path in superseded}
+    holders = _holders(records, superseded)
+    held = [holder for holder, _ in holders.values()]
+    folders = {path.rpartition("/")[0] for path in (*superseded, *held)}
     present = {key for folder in sorted(folders) for key in store.list(folder)}
+    # A file goes only while the output holding its rows now is there: with that output
+    # lost, the file is the only copy (readers fall back to it), so nothing is deleted.
+    for path in dict.fromkeys(superseded):
+        holder, number = holders[path]
+        if path in present and holder not in present:
+            raise IntegrityError(
+                f"compaction output {store.uri(holder)} (record {record_key(number)}) is "
+                f"missing: it holds the rows of {store.uri(path)}, which retention would "
+                "delete; nothing was deleted",
+                hint=f"restore {holder} from a backup (the record has its size and SHA-256); "
+                "until then the files it replaced are what readers read",
+            )
     deleted: list[str] = []
     for path in dict.fromkeys(superseded):
         if path not in present:
@@ -517,6 +531,27 @@ def retain(
             fault.at("compact-retain-mid")
     store.sync({path.rpartition("/")[0] for path in deleted})
     return deleted
+
+
+def _holders(
+    records: Sequence[CompactionRecord], paths: Sequence[str]
+) -> dict[str, tuple[str, int]]:
+    """For each of ``paths`` (files records replaced), the output that holds its rows now and
+    the number of the record that wrote it: the output that replaced it, or the one that
+    replaced that output in turn, and so on."""
+    replaced_by: dict[str, tuple[str, int]] = {}
+    for record in records:
+        for output in record.outputs:
+            for old in output.replaces:
+                replaced_by[old.path] = (output.piece.path, record.number)
+    found: dict[str, tuple[str, int]] = {}
+    for path in paths:
+        holder, seen = replaced_by[path], {path}
+        while holder[0] in replaced_by and holder[0] not in seen:  # a name committed again
+            seen.add(holder[0])
+            holder = replaced_by[holder[0]]
+        found[path] = holder
+    return found
 
 
 # ---------------------------------------------------------------------------- planning

@@ -809,6 +809,29 @@ def test_retention_keeps_superseded_files_until_the_grace_period_ends(tmp_path: 
     assert len(_rows(tmp_path)["db.t"]) == 8
 
 
+def test_retention_keeps_what_a_lost_output_replaced(tmp_path: Path) -> None:
+    """The committed output of a compaction is gone (a stray delete, a bad restore, a lease
+    taken over on an object store): retention deletes none of the files it replaced, which
+    are then the only copy of their rows, and stops naming the output and its record. Once
+    the output is back, retention goes on."""
+    zone = Zone(tmp_path)
+    for _ in range(6):
+        zone.add({"db.t": 3})
+    before = _rows(tmp_path)
+    store = LocalStore(tmp_path)
+    cp.run_compaction(store, _settings())
+    (output,) = (tmp_path / "db" / "t").glob("compact-*.parquet")
+    kept = output.read_bytes()
+    output.unlink()
+    with pytest.raises(IntegrityError, match=r"compaction output .* \(record .*\) is missing"):
+        cp.run_compaction(store, _settings(retention=0.0, target_bytes=1))
+    assert len(_data_files(tmp_path)) == 6  # the batches' files, every one
+    output.write_bytes(kept)
+    result = cp.run_compaction(store, _settings(retention=0.0, target_bytes=1))
+    assert result.deleted == 6
+    assert _rows(tmp_path) == before
+
+
 def test_retention_lists_each_folder_once_instead_of_asking_for_each_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
