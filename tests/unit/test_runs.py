@@ -472,3 +472,22 @@ def test_a_run_lands_before_the_error_of_the_transaction_after_it(tmp_path: Path
     assert plain_landed["position"]["mariadb_gtid"] == "0-1-38"  # the 28 before it
     assert taken_landed == plain_landed
     assert taken_rows.equals(plain_rows)
+
+
+def test_a_group_flagged_ddl_is_left_to_the_parser(tmp_path: Path) -> None:
+    """A MariaDB GTID flagged DDL (as CREATE ... SELECT's is) starts no transaction a run
+    takes, whatever events follow it: the parser reads it, and everything lands the same."""
+    data, _ = stream_of([0, 1] * 10)
+    gtids = [at for at, code in _events_in(data) if code == 162]
+    at = gtids[12]  # the 12th transaction of rows (the first GTID is the DDL's)
+    size = int.from_bytes(data[at + 9 : at + 13], "little")
+    body = bytearray(data[at : at + size - 4])
+    body[19 + 12] |= 0x20  # FL_DDL
+    flagged = data[:at] + bytes(body) + zlib.crc32(body).to_bytes(4, "little") + data[at + size :]
+    plain = read(flagged, 1 << 20, runs=False)
+    taken = read(flagged, 1 << 20, runs=True)
+    assert plain.error is None and taken.error is None
+    seq = int.from_bytes(body[19:27], "little")
+    in_runs = [g for run in taken.runs for g in _run_gtids(run)[:-1]]
+    assert len(in_runs) > 10 and f"0-1-{seq}" not in in_runs
+    assert land(tmp_path / "runs", taken.items) == land(tmp_path / "plain", plain.items)

@@ -361,7 +361,10 @@ rc_walk_transaction(Walk *w, Cursor at, InsideCheck inside, void *ctx, Walked *o
             return 0;
         }
         unsigned char flags = b[12];
-        if ((flags & (GTID_STANDALONE | GTID_XA)) || ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
+        /* a group the server flags as DDL (CREATE ... SELECT, say) is left to the parser
+         * whatever events it holds: its QUERY would stop the walk anyway */
+        if ((flags & (GTID_STANDALONE | GTID_XA | GTID_DDL))
+            || ((flags & GTID_GROUP_COMMIT_ID) && body < 21)) {
             return 0;
         }
         out->mariadb = (domain_gtid){(unsigned long)le_uint(b + 8, 4),

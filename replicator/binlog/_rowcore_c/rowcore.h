@@ -205,6 +205,7 @@ typedef struct {
  * taken whole is made of (log_event.h / binlog_event.h Log_event_type) */
 #define GTID_STANDALONE 0x01
 #define GTID_GROUP_COMMIT_ID 0x02
+#define GTID_DDL 0x20
 #define GTID_XA 0xC0 /* PREPARED_XA | COMPLETED_XA */
 #define EVENT_ARTIFICIAL 0x20
 #define QUERY_EVENT 2
