@@ -194,7 +194,8 @@ def _read_rows(
     specs = tuple((0, 0, 0) if f is None else f[0] for f in found)
     natives = tuple(None if f is None else f[1] for f in found)
     core = native.core()
-    statement, types = _prepare(conn, sql) if binary else (None, None)
+    statement = _prepare(conn, sql) if binary else None
+    types: tuple[wire.WireColumn, ...] | None = None
     if statement is not None:
         result = wire.execute_statement(conn, statement)
     else:
@@ -210,7 +211,7 @@ def _read_rows(
         # the rows are as the execution's column definitions say (a statement the server
         # prepared again for a changed table may differ from what the prepare said)
         types = wire.result_columns(result)
-        unreadable = [t for t, _, _ in types if t not in BINARY_READABLE]
+        unreadable = _unreadable(types)
         if unreadable:
             raise IntegrityError(
                 f"the snapshot query's binary rows have a column type {unreadable[0]} that "
@@ -311,22 +312,25 @@ def _read_rows(
         wire.close_statement(conn, statement)
 
 
-def _prepare(
-    conn: pymysql.connections.Connection, sql: str
-) -> tuple[int | None, tuple[wire.WireColumn, ...] | None]:
-    """``sql`` prepared, and its result columns; (None, None) where the text protocol reads
-    it instead: a server that takes no prepared statement now (``max_prepared_stmt_count``
-    reached, or 0) or not this one, or a result column type the binary reading does not know."""
+def _prepare(conn: pymysql.connections.Connection, sql: str) -> int | None:
+    """``sql`` prepared (its statement id); None where the text protocol reads it instead: a
+    server that takes no prepared statement now (``max_prepared_stmt_count`` reached, or 0)
+    or not this one, or a result column type the binary reading does not know."""
     try:
         statement, types = wire.prepare(conn, sql)
     except pymysql.err.MySQLError as exc:
         if exc.args and exc.args[0] in _NO_PREPARED:
-            return None, None
+            return None
         raise
-    if not all(t[0] in BINARY_READABLE for t in types):
+    if _unreadable(types):
         wire.close_statement(conn, statement)
-        return None, None
-    return statement, types
+        return None
+    return statement
+
+
+def _unreadable(types: tuple[wire.WireColumn, ...]) -> list[int]:
+    """The result column types among ``types`` that have no binary reading here."""
+    return [code for code, _, _ in types if code not in BINARY_READABLE]
 
 
 def _block(
