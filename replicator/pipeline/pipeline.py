@@ -294,8 +294,8 @@ class Pipeline:
         # as the landing zone names files (equal versions are one file whatever the objects:
         # a held XA's version read back after a restart is a copy), found by the version
         # object's id first (the index keeps the object, so its id is not reused meanwhile).
-        self._staged: dict[TableVersion, tuple[TableVersion, list[Run]]] = {}
-        self._staged_index: dict[int, tuple[TableVersion, tuple[TableVersion, list[Run]]]] = {}
+        self._staged: dict[TableVersion, list[Run]] = {}
+        self._staged_index: dict[int, tuple[TableVersion, list[Run]]] = {}
         self._staged_rows = 0
         # work handed to the writer and commit threads, oldest first: (future, rows, commit or
         # None, the batch it writes, the bytes its snapshot blocks took to read, its order)
@@ -390,11 +390,8 @@ class Pipeline:
         for version, changes in groups:
             hit = index.get(id(version))
             if hit is None:
-                entry = self._staged.get(version)
-                if entry is None:
-                    entry = self._staged[version] = (version, [])
-                hit = index[id(version)] = (version, entry)
-            hit[1][1].extend(changes)
+                hit = index[id(version)] = (version, self._staged.setdefault(version, []))
+            hit[1].extend(changes)
             rows = rows_in(changes)
             self._staged_rows += rows
             self._batch_rows += rows
@@ -408,7 +405,7 @@ class Pipeline:
     async def _hand_over(self, batch: Batch, *, nbytes: int = 0) -> None:
         """Give the staged rows to the writer thread (without waiting for them)."""
         if self._staged:
-            staged, rows = list(self._staged.values()), self._staged_rows
+            staged, rows = list(self._staged.items()), self._staged_rows
             self._unstage()
             self._submit(rows, None, self._append, batch, staged, nbytes=nbytes)
         await self._reap()
