@@ -135,6 +135,7 @@ class Live:
 
     pieces: dict[str, Piece] = field(default_factory=dict)  # live path -> piece
     superseded: dict[str, int] = field(default_factory=dict)  # path -> record number
+    replaced_by: dict[str, str] = field(default_factory=dict)  # path -> output replacing it
     outputs: set[str] = field(default_factory=set)  # every committed output path
     origins: dict[str, list[str]] = field(default_factory=dict)  # output -> manifest entries
 
@@ -149,6 +150,7 @@ class Live:
                         f"replaces {old.path}, which is not a committed, live file as it says",
                     )
                 self.superseded[old.path] = record.number
+                self.replaced_by[old.path] = output.piece.path
                 held.extend(self.origins.pop(old.path, [old.path]))
             self.pieces[output.piece.path] = output.piece
             self.outputs.add(output.piece.path)
@@ -503,7 +505,7 @@ def retain(
         for old in output.replaces
         if old.path not in live.pieces
     ]
-    holders = _holders(records, superseded)
+    holders = _holders(live, superseded)
     held = [holder for holder, _ in holders.values()]
     folders = {path.rpartition("/")[0] for path in (*superseded, *held)}
     present = {key for folder in sorted(folders) for key in store.list(folder)}
@@ -533,24 +535,20 @@ def retain(
     return deleted
 
 
-def _holders(
-    records: Sequence[CompactionRecord], paths: Sequence[str]
-) -> dict[str, tuple[str, int]]:
-    """For each of ``paths`` (files records replaced), the output that holds its rows now and
-    the number of the record that wrote it: the output that replaced it, or the one that
-    replaced that output in turn, and so on."""
-    replaced_by: dict[str, tuple[str, int]] = {}
-    for record in records:
-        for output in record.outputs:
-            for old in output.replaces:
-                replaced_by[old.path] = (output.piece.path, record.number)
+def _holders(live: Live, paths: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """For each of ``paths`` (files the records ``live`` applied replaced), the output that
+    holds its rows now and the number of the record that wrote it: the output that replaced
+    it, or the one that replaced that output in turn, and so on."""
     found: dict[str, tuple[str, int]] = {}
     for path in paths:
-        holder, seen = replaced_by[path], {path}
-        while holder[0] in replaced_by and holder[0] not in seen:  # a name committed again
-            seen.add(holder[0])
-            holder = replaced_by[holder[0]]
-        found[path] = holder
+        at, seen = path, {path}
+        number = live.superseded[at]
+        while at in live.replaced_by:
+            number, at = live.superseded[at], live.replaced_by[at]
+            if at in seen:  # a name committed again
+                break
+            seen.add(at)
+        found[path] = (at, number)
     return found
 
 
