@@ -755,10 +755,14 @@ class Service:
         async def handle(item: StreamItem) -> None:
             await self._handle(item, stream, pipeline)
 
+        def seed() -> None:
+            if pipeline.position is None and stream.origin is not None:
+                pipeline.seed(stream.origin)
+
         try:
             while not self._stop.is_set():
                 if runner is not None and runner.has_work() and not pipeline.in_transaction:
-                    await runner.step(take, handle)
+                    await runner.step(take, handle, seed)
                     if not runner.has_work():
                         if self._live_for_snapshot:
                             break  # the stream stands past the end it had at start
@@ -838,7 +842,7 @@ class Service:
 
     async def _handle(self, item: StreamItem, stream: ReplicaStream, pipeline: Pipeline) -> None:
         if pipeline.position is None and stream.origin is not None:
-            pipeline.seed(stream.origin)
+            pipeline.seed(stream.origin)  # where the stream began (see _replicate's seed)
         await pipeline.handle(item)
         if self.snapshots is not None:
             self.snapshots.observe(item)

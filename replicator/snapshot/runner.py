@@ -140,6 +140,7 @@ class _Relation(enum.Enum):
 
 Take = Callable[[], Awaitable[StreamItem | None]]
 Handle = Callable[[StreamItem], Awaitable[None]]
+Seed = Callable[[], None]
 
 
 class SnapshotRunner:
@@ -224,12 +225,14 @@ class SnapshotRunner:
             return f"snapshot: waiting {waited:.0f} s for the source to answer ({busy[0]})"
         return None
 
-    async def step(self, take: Take, handle: Handle) -> None:
+    async def step(self, take: Take, handle: Handle, seed: Seed) -> None:
         """Land one chunk of the current table (or move past a table that is gone). A source
         query that fails or stalls is logged and retried after a back-off (nothing of the
-        chunk landed); a stop ends any wait with ``SnapshotStopped``."""
+        chunk landed); a stop ends any wait with ``SnapshotStopped``. ``seed`` puts a
+        pipeline that has handled nothing yet where the stream begins, once the stream knows
+        (a server may hold its first events back for a while, 0.1 s by MariaDB 11)."""
         try:
-            await self._step(take, handle)
+            await self._step(take, handle, seed)
         except _SourceFailed as exc:
             await self._back_off(exc)
             return
@@ -327,7 +330,7 @@ class SnapshotRunner:
             hint=exc.hint,
         )
 
-    async def _step(self, take: Take, handle: Handle) -> None:
+    async def _step(self, take: Take, handle: Handle, seed: Seed) -> None:
         state = self.pipeline.snapshot
         table = self._table(state)
         if table is None:
@@ -349,6 +352,7 @@ class SnapshotRunner:
         retries = 0
         try:
             while True:
+                seed()
                 relation = self._relation(point)
                 if relation is _Relation.AT:
                     break

@@ -17,12 +17,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+import replicator.source.stream as stream_module
+from replicator.config import load_config
+from replicator.service import RunOptions, Service
+from replicator.snapshot.reader import ReadPoint, SnapshotReader
+from replicator.source import dump_connection
 from tests.harness.mariadb import MariaDBServer, mariadbd_version
 from tests.live.daemon import Daemon, new_http_port
 from tests.live.test_all_types import TABLES, WORKLOAD_SQL_MODE, _create_sql
@@ -327,4 +335,51 @@ def test_a_running_daemon_takes_a_snapshot_request_and_new_tables_of_the_filters
     assert "snapshot of tables newly included" in done.stderr
     assert sorted(_landed(root, "b", db).column("id").to_pylist()) == [10, 20]
     assert _landed(root, "a", db).num_rows == 4
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_a_snapshot_starting_where_the_stream_begins_does_not_wait_for_its_events(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server may hold the stream's first events back (MariaDB 11 sends them about 0.1 s
+    after the dump request). An initial snapshot whose read view stands where the stream
+    begins reads its first chunk at once. Here the dump request is held 3 s once the stream
+    knows where it begins: the chunk's SELECT still runs before the request goes out, and the
+    rows land whole."""
+    server = mariadb_full_metadata
+    db = "snap_origin"
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))", database=db)
+    server.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+    dumping = threading.Event()
+    seen: dict[str, float] = {}
+    request_dump = dump_connection.request_dump
+    begin, rows = SnapshotReader.begin, SnapshotReader.rows
+
+    def held_request(*args: Any, **kwargs: Any) -> None:
+        dumping.set()  # the stream knows where it begins: it is set before the request
+        time.sleep(3)
+        seen["dump"] = time.monotonic()
+        request_dump(*args, **kwargs)
+
+    def begin_once_dumping(self: SnapshotReader) -> ReadPoint:
+        dumping.wait(60)
+        return begin(self)
+
+    def first_rows(self: SnapshotReader, *args: Any, **kwargs: Any) -> Any:
+        seen.setdefault("select", time.monotonic())
+        return rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(stream_module, "request_dump", held_request)
+    monkeypatch.setattr(SnapshotReader, "begin", begin_once_dumping)
+    monkeypatch.setattr(SnapshotReader, "rows", first_rows)
+    root = tmp_path / "landing"
+    config = _config(server, root, tmp_path / "c.yaml", f"filters:\n  include: ['{db}.t']\n")
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    assert dumping.is_set()
+    assert seen["select"] < seen["dump"], seen
+    landed = _landed(root, "t", db)
+    assert landed.column("id").to_pylist() == [1, 2, 3]
+    assert set(landed.column("_op").to_pylist()) == {"r"}
     server.execute(f"DROP DATABASE IF EXISTS {db}")
