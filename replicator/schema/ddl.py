@@ -33,7 +33,7 @@ import dataclasses
 import functools
 import operator
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -88,9 +88,8 @@ class Context:
     ansi_quotes: bool = False  # sql_mode ANSI_QUOTES: "x" is an identifier
     server_charset: str | None = None  # character_set_server when the statement ran
     strict: bool = False  # sql_mode STRICT_*: a value that does not fit fails the statement
-    # the default database's character set when the statement ran (collation_database): exact
-    # for tables created in it, also when the history's copy of the database is of a later time
-    database_charset: str | None = None
+    # sql_mode NO_BACKSLASH_ESCAPES: a backslash in a string is itself
+    no_backslash_escapes: bool = False
 
 
 class DdlError(Exception):
@@ -345,6 +344,16 @@ def tokenize(sql: str, context: Context, traits: ServerTraits) -> list[Tok]:
         if tok.token_type in lexer.strings:
             quoted_dq = text[tok.start : tok.start + 1] == '"'
             kind = IDENT if quoted_dq and context.ansi_quotes else STRING
+            if (
+                kind == STRING
+                and context.no_backslash_escapes
+                and "\\" in text[tok.start : tok.end]
+            ):
+                raise DdlError(
+                    "a string with a backslash under sql_mode NO_BACKSLASH_ESCAPES (its value "
+                    "is not read exactly here)",
+                    None,
+                )
         if kind == WORD and " " in value.strip():  # sqlglot joins "PRIMARY KEY", "ORDER BY"
             offset = tok.start
             for part in value.split():
@@ -725,9 +734,9 @@ class _Run:
 
     def database_defaults(self, db: str, table: TableName) -> _Defaults:
         """The default character set of tables created in ``db`` now; a database whose
-        charset at this position is unknown (``Database.charset`` None) stops for ``table``."""
-        if db == self.context.default_db and self.context.database_charset is not None:
-            return _Defaults(_charset_alias(self.context.database_charset, self.traits), None)
+        charset at this position is unknown (``Database.charset`` None) stops for ``table``.
+        Not the session's ``collation_database`` a QUERY event may carry: the server logs it
+        only where it differs from the database's, and takes the database's."""
         found = self.catalog.databases.get(db)
         if found is not None and found.charset is None:
             raise DdlError(
@@ -840,7 +849,8 @@ def _create(run: _Run) -> None:
         raise DdlError("CREATE TABLE without columns", [name])
     defaults = run.database_defaults(name[0], name)
     if charset is not None or collation is not None:
-        charset = charset or (None if collation is None else _collation_charset(collation))
+        # a collation of no charset (MariaDB's uca1400_*) applies to the database's
+        charset = charset or _collation_charset(collation or "") or defaults.charset
         defaults = _Defaults(_charset_alias(charset, run.traits), collation)
     first = run.catalog.next_column_id  # ids are unique in the whole catalog, never reused
     columns = tuple(_make_column(s, first + i, defaults, run.traits) for i, s in enumerate(specs))
@@ -1033,8 +1043,12 @@ def _drop(run: _Run) -> None:
         return
     if parser.accept("TEMPORARY"):
         return
+    parser.accept_any("ONLINE", "OFFLINE")
+    if parser.accept("INDEX"):
+        _drop_index(run)
+        return
     if not parser.accept_any("TABLE", "TABLES"):
-        return  # views, routines, indexes, users, ...: no table changes
+        return  # views, routines, users, ...: no table changes
     parser.accept("IF", "EXISTS")
     while True:
         name = run.table_name()
@@ -1046,15 +1060,39 @@ def _drop(run: _Run) -> None:
     _end(parser)
 
 
-def _rename_tables(run: _Run) -> None:
+def _drop_index(run: _Run) -> None:
+    """``DROP INDEX name ON table``: only the index named ``PRIMARY`` (the primary key)
+    changes what the history holds."""
     parser = run.parser
     parser.accept("IF", "EXISTS")
+    if parser.name().upper() != "PRIMARY":
+        return
+    parser.expect("ON")
+    name = run.table_name()
+    before = run.catalog.table(*name)
+    if before is None and run.catalog.is_unknown(*name):
+        return  # its key is learned with its columns
+    if before is None:
+        raise UnknownTableError(
+            f"DROP INDEX of {name[0]}.{name[1]}, a table the schema history does not know",
+            name,
+            [name],
+        )
+    if before.primary_key:
+        run.add(TableAltered(before, dataclasses.replace(before, primary_key=())))
+
+
+def _rename_tables(run: _Run) -> None:
+    parser = run.parser
+    if_exists = parser.accept("IF", "EXISTS")
     while True:
         source = run.table_name()
         _skip_wait(parser)
         parser.expect("TO")
         target = run.table_name()
-        _rename(run, source, target)
+        missing = run.catalog.table(*source) is None and not run.catalog.is_unknown(*source)
+        if not (if_exists and missing):  # MariaDB logs the rename of a table it did not have
+            _rename(run, source, target)
         if not parser.accept(","):
             break
     _end(parser)
@@ -1078,45 +1116,151 @@ def _rename(run: _Run, source: TableName, target: TableName) -> None:
 
 
 @dataclass(slots=True)
+class _Change:
+    """CHANGE/MODIFY (``spec``) or RENAME COLUMN (``rename``) of one column."""
+
+    spec: _ColumnSpec | None
+    rename: str | None = None
+
+
+@dataclass(slots=True)
 class _Altering:
-    """A table while ALTER TABLE's clauses apply to it, one after another."""
+    """ALTER TABLE's clauses, gathered as they are read and applied at the end as the server
+    applies them (``mysql_prepare_alter_table``): DROP, CHANGE, MODIFY, RENAME COLUMN and
+    ALTER COLUMN name the table's columns as they were, and each stays where it was; then
+    ADD and every clause with FIRST or AFTER place their columns in statement order, AFTER
+    naming the columns as they are by then. The table's character set (its options,
+    CONVERT TO) is the one every column takes that names none, wherever the option stands
+    in the statement, and CONVERT TO takes every text column, new ones too."""
 
     before: Table
-    columns: list[Column]
-    primary: list[str]
     charset: str | None
     collation: str | None
     next_id: int
+    drops: set[str] = dataclasses.field(default_factory=set)  # folded names, as they were
+    changes: dict[str, _Change] = dataclasses.field(default_factory=dict)  # folded old name
+    alters: dict[str, list[Callable[[Column], Column]]] = dataclasses.field(default_factory=dict)
+    # in statement order: ("add", name, spec, if not exists), ("place", old name, None,
+    # False) for a CHANGE/MODIFY with FIRST/AFTER, ("modify", old name, None, False) for a
+    # CHANGE/MODIFY of a column the statement adds (folded names)
+    placed: list[tuple[str, str, _ColumnSpec | None, bool]] = dataclasses.field(
+        default_factory=list
+    )
+    # the primary key as each clause that sets it (or drops it: []) leaves it, in order
+    keys: list[list[str]] = dataclasses.field(default_factory=list)
+    convert: tuple[str, str | None] | None = None
+    added: set[str] = dataclasses.field(default_factory=set)  # folded names ADDed so far
     rename_to: TableName | None = None
     unrepresentable: list[str] = dataclasses.field(default_factory=list)
 
     @classmethod
     def of(cls, table: Table, next_id: int) -> _Altering:
-        columns, primary = list(table.columns), list(table.primary_key)
-        return cls(table, columns, primary, table.charset, table.collation, next_id)
+        return cls(table, table.charset, table.collation, next_id)
 
-    def index(self, name: str, table: TableName) -> int:
-        folded = name.casefold()
-        for i, column in enumerate(self.columns):
-            if column.name.casefold() == folded:
-                return i
-        raise DdlError(
-            f"column {name!r} is not in the schema history's {table[0]}.{table[1]}", [table]
-        )
+    def had(self, name: str) -> bool:
+        """Whether the table had column ``name`` before the statement."""
+        return any(c.name.casefold() == name.casefold() for c in self.before.columns)
 
     def has(self, name: str) -> bool:
-        return any(c.name.casefold() == name.casefold() for c in self.columns)
+        """Whether the statement can name column ``name``: the table had it, or a clause
+        before added it."""
+        return self.had(name) or name.casefold() in self.added
 
-    def place(
-        self, column: Column, position: tuple[str, str | None] | None, at: int, table: TableName
-    ) -> None:
-        if position is None:
-            self.columns.insert(at, column)
-        elif position[0] == "first":
-            self.columns.insert(0, column)
-        else:
-            assert position[1] is not None
-            self.columns.insert(self.index(position[1], table) + 1, column)
+    def result(self, run: _Run, name: TableName) -> tuple[list[Column], list[str]]:
+        """The columns and the primary key after the statement."""
+        defaults = _Defaults(self.charset, self.collation)
+        changes, alters = dict(self.changes), dict(self.alters)
+        columns: list[Column] = []
+        made: dict[str, Column] = {}  # folded old name -> a column FIRST/AFTER moves
+        primary = list(self.before.primary_key)
+        for column in self.before.columns:
+            folded = column.name.casefold()
+            if folded in self.drops:
+                primary = [p for p in primary if p.casefold() != folded]
+                continue
+            change = changes.pop(folded, None)
+            new = column
+            if change is not None and change.spec is not None:
+                new = _make_column(change.spec, column.id, defaults, run.traits)
+                new = dataclasses.replace(new, fill=column.fill)
+            elif change is not None and change.rename is not None:
+                new = dataclasses.replace(column, name=change.rename)
+            for alter in alters.pop(folded, []):
+                new = alter(new)
+            primary = [new.name if p.casefold() == folded else p for p in primary]
+            if change is not None and change.spec is not None and change.spec.position:
+                made[folded] = new  # where it was until its clause places it
+            columns.append(new)
+        for old in [*changes, *alters]:
+            if not any(kind == "modify" and target == old for kind, target, _, _ in self.placed):
+                raise DdlError(
+                    f"column {old!r} is not in the schema history's {_qualified(name)}", [name]
+                )
+        for kind, target, added, if_not_exists in self.placed:
+            if added is not None:  # ADD
+                if _find(columns, added.name) is not None:
+                    if if_not_exists:
+                        continue
+                    raise DdlError(f"column {added.name!r} exists already", [name])
+                column = _make_column(added, self.next_id, defaults, run.traits)
+                self.next_id += 1
+                _place(columns, column, added.position, name)
+            elif kind == "place":
+                change = self.changes[target]
+                assert change.spec is not None
+                column = made[target]
+                columns.pop(next(i for i, c in enumerate(columns) if c is column))
+                _place(columns, column, change.spec.position, name)
+            else:  # a CHANGE/MODIFY of a column added by this statement
+                spec = self.changes[target].spec
+                assert spec is not None
+                i = _index(columns, target, name)
+                current = columns.pop(i)
+                column = dataclasses.replace(
+                    _make_column(spec, current.id, defaults, run.traits), fill=current.fill
+                )
+                if spec.position is None:
+                    columns.insert(i, column)
+                else:
+                    _place(columns, column, spec.position, name)
+        for key in self.keys:  # PRIMARY KEY clauses and columns, in statement order
+            primary = key
+        if self.convert is not None:
+            columns = [_converted(c, *self.convert) for c in columns]
+        return columns, primary
+
+
+def _qualified(name: TableName) -> str:
+    return f"{name[0]}.{name[1]}"
+
+
+def _find(columns: Sequence[Column], name: str) -> int | None:
+    folded = name.casefold()
+    return next((i for i, c in enumerate(columns) if c.name.casefold() == folded), None)
+
+
+def _index(columns: Sequence[Column], name: str, table: TableName) -> int:
+    found = _find(columns, name)
+    if found is None:
+        raise DdlError(
+            f"column {name!r} is not in the schema history's {_qualified(table)}", [table]
+        )
+    return found
+
+
+def _place(
+    columns: list[Column],
+    column: Column,
+    position: tuple[str, str | None] | None,
+    table: TableName,
+) -> None:
+    if position is None:
+        columns.append(column)
+    elif position[0] == "first":
+        columns.insert(0, column)
+    else:
+        assert position[1] is not None
+        columns.insert(_index(columns, position[1], table) + 1, column)
 
 
 def _alter(run: _Run) -> None:
@@ -1152,13 +1296,14 @@ def _alter(run: _Run) -> None:
         if exc.tables is None or not exc.tables:
             raise DdlError(str(exc), [name]) from exc
         raise
-    primary_key = _key_names(state.columns, state.primary, name)
+    columns, primary = state.result(run, name)
+    primary_key = _key_names(columns, primary, name)
     key = {c.casefold() for c in primary_key}
     table = dataclasses.replace(
         before,
         columns=tuple(
             dataclasses.replace(c, nullable=False) if c.name.casefold() in key else c
-            for c in state.columns
+            for c in columns
         ),
         primary_key=primary_key,
         charset=state.charset,
@@ -1247,7 +1392,8 @@ def _alter_clause(run: _Run, state: _Altering, name: TableName) -> None:
     else:
         charset, collation = _table_options(parser, name, in_alter=True)
         if charset is not None or collation is not None:
-            charset = charset or _collation_charset(collation or "")
+            # a collation of no charset (MariaDB's uca1400_*) applies to the table's
+            charset = charset or _collation_charset(collation or "") or state.charset
             state.charset, state.collation = _charset_alias(charset, run.traits), collation
         elif not parser.done() and not parser.at(","):
             raise parser.error("cannot read ALTER TABLE clause", [name])
@@ -1272,7 +1418,7 @@ def _alter_add(run: _Run, state: _Altering, name: TableName) -> None:
         primary: list[str] = []
         _definition(parser, [], primary, in_alter=True)
         if primary:
-            state.primary = primary
+            state.keys.append(primary)
         return
     _add_column(run, state, name, parser.name(), if_not_exists)
 
@@ -1281,16 +1427,10 @@ def _add_column(
     run: _Run, state: _Altering, name: TableName, column: str, if_not_exists: bool
 ) -> None:
     spec = _column_spec(run.parser, column, in_alter=True)
-    if state.has(column):
-        if if_not_exists:
-            return
-        raise DdlError(f"column {column!r} exists already", [name])
-    defaults = _Defaults(state.charset, state.collation)
-    made = _make_column(spec, state.next_id, defaults, run.traits)
-    state.next_id += 1
-    state.place(made, spec.position, len(state.columns), name)
+    state.placed.append(("add", column.casefold(), spec, if_not_exists))
+    state.added.add(column.casefold())
     if spec.primary:
-        state.primary = [column]
+        state.keys.append([column])
 
 
 def _alter_change(run: _Run, state: _Altering, name: TableName, *, renames: bool) -> None:
@@ -1304,17 +1444,25 @@ def _alter_change(run: _Run, state: _Altering, name: TableName, *, renames: bool
     spec = _column_spec(parser, "?" if skip else new, in_alter=True)
     if skip:
         return
-    i = state.index(old, name)
-    current = state.columns[i]
-    if spec.name.casefold() != old.casefold() and state.has(spec.name):
-        raise DdlError(f"column {spec.name!r} exists already", [name])
-    made = _make_column(spec, current.id, _Defaults(state.charset, state.collation), run.traits)
-    made = dataclasses.replace(made, fill=current.fill)
-    del state.columns[i]
-    state.place(made, spec.position, i, name)
-    state.primary = [spec.name if p.casefold() == old.casefold() else p for p in state.primary]
+    _changed(state, old, _Change(spec), name)
+    folded = old.casefold()
+    if not state.had(old) and folded in state.added:
+        state.placed.append(("modify", folded, None, False))
+    elif spec.position is not None:
+        state.placed.append(("place", folded, None, False))
     if spec.primary:
-        state.primary = [spec.name]
+        state.keys.append([spec.name])
+
+
+def _changed(state: _Altering, old: str, change: _Change, name: TableName) -> None:
+    """Record a CHANGE, MODIFY or RENAME COLUMN of ``old``: one a column, as the server
+    takes one (a second would name a column the first changed)."""
+    folded = old.casefold()
+    if folded in state.changes:
+        raise DdlError(f"column {old!r} is changed twice in one ALTER TABLE", [name])
+    if not state.has(old):
+        raise DdlError(f"column {old!r} is not in the schema history's {_qualified(name)}", [name])
+    state.changes[folded] = change
 
 
 def _peek_name(parser: _Parser) -> str:
@@ -1328,11 +1476,11 @@ def _alter_rename(run: _Run, state: _Altering, name: TableName) -> None:
         old = parser.name()
         parser.expect("TO")
         new = parser.name()
-        i = state.index(old, name)
-        if state.has(new) and new.casefold() != old.casefold():
-            raise parser.error(f"column {new!r} exists already", [name])
-        state.columns[i] = dataclasses.replace(state.columns[i], name=new)
-        state.primary = [new if p.casefold() == old.casefold() else p for p in state.primary]
+        if not state.had(old):  # a column this statement adds is named as it is added
+            raise DdlError(
+                f"column {old!r} is not in the schema history's {_qualified(name)}", [name]
+            )
+        _changed(state, old, _Change(None, rename=new), name)
     elif parser.accept_any("INDEX", "KEY"):
         parser.name()
         parser.expect("TO")
@@ -1349,7 +1497,7 @@ _DROP_KEYS = frozenset({"INDEX", "KEY", "FOREIGN", "CHECK", "CONSTRAINT", "PERIO
 def _alter_drop(run: _Run, state: _Altering, name: TableName) -> None:
     parser = run.parser
     if parser.accept("PRIMARY", "KEY"):
-        state.primary = []
+        state.keys.append([])
         return
     if parser.accept("PARTITION"):
         parser.skip_until(",")
@@ -1358,20 +1506,24 @@ def _alter_drop(run: _Run, state: _Altering, name: TableName) -> None:
     if parser.at("SYSTEM", "VERSIONING"):
         raise parser.error("system-versioned tables are not supported", [name])
     if parser.at_word(_DROP_KEYS) and parser.kind_at(1) not in (PUNCT, None):
-        parser.next()
+        word = parser.next().upper
         parser.accept("KEY")
         parser.accept("IF", "EXISTS")
         parser.accept("FOR")  # PERIOD FOR
-        parser.name()
+        if parser.name().upper() == "PRIMARY" and word in ("INDEX", "KEY", "CONSTRAINT"):
+            state.keys.append([])  # the primary key, by its index name
         return
     parser.accept("COLUMN")
     if_exists = parser.accept("IF", "EXISTS")
     column = parser.name()
     parser.accept_any("RESTRICT", "CASCADE")
-    if if_exists and not state.has(column):
+    if if_exists and not state.had(column):
         return
-    del state.columns[state.index(column, name)]
-    state.primary = [p for p in state.primary if p.casefold() != column.casefold()]
+    if not state.had(column):  # the server drops what the table had, nothing added
+        raise DdlError(
+            f"column {column!r} is not in the schema history's {_qualified(name)}", [name]
+        )
+    state.drops.add(column.casefold())
 
 
 def _alter_alter(run: _Run, state: _Altering, name: TableName) -> None:
@@ -1388,18 +1540,18 @@ def _alter_alter(run: _Run, state: _Altering, name: TableName) -> None:
     parser.accept("COLUMN")
     parser.accept("IF", "EXISTS")
     column = parser.name()
-    i = state.index(column, name)
-    current = state.columns[i]
+    change: Callable[[Column], Column]
     if parser.accept("SET", "DEFAULT"):
-        state.columns[i] = dataclasses.replace(current, default=_default(parser))
+        change = functools.partial(dataclasses.replace, default=_default(parser))
     elif parser.accept("DROP", "DEFAULT"):
-        state.columns[i] = dataclasses.replace(current, default=NO_DEFAULT)
+        change = functools.partial(dataclasses.replace, default=NO_DEFAULT)
     elif parser.accept("SET", "VISIBLE"):
-        state.columns[i] = dataclasses.replace(current, invisible=False)
+        change = functools.partial(dataclasses.replace, invisible=False)
     elif parser.accept("SET", "INVISIBLE"):
-        state.columns[i] = dataclasses.replace(current, invisible=True)
+        change = functools.partial(dataclasses.replace, invisible=True)
     else:
         raise parser.error("cannot read ALTER COLUMN", [name])
+    state.alters.setdefault(column.casefold(), []).append(change)
 
 
 def _convert(run: _Run, state: _Altering, name: TableName) -> None:
@@ -1414,22 +1566,26 @@ def _convert(run: _Run, state: _Altering, name: TableName) -> None:
         charset = run.database_defaults(name[0], name).charset or "utf8mb4"
     charset = _charset_alias(charset, run.traits) or charset
     state.charset, state.collation = charset, collation
-    for i, column in enumerate(state.columns):
-        if column.data_type not in TEXT_TYPES or column.charset == "binary":
-            continue
-        data_type = column.data_type
-        if data_type.endswith("text"):
-            from .ddl_tree import sized  # noqa: PLC0415 - see the imports
+    state.convert = (charset, collation)  # applied last: to the columns this statement adds
 
-            chars = _TEXT_SIZE[data_type] // _MAXLEN.get(column.charset or "", 1)
-            data_type = sized("text", chars * _MAXLEN.get(charset, 1))
-        state.columns[i] = dataclasses.replace(
-            column,
-            data_type=data_type,
-            column_type=data_type if data_type.endswith("text") else column.column_type,
-            charset=charset,
-            collation=collation,
-        )
+
+def _converted(column: Column, charset: str, collation: str | None) -> Column:
+    """``column`` after CONVERT TO CHARACTER SET ``charset``."""
+    if column.data_type not in TEXT_TYPES or column.charset == "binary":
+        return column
+    data_type = column.data_type
+    if data_type.endswith("text"):
+        from .ddl_tree import sized  # noqa: PLC0415 - see the imports
+
+        chars = _TEXT_SIZE[data_type] // _MAXLEN.get(column.charset or "", 1)
+        data_type = sized("text", chars * _MAXLEN.get(charset, 1))
+    return dataclasses.replace(
+        column,
+        data_type=data_type,
+        column_type=data_type if data_type.endswith("text") else column.column_type,
+        charset=charset,
+        collation=collation,
+    )
 
 
 # words ALTER DATABASE's options start with (anything else there is the database's name)

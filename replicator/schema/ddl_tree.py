@@ -233,7 +233,8 @@ def _type(kind: exp.DataType, *, float_word: bool) -> TypeSpec:
         labels = kind.expressions
         if not labels or not all(isinstance(x, exp.Literal) and x.is_string for x in labels):
             raise UnreadableColumn(f"cannot read the labels of {kind.sql('mysql')!r}")
-        return TypeSpec(base.name.lower(), labels=tuple(x.this for x in labels))
+        # the server drops trailing spaces from the labels (MySQL and MariaDB alike)
+        return TypeSpec(base.name.lower(), labels=tuple(x.this.rstrip(" ") for x in labels))
     args = _numbers(kind)
     first = args[0] if args else None
     unsigned = kind.this in _UNSIGNED

@@ -336,20 +336,22 @@ class SchemaTracker:
         return [Forgotten(db, t) for db, t in tables if catalog.table(db, t) is not None]
 
 
-# sql_mode bits (MySQL/MariaDB ``MODE_STRICT_TRANS_TABLES``, ``MODE_STRICT_ALL_TABLES``)
+# sql_mode bits (MySQL/MariaDB ``MODE_STRICT_TRANS_TABLES``, ``MODE_STRICT_ALL_TABLES``,
+# ``MODE_NO_BACKSLASH_ESCAPES``)
 _STRICT = (1 << 21) | (1 << 22)
+_NO_BACKSLASH_ESCAPES = 1 << 20
 
 
 def context_of(event: ev.QueryEvent) -> ddl.Context:
     """What the DDL parser needs from a QUERY event besides the statement."""
     status = query_status(event.status_vars)
-    server, database = status.collation_server, status.collation_database
+    server = status.collation_server
     return ddl.Context(
         default_db=event.schema or None,
         ansi_quotes=status.ansi_quotes,
         server_charset=None if server is None else charset_for_collation(server),
         strict=bool((status.sql_mode or 0) & _STRICT),
-        database_charset=None if database is None else charset_for_collation(database),
+        no_backslash_escapes=bool((status.sql_mode or 0) & _NO_BACKSLASH_ESCAPES),
     )
 
 

@@ -50,6 +50,40 @@ STATEMENTS = [
     "latin1_bin) /*!50100 COMMENT 'x' */",
     "ALTER TABLE k2 RENAME TO other_name",
     "ALTER TABLE other_name RENAME TO k2",
+    # DROP, CHANGE, MODIFY and RENAME COLUMN name the columns as they were and keep their
+    # places; ADD and FIRST/AFTER then place columns in statement order, AFTER naming the
+    # columns as they are by then
+    "CREATE TABLE f10 (a INT, b INT, c INT)",
+    "ALTER TABLE f10 ADD x INT AFTER a, DROP a, CHANGE b a INT",
+    "ALTER TABLE f10 ADD y INT AFTER a, RENAME COLUMN a TO old_a, RENAME COLUMN x TO a",
+    "ALTER TABLE f10 MODIFY c INT AFTER old_a, CHANGE old_a z INT, CHANGE a old_a BIGINT",
+    "ALTER TABLE f10 RENAME COLUMN z TO y, RENAME COLUMN y TO z",
+    "ALTER TABLE f10 CHANGE z y INT, CHANGE y z INT",
+    "ALTER TABLE f10 ADD w INT AFTER q, CHANGE c q INT FIRST",
+    "ALTER TABLE f10 ADD d INT, MODIFY d BIGINT FIRST, DROP q, ADD q INT AFTER d",
+    # the table's character set, wherever it stands in the statement, for every column that
+    # names none; CONVERT TO for every text column, new ones too
+    "CREATE TABLE f1 (id INT)",
+    "ALTER TABLE f1 ADD b VARCHAR(5), DEFAULT CHARSET=utf8mb4",
+    "ALTER TABLE f1 MODIFY b VARCHAR(6), ADD c TEXT, CHARACTER SET latin1",
+    "ALTER TABLE f1 CONVERT TO CHARACTER SET utf8mb4, ADD e VARCHAR(5) CHARACTER SET latin1",
+    # labels lose their trailing spaces
+    "CREATE TABLE f3 (id INT, e ENUM('a ','b  '), s SET('x ',' y'))",
+    # the primary key dropped by its index name
+    "CREATE TABLE f6 (id INT NOT NULL, v INT, PRIMARY KEY (id))",
+    "ALTER TABLE f6 DROP INDEX `PRIMARY`",
+    "ALTER TABLE f6 ADD PRIMARY KEY (id)",
+    "DROP INDEX `PRIMARY` ON f6",
+    "ALTER TABLE f6 ADD PRIMARY KEY (v)",
+    "ALTER TABLE f6 DROP CONSTRAINT `PRIMARY`",
+    "RENAME TABLE IF EXISTS nope TO nope2, f6 TO f7",
+]
+# MariaDB 10.10+: collations of no character set, which apply to the table's or database's
+UCA1400 = [
+    f"ALTER DATABASE {DB} CHARACTER SET utf8mb4",
+    "CREATE TABLE f5 (id INT, b VARCHAR(5)) COLLATE uca1400_ai_ci",
+    "ALTER TABLE f5 ADD c VARCHAR(3), COLLATE uca1400_as_cs",
+    "ALTER TABLE f5 CHARACTER SET latin1, ADD d VARCHAR(3)",
 ]
 
 
@@ -99,7 +133,8 @@ def test_the_parser_describes_tables_as_the_server_does() -> None:
         ours = read_catalog(conn, traits)
         differences: list[str] = []
         compared = 0
-        for statement in STATEMENTS:
+        statements = STATEMENTS + (UCA1400 if traits.version >= (10, 10) else [])
+        for statement in statements:
             with conn.cursor() as cur:
                 if statement.startswith("CREATE DATABASE"):
                     cur.execute(statement)
