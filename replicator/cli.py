@@ -50,6 +50,7 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import contextlib
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -567,7 +568,7 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
     """Move the resume position (replay or skip). `_seq` keeps increasing, so a replay adds
     rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state."""
     from .binlog.position import start_position  # noqa: PLC0415 - see the imports
-    from .checkpoint import Checkpoint, now_iso  # noqa: PLC0415
+    from .checkpoint import now_iso  # noqa: PLC0415
     from .config import load_config  # noqa: PLC0415
     from .sink.landing import LandingZone  # noqa: PLC0415
     from .sink.lock import writer_lock  # noqa: PLC0415
@@ -583,13 +584,13 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
         with writer_lock(zone.store, lease).acquire("checkpoint set"):  # never under a daemon
             # finish a half-done commit first, or its roll-forward would undo this move
             current = zone.recover()
+            # the rest stays: prepared XA still waits for its outcome, a snapshot under way
+            # goes on (and the filters it was taken for are still compared at the next start)
             zone.checkpoints.save(
-                Checkpoint(
-                    batch=current.batch,
-                    next_seq=current.next_seq,
+                dataclasses.replace(
+                    current,
                     position=position,
                     committed_at=now_iso(),
-                    xa_pending=current.xa_pending,  # prepared XA still waits for its outcome
                     moved=True,
                     # what lands again before the old position is marked as a replay
                     replay_until=current.replay_until or current.position,

@@ -6,13 +6,18 @@ the GTID state and never a meaningless "position 4". A file start names file and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from replicator.checkpoint import CheckpointStore
 from replicator.cli import main
+from replicator.config import SinkConfig
+from replicator.sink.landing import LandingZone
+from replicator.snapshot_progress import SnapshotState
 
 MYSQL_SET = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
 
@@ -54,3 +59,25 @@ def test_message_names_what_was_set(
     assert shown.exit_code == 0, shown.output
     position = json.loads(shown.output)["position"]
     assert {key: position.get(key) for key in stored} == stored
+
+
+def test_the_snapshot_under_way_and_held_xa_stay(config: Path, tmp_path: Path) -> None:
+    """Only the position moves: a snapshot under way goes on after the move (its tables
+    would otherwise never get their rows from before the binlog), and the filters it was
+    taken for are still there to compare at the next start."""
+    zone = LandingZone(SinkConfig(root=str(tmp_path / "landing")))
+    checkpoint = zone.recover()
+    under_way = SnapshotState(
+        tables=("shop.items", "shop.other"), after=(1,), rows=1, filters=(("*.*",), ())
+    )
+    zone.checkpoints.save(dataclasses.replace(checkpoint, snapshot=under_way, xa_pending=("xa-1",)))
+    result = CliRunner().invoke(
+        main, ["checkpoint", "set", "--config", str(config), "--gtid", "0-1-100"]
+    )
+    assert result.exit_code == 0, result.output
+    after = CheckpointStore(tmp_path / "landing").load()
+    assert after is not None
+    assert after.snapshot == under_way
+    assert after.xa_pending == ("xa-1",)
+    assert after.moved
+    assert after.position is not None and after.position.describe() == "gtid 0-1-100"
