@@ -458,8 +458,15 @@ class SnapshotRunner:
         key = tuple(
             next(i for i, c in enumerate(table.columns) if c.name.casefold() == k) for k in folded
         )
-        walkable = bool(key) and not any(defs[i].real_type in _UNWALKABLE for i in key)
         version, keep = self.pipeline.filter.project(table.schema, table.name, defs, key)
+        # a key column left out by filters.exclude_columns: readers identify the landed rows
+        # by all their columns, so the table is read whole after a truncate, as a keyless one
+        landed = {column.index for column in version.columns}
+        walkable = (
+            bool(key)
+            and all(i in landed for i in key)
+            and not any(defs[i].real_type in _UNWALKABLE for i in key)
+        )
         limit = self._limit() if walkable else None
         after = state.after if walkable else None
         at = point.position if point.position.file else (self.pipeline.position or point.position)

@@ -383,3 +383,35 @@ async def test_a_snapshot_starting_where_the_stream_begins_does_not_wait_for_its
     assert landed.column("id").to_pylist() == [1, 2, 3]
     assert set(landed.column("_op").to_pylist()) == {"r"}
     server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def test_a_table_whose_key_column_is_left_out_is_read_whole_after_a_truncate(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path
+) -> None:
+    """With its key column left out (``filters.exclude_columns``) a table's landed rows are
+    identified by all their columns, as a keyless table's are: a snapshot of it is read whole
+    after a ``truncate`` record, or a second snapshot would add its rows again."""
+    server = mariadb_full_metadata
+    db = "snap_nokey"
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))", database=db)
+    server.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+    root = tmp_path / "landing"
+    extra = (
+        f"filters:\n  include: ['{db}.t']\n  exclude_columns: ['{db}.t.id']\n"
+        "snapshot:\n  chunk_rows: 1\n"
+    )
+    _run(_config(server, root, tmp_path / "c.yaml", extra), "run", "--stop-at-end")
+    manifests = [json.loads(p.read_text()) for p in sorted((root / "_manifests").glob("*.json"))]
+    records = [r for m in manifests for r in m["schema_changes"] if r["table"] == f"{db}.t"]
+    assert [r["op"] for r in records] == ["truncate"]
+    landed = _landed_unsorted(root, "t", db)
+    assert landed.column_names[:1] == ["v"]
+    assert sorted(landed.column("v").to_pylist()) == ["x", "y", "z"]
+    assert min(landed.column("_seq").to_pylist()) > records[0]["seq"]
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def _landed_unsorted(root: Path, table: str, db: str) -> pa.Table:
+    return ds.dataset(str(root / db / table), format="parquet").to_table()
