@@ -17,6 +17,11 @@ from replicator.binlog import events as ev
 from replicator.binlog.constants import CHECKSUM_CRC32
 from replicator.binlog.errors import DecodeError, TruncatedError
 from replicator.binlog.parser import EventParser
+from replicator.errors import IntegrityError
+from replicator.schema.history import Point, SchemaHistory
+from replicator.schema.model import Catalog, Database, ServerTraits
+from replicator.schema.tracker import SchemaTracker
+from replicator.source.binlog_file import read_binlog_file
 
 from .util import CORPUS_DIR, corpus_file, decode_all, file_bytes
 
@@ -170,3 +175,16 @@ def test_vitess_payload_event(corpus_dir: Path) -> None:
     assert isinstance(rows, ev.RowsEvent)
     # no charset metadata in this event: the VARCHAR comes back as bytes
     assert list(rows.rows) == [(1, b"mlord@planetscale.com"), (2, b"sup@planetscale.com")]
+
+
+def test_a_functional_index_stops_at_its_statement(corpus_dir: Path) -> None:
+    """MySQL 8's index on an expression adds a hidden column to the rows: the schema history
+    refuses the statement that makes it (naming it), before any row is decoded."""
+    path = corpus_file(corpus_dir, "rust_mysql_common/rpl_unfiltered_hidden_gcol.000001")
+    seed = Catalog(ServerTraits("mysql", (8, 0, 17), 0)).with_database(Database("test", "utf8mb4"))
+    tracker = SchemaTracker(SchemaHistory(seed, Point(path.name, 4)), lambda s, t: True)
+    with pytest.raises(IntegrityError) as stopped:
+        for event in read_binlog_file(path, schema_lookup=tracker):
+            tracker.on_event(event)
+    assert "an index on an expression" in str(stopped.value)
+    assert "CREATE TABLE" in str(stopped.value) or "INDEX" in str(stopped.value)
