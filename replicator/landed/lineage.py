@@ -15,11 +15,13 @@ rename ``a -> c``, then those of ``db.c``. Applied exactly:
 * ``alter``: columns changed; nothing to do here (``columns`` matches them by id).
 
 Replays (``checkpoint set`` moved the stream back, and later batches say ``replay``) land
-records a second time: a record counts only from the lowest batch that holds its source
-identity (GTID, else binlog file and position). A name no record mentions before its rows is
-a table from the start. Rows under a name after it ended (dropped or renamed away, and no
-``create`` since) fit no table: ``orphans`` finds them (a landing zone the daemon cannot
-write), and the caller stops rather than leave them out. Plain Python and pyarrow; no Spark.
+records a second time: a record of a batch that re-reads is left out when a lower batch holds
+its source identity (GTID, else binlog file and position with the table and op:
+``Record.identity``). A batch that does not re-read lands no copies: its records all count.
+A name no record mentions before its rows is a table from the start. Rows under a name after
+it ended (dropped or renamed away, and no ``create`` since) fit no table: ``orphans`` finds
+them (a landing zone the daemon cannot write), and the caller stops rather than leave them
+out. Plain Python and pyarrow; no Spark.
 """
 
 from __future__ import annotations
@@ -151,14 +153,19 @@ class Plan:
 
 
 def dedup_records(manifests: Sequence[Manifest]) -> list[Record]:
-    """The records in ``_seq`` order, each source identity from the lowest batch only."""
+    """The records in ``_seq`` order, replayed copies left out: a record of a batch that
+    re-reads (``Manifest.rereads``) whose source identity a lower batch holds. A batch that
+    does not re-read lands each record once, even at a point an earlier record came from (a
+    second snapshot of a table at the same read point: a ``truncate`` again)."""
     first: dict[tuple[object, ...], int] = {}
     kept: list[Record] = []
     for manifest in sorted(manifests, key=lambda m: m.batch):
         for record in manifest.records:
             identity = record.identity
-            if identity is not None and first.setdefault(identity, record.batch) != record.batch:
-                continue  # a replayed copy
+            if identity is not None:
+                held = first.setdefault(identity, record.batch)
+                if manifest.rereads and held != record.batch:
+                    continue  # a replayed copy
             kept.append(record)
     return sorted(kept, key=lambda r: r.seq)
 

@@ -194,11 +194,13 @@ class Record:
 
     @property
     def identity(self) -> tuple[object, ...] | None:
-        """Where the statement came from: its GTID, else its binlog file and position."""
+        """Where the record came from: its GTID, else its binlog file and position with the
+        table and op (one position holds a statement's records of several tables, and every
+        snapshot's ``truncate`` read at that point)."""
         if self.gtid is not None:
             return ("gtid", self.gtid)
         if self.file is not None and self.position is not None:
-            return ("position", self.file, self.position)
+            return ("position", self.file, self.position, self.table, self.op)
         return None
 
     def origin(self) -> str:

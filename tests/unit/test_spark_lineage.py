@@ -132,6 +132,41 @@ def test_drop_database_and_replayed_records() -> None:
     assert found.names == frozenset({"s.a", "s.b"})
 
 
+def test_records_without_gtid_count_once_per_table_and_op_unless_replayed() -> None:
+    def positional(seq: int, op: str, table: str) -> Record:
+        # a snapshot's truncate (or a statement with GTIDs off): no GTID, the read point only
+        return Record(seq, op, table, None, None, "mysql-bin.000003", 4711, "", "snapshot", 1)
+
+    first = [
+        manifest(1, positional(1, "truncate", "d.t"), data("d.t", 2, 3)),
+        # the same tables snapshotted again at the same read point (an idle server): no replay
+        manifest(2, positional(4, "truncate", "d.t"), data("d.t", 5, 6)),
+        # one statement at that point, of two other tables (a DROP TABLE u, v without GTIDs)
+        manifest(3, positional(7, "drop", "d.u"), positional(8, "drop", "d.v")),
+    ]
+    found = plan(first)
+    assert [r.seq for r in found.records] == [1, 4, 7, 8]
+    t = lineage(found.table("d.t"))
+    assert (t.start, t.data()) == (4, (Segment("d.t", 4, None),))
+    assert isinstance(found.table("d.u"), Ended) and isinstance(found.table("d.v"), Ended)
+    # a replay of batches 2 and 3 lands the same records again: left out; a snapshot of
+    # another table at that read point, in the same batch, is no copy
+    again = manifest(
+        4,
+        positional(9, "truncate", "d.t"),
+        data("d.t", 10, 11, batch=4),
+        positional(12, "drop", "d.u"),
+        positional(13, "drop", "d.v"),
+        positional(14, "truncate", "d.w"),
+        data("d.w", 15, 16, batch=4),
+        replay=True,
+    )
+    found = plan([*first, again])
+    assert [r.seq for r in found.records] == [1, 4, 7, 8, 14]
+    assert lineage(found.table("d.t")).start == 4
+    assert lineage(found.table("d.w")).start == 14
+
+
 def test_rows_after_a_drop_without_create_are_refused(tmp_path: Path) -> None:
     def written(name: str, seqs: list[int]) -> Path:
         path = tmp_path / name
