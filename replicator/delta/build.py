@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from .changes import LineageScan
 from .fold import fold
-from .layout import BEFORE_KEY, Model, identity
+from .layout import ABSENT, BEFORE_KEY, Model, identity
 
 __all__ = ["IN_MEMORY_ROWS", "Built", "build", "release_unused"]
 
@@ -148,10 +148,25 @@ def _bounds(scan: LineageScan, ranges: int) -> pa.Array:
 
 def _split(part: pa.Table, first: str, bounds: pa.Array) -> Iterator[tuple[int, pa.Table]]:
     """``part``'s changes by range (one take, then slices): a change goes to the range of
-    its row's first identity value and, when its before image's differs, to that one's."""
-    new = _range_of(part.column(first), bounds).to_numpy()
-    old = _range_of(pc.struct_field(part.column(BEFORE_KEY), first), bounds, missing=-1)
-    old_at = old.to_numpy()
+    its row's first identity value as the fold takes it (the before image's where the row
+    image leaves the column out: a partial image) and, when its before image's differs, to
+    that one's. A NULL value is in range 0, as the fold's rows with it are (``_folded``)."""
+    before = part.column(BEFORE_KEY).combine_chunks()
+    prior = pc.struct_field(before, [before.type.get_field_index(first)])
+    value = part.column(first).combine_chunks()
+    absent = part.column(ABSENT).combine_chunks()
+    named = pc.utf8_lower(pc.list_flatten(absent))
+    left_out = np.zeros(part.num_rows, dtype=np.bool_)
+    left_out[pc.list_parent_indices(absent).filter(pc.equal(named, first.lower())).to_numpy()] = (
+        True
+    )
+    if left_out.any():
+        value = pc.if_else(pa.array(left_out), prior, value)
+    new = _range_of(value, bounds).to_numpy()
+    # no before image: the struct is null (a NULL in it is a value, of range 0)
+    old_at = np.where(
+        before.is_valid().to_numpy(zero_copy_only=False), _range_of(prior, bounds).to_numpy(), -1
+    )
     also = np.flatnonzero((old_at >= 0) & (old_at != new))
     rows = np.concatenate([np.arange(len(new), dtype=np.int64), also])
     dest = np.concatenate([new, old_at[also]])
@@ -166,11 +181,9 @@ def _split(part: pa.Table, first: str, bounds: pa.Array) -> Iterator[tuple[int, 
             yield int(dest[low]), chosen.slice(int(low), int(high - low))
 
 
-def _range_of(
-    values: pa.ChunkedArray | pa.Array, bounds: pa.Array, *, missing: int = 0
-) -> pa.Array:
-    """The range each value is in: how many bounds it is above (a null: ``missing``);
-    integers, dates and times by a binary search, other types bound by bound."""
+def _range_of(values: pa.ChunkedArray | pa.Array, bounds: pa.Array) -> pa.Array:
+    """The range each value is in: how many bounds it is above (a null: 0); integers,
+    dates and times by a binary search, other types bound by bound."""
     column = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     kind = column.type
     if pa.types.is_integer(kind) or pa.types.is_date(kind) or pa.types.is_timestamp(kind):
@@ -187,5 +200,5 @@ def _range_of(
             above = pc.cast(pc.fill_null(pc.greater(column, bound), False), pa.int32())
             found = pc.add(found, above)
     if column.null_count:
-        found = pc.if_else(column.is_null(), pa.scalar(missing, pa.int32()), found)
+        found = pc.if_else(column.is_null(), pa.scalar(0, pa.int32()), found)
     return found

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -788,8 +789,9 @@ def _conformed(
 _WHERE = ("_seq", "_binlog_file", "_binlog_pos")
 
 
-def normalize(table: pa.Table, model: ArrowModel) -> pa.Table:
-    """One aligned schema version's changes in the change layout (``layout``)."""
+def normalize(table: pa.Table, model: ArrowModel, files: Sequence[CommittedFile] = ()) -> pa.Table:
+    """One aligned schema version's changes in the change layout (``layout``); a key value
+    that is NULL stops (``files``: those the changes come from, to name the batch)."""
     target = model.changes_schema()
     columns: list[pa.ChunkedArray] = []
     for field in model.schema:
@@ -803,7 +805,51 @@ def normalize(table: pa.Table, model: ArrowModel) -> pa.Table:
     columns.append(table.column(ABSENT))
     columns.append(_conformed(table, BEFORE_KEY, model.identity_type, model, BEFORE_KEY))
     columns.append(table.column(UNKNOWN))
-    return pa.table(columns, schema=target)
+    out = pa.table(columns, schema=target)
+    _refuse_null_keys(out, model, files)
+    return out
+
+
+def _refuse_null_keys(changes: pa.Table, model: ArrowModel, files: Sequence[CommittedFile]) -> None:
+    """IntegrityError when a key column is NULL in a row image (one that leaves the column
+    out, ``_absent``, has no value there, not a NULL) or in an update's before image: NULL
+    identifies no row (the server keeps any number of them under a UNIQUE key), so a table
+    keyed by a nullable column (``--key``) cannot be followed by its key."""
+    if not model.key or not changes.num_rows:
+        return
+    absent = changes.column(ABSENT).combine_chunks()
+    before = changes.column(BEFORE_KEY).combine_chunks()
+    for name in model.key:
+        values = changes.column(name)
+        null = pc.is_null(values)
+        if values.null_count:  # the rows whose image leaves the column out are no NULL
+            parents = pc.list_parent_indices(absent)
+            left_out = pc.filter(parents, pc.equal(pc.list_flatten(absent), name))
+            rows = pa.array(np.arange(changes.num_rows, dtype=np.int64))
+            null = pc.and_not(null, pc.is_in(rows, value_set=left_out.cast(pa.int64())))
+        was = pc.struct_field(before, [before.type.get_field_index(name)])
+        null = pc.or_(null, pc.and_(pc.is_valid(before), pc.is_null(was)))
+        if not pc.any(null).as_py():
+            continue
+        row = pc.index(null, True).as_py()
+        seq, file, pos = (changes.column(c)[row].as_py() for c in _WHERE)
+        batch = next(
+            (
+                f.batch
+                for f in files
+                if f.first_seq is not None and f.last_seq is not None
+                if f.first_seq <= seq <= f.last_seq
+            ),
+            None,
+        )
+        where = f"batch {batch}, " if batch is not None else ""
+        raise IntegrityError(
+            f"table {model.name}: key column {name} is NULL in the row change at _seq {seq} "
+            f"({where}binlog {file}:{pos}); NULL identifies no row",
+            hint=f"a key column must hold a value in every row: pass --key {model.name}=... "
+            f"naming columns that are never NULL (--key {model.name}= for whole rows), with "
+            "--full-refresh",
+        )
 
 
 def _assemble(
@@ -821,7 +867,9 @@ def _assemble(
     aligned = [align(f, v.schema, newest, types) for v, f in zip(versions, frames, strict=True)]
     key = identity_columns(table, keyed, newest, options, previous_key)
     model = table_model(table, aligned, key, options, previous_schema)
-    changes = pa.concat_tables([normalize(f, model) for f in aligned])
+    changes = pa.concat_tables(
+        [normalize(f, model, v.files) for v, f in zip(versions, aligned, strict=True)]
+    )
     return ArrowRead(model, changes.sort_by("_seq"))
 
 
@@ -962,7 +1010,8 @@ class LineageScan:
                             pc.invert(pc.is_in(frame.column("_seq"), value_set=self._drop))
                         )
                     if frame.num_rows:
-                        yield normalize(align(frame, version.schema, newest, types), self.model)
+                        aligned = align(frame, version.schema, newest, types)
+                        yield normalize(aligned, self.model, rows)
 
     def sample(self, column: str, every: int) -> pa.Array:
         """Every ``every``-th value of the table's ``column`` (in its model type) as the

@@ -80,11 +80,12 @@ def fold(model: Model, changes: pa.Table | None, state: pa.Table | None = None) 
     seqs = np.asarray(events["_seq"].to_numpy(), dtype=np.int64)
     if len(seqs) > 1 and not bool((seqs[1:] >= seqs[:-1]).all()):
         # a stable sort: events already in ``_seq`` order (a state's rows, then changes
-        # read in order) are not copied
+        # read in order) are not copied; the state's rows stay first, in their order
         events = events.take(pc.sort_indices(events["_seq"], sort_keys=[("_seq", "ascending")]))
+    meta = _own_meta(model, events, state)
     if model.key:
-        return _keyed(model, events)
-    return _keyless(model, events)
+        return _keyed(model, events, meta)
+    return _keyless(model, events, meta)
 
 
 # ------------------------------------------------------------------------------- events
@@ -143,6 +144,25 @@ def state_events(model: Model, state: pa.Table) -> pa.Table:
     )
 
 
+def _own_meta(model: Model, events: pa.Table, state: pa.Table | None) -> pa.Table:
+    """The metadata the output shows of each event (``keep_metadata``): a state row's as
+    the state holds it (its event has ``_op`` 'r' and ``_seq`` ``STATE_SEQ``, for the fold's
+    order only), a change's its own. ``events``: the state's rows first (``fold``)."""
+    if not model.keep_metadata or state is None or not state.num_rows:
+        return events
+    n = state.num_rows
+    columns = []
+    for item in META_SCHEMA:
+        rest = events[item.name].slice(n)
+        if item.name not in state.column_names:
+            columns.append(events[item.name])
+            continue
+        own = state[item.name]
+        own = own if own.type == item.type else own.cast(item.type)
+        columns.append(pa.chunked_array([*own.chunks, *rest.chunks], item.type))
+    return pa.Table.from_arrays(columns, schema=META_SCHEMA)
+
+
 def _bool(array: pa.Array | pa.ChunkedArray) -> Mask:
     return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=np.bool_)
 
@@ -185,7 +205,7 @@ def _where(mask: Mask, yes: pa.Array, no: pa.Array) -> pa.Array:
 # ---------------------------------------------------------------------------- keyed tables
 
 
-def _keyed(model: Model, events: pa.Table) -> Folded:
+def _keyed(model: Model, events: pa.Table, meta: pa.Table) -> Folded:
     n = events.num_rows
     names = model.schema.names
     op = events["_op"]
@@ -300,20 +320,22 @@ def _keyed(model: Model, events: pa.Table) -> Folded:
             hint=_UNKNOWN_HINT,
         )
     last_events = pa.array(source[last[alive]])
-    return Folded(_assemble(model, out, events, last_events, absent_lists), touched, 0)
+    return Folded(_assemble(model, out, meta, last_events, absent_lists), touched, 0)
 
 
 def _assemble(
     model: Model,
     columns: dict[str, pa.Array],
-    events: pa.Table,
+    meta: pa.Table,
     last_events: pa.Array,
     absent: Sequence[Sequence[str]],
 ) -> pa.Table:
+    """The output rows: ``columns``, then (``keep_metadata``) the metadata of each row's
+    last event (``meta``: the events', or ``_own_meta``)."""
     schema = output_schema(model)
     arrays: list[pa.Array | pa.ChunkedArray] = [columns[f.name] for f in model.schema]
     if model.keep_metadata:
-        arrays.extend(events[m].take(last_events) for m in META)
+        arrays.extend(meta[m].take(last_events) for m in META)
     if model.allow_unknown:
         arrays.append(pa.array(absent, pa.list_(pa.string())))
     return pa.Table.from_arrays(
@@ -325,7 +347,7 @@ def _assemble(
 # --------------------------------------------------------------------------- keyless tables
 
 
-def _keyless(model: Model, events: pa.Table) -> Folded:
+def _keyless(model: Model, events: pa.Table, meta: pa.Table) -> Folded:
     n = events.num_rows
     names = model.schema.names
     op = events["_op"]
@@ -391,7 +413,7 @@ def _keyless(model: Model, events: pa.Table) -> Folded:
     if len(order_in_groups) == 0:
         empty = {name: rows[name].slice(0, 0) for name in names}
         return Folded(
-            _assemble(model, empty, events, pa.array([], pa.int64()), []),
+            _assemble(model, empty, meta, pa.array([], pa.int64()), []),
             _touched_rows(model, empty, pa.array([], pa.list_(pa.string()))),
             0,
         )
@@ -428,7 +450,7 @@ def _keyless(model: Model, events: pa.Table) -> Folded:
     meta_rows = order_in_groups[np.maximum(latest_insert, 0)][repeat]
     last_events = pa.array(source[meta_rows])
     return Folded(
-        _assemble(model, out, events, last_events, [unknown_of[g] for g in repeat]),
+        _assemble(model, out, meta, last_events, [unknown_of[g] for g in repeat]),
         touched,
         unmatched,
     )

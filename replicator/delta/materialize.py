@@ -84,7 +84,7 @@ def app_id(landing: Landing) -> str:
 class _Existing:
     """A Delta table at a table's output path, and what this writer recorded in it."""
 
-    table: Any  # deltalake.DeltaTable
+    table: Any  # deltalake.DeltaTable; None: a log that cannot be loaded, to be removed
     version: int | None  # the last landing batch it holds (None: not of this landing zone)
     record: dict[str, Any]
 
@@ -139,12 +139,16 @@ class _Out:
         return bool(self.store.list(rel + "/"))
 
     def remove(self, rel: str) -> None:
-        """Delete a table's output (after the table was dropped or renamed away)."""
-        if self.local is not None:
-            shutil.rmtree(self.local / rel, ignore_errors=True)
-            return
-        for key in self.store.list(rel + "/"):
+        """Delete a table's output (after the table was dropped or renamed away): its data
+        files first, then its Delta log, newest entry first. A run killed on the way leaves
+        a Delta table of an older version, which the next run removes again; never a log
+        without its first versions, which no reader can load."""
+        keys = self.store.list(rel + "/")
+        log = sorted((k for k in keys if k.startswith(f"{rel}/_delta_log/")), reverse=True)
+        for key in [k for k in keys if k not in set(log)] + log:
             self.store.delete(key)
+        if self.local is not None:  # the folders left
+            shutil.rmtree(self.local / rel, ignore_errors=True)
 
 
 def materialize_delta(
@@ -228,12 +232,30 @@ def _apply(
         name: opened[place.rel] if place.rel in opened else _open(place, landing)
         for name, place in places.items()
     }
+    if not options.full_refresh:
+        for name, found in existing.items():
+            if found is not None:
+                _check_not_ahead(landing, name, places[name], found)
     results = []
     for name in names:
         if stop is not None and stop.is_set():
             break
         results.append(_run_table(landing, places[name], name, existing[name], options))
     return results
+
+
+def _check_not_ahead(landing: Landing, name: str, place: _Place, existing: _Existing) -> None:
+    """An output that holds batches the landing zone does not have (restored from an older
+    backup, its later batches to be landed again) cannot be brought up to date: the batches
+    landed again under those numbers would be taken as applied."""
+    if existing.version is not None and existing.version > landing.end:
+        raise IntegrityError(
+            f"table {name}: the Delta table {place.shown} holds batches up to "
+            f"{existing.version}, but the landing zone {landing.root} ends at batch "
+            f"{landing.end}",
+            hint="the landing zone was restored from an older backup (or the output is of a "
+            "later copy of it): rebuild the output with --full-refresh",
+        )
 
 
 def _check_output(target: _Out, landing: Landing) -> dict[str, _Existing]:
@@ -298,18 +320,52 @@ def _first_commit_never_made(place: _Place) -> bool:
     return True
 
 
+def _ended(place: _Place, landing: Landing) -> Ended | None:
+    """How the table whose output ``place`` is ended (None: it exists, or never did)."""
+    for item in landing.tables():
+        if item.rel.as_posix() == place.rel:
+            found = landing.plan.table(item.name)
+            return found if isinstance(found, Ended) else None
+    return None
+
+
+def _unloadable(place: _Place, landing: Landing, exc: Exception) -> _Existing:
+    """A Delta log no reader loads (a run of an older replicator killed while it deleted
+    the output, log first): the output of a table that has ended is left to be removed
+    (``_Existing.table`` None); any other stops the run."""
+    ended = _ended(place, landing)
+    if ended is None:
+        raise IntegrityError(
+            f"the Delta table {place.shown} cannot be read: {exc}",
+            hint="restore it from a backup, or delete it and run again to build it anew",
+        ) from exc
+    log.warning(
+        "the output of a table that has ended cannot be read (its removal was stopped "
+        "midway): it is removed",
+        table=str(place.shown),
+        ended=ended.describe(),
+    )
+    return _Existing(None, None, {})
+
+
 def _open(place: _Place, landing: Landing) -> _Existing | None:
     from deltalake import DeltaTable  # noqa: PLC0415 - optional dependency
+    from deltalake.exceptions import DeltaError  # noqa: PLC0415
 
     storage = place.out.storage
     if not DeltaTable.is_deltatable(place.uri, storage_options=storage):
         if place.out.holds_files(place.rel) and not _first_commit_never_made(place):
+            if place.out.holds_files(f"{place.rel}/_delta_log") and _ended(place, landing):
+                return _unloadable(place, landing, ValueError("its log holds no Delta table"))
             raise IntegrityError(
                 f"{place.shown} exists and is not a Delta table",
                 hint="pass --out a directory that only materialize --format delta writes",
             )
         return None
-    table = DeltaTable(place.uri, storage_options=storage)
+    try:
+        table = DeltaTable(place.uri, storage_options=storage)
+    except DeltaError as exc:
+        return _unloadable(place, landing, exc)
     version = table.transaction_version(app_id(landing))
     if version is None:
         raise IntegrityError(
@@ -376,7 +432,7 @@ def _run_table(
     done = existing.version if existing is not None else None
     new = [m for m in landing.manifests if done is None or m.batch > done]
     why = why_rebuild(new, name) if existing is not None else None
-    if existing is None or options.full_refresh or why is not None:
+    if existing is None or existing.table is None or options.full_refresh or why is not None:
         return _rebuild(landing, place, name, existing, options, why)
     files = [f for m in new for f in m.files if f.table == name]
     if not files:
@@ -394,6 +450,9 @@ def _rebuild(
 ) -> TableResult:
     landing = landing.current()
     target = landing.table(name)
+    if existing is not None and existing.table is None:  # a log no reader loads
+        place.remove()
+        existing = None
     if isinstance(target, Ended):
         if existing is not None:
             place.remove()
@@ -697,7 +756,8 @@ def _rows_of(table: Any, place: _Place, touched: pa.Table, model: Model) -> pa.T
     the filter found: folding them in again is exact, only a little more work."""
     schema = output_schema(model)
     first = touched.column_names[0]
-    values = touched[first]
+    values = touched[first].combine_chunks()
+    # (as one array: an empty chunked value set loses its type, and ``isin`` then fails)
     test = pc.field(first).isin(values.drop_null())
     if values.null_count:
         test = test | pc.field(first).is_null()

@@ -365,6 +365,7 @@ def key_of(
         raise ConfigError(
             f"table {table}: the primary key changed: {shown}",
             hint="rows cannot be followed across a primary-key change: pass "
-            f"--key {table}=... to choose the identity columns, with --full-refresh",
+            f"--key {table}=... naming columns every one of these keys has, with "
+            "--full-refresh",
         )
     return next(iter(keys)) if keys else ()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..errors import ConfigError
 from .columns import renames, version_key
 from .committed import CommittedFile, file_key, file_schema, key_of
 from .options import MaterializeOptions
@@ -55,10 +56,13 @@ def identity_columns(
     options: MaterializeOptions,
     previous: tuple[str, ...] | None,
 ) -> tuple[str, ...]:
-    """The identity columns (newest names): ``--key``, else the key every file records."""
+    """The identity columns (newest names): ``--key``, else the key every file records.
+
+    A file that records a primary key carries the before image of that key only
+    (``_before_key``): an update could not find the row it changes under other identity
+    columns. So ``--key`` is refused on such a file unless its columns are the recorded
+    key's (all of them, or some)."""
     override = options.keys.get(table)
-    if override is not None:
-        return tuple(override)
     keyed: list[tuple[Path | str, tuple[str, ...] | None]] = []
     for version in versions:
         renamed = renames(version.schema, newest)
@@ -67,4 +71,16 @@ def identity_columns(
             keyed.append(
                 (item.path, None if key is None else tuple(renamed.get(k.lower(), k) for k in key))
             )
-    return key_of(table, keyed, previous=previous)
+    if override is None:
+        return key_of(table, keyed, previous=previous)
+    for path, key in keyed:
+        if key and not {k.lower() for k in override} <= {k.lower() for k in key}:
+            raise ConfigError(
+                f"table {table}: --key {table}={','.join(override)} names columns outside "
+                f"the primary key its files record ({', '.join(key)}, in {path}): an update "
+                "carries the before image of that key only, so the row it changes could not "
+                "be found",
+                hint=f"leave out --key {table} (it is for tables whose files record no primary "
+                "key), or name columns of the recorded key",
+            )
+    return tuple(override)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,39 @@ def test_a_table_of_another_landing_zone_is_refused_even_when_not_chosen(tmp_pat
     with pytest.raises(IntegrityError, match=r"shop/log was not built from this landing zone"):
         materialize_delta(second.root, out)
     assert not (out / "shop" / "items").exists()
+
+
+def test_an_output_ahead_of_a_restored_landing_zone_is_refused(tmp_path: Path) -> None:
+    """The landing zone restored from a backup taken before its batch 3, which the output
+    holds: the batches landed again from there would be taken as applied. The run stops
+    before any table is changed; --full-refresh rebuilds from what the landing zone holds."""
+    root = tmp_path / "landing"
+    zone = Zone(root)
+    land(zone, 1)
+    land(zone, 2)
+    shutil.copytree(root, tmp_path / "backup")
+    land(zone, 3)
+    out = tmp_path / "out"
+    materialize_delta(root, out)
+    shutil.rmtree(root)
+    shutil.copytree(tmp_path / "backup", root)
+    before = read_delta(out / "shop" / "items")
+    with pytest.raises(
+        IntegrityError, match=r"holds batches up to 3, but the landing zone .* ends at batch 2 "
+    ):
+        materialize_delta(root, out)
+    with pytest.raises(IntegrityError, match=r"^table shop.items: .*") as refused:
+        materialize_delta(root, out, tables=["shop.items"])
+    assert "--full-refresh" in str(refused.value.hint)
+    assert read_delta(out / "shop" / "items") == before
+    materialize_delta(root, out, options=MaterializeOptions(full_refresh=True))
+    assert sorted(r["id"] for r in outputs(out)["shop.items"]) == [10, 11, 12, 20, 21, 22]
+    again = Zone(root)
+    again.commit([(ITEMS, "c", (90, "new3"))])
+    again.commit([(ITEMS, "c", (91, "new4"))])
+    materialize_delta(root, out)
+    ids = sorted(r["id"] for r in outputs(out)["shop.items"])
+    assert ids == [10, 11, 12, 20, 21, 22, 90, 91]
 
 
 def test_options_must_match_the_existing_output(tmp_path: Path) -> None:

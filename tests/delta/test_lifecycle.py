@@ -5,6 +5,7 @@ plain-Python reference (``zone.expected_tables``)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from replicator.delta.materialize import materialize_delta
 from replicator.errors import IntegrityError
 from replicator.landed.options import MaterializeOptions, TableResult
+from replicator.storage import LocalStore
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.zone import (
     AWKWARD_NAMES,
@@ -161,6 +163,60 @@ def test_drop_drop_database_and_create_with_other_columns(tmp_path: Path) -> Non
         "shop.t": "removed",
     }
     assert sorted(outputs(out)) == ["other.keep"]
+
+
+class _Killed(Exception):
+    """A run stopped at a deletion."""
+
+
+def test_a_removal_stopped_midway_is_finished_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dropped table's output goes data files first, then its Delta log newest entry
+    first: a run stopped after any deletion leaves a table the next run loads and removes.
+    A log that lost its first version all the same (a removal of an older version, in key
+    order) is removed too, as its table has ended; the other tables are brought up to date."""
+    zone = Zone(tmp_path / "landing")
+    out, saved = tmp_path / "out", tmp_path / "saved"
+    options = MaterializeOptions(deletion_vectors=_VECTORS["on"])
+    zone.commit([(ITEMS, "c", (1, "a")), (ITEMS, "c", (3, "c")), (LOG, "c", (1, "x"))])
+    materialize_delta(zone.root, out, options=options)
+    zone.commit([(ITEMS, "u", (1, "b"), (1, "a")), (ITEMS, "c", (2, "b"))])
+    materialize_delta(zone.root, out, options=options)
+    zone.commit([Ddl("drop", "shop.items"), (LOG, "c", (2, "y"))])
+    shutil.copytree(out, saved)
+    keys = LocalStore(out).list("shop/items/")
+    delete = LocalStore.delete
+    for stop in range(len(keys)):
+        shutil.rmtree(out)
+        shutil.copytree(saved, out)
+        done: list[str] = []
+
+        def stopping(store: LocalStore, key: str, stop: int = stop, done: list[str] = done) -> None:
+            if len(done) == stop:
+                raise _Killed(key)
+            done.append(key)
+            delete(store, key)
+
+        monkeypatch.setattr(LocalStore, "delete", stopping)
+        with pytest.raises(_Killed):
+            materialize_delta(zone.root, out, options=options)
+        monkeypatch.setattr(LocalStore, "delete", delete)
+        results = {r.table: r for r in materialize_delta(zone.root, out, options=options)}
+        assert results["shop.items"].action == "removed", done
+        assert not (out / "shop" / "items").exists(), done
+        assert outputs(out) == expected_tables(zone), done
+    shutil.rmtree(out)
+    shutil.copytree(saved, out)
+    (out / "shop" / "items" / "_delta_log" / "00000000000000000000.json").unlink()
+    results = {r.table: r for r in materialize_delta(zone.root, out, options=options)}
+    assert results["shop.items"].action == "removed"
+    assert not (out / "shop" / "items").exists()
+    assert outputs(out) == expected_tables(zone)
+    # a table that has not ended is never taken for a leftover
+    (out / "shop" / "log" / "_delta_log" / "00000000000000000000.json").unlink()
+    with pytest.raises(IntegrityError, match=r"shop/log cannot be read"):
+        materialize_delta(zone.root, out, options=options)
 
 
 def test_renames_chain_swap_and_back(tmp_path: Path) -> None:

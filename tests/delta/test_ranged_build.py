@@ -13,12 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from replicator.binlog.values import ABSENT
 from replicator.delta import build as build_module
 from replicator.delta import files as files_module
 from replicator.delta.materialize import materialize_delta
 from replicator.landed.options import MaterializeOptions
 from tests.delta.test_lifecycle import ITEMS, LOG, outputs
-from tests.spark.zone import Ddl, Zone, expected_tables
+from tests.spark.zone import Ddl, Zone, expected_tables, int_col, table, text_col
 
 pytestmark = pytest.mark.delta
 
@@ -75,6 +76,32 @@ def test_ranges_give_the_rows_the_whole_fold_gives(
     zone.commit([Ddl("truncate", "shop.log")])
     workload(zone, 12)
     materialize_delta(zone.root, tmp_path / "ranged")
+    assert outputs(tmp_path / "ranged") == expected_tables(zone)
+
+
+WIDE = table("shop.wide", int_col(0, "id"), text_col(1, "a"), int_col(2, "b"), key=[0])
+
+
+def test_ranges_take_each_change_where_the_fold_finds_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """binlog_row_image=MINIMAL: an update's row image leaves the key out, its before image
+    holds it; and a keyless update whose before image is NULL in the first column (a value:
+    range 0, where the row with the NULL is)."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit(
+        [(WIDE, "c", (i, f"n{i}", i)) for i in range(40)]
+        + [(LOG, "c", (i, f"x{i}")) for i in range(40)]
+        + [(LOG, "c", (None, "n")), (LOG, "c", (None, "m"))]
+    )
+    zone.commit(
+        [(WIDE, "u", (ABSENT, "X", ABSENT), (i, ABSENT, ABSENT)) for i in range(30, 40)]
+        + [(WIDE, "u", (ABSENT, ABSENT, 99), (3, ABSENT, ABSENT))]
+        + [(LOG, "u", (35, "n"), (None, "n")), (LOG, "u", (None, "y"), (12, "x12"))]
+    )
+    monkeypatch.setattr(build_module, "IN_MEMORY_ROWS", 10)
+    results = {r.table: r for r in materialize_delta(zone.root, tmp_path / "ranged")}
+    assert results["shop.wide"].rows == 40
     assert outputs(tmp_path / "ranged") == expected_tables(zone)
 
 

@@ -160,6 +160,37 @@ def test_keep_metadata_is_the_latest_change() -> None:
     assert (row["_op"], row["_seq"], row["_binlog_pos"]) == ("u", 2, 200)
 
 
+def test_keep_metadata_of_rows_a_state_holds_is_theirs() -> None:
+    """A keyless row an incremental run reads back from the output and writes again keeps
+    its metadata (the fold orders it as a read older than every change, no more)."""
+    kept = TableShape("d.k", SCHEMA, keep_metadata=True)
+    whole = changes(
+        kept,
+        [
+            {"op": "c", "id": 1, "v": "a", "w": 1},
+            {"op": "c", "id": 1, "v": "a", "w": 1},
+            {"op": "c", "id": 2, "v": "b", "w": 2},
+            {"op": "d", "id": 1, "v": "a", "w": 1},  # one of two copies goes
+        ],
+    )
+    full = fold(kept, whole).rows
+    state = fold(kept, whole.slice(0, 3)).rows
+    later = whole.slice(3)
+    touched = fold(kept, later).touched.to_pylist()
+    hit = state.filter(
+        pa.array([{n: r[n] for n in SCHEMA.names} in touched for r in state.to_pylist()])
+    )
+    incremental = fold(kept, later, hit).rows
+    assert incremental.to_pylist() == [r for r in full.to_pylist() if r["id"] == 1]
+    (row,) = incremental.to_pylist()
+    assert (row["_op"], row["_seq"], row["_binlog_file"], row["_binlog_pos"]) == (
+        "c",
+        2,
+        "bin.000001",
+        200,
+    )
+
+
 # ------------------------------------------------------------------------------ properties
 
 ids = st.integers(min_value=1, max_value=4)

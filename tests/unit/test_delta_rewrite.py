@@ -14,7 +14,7 @@ import pytest
 
 from replicator.delta import rewrite as rewrite_module
 from replicator.delta.build import _range_of, _split
-from replicator.delta.layout import BEFORE_KEY
+from replicator.delta.layout import ABSENT, BEFORE_KEY
 from replicator.delta.rewrite import _candidates, _replaced, _touched
 from tests.unit.test_delta_fold import KEYED, changes
 
@@ -102,26 +102,30 @@ def test_range_by_binary_search_is_range_by_bounds(values: pa.Array, bounds: pa.
     bounds = bounds.cast(values.type)
     expected = []
     for value in values.to_pylist():
-        expected.append(-1 if value is None else sum(value > b for b in bounds.to_pylist()))
-    assert _range_of(values, bounds, missing=-1).to_pylist() == expected
+        expected.append(0 if value is None else sum(value > b for b in bounds.to_pylist()))
+    assert _range_of(values, bounds).to_pylist() == expected
     if pa.types.is_integer(values.type) and len(bounds):  # bound by bound: text, same order
         padded = pa.array([None if v is None else f"{v + 100:04d}" for v in values.to_pylist()])
         marks = pa.array([f"{b + 100:04d}" for b in bounds.to_pylist()])
-        assert _range_of(padded, marks, missing=-1).to_pylist() == expected
+        assert _range_of(padded, marks).to_pylist() == expected
 
 
 def test_split_sends_a_key_change_to_both_ranges() -> None:
     part = pa.table(
         {
-            "id": pa.array([1, 50, 7, 60], pa.int64()),
-            "_seq": pa.array([1, 2, 3, 4], pa.int64()),
+            "id": pa.array([1, 50, 7, 60, None, None, 3], pa.int64()),
+            "_seq": pa.array([1, 2, 3, 4, 5, 6, 7], pa.int64()),
+            ABSENT: pa.array([[], [], [], [], ["id"], [], []], pa.list_(pa.string())),
             BEFORE_KEY: pa.array(
-                [None, {"id": 2}, {"id": 55}, {"id": 60}], pa.struct([("id", pa.int64())])
+                [None, {"id": 2}, {"id": 55}, {"id": 60}, {"id": 70}, {"id": 80}, {"id": None}],
+                pa.struct([("id", pa.int64())]),
             ),
         }
     )
     routed = {
         at: rows.column("_seq").to_pylist() for at, rows in _split(part, "id", pa.array([10]))
     }
-    # range 0: ids up to 10; range 1: above. _seq 2 moves 2 -> 50, _seq 3 moves 55 -> 7
-    assert routed == {0: [1, 3, 2], 1: [2, 4, 3]}
+    # range 0: ids up to 10, and NULL; range 1: above. _seq 2 moves 2 -> 50, _seq 3 moves
+    # 55 -> 7; _seq 5 leaves the key out (a partial image): the row stays at 70; _seq 6 moves
+    # 80 -> NULL (a keyless table's first column), _seq 7 NULL -> 3
+    assert routed == {0: [1, 3, 6, 7, 2], 1: [2, 4, 5, 3, 6]}
