@@ -950,10 +950,10 @@ def _pair(table: pa.Table) -> pa.ChunkedArray:
 
 def replayed(files: Sequence[CommittedFile], rereading: Collection[int]) -> pa.Array | None:
     """The ``_seq`` of the row changes in ``files`` to leave out: those a replay batch
-    (``rereading``) landed again, i.e. whose identity a lower batch of the same landed table
-    holds too. None when no file is of a replay batch. ``files``: every committed file of the
-    landed tables concerned (the first copies may be in any of them). Reads only the
-    identity columns and ``_seq``."""
+    (``rereading``) landed again, i.e. rows of such a batch whose identity a lower batch of
+    the same landed table holds too. None when no file is of a replay batch. ``files``:
+    every committed file of the landed tables concerned (the first copies may be in any of
+    them). Reads only the identity columns and ``_seq``."""
     again = [f for f in files if f.batch in rereading]
     if not again:
         return None
@@ -973,7 +973,15 @@ def replayed(files: Sequence[CommittedFile], rereading: Collection[int]) -> pa.A
     )
     first = every.group_by("pair").aggregate([("batch", "min")])
     joined = every.join(first, "pair")
-    later = joined.filter(pc.greater(joined.column("batch"), joined.column("batch_min")))
+    # a copy is in a batch that re-reads: a batch that does not lands each row once, even
+    # one with the identity of an earlier row (snapshot chunks read at one point)
+    again = pa.array(sorted(rereading), pa.int64())
+    later = joined.filter(
+        pc.and_(
+            pc.greater(joined.column("batch"), joined.column("batch_min")),
+            pc.is_in(joined.column("batch"), value_set=again),
+        )
+    )
     return pc.unique(later.column("_seq").combine_chunks())
 
 

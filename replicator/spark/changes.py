@@ -288,11 +288,11 @@ def replayed(
     spark: SparkSession, files: Sequence[CommittedFile], rereading: Collection[int]
 ) -> DataFrame | None:
     """The ``_seq`` of the row changes in ``files`` to leave out: those a replay batch
-    (``rereading``) landed again, i.e. whose identity a lower batch of the same landed table
-    holds too. None when no file is of a replay batch. ``files``: every committed file of the
-    landed tables concerned (the first copies may be in any of them). A row's batch is its
-    file's, or for a slice of a compaction output (``compacted``) the slice's whose ``_seq``
-    range holds it."""
+    (``rereading``) landed again, i.e. rows of such a batch whose identity a lower batch of
+    the same landed table holds too. None when no file is of a replay batch. ``files``:
+    every committed file of the landed tables concerned (the first copies may be in any of
+    them). A row's batch is its file's, or for a slice of a compaction output (``compacted``)
+    the slice's whose ``_seq`` range holds it."""
     again = [f for f in files if f.batch in rereading]
     if not again:
         return None
@@ -323,15 +323,16 @@ def replayed(
     every = tagged.join(F.broadcast(batches), within).select(
         tagged["_seq"], batches[_TABLE], batches[_BATCH], batches[_AGAIN], tagged[_ID]
     )
-    # one pass over the identities: per (table, identity), its lowest batch and whether a
-    # replay batch holds it; a copy in a higher batch of an identity a replay holds goes
+    # one pass over the identities: per (table, identity), its lowest batch; a row of a
+    # replay batch in a higher one is a copy (a batch that does not re-read lands each row
+    # once, even one with the identity of an earlier row: snapshot chunks read at one point)
     same = Window.partitionBy(_TABLE, _ID)
     return (
         every.select(
             "_seq",
             _BATCH,
             F.min(_BATCH).over(same).alias(_FIRST),
-            F.max(_AGAIN).over(same).alias(_AGAIN),
+            _AGAIN,
         )
         .where((F.col(_BATCH) > F.col(_FIRST)) & F.col(_AGAIN))
         .select("_seq")

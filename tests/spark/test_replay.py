@@ -89,3 +89,20 @@ def test_a_replay_read_in_one_run(spark: SparkSession, tmp_path: Path) -> None:
         "shop.items": [{"id": 1, "name": "b"}],
         "shop.log": [{"a": 1, "b": "x"}, {"a": 1, "b": "x"}],
     }
+
+
+def test_snapshot_chunks_read_at_one_point_count_once(spark: SparkSession, tmp_path: Path) -> None:
+    """Chunks of one snapshot share the read point's binlog position (no GTID): a later chunk
+    is no copy of an earlier one; a chunk landed again by a replay is."""
+    zone = Zone(tmp_path / "landing", gtids=False)
+    out = tmp_path / "out"
+    zone.snapshot(LOG, [(1, "x"), (2, "y")], at=4711)
+    zone.snapshot(LOG, [(3, "z")], at=4711)
+    zone.snapshot(ITEMS, [(1, "a")], at=4711)
+    zone.snapshot(LOG, [(1, "x"), (2, "y")], at=4711, replay=True)
+    check(spark, zone, out)
+    assert outputs(spark, out)["shop.log"] == [
+        {"a": 1, "b": "x"},
+        {"a": 2, "b": "y"},
+        {"a": 3, "b": "z"},
+    ]

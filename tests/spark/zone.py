@@ -139,6 +139,19 @@ class Zone:
         """Land the items of ``batches`` again, one batch each, marked ``replay``."""
         return [self._land(self.batches[number], replay=True) for number in batches]
 
+    def snapshot(
+        self,
+        version: TableVersion,
+        rows: Iterable[tuple[object, ...]],
+        *,
+        at: int,
+        replay: bool = False,
+    ) -> dict[str, Any]:
+        """Land a snapshot chunk: ``rows`` of ``version`` as reads (``r``), without GTID, at
+        the read point's binlog position ``at``, as one batch (``replay``: one that re-reads,
+        the reference leaves it out)."""
+        return self._land([((version, "r", values), None, at) for values in rows], replay=replay)
+
     def _land(self, items: Sequence[Landed], *, replay: bool) -> dict[str, Any]:
         batch = self.zone.begin(self.checkpoint)
         seq = self.checkpoint.next_seq
