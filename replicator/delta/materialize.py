@@ -245,17 +245,19 @@ def _apply(
 
 
 def _check_not_ahead(landing: Landing, name: str, place: _Place, existing: _Existing) -> None:
-    """An output that holds batches the landing zone does not have (restored from an older
-    backup, its later batches to be landed again) cannot be brought up to date: the batches
-    landed again under those numbers would be taken as applied."""
-    if existing.version is not None and existing.version > landing.end:
-        raise IntegrityError(
-            f"table {name}: the Delta table {place.shown} holds batches up to "
-            f"{existing.version}, but the landing zone {landing.root} ends at batch "
-            f"{landing.end}",
-            hint="the landing zone was restored from an older backup (or the output is of a "
-            "later copy of it): rebuild the output with --full-refresh",
-        )
+    """The output holds no batch the landing zone lacks or holds as another commit
+    (``Landing.check_applied``): the mark recorded with the batch the table is at."""
+    if existing.version is None:
+        return
+    record = existing.record
+    mark = record.get("batch_mark") if record.get("batch") == existing.version else None
+    landing.check_applied(
+        name,
+        str(place.shown),
+        existing.version,
+        mark if isinstance(mark, str) else None,
+        refresh=False,
+    )
 
 
 def _check_output(target: _Out, landing: Landing) -> dict[str, _Existing]:
@@ -610,6 +612,7 @@ def _record(landing: Landing, model: Model, vectors: bool) -> dict[str, Any]:
         "table": model.name,
         "landing": str(landing.root),
         "batch": landing.end,
+        "batch_mark": landing.mark(landing.end),
         "key": list(model.key),
         "keep_metadata": model.keep_metadata,
         "allow_unknown": model.allow_unknown,

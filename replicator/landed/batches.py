@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..errors import IntegrityError
 from ..storage import LocalStore, Store
 from .committed import (
     CommittedFile,
@@ -81,6 +82,42 @@ class Landing:
             [f for f in self.files if f.table == name and f.batch not in self.rereading],
         )
         return self.plan.table(name)
+
+    def mark(self, batch: int) -> str | None:
+        """The mark of committed batch ``batch`` (``Manifest.mark``; None: none such)."""
+        if not self.manifests or not self.manifests[0].batch <= batch <= self.end:
+            return None
+        found = self.manifests[batch - self.manifests[0].batch]
+        return found.mark if found.batch == batch else None
+
+    def check_applied(
+        self, table: str, where: str, batch: int, mark: str | None, *, refresh: bool
+    ) -> None:
+        """Stop (IntegrityError) when the output of ``table`` (``where``) holds batches up to
+        ``batch`` that this landing zone does not: it ends before them, or its batch of that
+        number is another commit than the one applied (``mark``, as the output recorded it;
+        None: recorded by an older materialize, the number alone is checked). A landing zone
+        restored from an older backup lands its later batches again under the same numbers,
+        which a run would take as applied, their rows left out. ``refresh``: the run rebuilds
+        from what the landing zone holds (``--full-refresh``), which is the way out."""
+        if refresh:
+            return
+        now = self.mark(batch)
+        if batch > self.end:
+            problem = f"but the landing zone {self.root} ends at batch {self.end}"
+        elif mark is not None and now is not None and mark != now:
+            problem = (
+                f"and the landing zone {self.root} holds another batch {batch} (its _seq range "
+                "or stream positions differ)"
+            )
+        else:
+            return
+        raise IntegrityError(
+            f"table {table}: the output {where} holds batches up to {batch}, {problem}: the "
+            "landing zone was restored from an older backup, or the output is of another "
+            "copy of it; nothing was changed",
+            hint="rebuild the output from what the landing zone holds with --full-refresh",
+        )
 
     def of(self, tables: Sequence[str]) -> list[CommittedFile]:
         wanted = set(tables)

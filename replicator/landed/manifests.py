@@ -34,6 +34,7 @@ deleted or rewritten here. This module needs pyarrow only, not Spark.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -274,6 +275,17 @@ class Manifest:
     def rereads(self) -> bool:
         """The batch may hold transactions an earlier batch holds too (a replay)."""
         return self.replay or self.start_moved
+
+    @property
+    def mark(self) -> str:
+        """What tells this commit from another batch of the same number, as a short digest of
+        its ``_seq`` range and stream positions: a landing zone restored from an older backup
+        lands its later batches again under the same numbers, and an output that applied the
+        first ones must not take the new ones for them. A batch landed again over the same
+        range and positions has the same mark (the same transactions, the same ``_seq``)."""
+        span = [self.data.get(k) for k in ("first_seq", "last_seq", "start", "end")]
+        text = json.dumps(span, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def touches(self, table: str) -> bool:
         """The batch has files or lifecycle records of ``table``."""

@@ -217,7 +217,15 @@ def materialize(
     with st.lock(target):
         found = _landing(root)
         # every table of the output first: none is changed when one comes from elsewhere
-        identity.check_output(st.outputs(target), target, root, found.landing_id, found.end)
+        identity.check_output(
+            st.outputs(target),
+            target,
+            root,
+            found.landing_id,
+            found.end,
+            landing=found,
+            refresh=options.full_refresh,
+        )
         chosen = select_tables(landing_tables(found), tables)
 
         def one(table: TableDir) -> TableResult | Exception:

@@ -83,6 +83,9 @@ class TableState:
     # the id of the landing zone it was built from (None: before landing zones had ids, or
     # built from a landing zone written before them); see ``spark.identity``
     landing_id: str | None = None
+    # the mark of batch ``last_batch`` (``Manifest.mark``): the landing zone's batch of that
+    # number must be the same commit (None: written by an older materialize)
+    batch_mark: str | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"

@@ -58,6 +58,7 @@ class _Run:
             landing=str(self.landing.root),
             mode=self.mode,
             last_batch=self.landing.end,
+            batch_mark=self.landing.mark(self.landing.end),
             stream_batch=self.stream_batch,
             last_seq=None,
             key=[],
@@ -126,6 +127,7 @@ def run_table(
     note = None
     if before is not None:
         note = identity.check(before, out, landing.root, landing.landing_id, landing.end)
+        identity.check_applied(before, out, landing, refresh=options.full_refresh)
     if options.full_refresh:
         existing = tombstone = None
     result = _run_table(spark, run, existing, tombstone)
@@ -166,6 +168,7 @@ def _run_table(
                 replace(
                     gone,
                     last_batch=max(landing.end, done),
+                    batch_mark=landing.mark(max(landing.end, done)),
                     stream_batch=stream_batch,
                     landing_id=landing.landing_id,
                 ),
@@ -176,6 +179,7 @@ def _run_table(
         state = replace(
             found[0],
             last_batch=max(landing.end, done),
+            batch_mark=landing.mark(max(landing.end, done)),
             stream_batch=stream_batch,
             lineage=True,
             landing_id=landing.landing_id,

@@ -181,17 +181,21 @@ def test_an_output_ahead_of_a_restored_landing_zone_is_refused(tmp_path: Path) -
     shutil.copytree(tmp_path / "backup", root)
     before = read_delta(out / "shop" / "items")
     with pytest.raises(
-        IntegrityError, match=r"holds batches up to 3, but the landing zone .* ends at batch 2 "
+        IntegrityError, match=r"holds batches up to 3, but the landing zone .* ends at batch 2: "
     ):
         materialize_delta(root, out)
     with pytest.raises(IntegrityError, match=r"^table shop.items: .*") as refused:
         materialize_delta(root, out, tables=["shop.items"])
     assert "--full-refresh" in str(refused.value.hint)
     assert read_delta(out / "shop" / "items") == before
-    materialize_delta(root, out, options=MaterializeOptions(full_refresh=True))
-    assert sorted(r["id"] for r in outputs(out)["shop.items"]) == [10, 11, 12, 20, 21, 22]
+    # the daemon lands batch 3 again, other transactions: the number alone would pass
     again = Zone(root)
     again.commit([(ITEMS, "c", (90, "new3"))])
+    with pytest.raises(IntegrityError, match=r"holds another batch 3 \(its _seq range"):
+        materialize_delta(root, out)
+    assert read_delta(out / "shop" / "items") == before
+    materialize_delta(root, out, options=MaterializeOptions(full_refresh=True))
+    assert sorted(r["id"] for r in outputs(out)["shop.items"]) == [10, 11, 12, 20, 21, 22, 90]
     again.commit([(ITEMS, "c", (91, "new4"))])
     materialize_delta(root, out)
     ids = sorted(r["id"] for r in outputs(out)["shop.items"])

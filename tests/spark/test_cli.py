@@ -126,6 +126,44 @@ def test_an_output_of_another_landing_zone_stops_with_exit_4(
     assert [(r["id"], r["name"]) for r in rows] == [(100, "new")]
 
 
+def test_an_output_ahead_of_a_restored_landing_zone_stops_with_exit_4(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The landing zone restored from a backup taken before batch 3, which the output holds:
+    batch 3 landed again (other transactions) would be taken as applied and its rows left
+    out. The run stops before changing any table, also once the number has caught up;
+    --full-refresh rebuilds, and later runs go on from there."""
+    landing, out = tmp_path / "landing", tmp_path / "out"
+    zone = Zone(landing)
+    for n in range(1, 3):
+        zone.commit([(ITEMS, "c", (n, "a")), (LOG, "c", (n, "a"))])
+    shutil.copytree(landing, tmp_path / "backup")
+    zone.commit([(ITEMS, "c", (3, "lost")), (LOG, "c", (3, "lost"))])
+    assert run("--landing", str(landing), "--out", str(out))[0] == 0
+    before = _state_files(out)
+    shutil.rmtree(landing)
+    shutil.copytree(tmp_path / "backup", landing)
+
+    code, stdout, stderr = run("--landing", str(landing), "--out", str(out))
+    assert (code, stdout) == (4, "")
+    assert f"holds batches up to 3, but the landing zone {landing} ends at batch 2" in stderr
+    assert "--full-refresh" in stderr
+    again = Zone(landing)  # the daemon goes on from the restored checkpoint: batch 3 again
+    again.commit([(ITEMS, "c", (30, "again"))])
+    code, stdout, stderr = run("--landing", str(landing), "--out", str(out))
+    assert (code, stdout) == (4, "")
+    assert "holds another batch 3" in stderr
+    assert _state_files(out) == before  # nothing was changed
+
+    assert run("--landing", str(landing), "--out", str(out), "--full-refresh")[0] == 0
+    again.commit([(LOG, "c", (40, "later"))])
+    assert run("--landing", str(landing), "--out", str(out))[0] == 0
+    items = spark.read.parquet(str(out / "shop" / "items")).collect()
+    assert sorted((r["id"], r["name"]) for r in items) == [(1, "a"), (2, "a"), (30, "again")]
+    log = spark.read.parquet(str(out / "shop" / "log")).collect()
+    assert sorted((r["a"], r["b"]) for r in log) == [(1, "a"), (2, "a"), (40, "later")]
+
+
 def test_an_output_from_before_ids_adopts_the_id_once(spark: SparkSession, tmp_path: Path) -> None:
     landing, out = tmp_path / "landing", tmp_path / "out"
     zone = Zone(landing)

@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from replicator.errors import IntegrityError
+from replicator.landed.batches import Landing
 from replicator.landed.committed import Manifest, landing_id_of
 from replicator.spark import identity
 from replicator.spark.state import TableState
+from tests.spark.zone import Zone, int_col, table
 
 ROOT = Path("/data/landing")
 OUT = Path("/data/current")
@@ -107,3 +110,38 @@ def test_check_output_stops_at_a_table_left_where_an_older_escaping_put_it() -> 
         identity.check_output([(OUT / "shop" / "a:b", placed)], OUT, ROOT, OURS, 200)
     tombstone = replace(placed, gone="removed")  # nothing a reader sees: left alone
     identity.check_output([(OUT / "shop" / "a:b", tombstone)], OUT, ROOT, OURS, 200)
+
+
+def test_an_output_must_hold_the_landing_zones_own_batches(tmp_path: Path) -> None:
+    """A landing zone restored from an older backup lands its later batches again under the
+    same numbers: an output holding the first ones stops, by number while the landing zone
+    ends before them, by mark once it has landed another batch of that number."""
+    items = table("shop.items", int_col(0, "id"), key=[0])
+    root = tmp_path / "landing"
+    zone = Zone(root)
+    for n in range(1, 3):
+        zone.commit([(items, "c", (n,))])
+    backup = tmp_path / "backup"
+    shutil.copytree(root, backup)
+    zone.commit([(items, "c", (3,)), (items, "c", (4,))])
+    landing = Landing.read(root)
+    mark = landing.mark(3)
+    assert mark is not None and landing.mark(4) is None and landing.mark(0) is None
+    assert len({landing.mark(n) for n in (1, 2, 3)}) == 3
+    landing.check_applied("shop.items", "out/shop/items", 3, mark, refresh=False)
+    landing.check_applied("shop.items", "out/shop/items", 2, landing.mark(2), refresh=False)
+    shutil.rmtree(root)
+    shutil.copytree(backup, root)
+    restored = Landing.read(root)
+    with pytest.raises(IntegrityError, match=r"up to 3, but the landing zone .* ends at batch 2"):
+        restored.check_applied("shop.items", "out/shop/items", 3, mark, refresh=False)
+    Zone(root).commit([(items, "c", (3,))])  # batch 3 again, of other transactions
+    relanded = Landing.read(root)
+    assert relanded.mark(3) != mark
+    with pytest.raises(IntegrityError, match=r"holds another batch 3 \(its _seq range") as e:
+        relanded.check_applied("shop.items", "out/shop/items", 3, mark, refresh=False)
+    assert e.value.exit_code == 4 and "--full-refresh" in str(e.value.hint)
+    # a state of an older materialize (no mark): the number alone; a full refresh: no check
+    relanded.check_applied("shop.items", "out/shop/items", 3, None, refresh=False)
+    relanded.check_applied("shop.items", "out/shop/items", 3, mark, refresh=True)
+    restored.check_applied("shop.items", "out/shop/items", 3, mark, refresh=True)
