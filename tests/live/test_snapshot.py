@@ -102,6 +102,14 @@ def _daemon_config(
     return config
 
 
+def _three_rows(server: MariaDBServer, db: str) -> None:
+    """Database ``db`` anew, with table ``t`` (id INT key, v VARCHAR(8)) of three rows."""
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))", database=db)
+    server.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+
+
 def _executed(server: MariaDBServer) -> int:
     """How many prepared statements the server has executed (``Com_stmt_execute``)."""
     return int(server.query("SHOW GLOBAL STATUS LIKE 'Com_stmt_execute'")[0][1])
@@ -348,10 +356,7 @@ async def test_a_snapshot_starting_where_the_stream_begins_does_not_wait_for_its
     rows land whole."""
     server = mariadb_full_metadata
     db = "snap_origin"
-    server.execute(f"DROP DATABASE IF EXISTS {db}")
-    server.execute(f"CREATE DATABASE {db}")
-    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))", database=db)
-    server.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+    _three_rows(server, db)
     dumping = threading.Event()
     seen: dict[str, float] = {}
     request_dump = dump_connection.request_dump
@@ -393,10 +398,7 @@ def test_a_table_whose_key_column_is_left_out_is_read_whole_after_a_truncate(
     after a ``truncate`` record, or a second snapshot would add its rows again."""
     server = mariadb_full_metadata
     db = "snap_nokey"
-    server.execute(f"DROP DATABASE IF EXISTS {db}")
-    server.execute(f"CREATE DATABASE {db}")
-    server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))", database=db)
-    server.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+    _three_rows(server, db)
     root = tmp_path / "landing"
     extra = (
         f"filters:\n  include: ['{db}.t']\n  exclude_columns: ['{db}.t.id']\n"
