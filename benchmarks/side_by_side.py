@@ -54,6 +54,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -297,14 +298,20 @@ def _child(
 
 
 def compile_trees(*trees: Path | None) -> None:
-    """Byte-compile the ``replicator`` package of each checkout (this one for None), as an
-    installed package is: a run that imports a module without its ``.pyc`` (missing, stale,
-    or never written because ``PYTHONDONTWRITEBYTECODE`` is set) compiles it first, every
-    time, which would count against that tree."""
+    """Byte-compile the ``replicator`` package of each checkout (this one for None) and the
+    environment's packages (pyarrow, numpy, pymysql...), as installed packages are: a run
+    that imports a module without its ``.pyc`` (missing, stale, or never written because
+    ``PYTHONDONTWRITEBYTECODE`` is set, as pip then installs without them) compiles it first,
+    every time, which would count against that tree."""
     here = Path(__file__).resolve().parents[1]
-    for tree in trees:
-        package = (here if tree is None else tree) / "replicator"
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+    packages = [sysconfig.get_paths()["purelib"]]
+    packages += [str((here if tree is None else tree) / "replicator") for tree in trees]
+    for package in packages:
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", package],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
 
 def _profiled(command: list[str], profile: Path | None, name: str) -> list[str]:

@@ -32,6 +32,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -52,7 +53,9 @@ def command() -> list[str]:
 
 
 def compile_package() -> Path:
-    """Byte-compile the ``replicator`` package the commands import; returns its directory."""
+    """Byte-compile the ``replicator`` package the commands import, and the environment's
+    packages (an install where ``PYTHONDONTWRITEBYTECODE`` is set has no ``.pyc`` of them);
+    returns the package's directory."""
     code = "import os, replicator; print(os.path.dirname(replicator.__file__))"
     where = subprocess.run(
         [sys.executable, "-c", code],
@@ -61,7 +64,12 @@ def compile_package() -> Path:
         text=True,
         check=True,
     ).stdout.strip()
-    subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=True)
+    for package in (sysconfig.get_paths()["purelib"], where):
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", package],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return Path(where)
 
 
