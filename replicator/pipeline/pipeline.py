@@ -858,7 +858,7 @@ class Pipeline:
                 self._position = self._position.with_gtid_of(item.position)
             return
         if isinstance(item, TransactionAborted):
-            # parts of a transaction the stream will send again: forget them
+            # parts of a transaction the stream will send again, or that never committed
             self.stats.aborted_parts += 1
             await self._drop_staged()
             if self._batch is not None:

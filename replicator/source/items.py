@@ -7,8 +7,10 @@
   ``Transaction`` (``binlog.runs``; only from a stream made with ``runs=True``);
 * ``TransactionPart`` — a piece of a transaction too large to hold whole, handed on as it
   is read; the transaction's last piece carries its ending;
-* ``TransactionAborted`` — the connection broke inside a transaction whose parts were
-  handed out already: the consumer drops them, and the whole transaction comes again;
+* ``TransactionAborted`` — a transaction whose parts were handed out already will not end
+  here: the connection broke inside it (the whole transaction comes again), or the next
+  group or a restarted server's first event came before its end (it never committed); the
+  consumer drops the parts;
 * ``GtidStateLearned`` — the GTID state at a position, learnt for a stream that started
   without one;
 * any other ``binlog.events.Event`` outside a transaction (heartbeats, rotates, format
@@ -33,8 +35,10 @@ __all__ = ["GtidStateLearned", "StreamItem", "TransactionAborted"]
 
 @dataclass(frozen=True, slots=True)
 class TransactionAborted:
-    """The connection broke inside a transaction whose parts were already handed out: drop
-    them; the whole transaction comes again after the reconnect."""
+    """A transaction whose parts were already handed out will not end here: drop them. The
+    connection broke inside it (the whole transaction comes again after the reconnect), or
+    its group was cut off before its end (the next group or a restarted server's first event
+    came first: it never committed)."""
 
     gtid: str | None
 

@@ -164,6 +164,7 @@ class ReplicaStream:
         self._report_host = report_host
         self._part_rows = part_rows
         self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
+        self._drops_seen = 0  # groups this session's assembler dropped, as handed over
         self._reconnect_log = ReconnectLog(cfg)
         # True: small transactions of rows come as runs (``TransactionRun``, binlog.runs) where
         # the native core can take them. The consumer may turn this on while the stream runs
@@ -284,11 +285,9 @@ class ReplicaStream:
                     delay = self.cfg.reconnect_initial_delay  # it streamed: back off afresh
             if not self._stopping.is_set():
                 self._reconnect_log.failed(self.stats, self.position, delay, outage=outage)
-            if self._open_parts is not False and not self._stopping.is_set():
-                gtid = self._open_parts if isinstance(self._open_parts, str) else None
-                self._open_parts = False
-                if not self._handoff.deliver(TransactionAborted(gtid)):
-                    return
+            stopping = self._stopping.is_set()
+            if self._open_parts is not False and not stopping and not self._abort_parts(now=True):
+                return
             if self._stopping.is_set():
                 return
             self.stats.reconnects += outage
@@ -369,6 +368,7 @@ class ReplicaStream:
         decoder.parser.buffers = self._buffers
         decoder.parser.statements_only = self._statements_only
         assembler = TransactionAssembler(part_rows=self._part_rows)
+        self._drops_seen = 0
         self._waiting_run = None
         try:
             return self._read_events(sock, decoder, assembler, end, behind)
@@ -527,9 +527,22 @@ class ReplicaStream:
             max_bytes=_RUN_BYTES,
         )
 
+    def _abort_parts(self, *, now: bool) -> bool:
+        """The transaction whose parts went out will not end here: the consumer drops them."""
+        gtid = self._open_parts if isinstance(self._open_parts, str) else None
+        self._open_parts = False
+        return self._handoff.deliver(TransactionAborted(gtid), now=now)
+
     def _hand_over(self, item: StreamItem, assembler: TransactionAssembler) -> bool:
         assert self.position is not None
-        self.stats.discarded_incomplete = assembler.discarded_incomplete
+        if assembler.discarded_incomplete != self._drops_seen:
+            self.stats.discarded_incomplete += assembler.discarded_incomplete - self._drops_seen
+            self._drops_seen = assembler.discarded_incomplete
+            # a group the assembler dropped: its end never came (the next group or a
+            # restarted server's first event came first), so it never committed; if it was
+            # the one whose parts went out, they must not land with what follows
+            if self._open_parts is not False and not self._abort_parts(now=False):
+                return False
         if isinstance(item, TransactionPart):
             self._open_parts = item.gtid if item.gtid is not None else True
         elif isinstance(item, TransactionRun):
