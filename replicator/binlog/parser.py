@@ -317,7 +317,7 @@ class EventParser:
         if position is not None:
             next_position = position + size
         elif log_pos and not header.artificial:
-            next_position = log_pos
+            next_position = event_end(start, size, log_pos)
         elif type_code in (_T.ROTATE, _T.FORMAT_DESCRIPTION, _T.HEARTBEAT, _T.HEARTBEAT_V2):
             next_position = start  # artificial / sent-on-connect events hold no position
         else:
@@ -378,7 +378,7 @@ class EventParser:
                 return False
             if self.verify_checksum:
                 self._verify(raw, type_code, flags, start)
-        self.position = log_pos if log_pos else start + size
+        self.position = event_end(start, size, log_pos)
         self.events_decoded += 1
         return True
 
@@ -573,6 +573,19 @@ def _format_description(p: EventParser, w: _Where, body: bytes) -> ev.Event:
     p.forget_tables()
     p.run_tables.clear()  # its post-header lengths say how table maps are read
     return event
+
+
+def event_end(start: int, size: int, log_pos: int) -> int:
+    """Where an event of ``size`` bytes at ``start`` ends, by its header's 4-byte ``log_pos``:
+    the server writes the end offset modulo 2**32, and a file grows past 4 GiB when one
+    transaction takes it there. An event that follows the one before it ends at
+    ``start + size``, whatever the file's size; ``log_pos`` 0 (inside a MariaDB 11.4
+    transaction) says nothing else. Any other ``log_pos`` (events left out between) keeps
+    ``start``'s high bits. The native core does the same (``rowcore.h``)."""
+    end = start + size
+    if not log_pos or end & 0xFFFFFFFF == log_pos:
+        return end
+    return (start & ~0xFFFFFFFF) | log_pos
 
 
 def _rotate(p: EventParser, w: _Where, body: bytes) -> ev.Event:

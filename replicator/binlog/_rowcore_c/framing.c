@@ -70,8 +70,7 @@ rc_whole_event(const unsigned char *buf, Py_ssize_t len, Py_ssize_t pos, int seq
  *
  * A read of statements only (a DDL scan) passes over rows and TABLE_MAP events: this walks
  * whole events (see whole_event) from buf[start:] while their type is flagged in `types`
- * (256 bytes, one per type code). `position` moves as the parser moves it: to the event's
- * log_pos, or past it when log_pos is 0. */
+ * (256 bytes, one per type code). `position` moves as the parser moves it (`event_end`). */
 PyObject *
 rc_step_events(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -110,7 +109,7 @@ rc_step_events(PyObject *Py_UNUSED(module), PyObject *args)
             break;
         }
         unsigned long long log_pos = le_uint(event + 13, 4);
-        position = log_pos ? log_pos : position + (unsigned long long)size;
+        position = event_end(position, size, log_pos);
         seq = (seq + 1) & 0xFF;
         pos += packet;
         stepped++;
@@ -391,7 +390,7 @@ rc_walk_transaction(Walk *w, Cursor at, InsideCheck inside, void *ctx, Walked *o
     out->gtid_body_len = body;
     for (;;) {
         unsigned long long log_pos = le_uint(event + 13, 4);
-        at.position = log_pos ? log_pos : at.position + (unsigned long long)size;
+        at.position = event_end(at.position, size, log_pos);
         at.seq = (at.seq + 1) & 0xFF;
         at.offset += packet;
         out->events++;

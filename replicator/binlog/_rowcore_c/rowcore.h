@@ -113,6 +113,21 @@ be_uint(const unsigned char *p, int width)
     return v;
 }
 
+/* Where an event of `size` bytes at `start` ends, by its header's 4-byte log_pos (parser.py
+ * `event_end`): the server writes the end offset modulo 2**32, and a file grows past 4 GiB
+ * when one transaction takes it there. An event that follows the one before it ends at
+ * start + size, whatever the file's size; log_pos 0 (inside a MariaDB 11.4 transaction) says
+ * nothing else. Any other log_pos (events left out between) keeps start's high bits. */
+static inline unsigned long long
+event_end(unsigned long long start, Py_ssize_t size, unsigned long long log_pos)
+{
+    unsigned long long end = start + (unsigned long long)size;
+    if (log_pos == 0 || (end & 0xFFFFFFFFULL) == log_pos) {
+        return end;
+    }
+    return (start & ~0xFFFFFFFFULL) | log_pos;
+}
+
 /* ------------------------------------------------------------------- growable buffers */
 
 typedef struct {

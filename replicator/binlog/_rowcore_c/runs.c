@@ -679,7 +679,7 @@ take_transaction(Segments *all, Maps *maps, Mapped *latest, PyObject *bufobj,
         if (outcome != 0) {
             return run_back(all, &mark) < 0 ? -1 : outcome;
         }
-        at.position = log_pos ? log_pos : at.position + (unsigned long long)size;
+        at.position = event_end(at.position, size, log_pos);
         at.offset += 5 + size;
     }
     /* taken: its record, its events counted, and its table maps the latest of their ids */
