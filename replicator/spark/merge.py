@@ -284,12 +284,29 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
     kind = F.when(is_d, "del").when(is_put | moved, "row").otherwise("upd")
     main = F.struct(F.when(is_d, old_key).otherwise(new_key).alias("k"), kind.alias("kind"))
     full = "set binlog_row_image=FULL on the source and replay from before this position"
-    checked = (
-        F.when(
+    refused: list[tuple[Column, Column]] = []
+    for k in model.key:  # NULL identifies no row: a nullable --key column
+        after, before = _c(k), F.col(BKEY_COL).getField(k)
+        null = (_present(k) & after.isNull()) | (is_u & has_bk & before.isNull())
+        refused.append(
+            (
+                (F.col("_seq") != F.lit(STATE_SEQ)) & null,
+                _fail(
+                    model.name,
+                    F.concat(F.lit(f"key column {k} is NULL in a row change"), _at()),
+                    f"NULL identifies no row: pass --key {model.name}=... naming columns that "
+                    f"are never NULL (--key {model.name}= for whole rows), with --full-refresh",
+                ),
+            )
+        )
+    refused.append(
+        (
             (is_put | is_d) & key_absent,
             _fail(model.name, F.concat(F.lit("a row image without its primary key"), _at()), full),
         )
-        .when(
+    )
+    refused.append(
+        (
             is_u & ~has_bk & key_absent,
             _fail(
                 model.name,
@@ -297,7 +314,9 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
                 full,
             ),
         )
-        .when(
+    )
+    refused.append(
+        (
             is_u & ~has_bk & F.lit(not model.assume_stable_keys),
             _fail(
                 model.name,
@@ -307,8 +326,11 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
                 "or re-land the changes with this version",
             ),
         )
-        .otherwise(main)
     )
+    checked = F.when(*refused[0])
+    for condition, error in refused[1:]:
+        checked = checked.when(condition, error)
+    checked = checked.otherwise(main)
     out_event = F.when(moved, F.struct(old_key.alias("k"), F.lit("del").alias("kind")))
     exploded = events.select(
         "*",

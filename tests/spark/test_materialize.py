@@ -358,3 +358,32 @@ def test_parallel_must_be_positive(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="parallel is 0"):
         materialize(spark, zone.root, tmp_path / "out", options=MaterializeOptions(parallel=0))
     assert not (tmp_path / "out").exists()
+
+
+def test_keys_other_than_the_recorded_one_or_null_are_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """--key on a table whose files record a primary key names that key's columns only (an
+    update's _before_key holds those alone); a --key column NULL in a row change stops the
+    run naming it: NULL identifies no row."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(ITEMS, "c", (1, "x", 5)), (LOG, "c", (1, "k")), (LOG, "c", (2, "m"))])
+    out = tmp_path / "out"
+    other = tmp_path / "other"
+    with pytest.raises(ConfigError, match=r"--key shop\.items=name names columns outside"):
+        materialize(
+            spark, zone.root, other, options=MaterializeOptions(keys={"shop.items": ("name",)})
+        )
+    assert not (other / "shop" / "items").exists()
+    by_b = MaterializeOptions(keys={"shop.log": ("b",)})
+    materialize(spark, zone.root, out, options=by_b)
+    zone.commit([(LOG, "u", (3, "k"), (1, "k"))])
+    materialize(spark, zone.root, out, options=by_b)
+    assert keyed(spark, out / "shop" / "log", "b") == {
+        "k": {"a": 3, "b": "k"},
+        "m": {"a": 2, "b": "m"},
+    }
+    zone.commit([(LOG, "c", (4, None))])
+    with pytest.raises(IntegrityError, match=r"shop\.log: key column b is NULL in a row change at"):
+        materialize(spark, zone.root, out, options=by_b)
+    assert keyed(spark, out / "shop" / "log", "b")["k"] == {"a": 3, "b": "k"}  # left as it was
