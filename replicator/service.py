@@ -105,7 +105,7 @@ class Service:
         self.metrics.on_scrape(self._sync_metrics)
         self.snapshots: SnapshotRunner | None = None
         self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
-        self._requests: list[str] = []  # snapshot requests taken (keys), deleted once committed
+        self._requests: set[str] = set()  # snapshot requests (keys) deleted once committed
         # the name every stream of this process registers with as a replica: random, and in
         # the landing zone's lock, so `replicator check` tells this daemon's registration of
         # server_id from another replica's (sink.lock, source.preflight_checks)
@@ -168,10 +168,11 @@ class Service:
     def _committed(self, manifest: dict[str, Any], stats: PipelineStats) -> None:
         if stats.last_committed_ts > 0:  # the lag: the age of the newest change landed
             self.metrics.observe_event_time(stats.last_committed_ts)
-        if self._requests and manifest.get("snapshot") is not None:
-            for key in self._requests:  # what they asked for is in the checkpoint now
+        runner = self.snapshots
+        if runner is not None:  # requests whose tables the committed progress has queued
+            for key in sorted(runner.pipeline.committed_snapshot.asked - self._requests):
                 self.zone.store.delete(key)
-            self._requests = []
+                self._requests.add(key)
         files: list[dict[str, Any]] = manifest.get("files", [])
         tables = sorted({str(f["table"]) for f in files})
         log.info(
@@ -552,16 +553,17 @@ class Service:
         return runner
 
     def _take_requests(self, found: list[tuple[str, list[str]]] | None = None) -> None:
-        """Queue what `replicator snapshot` asked for (each request file once; it is
-        deleted when a commit has its tables in the checkpoint)."""
+        """Queue what `replicator snapshot` asked for. The progress records each request it
+        has queued (``SnapshotState.asked``), and a request file is deleted once a commit
+        has written such a progress: a progress that goes back to the last commit (the parts
+        of a transaction dropped) forgets it, and the file is taken again."""
         runner = self.snapshots
         if runner is None:
             return
         for key, patterns in read_requests(self.zone.store) if found is None else found:
-            if key in self._requests:
+            if key in runner.pipeline.snapshot.asked or key in self._requests:
                 continue
-            tables = runner.queue(patterns)
-            self._requests.append(key)
+            tables = runner.queue(patterns, request=key)
             log.info("snapshot requested", patterns=patterns, tables=tables)
 
     async def _guard(self) -> None:

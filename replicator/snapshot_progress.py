@@ -2,9 +2,11 @@
 reads the tables; this is only the record).
 
 ``tables`` lists the tables still to read, in order (``db.table``); the first is being read,
-``after`` is the key of the last row of it that landed (None: none yet) and ``rows`` how many
-of its rows landed. The progress is written with the batch that holds the rows, so a restart
-resumes at the chunk after the last committed one: nothing lost, nothing read twice.
+``after`` is the key of the last row of it that landed (None: none yet), ``key`` what that key
+was (each key column's id, type and collation: a key changed since, or another table under
+the name, makes ``after`` meaningless) and ``rows`` how many of its rows landed. The
+progress is written with the batch that holds the rows, so a restart resumes at the chunk
+after the last committed one: nothing lost, nothing read twice.
 
 Key values are stored with their type (``encode_key``), so a resumed read compares the same
 values the stopped one would have: integers, text, bytes, decimals, dates, times.
@@ -27,11 +29,15 @@ class SnapshotState:
     tables: tuple[str, ...] = ()
     after: tuple[object, ...] | None = None
     rows: int = 0
+    key: tuple[str, ...] | None = None  # what ``after`` is a key of (None: not recorded)
     done: int = 0  # tables finished since the snapshot began
     done_rows: int = 0
     # filters.include / filters.exclude as of the last run: tables a new filter takes in
     # are snapshotted at the next start (None: not known yet)
     filters: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    # the `replicator snapshot` requests (their keys) whose tables this progress has queued;
+    # not stored: a request is deleted once a committed progress has it (``add``)
+    asked: frozenset[str] = frozenset()
 
     @property
     def active(self) -> bool:
@@ -41,16 +47,24 @@ class SnapshotState:
     def current(self) -> str | None:
         return self.tables[0] if self.tables else None
 
-    def add(self, names: Iterable[str]) -> SnapshotState:
-        """Queue tables (a table queued or being read already is not queued again)."""
+    def add(self, names: Iterable[str], request: str | None = None) -> SnapshotState:
+        """Queue tables (a table queued or being read already is not queued again), for
+        ``request`` when a `replicator snapshot` request asked for them."""
         queued = list(self.tables)
         for name in names:
             if name not in queued:
                 queued.append(name)
-        return replace(self, tables=tuple(queued))
+        asked = self.asked if request is None else self.asked | {request}
+        return replace(self, tables=tuple(queued), asked=asked)
 
-    def advanced(self, after: tuple[object, ...], rows: int) -> SnapshotState:
-        return replace(self, after=after, rows=self.rows + rows)
+    def advanced(
+        self, after: tuple[object, ...], rows: int, key: tuple[str, ...] | None = None
+    ) -> SnapshotState:
+        return replace(self, after=after, rows=self.rows + rows, key=key)
+
+    def restarted(self) -> SnapshotState:
+        """The current table is read again from its start (its key is not what it was)."""
+        return replace(self, after=None, rows=0, key=None)
 
     def renamed(self, name: str) -> SnapshotState:
         """The current table goes on under a new name (a RENAME the stream took)."""
@@ -62,6 +76,7 @@ class SnapshotState:
             self,
             tables=self.tables[1:],
             after=None,
+            key=None,
             rows=0,
             done=self.done + 1,
             done_rows=self.done_rows + self.rows + rows,
@@ -77,6 +92,8 @@ class SnapshotState:
             "done": self.done,
             "done_rows": self.done_rows,
         }
+        if self.key is not None:
+            out["key"] = list(self.key)
         if self.filters is not None:
             out["filters"] = {"include": list(self.filters[0]), "exclude": list(self.filters[1])}
         return out
@@ -99,6 +116,7 @@ class SnapshotState:
                 ),
                 tables=tuple(str(t) for t in data["tables"]),
                 after=None if after is None else decode_key(after),
+                key=None if data.get("key") is None else tuple(str(k) for k in data["key"]),
                 rows=int(data.get("rows", 0)),
                 done=int(data.get("done", 0)),
                 done_rows=int(data.get("done_rows", 0)),

@@ -1094,6 +1094,11 @@ class Pipeline:
         )
         return checkpoint, self.zone.last_manifest
 
+    @property
+    def committed_snapshot(self) -> SnapshotState:
+        """The snapshot progress as the last commit wrote it (``on_commit`` hears of it)."""
+        return self._snapshot_committed
+
     def _committed(
         self, commit: _Commit, checkpoint: Checkpoint, manifest: dict[str, Any] | None
     ) -> None:

@@ -55,6 +55,9 @@ _AGREE_ATTEMPTS = 50
 FETCH_ROWS = 8192
 ER_NO_SUCH_TABLE = 1146
 ER_TABLE_DEF_CHANGED = 1412  # "Table definition has changed, please retry transaction"
+# an instant ALTER (DROP or RENAME COLUMN) committed after the read view opened: the SELECT
+# names a column the table no longer has
+ER_BAD_FIELD_ERROR = 1054
 
 
 class TableChanged(ReplicatorError):
@@ -198,7 +201,11 @@ class SnapshotReader:
                 conn, sql, columns, FETCH_ROWS, max_bytes, stats, block_bytes, binary
             )
         except pymysql.err.Error as exc:
-            if exc.args and exc.args[0] in (ER_NO_SUCH_TABLE, ER_TABLE_DEF_CHANGED):
+            if exc.args and exc.args[0] in (
+                ER_NO_SUCH_TABLE,
+                ER_TABLE_DEF_CHANGED,
+                ER_BAD_FIELD_ERROR,
+            ):
                 self.close()
                 raise TableChanged(
                     f"{schema}.{table} at {describe_source(self.cfg)}: {exc.args[-1]}",

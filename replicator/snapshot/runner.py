@@ -29,7 +29,8 @@ connection after the source's reconnect back-off. A stop (the service's stop eve
 wait at once (``SnapshotStopped``): a blocked read is woken, committed chunks stay.
 
 A table dropped or renamed under its snapshot: the chunk's SELECT fails (1146; 1412 for a
-table rebuilt), and the next chunk's read view is past the DDL, so the stream has taken it
+table rebuilt; 1054 for a column an instant ALTER took away), and the next chunk's read view
+is past the DDL, so the stream has taken it
 when the next chunk would be read. A dropped table's snapshot ends there (a warning; its
 ``drop`` record governs what landed); a renamed one goes on under its new name from the same
 key (the ``rename`` record moves what landed to the new name).
@@ -176,8 +177,9 @@ class SnapshotRunner:
     def has_work(self) -> bool:
         return self.pipeline.snapshot.active
 
-    def queue(self, patterns: list[str]) -> list[str]:
-        """Queue the replicated tables matching ``db.table`` globs; returns them."""
+    def queue(self, patterns: list[str], request: str | None = None) -> list[str]:
+        """Queue the replicated tables matching ``db.table`` globs (for ``request``, a
+        `replicator snapshot` request's key); returns them."""
         history = self.pipeline.history
         assert history is not None
         wants = self.pipeline.filter.wants
@@ -190,7 +192,7 @@ class SnapshotRunner:
         for schema, table in tables:
             check_name(schema, table, "the snapshot")
         names = sorted(f"{schema}.{table}" for schema, table in tables)
-        self.pipeline.snapshot = self.pipeline.snapshot.add(names)
+        self.pipeline.snapshot = self.pipeline.snapshot.add(names, request)
         return names
 
     def take_pending(self) -> StreamItem | None:
@@ -458,6 +460,28 @@ class SnapshotRunner:
         key = tuple(
             next(i for i, c in enumerate(table.columns) if c.name.casefold() == k) for k in folded
         )
+        shape = _key_shape(table, key)
+        if state.after is not None and not _same_key(state, shape):
+            # ``after`` is a key value of another key: the key changed (columns, type or
+            # collation) or another table took the name while this one went on elsewhere
+            moved = _holder(self.pipeline.history, state, table)
+            if moved is not None:
+                log.warning(
+                    "snapshot table renamed, its name taken again: going on under the new name",
+                    table=state.current,
+                    renamed_to=moved.qualified,
+                )
+                self.pipeline.snapshot = state.renamed(moved.qualified)
+                if self._reading == state.current:
+                    self._reading = moved.qualified
+                return
+            log.warning(
+                "snapshot table key changed, read again from its start",
+                table=state.current,
+                key=list(shape),
+                was=None if state.key is None else list(state.key),
+            )
+            state = self.pipeline.snapshot = state.restarted()
         version, keep = self.pipeline.filter.project(table.schema, table.name, defs, key)
         # a key column left out by filters.exclude_columns: readers identify the landed rows
         # by all their columns, so the table is read whole after a truncate, as a keyless one
@@ -510,6 +534,12 @@ class SnapshotRunner:
                 version, keep, block, at, ts, self.server_id, reset=reset, nbytes=nbytes
             )
             reset = False
+        fresh = self.pipeline.snapshot
+        if (fresh.current, fresh.after, fresh.rows) != (state.current, state.after, state.rows):
+            # the progress moved back while the chunk was read (a transaction's parts were
+            # dropped, and the chunks staged with them): this chunk is read again from there
+            log.debug("snapshot chunk read again", table=state.current, at=point.describe())
+            return
         for block, nbytes in held:
             await self.pipeline.snapshot_rows(
                 version, keep, block, at, ts, self.server_id, nbytes=nbytes
@@ -520,8 +550,10 @@ class SnapshotRunner:
         if total:
             self._row_bytes, self._measured = stats.bytes / total, True
         more = limit is not None and (total == limit or stats.cut)
+        # the progress as it is now (a request may have queued tables meanwhile)
+        state = self.pipeline.snapshot
         if walkable and more and last is not None:
-            progress = state.advanced(tuple(last[i] for i in key), total)
+            progress = state.advanced(tuple(last[i] for i in key), total, shape)
             await self.pipeline.snapshot_chunk_done(progress)
             log.debug(
                 "snapshot chunk",
@@ -638,3 +670,34 @@ def _fate(catalog: Any, change: Any, key: tuple[str, str]) -> object:
 def _taken_away(catalog: Any, changes: Any, indexes: range, key: tuple[str, str]) -> int | None:
     """The first of ``indexes`` whose change dropped or renamed the table ``key``."""
     return next((i for i in indexes if _fate(catalog, changes[i], key) is not None), None)
+
+
+def _key_shape(table: Any, key: tuple[int, ...]) -> tuple[str, ...]:
+    """What a table's key is, for its progress (``SnapshotState.key``): each key column's id
+    (the schema history's, unique in the catalog and kept across renames), type, character
+    set and collation."""
+    return tuple(
+        f"{c.id}:{c.column_type}:{c.charset}:{c.collation}" for c in (table.columns[i] for i in key)
+    )
+
+
+def _same_key(state: SnapshotState, shape: tuple[str, ...]) -> bool:
+    """``state.after`` is a value of the key ``shape`` describes (progress written before
+    keys were recorded: as many values as columns)."""
+    if state.key is None:
+        return state.after is not None and len(state.after) == len(shape)
+    return state.key == shape
+
+
+def _holder(history: Any, state: SnapshotState, named: Any) -> Any:
+    """The table that holds the key columns ``state.key`` names, when it is another than
+    ``named`` (the table renamed away, another created under its name); else None."""
+    if state.key is None or history is None:
+        return None
+    first = state.key[0].partition(":")[0]
+    if first == "None":
+        return None
+    for table in history.catalog.tables.values():
+        if table.qualified != named.qualified and any(str(c.id) == first for c in table.columns):
+            return table
+    return None

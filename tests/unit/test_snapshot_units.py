@@ -129,6 +129,18 @@ def test_progress_record_round_trips_and_moves_on() -> None:
         SnapshotState.from_json({"tables": "x", "after": [["?", "1"]]}, "cp.json")
 
 
+def test_progress_records_its_key_and_the_requests_it_queued() -> None:
+    shape = ("7:int(11):None:None", "9:varchar(8):utf8mb4:utf8mb4_bin")
+    state = SnapshotState().add(["a.t"], "req-1").advanced((5, "x"), 10, shape)
+    assert (state.key, state.asked) == (shape, frozenset({"req-1"}))
+    back = SnapshotState.from_json(state.to_json(), "test")
+    assert (back.key, back.after, back.asked) == (shape, (5, "x"), frozenset())  # not stored
+    assert back.add(["a.u"], "req-2").asked == frozenset({"req-2"})
+    again = state.restarted()
+    assert (again.after, again.rows, again.key, again.tables) == (None, 0, None, ("a.t",))
+    assert state.finished().key is None
+
+
 def test_a_chunk_starts_strictly_after_the_last_key_in_key_order() -> None:
     assert _after_clause(["`a`"], ["5"]) == "(`a` > 5)"
     assert _after_clause(["`a`", "`b`"], ["5", "'x'"]) == ("(`a` > 5) OR (`a` = 5 AND `b` > 'x')")

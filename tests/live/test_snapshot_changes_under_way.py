@@ -1,0 +1,309 @@
+"""A snapshot while the source and its operators change things under it: a request taken while
+a chunk is read or a commit is under way, a key that changes between two chunks, a table
+renamed away and its name taken again, a column an instant ALTER takes away after a chunk's
+read view opened. Each lands every row of the source, loses no request and does not stop.
+
+The daemon runs in this process (``Service``); monkeypatching only places the source's DDL or
+the request between two steps of the snapshot, or makes a step slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+import replicator.service as service_module
+from replicator.config import load_config
+from replicator.pipeline.pipeline import Pipeline
+from replicator.service import RunOptions, Service
+from replicator.snapshot.reader import ReadPoint, SnapshotReader
+from replicator.snapshot.requests import write_request
+from tests.harness.mariadb import MariaDBServer
+
+pytestmark = pytest.mark.live
+
+
+def _config(server: MariaDBServer, root: Path, path: Path, extra: str = "") -> Path:
+    path.write_text(
+        "service:\n  http_enabled: false\n"
+        f"source:\n  host: {server.host}\n  port: {server.port}\n  user: repl\n"
+        f"  password: replpass\n  server_id: {5000 + os.getpid() % 1000}\n"
+        "  heartbeat_seconds: 1\n"
+        f"sink:\n  root: {root}\n  batch_max_rows: 5000\n" + extra
+    )
+    return path
+
+
+def _landed(root: Path, db: str, table: str) -> pa.Table:
+    return ds.dataset(str(root / db / table), format="parquet").to_table()
+
+
+def _state(root: Path, db: str, table: str, key: str) -> dict[Any, dict[str, Any]]:
+    """The landed rows folded in ``_seq`` order by ``key`` (latest wins; deletes remove)."""
+    state: dict[Any, dict[str, Any]] = {}
+    for row in sorted(_landed(root, db, table).to_pylist(), key=lambda r: r["_seq"]):
+        if row["_op"] == "d":
+            state.pop(row[key], None)
+        else:
+            state[row[key]] = row
+    return state
+
+
+def _database(server: MariaDBServer, db: str, *statements: str) -> None:
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    for statement in statements:
+        server.execute(statement, database=db)
+
+
+@dataclass
+class Between:
+    """Statements to run at the source once the first chunk was read, before the next read
+    view opens (``between_chunks``)."""
+
+    server: MariaDBServer | None = None
+    statements: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
+
+    def plan(self, server: MariaDBServer, db: str, *statements: str) -> None:
+        self.server = server
+        self.statements.extend((db, s) for s in statements)
+
+
+@pytest.fixture
+def between_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Between]:
+    planned = Between()
+    begin, rows = SnapshotReader.begin, SnapshotReader.rows
+    read = {"chunks": 0}
+
+    def counting(self: SnapshotReader, *args: Any, **kwargs: Any) -> Any:
+        read["chunks"] += 1
+        return rows(self, *args, **kwargs)
+
+    def begin_after_the_first(self: SnapshotReader) -> ReadPoint:
+        if read["chunks"] == 1 and planned.server is not None:
+            while planned.statements:
+                db, statement = planned.statements.pop(0)
+                planned.server.execute(statement, database=db)
+        return begin(self)
+
+    monkeypatch.setattr(SnapshotReader, "rows", counting)
+    monkeypatch.setattr(SnapshotReader, "begin", begin_after_the_first)
+    yield planned
+    assert not planned.statements  # every statement ran
+
+
+async def _snapshot(server: MariaDBServer, tmp_path: Path, include: str, chunk_rows: int) -> Path:
+    root = tmp_path / "landing"
+    extra = f"filters:\n  include: ['{include}']\nsnapshot:\n  chunk_rows: {chunk_rows}\n"
+    config = _config(server, root, tmp_path / "c.yaml", extra)
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    return root
+
+
+@pytest.mark.parametrize(
+    ("db", "create", "alter"),
+    [
+        # k runs the other way round from id: the old key's last value means nothing in k
+        (
+            "snapkey_swap",
+            "CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(8))",
+            "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (k)",
+        ),
+        # one value for a key of two columns
+        (
+            "snapkey_widen",
+            "CREATE TABLE t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(8))",
+            "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, k)",
+        ),
+    ],
+)
+async def test_a_key_that_changes_between_chunks_reads_the_table_again(
+    mariadb_full_metadata: MariaDBServer,
+    tmp_path: Path,
+    between_chunks: Between,
+    db: str,
+    create: str,
+    alter: str,
+) -> None:
+    server = mariadb_full_metadata
+    _database(server, db, create, "INSERT INTO t SELECT seq, 11 - seq, 'x' FROM seq_1_to_10")
+    between_chunks.plan(server, db, alter)
+    root = await _snapshot(server, tmp_path, f"{db}.t", 3)
+    assert sorted(_state(root, db, "t", "id")) == list(range(1, 11))
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_a_key_collation_that_changes_between_chunks_reads_the_table_again(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, between_chunks: Between
+) -> None:
+    """utf8mb4_bin sorts 'Z' before 'a'; utf8mb4_general_ci after: 'Z' as the last key
+    read means another place in the new order."""
+    server = mariadb_full_metadata
+    db = "snapkey_collation"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (k VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, "
+        "n INT)",
+        "INSERT INTO t VALUES ('Z', 1), ('a', 2), ('b', 3)",
+    )
+    between_chunks.plan(
+        server,
+        db,
+        "ALTER TABLE t MODIFY k VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
+    )
+    root = await _snapshot(server, tmp_path, f"{db}.t", 1)
+    assert sorted(row["n"] for row in _state(root, db, "t", "k").values()) == [1, 2, 3]
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_a_table_renamed_away_whose_name_is_taken_again_is_followed(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, between_chunks: Between
+) -> None:
+    """``RENAME TABLE t TO t_old; CREATE TABLE t LIKE t_old`` after the first chunk: the
+    snapshot goes on with ``t_old``, not with the new, empty ``t``."""
+    server = mariadb_full_metadata
+    db = "snap_rotate"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))",
+        "INSERT INTO t SELECT seq, 'x' FROM seq_1_to_6",
+    )
+    between_chunks.plan(server, db, "RENAME TABLE t TO t_old", "CREATE TABLE t LIKE t_old")
+    root = await _snapshot(server, tmp_path, f"{db}.*", 2)
+    # the rows read before the rename landed under t (the rename record moves them to t_old)
+    before = sorted(_landed(root, db, "t").column("id").to_pylist())
+    after = sorted(_landed(root, db, "t_old").column("id").to_pylist())
+    assert before == [1, 2]
+    assert after == [3, 4, 5, 6]
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+@pytest.mark.parametrize(
+    "alter", ["ALTER TABLE t DROP COLUMN v", "ALTER TABLE t RENAME COLUMN v TO w"]
+)
+async def test_a_column_taken_away_after_the_read_view_opened_does_not_stop_the_run(
+    mariadb_full_metadata: MariaDBServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    alter: str,
+) -> None:
+    """An instant ALTER committed between a chunk's read view and its SELECT: the SELECT
+    names a column the table no longer has (1054); the chunk is read again past the DDL."""
+    server = mariadb_full_metadata
+    db = "snap_instant"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))",
+        "INSERT INTO t SELECT seq, 'x' FROM seq_1_to_6",
+    )
+    begin = SnapshotReader.begin
+    views = {"open": 0}
+
+    def begin_then_alter(self: SnapshotReader) -> ReadPoint:
+        point = begin(self)
+        views["open"] += 1
+        if views["open"] == 2:  # the second chunk's read view is open; its SELECT is not
+            server.execute(alter, database=db)
+        return point
+
+    monkeypatch.setattr(SnapshotReader, "begin", begin_then_alter)
+    root = await _snapshot(server, tmp_path, f"{db}.t", 2)
+    assert views["open"] >= 3
+    assert sorted(_state(root, db, "t", "id")) == [1, 2, 3, 4, 5, 6]
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def _two_tables(server: MariaDBServer, tmp_path: Path, db: str) -> tuple[Path, Path]:
+    """A landing zone streaming ``db`` (big: 5 rows, small: 3) from a GTID start (no
+    snapshot), brought to the end; returns its root and config."""
+    _database(
+        server,
+        db,
+        "CREATE TABLE big (id INT PRIMARY KEY, v INT)",
+        "CREATE TABLE small (id INT PRIMARY KEY, v INT)",
+        "INSERT INTO big SELECT seq, seq FROM seq_1_to_5",
+        "INSERT INTO small SELECT seq, seq FROM seq_1_to_3",
+    )
+    start = server.binlog_status().gtid_binlog_pos
+    root = tmp_path / "landing"
+    extra = f"start:\n  gtid: '{start}'\nfilters:\n  include: ['{db}.*']\n"
+    return root, _config(server, root, tmp_path / "c.yaml", extra)
+
+
+def _small_is_kept(root: Path, db: str) -> None:
+    """``small``'s request is honoured: its rows landed, or the request is still queued in
+    the checkpoint or waiting as a file."""
+    checkpoint = json.loads((root / "_state" / "checkpoint.json").read_text())
+    waiting = list((root / "_state" / "snapshot-requests").glob("*.json"))
+    landed = (
+        sorted(_landed(root, db, "small").column("id").to_pylist())
+        if (root / db / "small").is_dir()
+        else []
+    )
+    queued = f"{db}.small" in (checkpoint["snapshot"] or {}).get("tables", [])
+    assert landed == [1, 2, 3] or queued or waiting, (checkpoint["snapshot"], waiting, landed)
+
+
+async def test_a_request_taken_while_a_chunk_is_read_is_kept(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = mariadb_full_metadata
+    db = "snap_request_read"
+    root, config = _two_tables(server, tmp_path, db)
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    write_request(root, [f"{db}.big"])
+    monkeypatch.setattr(service_module, "GUARD_SECONDS", 0.05)
+    rows = SnapshotReader.rows
+    asked = {"small": False}
+
+    def slow(self: SnapshotReader, schema: str, table: str, *args: Any, **kw: Any) -> Any:
+        if table == "big" and not asked["small"]:
+            asked["small"] = True
+            write_request(root, [f"{db}.small"])
+            time.sleep(1.0)  # a chunk that takes a second (a large table, a busy source)
+        yield from rows(self, schema, table, *args, **kw)
+
+    monkeypatch.setattr(SnapshotReader, "rows", slow)
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    assert asked["small"]
+    _small_is_kept(root, db)
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_a_request_taken_while_a_commit_is_under_way_is_kept(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit under way wrote a progress from before the request: the request file must
+    stay until a commit has its tables."""
+    server = mariadb_full_metadata
+    db = "snap_request_commit"
+    root, config = _two_tables(server, tmp_path, db)
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    write_request(root, [f"{db}.big"])
+    monkeypatch.setattr(service_module, "GUARD_SECONDS", 0.05)
+    commit_batch = Pipeline._commit_batch
+    commits = {"n": 0}
+
+    def slow(self: Pipeline, *args: Any) -> Any:
+        commits["n"] += 1
+        if commits["n"] == 1:  # the commit of big's snapshot: small is asked for meanwhile
+            write_request(root, [f"{db}.small"])
+            time.sleep(1.0)  # a commit that takes a second (an object store, a large batch)
+        return commit_batch(self, *args)
+
+    monkeypatch.setattr(Pipeline, "_commit_batch", slow)
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    assert commits["n"] >= 1
+    _small_is_kept(root, db)
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
