@@ -4,7 +4,8 @@ reads the tables; this is only the record).
 ``tables`` lists the tables still to read, in order (``db.table``); the first is being read,
 ``after`` is the key of the last row of it that landed (None: none yet), ``key`` what that key
 was (each key column's id, type and collation: a key changed since, or another table under
-the name, makes ``after`` meaningless) and ``rows`` how many of its rows landed. The
+the name, makes ``after`` meaningless), ``until`` the greatest key it held when its first
+chunk was read (the walk ends there) and ``rows`` how many of its rows landed. The
 progress is written with the batch that holds the rows, so a restart resumes at the chunk
 after the last committed one: nothing lost, nothing read twice.
 
@@ -30,6 +31,9 @@ class SnapshotState:
     after: tuple[object, ...] | None = None
     rows: int = 0
     key: tuple[str, ...] | None = None  # what ``after`` is a key of (None: not recorded)
+    # the table's greatest key in its first chunk's read view: rows of greater keys came
+    # later, and the stream lands them (None: not known, read to the table's end)
+    until: tuple[object, ...] | None = None
     done: int = 0  # tables finished since the snapshot began
     done_rows: int = 0
     # filters.include / filters.exclude as of the last run: tables a new filter takes in
@@ -58,13 +62,17 @@ class SnapshotState:
         return replace(self, tables=tuple(queued), asked=asked)
 
     def advanced(
-        self, after: tuple[object, ...], rows: int, key: tuple[str, ...] | None = None
+        self,
+        after: tuple[object, ...],
+        rows: int,
+        key: tuple[str, ...] | None = None,
+        until: tuple[object, ...] | None = None,
     ) -> SnapshotState:
-        return replace(self, after=after, rows=self.rows + rows, key=key)
+        return replace(self, after=after, rows=self.rows + rows, key=key, until=until)
 
     def restarted(self) -> SnapshotState:
         """The current table is read again from its start (its key is not what it was)."""
-        return replace(self, after=None, rows=0, key=None)
+        return replace(self, after=None, rows=0, key=None, until=None)
 
     def renamed(self, name: str) -> SnapshotState:
         """The current table goes on under a new name (a RENAME the stream took)."""
@@ -77,6 +85,7 @@ class SnapshotState:
             tables=self.tables[1:],
             after=None,
             key=None,
+            until=None,
             rows=0,
             done=self.done + 1,
             done_rows=self.done_rows + self.rows + rows,
@@ -94,6 +103,8 @@ class SnapshotState:
         }
         if self.key is not None:
             out["key"] = list(self.key)
+        if self.until is not None:
+            out["until"] = encode_key(self.until)
         if self.filters is not None:
             out["filters"] = {"include": list(self.filters[0]), "exclude": list(self.filters[1])}
         return out
@@ -117,6 +128,7 @@ class SnapshotState:
                 tables=tuple(str(t) for t in data["tables"]),
                 after=None if after is None else decode_key(after),
                 key=None if data.get("key") is None else tuple(str(k) for k in data["key"]),
+                until=None if data.get("until") is None else decode_key(data["until"]),
                 rows=int(data.get("rows", 0)),
                 done=int(data.get("done", 0)),
                 done_rows=int(data.get("done_rows", 0)),

@@ -181,19 +181,28 @@ class SnapshotReader:
         stats: ReadStats | None = None,
         block_bytes: int | None = None,
         binary: bool = True,
+        *,
+        until: tuple[object, ...] | None = None,
+        descending: bool = False,
     ) -> Iterator[tuple[Block, tuple[object, ...]]]:
-        """The rows after ``after`` (by ``key``, column indexes) in key order, at most
-        ``limit`` and ``max_bytes`` (``stats.cut``: the rows stopped at the bytes); with no
-        key, the whole table. Yields blocks (of about ``block_bytes`` at most), each with its
-        last row. ``binary``: the rows in the binary protocol (``fastread``)."""
+        """The rows after ``after`` and up to ``until`` (by ``key``, column indexes) in key
+        order (``descending``: the other way round), at most ``limit`` and ``max_bytes``
+        (``stats.cut``: the rows stopped at the bytes); with no key, the whole table. Yields
+        blocks (of about ``block_bytes`` at most), each with its last row. ``binary``: the
+        rows in the binary protocol (``fastread``)."""
         sql = f"SELECT {', '.join(select_expression(c) for c in columns)} FROM "
         sql += f"{quote(schema)}.{quote(table)}"
         names = [quote(columns[i].name or "") for i in key]
         conn = self._connect()
         if key:
+            where = []
             if after is not None:
-                sql += " WHERE " + _after_clause(names, [conn.escape(_sql_value(v)) for v in after])
-            sql += " ORDER BY " + ", ".join(names)
+                where.append(_after_clause(names, [conn.escape(_sql_value(v)) for v in after]))
+            if until is not None:
+                where.append(_until_clause(names, [conn.escape(_sql_value(v)) for v in until]))
+            if where:
+                sql += " WHERE " + " AND ".join(f"({w})" for w in where)
+            sql += " ORDER BY " + ", ".join(f"{n} DESC" if descending else n for n in names)
             if limit is not None:
                 sql += f" LIMIT {int(limit)}"
         try:
@@ -216,6 +225,15 @@ class SnapshotReader:
         except BaseException:
             self.close()  # a result set read part way leaves the connection unusable
             raise
+
+    def greatest(
+        self, schema: str, table: str, columns: Sequence[ColumnDef], key: Sequence[int]
+    ) -> tuple[object, ...] | None:
+        """The greatest key the table holds in the open read view (None: no row)."""
+        found = None
+        for _, last in self.rows(schema, table, columns, key, None, 1, descending=True):
+            found = tuple(last[i] for i in key)
+        return found
 
     def end(self) -> None:
         """Close the chunk's read view."""
@@ -241,6 +259,16 @@ class SnapshotReader:
         if conn is not None:
             with contextlib.suppress(Exception):  # closing a broken connection
                 conn.close()
+
+
+def _until_clause(names: Sequence[str], values: Sequence[str]) -> str:
+    """``(k1, k2) <= (v1, v2)``, spelled out as ``_after_clause`` is."""
+    terms = []
+    for i in range(len(names)):
+        equal = [f"{names[j]} = {values[j]}" for j in range(i)]
+        last = "<=" if i == len(names) - 1 else "<"
+        terms.append("(" + " AND ".join([*equal, f"{names[i]} {last} {values[i]}"]) + ")")
+    return " OR ".join(terms)
 
 
 def _after_clause(names: Sequence[str], values: Sequence[str]) -> str:

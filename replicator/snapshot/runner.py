@@ -493,6 +493,13 @@ class SnapshotRunner:
         )
         limit = self._limit() if walkable else None
         after = state.after if walkable else None
+        until = state.until if walkable else None
+        doing = f"read {state.current}"
+        if walkable and after is None:
+            # the table's first chunk: its greatest key now ends the walk (a row of a greater
+            # key is inserted after this read point, and the stream lands it), so a table
+            # that grows as fast as it is read is read through all the same
+            until = await self._io(doing, self.reader.greatest, table.schema, table.name, defs, key)
         at = point.position if point.position.file else (self.pipeline.position or point.position)
         ts = dt.datetime.now(dt.UTC)
         stats = ReadStats()
@@ -506,12 +513,12 @@ class SnapshotRunner:
             self.config.chunk_bytes if walkable else None,
             stats,
             None if walkable else self.config.chunk_bytes,  # a table read whole: its blocks
+            until=until,
         )
         total = 0
         last: tuple[object, ...] | None = None
         held: list[tuple[Block, int]] = []  # a walkable chunk is handed over once read whole
         reset = not walkable  # the whole table at once: it replaces what landed before
-        doing = f"read {state.current}"
         while True:
             read_before = stats.bytes
             try:
@@ -549,11 +556,12 @@ class SnapshotRunner:
         self._table_rows += total
         if total:
             self._row_bytes, self._measured = stats.bytes / total, True
-        more = limit is not None and (total == limit or stats.cut)
+        reached = None if last is None else tuple(last[i] for i in key)
+        more = limit is not None and (total == limit or stats.cut) and reached != until
         # the progress as it is now (a request may have queued tables meanwhile)
         state = self.pipeline.snapshot
-        if walkable and more and last is not None:
-            progress = state.advanced(tuple(last[i] for i in key), total, shape)
+        if walkable and more and reached is not None:
+            progress = state.advanced(reached, total, shape, until)
             await self.pipeline.snapshot_chunk_done(progress)
             log.debug(
                 "snapshot chunk",

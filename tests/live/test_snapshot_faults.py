@@ -169,7 +169,8 @@ def test_chunks_end_at_snapshot_chunk_bytes(
     mariadb_full_metadata: MariaDBServer, tmp_path: Path
 ) -> None:
     """Rows of 1,009 to 1,011 bytes on the wire and a 5,000-byte cap: every chunk is the 5
-    rows that reach the cap (4 do not), although chunk_rows would take 1,000."""
+    rows that reach the cap (4 do not), although chunk_rows would take 1,000. The last one
+    reaches the greatest key the first saw: the table is done (no chunk logged for it)."""
     server = mariadb_full_metadata
     db, rows = "snap_bytes", 100
     _fill(server, db, {"t": rows}, pad=1000)
@@ -187,7 +188,11 @@ def test_chunks_end_at_snapshot_chunk_bytes(
         daemon.kill()
     assert code == 0, daemon.log_tail()
     chunks = [line for line in _events(daemon, "snapshot chunk") if line["table"] == f"{db}.t"]
-    assert [c["rows"] for c in chunks] == [5] * 20, chunks
+    assert [c["rows"] for c in chunks] == [5] * 19, chunks
+    (done,) = [
+        line for line in _events(daemon, "snapshot table done") if line["table"] == f"{db}.t"
+    ]
+    assert done["rows"] == rows
     assert all(5000 <= c["bytes"] < 5000 + 1011 for c in chunks), chunks
     assert sorted(landed_ids(root, f"{db}.t")) == list(range(1, rows + 1))
 

@@ -20,7 +20,7 @@ from replicator.config import load_config
 from replicator.errors import ConfigError, IntegrityError
 from replicator.schema.history import Point, SchemaHistory, resync_change
 from replicator.schema.model import Catalog, Column, Database, Table
-from replicator.snapshot.reader import _after_clause
+from replicator.snapshot.reader import _after_clause, _until_clause
 from replicator.snapshot.requests import read_requests, write_request
 from replicator.snapshot.runner import SnapshotProgress
 from replicator.snapshot_progress import SnapshotState, decode_key, encode_key
@@ -144,6 +144,15 @@ def test_progress_records_its_key_and_the_requests_it_queued() -> None:
 def test_a_chunk_starts_strictly_after_the_last_key_in_key_order() -> None:
     assert _after_clause(["`a`"], ["5"]) == "(`a` > 5)"
     assert _after_clause(["`a`", "`b`"], ["5", "'x'"]) == ("(`a` > 5) OR (`a` = 5 AND `b` > 'x')")
+
+
+def test_a_walk_ends_at_the_greatest_key_its_first_chunk_saw() -> None:
+    assert _until_clause(["`a`"], ["5"]) == "(`a` <= 5)"
+    assert _until_clause(["`a`", "`b`"], ["5", "'x'"]) == "(`a` < 5) OR (`a` = 5 AND `b` <= 'x')"
+    state = SnapshotState().add(["a.t"]).advanced((3,), 3, ("1:int(11):None:None",), (9,))
+    back = SnapshotState.from_json(state.to_json(), "test")
+    assert back.until == (9,)
+    assert (back.restarted().until, back.finished().until) == (None, None)
 
 
 def test_requests_are_read_oldest_first_and_a_bad_one_is_named(tmp_path: Path) -> None:
