@@ -533,9 +533,11 @@ class Service:
         before = pipeline.snapshot.filters
         if resync:
             tables = runner.queue(["*"])
+            runner.settle_prepared()
             log.info("snapshot after the resync", tables=len(tables))
         elif checkpoint.batch == 0 and checkpoint.position is None and mode != "never":
             tables = runner.queue(["*"])
+            runner.settle_prepared()
             log.info("initial snapshot", tables=len(tables))
         elif before is not None and before != filters and cfg.snapshot.mode != "never":
             # tables the filters take in now: their rows before today are in no binlog read
@@ -763,7 +765,12 @@ class Service:
 
         try:
             while not self._stop.is_set():
-                if runner is not None and runner.has_work() and not pipeline.in_transaction:
+                if (
+                    runner is not None
+                    and runner.has_work()
+                    and runner.ready()
+                    and not pipeline.in_transaction
+                ):
                     await runner.step(take, handle, seed)
                     if not runner.has_work():
                         if self._live_for_snapshot:

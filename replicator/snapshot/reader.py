@@ -58,6 +58,8 @@ ER_TABLE_DEF_CHANGED = 1412  # "Table definition has changed, please retry trans
 # an instant ALTER (DROP or RENAME COLUMN) committed after the read view opened: the SELECT
 # names a column the table no longer has
 ER_BAD_FIELD_ERROR = 1054
+# access denied (global privilege, database, table): XA RECOVER may need one
+_REFUSED = (1227, 1044, 1142)
 
 
 class TableChanged(ReplicatorError):
@@ -225,6 +227,24 @@ class SnapshotReader:
         except BaseException:
             self.close()  # a result set read part way leaves the connection unusable
             raise
+
+    def prepared(self) -> list[str] | None:
+        """The XA transactions prepared at the source now (their xids, hex); None when the
+        account may not list them."""
+        try:
+            conn = self._connect()
+            with conn.cursor() as cur:
+                cur.execute("XA RECOVER")
+                return sorted(
+                    (bytes(x) if isinstance(x, (bytes, bytearray)) else str(x).encode()).hex()
+                    for x in (row[3] for row in cur)
+                )
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] in _REFUSED:
+                return None
+            raise self._fail(exc) from exc
+        except pymysql.err.Error as exc:
+            raise self._fail(exc) from exc
 
     def greatest(
         self, schema: str, table: str, columns: Sequence[ColumnDef], key: Sequence[int]

@@ -80,6 +80,10 @@ _MAX_CHANGED = 2  # chunks in a row that find the table gone while the history s
 _T = TypeVar("_T")
 
 
+# how often a snapshot waiting for prepared XA transactions looks again
+_PREPARED_POLL_SECONDS = 1.0
+
+
 class SnapshotStopped(Exception):
     """The service's stop event ended a snapshot wait (nothing of the chunk landed)."""
 
@@ -173,9 +177,26 @@ class SnapshotRunner:
         self._table_rows = 0  # read in this run
         self._estimate: int | None = None
         self.rows_read = 0  # since start (metrics)
+        # XA transactions prepared before the stream began (``settle_prepared``), to wait for
+        # before the first read view; None: not looked for yet
+        self._prepared: frozenset[str] | None = None
+        self._settle = False
+        self._hold_until = 0.0  # no step before then (waiting for those transactions)
+
+    def settle_prepared(self) -> None:
+        """The stream began where this snapshot does (an initial snapshot, a resync): an XA
+        transaction prepared before then has its rows in no event the stream reads, and its
+        commit lands nothing. So the first read view waits until the transactions prepared
+        at the source now have ended: read views after their commit see their rows."""
+        self._settle = True
 
     def has_work(self) -> bool:
         return self.pipeline.snapshot.active
+
+    def ready(self) -> bool:
+        """A step would read now (not while waiting for prepared XA transactions: the
+        stream goes on meanwhile)."""
+        return time.monotonic() >= self._hold_until
 
     def queue(self, patterns: list[str], request: str | None = None) -> list[str]:
         """Queue the replicated tables matching ``db.table`` globs (for ``request``, a
@@ -340,6 +361,8 @@ class SnapshotRunner:
             if table is None:
                 return
             state = self.pipeline.snapshot
+        if self._settle and not await self._prepared_ended():
+            return
         if state.current != self._reading:
             self._reading = state.current
             self._table_started = time.monotonic()
@@ -384,6 +407,36 @@ class SnapshotRunner:
         finally:
             with contextlib.suppress(SnapshotStopped):  # a stop: the connection is dropped
                 await self._io("close a read view", self.reader.end)
+
+    async def _prepared_ended(self) -> bool:
+        """Have the XA transactions prepared when the snapshot began ended? (``settle``)"""
+        now = await self._io("list prepared XA transactions", self.reader.prepared)
+        if now is None:  # the account may not list them
+            log.warning(
+                "snapshot cannot list prepared XA transactions (XA RECOVER was refused)",
+                hint="an XA transaction prepared before this snapshot began and committed "
+                "after it would be missing: grant the account XA RECOVER (MySQL: "
+                "XA_RECOVER_ADMIN), or make sure none is prepared when the snapshot starts",
+            )
+            self._settle = False
+            return True
+        if self._prepared is None:
+            self._prepared = frozenset(now)
+            if now:
+                log.warning(
+                    "snapshot waits for XA transactions prepared before it began to end",
+                    prepared=len(now),
+                    xids=sorted(now)[:5],
+                    hint="their rows are in no binlog event the stream reads: a read view "
+                    "after their commit sees them (XA COMMIT or XA ROLLBACK them at the source)",
+                )
+        if self._prepared & set(now):
+            self._hold_until = time.monotonic() + _PREPARED_POLL_SECONDS
+            return False
+        if self._prepared:
+            log.info("snapshot goes on: the prepared XA transactions have ended")
+        self._settle = False
+        return True
 
     def progress(self) -> SnapshotProgress:
         state = self.pipeline.snapshot

@@ -8,8 +8,10 @@ the request between two steps of the snapshot, or makes a step slow."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -306,4 +308,42 @@ async def test_a_request_taken_while_a_commit_is_under_way_is_kept(
     await Service(load_config(config), RunOptions(stop_at_end=True)).run()
     assert commits["n"] >= 1
     _small_is_kept(root, db)
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_an_xa_transaction_prepared_before_the_initial_snapshot_is_waited_for(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path
+) -> None:
+    """Prepared before the stream begins, committed after: its rows are in no event the
+    stream reads, and its commit lands nothing. The first read view waits for it to end (the
+    stream goes on meanwhile), and so sees its rows."""
+    server = mariadb_full_metadata
+    db = "snap_xa"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))",
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b')",
+    )
+    with contextlib.closing(server.connect(db)) as xa, xa.cursor() as cur:
+        cur.execute("XA START 'snapxa'")
+        cur.execute("INSERT INTO t VALUES (3, 'xa')")
+        cur.execute("UPDATE t SET v = 'xa' WHERE id = 1")
+        cur.execute("XA END 'snapxa'")
+        cur.execute("XA PREPARE 'snapxa'")
+        started = time.monotonic()
+
+        def commit_later() -> None:
+            time.sleep(2.0)
+            cur.execute("XA COMMIT 'snapxa'")
+
+        committer = threading.Thread(target=commit_later)
+        committer.start()
+        try:
+            root = await _snapshot(server, tmp_path, f"{db}.t", 100)
+        finally:
+            committer.join(30)
+    assert time.monotonic() - started >= 2.0
+    state = {k: r["v"] for k, r in _state(root, db, "t", "id").items()}
+    assert state == {1: "xa", 2: "b", 3: "xa"}
     server.execute(f"DROP DATABASE IF EXISTS {db}")
