@@ -21,11 +21,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from replicator.binlog import events as ev
 from replicator.binlog.block import Block
-from replicator.binlog.constants import ColumnType
 from replicator.binlog.position import StreamPosition
-from replicator.binlog.schema import ColumnDef
 from replicator.binlog.transaction import TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import IntegrityError
@@ -36,12 +33,7 @@ from replicator.sink.landing import FaultInjector, LandingZone
 from replicator.snapshot_progress import SnapshotState
 from tests.unit.test_compaction import _capture_log
 
-from .synthetic_events import Events
-
-COLUMNS = (
-    ColumnDef(index=0, type=ColumnType.LONG, meta=0, name="id"),
-    ColumnDef(index=1, type=ColumnType.VARCHAR, meta=40, name="v", charset="utf-8"),
-)
+from .synthetic_events import COLUMNS, Events
 
 
 class _Feed:
@@ -56,23 +48,10 @@ class _Feed:
         self.assembler = TransactionAssembler()
         self.gno = 0
 
-    def _rows(self, rows: Sequence[tuple[object, ...]]) -> list[ev.Event]:
-        e = self.events
-        header = ev.EventHeader(1_700_000_000, 19, 1, 50, e.position + 50, 0)
-        table = ev.TableMapEvent(header, "b.1", e.position, e.position + 50, 7, 0, "db", "t",
-                                 COLUMNS, (0,), True)  # fmt: skip
-        e.position += 50
-        header = ev.EventHeader(1_700_000_000, 30, 1, 50, e.position + 50, 1)
-        block = Block.from_rows(rows, len(COLUMNS))
-        rows_event = ev.RowsEvent(header, "b.1", e.position, e.position + 50, 7, 1, table,
-                                  ev.RowsKind.INSERT, block)  # fmt: skip
-        e.position += 50
-        return [table, rows_event]
-
     async def transaction(self, rows: Sequence[tuple[object, ...]]) -> None:
         self.gno += 1
         e = self.events
-        events = [e.gtid(self.gno), e.query("BEGIN"), *self._rows(rows), e.xid(self.gno)]
+        events = [e.gtid(self.gno), e.query("BEGIN"), *e.inserts(rows), e.xid(self.gno)]
         for event in events:
             for item in self.assembler.feed(event):
                 await self.pipeline.handle(item)

@@ -14,10 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from replicator.binlog import events as ev
-from replicator.binlog.block import Block
-from replicator.binlog.constants import ColumnType
 from replicator.binlog.position import StreamPosition
-from replicator.binlog.schema import ColumnDef
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig, SourceConfig
 from replicator.pipeline.pipeline import Pipeline
@@ -27,24 +24,6 @@ from replicator.source.proof import Proof
 from replicator.source.stream import ReplicaStream
 
 from .synthetic_events import Events
-
-COLUMNS = (
-    ColumnDef(index=0, type=ColumnType.LONG, meta=0, name="id"),
-    ColumnDef(index=1, type=ColumnType.VARCHAR, meta=40, name="v", charset="utf-8"),
-)
-
-
-def _rows(e: Events, rows: Sequence[tuple[object, ...]]) -> list[ev.Event]:
-    header = ev.EventHeader(1_700_000_000, 19, 1, 50, e.position + 50, 0)
-    table = ev.TableMapEvent(header, "b.1", e.position, e.position + 50, 7, 0, "db", "t",
-                             COLUMNS, (0,), True)  # fmt: skip
-    e.position += 50
-    header = ev.EventHeader(1_700_000_000, 30, 1, 50, e.position + 50, 1)
-    block = Block.from_rows(rows, len(COLUMNS))
-    rows_event = ev.RowsEvent(header, "b.1", e.position, e.position + 50, 7, 1, table,
-                              ev.RowsKind.INSERT, block)  # fmt: skip
-    e.position += 50
-    return [table, rows_event]
 
 
 def _restart(e: Events) -> ev.FormatDescriptionEvent:
@@ -107,12 +86,12 @@ async def test_the_parts_of_a_group_that_never_ends_do_not_land(
         # T1: handed out in parts, its XID never comes
         e.gtid(1),
         e.query("BEGIN"),
-        *_rows(e, [(1, "torn"), (2, "torn"), (3, "torn")]),
+        *e.inserts([(1, "torn"), (2, "torn"), (3, "torn")]),
         *([_restart(e)] if cut_by == "server restart" else []),
         # T2: whole
         e.gtid(2),
         e.query("BEGIN"),
-        *_rows(e, [(100, "ok")]),
+        *e.inserts([(100, "ok")]),
         e.xid(2),
     ]
     seen, last, before = await _stream(tmp_path, events)
@@ -131,10 +110,10 @@ async def test_a_group_dropped_without_parts_out_aborts_nothing(tmp_path: Path) 
     events = [
         e.gtid(1),
         e.query("BEGIN"),
-        *_rows(e, [(1, "torn")]),  # below the part size: nothing handed out
+        *e.inserts([(1, "torn")]),  # below the part size: nothing handed out
         e.gtid(2),
         e.query("BEGIN"),
-        *_rows(e, [(100, "ok"), (101, "ok"), (102, "ok")]),  # parts, then its end
+        *e.inserts([(100, "ok"), (101, "ok"), (102, "ok")]),  # parts, then its end
         e.xid(2),
     ]
     seen, _, _ = await _stream(tmp_path, events)

@@ -105,11 +105,7 @@ async def test_crash_in_any_commit_step_keeps_the_held_set_consistent(
 
 def _rows(feed: _Feed, rows: list[tuple[object, ...]]) -> list[ev.Event]:
     """A TABLE_MAP and a WRITE_ROWS of ``rows`` into db.t (id, v), at ``feed``'s position."""
-    from tests.unit.test_pipeline_writer_thread import _Feed as RowsFeed
-
-    made = RowsFeed(Path(feed.cfg.root), pipeline=feed.pipeline)
-    made.events = feed.events
-    return made._rows(rows)
+    return feed.events.inserts(rows)
 
 
 async def test_a_held_xa_read_back_after_a_restart_lands_between_other_transactions(
