@@ -763,7 +763,7 @@ def _holder(history: Any, state: SnapshotState, named: Any) -> Any:
     if state.key is None or history is None:
         return None
     first = state.key[0].partition(":")[0]
-    if first == "None":
+    if first in ("0", "None"):  # no id given: nothing to find the table by
         return None
     for table in history.catalog.tables.values():
         if table.qualified != named.qualified and any(str(c.id) == first for c in table.columns):
