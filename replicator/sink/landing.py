@@ -618,12 +618,17 @@ class LandingZone:
             )
         leftovers = self._check_no_strays(referenced, listed)
         self._establish_identity(manifests)
+        superseded: set[str] | None = None
         for manifest in manifests:
             if manifest.batch <= checkpoint.batch:
                 continue
             for item in manifest.entries:  # committed but maybe not yet published
                 final = str(item["path"])
                 if store.renames and not store.exists(final):
+                    if superseded is None:  # a compaction replaced it (a checkpoint rebuilt)
+                        superseded = compaction.superseded(store)
+                    if final in superseded:
+                        continue
                     self._publish(store.staged(final), final)
                     self._sync({posixpath.dirname(final)})
             end = position_from_json(manifest.data["end"], str(manifest.path))

@@ -973,3 +973,18 @@ def test_a_damaged_input_is_not_merged(tmp_path: Path) -> None:
     after = {k: v for k, v in _files(tmp_path).items() if not k.endswith(".intent.json")}
     assert after == before
     assert not (tmp_path / "_compactions" / f"{1:020d}.json").exists()
+
+
+def test_a_checkpoint_removed_after_retention_is_rebuilt(tmp_path: Path) -> None:
+    """The recovery operations.md gives for a bad checkpoint (remove it: it is rebuilt from the
+    manifests) after compaction and retention: the manifests' files superseded and deleted
+    are not published again, and nothing is lost."""
+    zone = Zone(tmp_path)
+    for _ in range(4):
+        zone.add({"db.t": 2})
+    before = _rows(tmp_path)
+    cp.run_compaction(LocalStore(tmp_path), _settings(retention=0.0))
+    (tmp_path / "_state" / "checkpoint.json").unlink()
+    checkpoint = LandingZone(SinkConfig(root=str(tmp_path))).recover()
+    assert checkpoint.batch == 4
+    assert _rows(tmp_path) == before
