@@ -61,7 +61,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -393,11 +393,15 @@ def _check_complete(
     return live, pending
 
 
-def recover(store: Store, records: Sequence[CompactionRecord] | None = None) -> int:
+def recover(
+    store: Store,
+    records: Sequence[CompactionRecord] | None = None,
+    published: set[str] | None = None,
+) -> int:
     """Under the compaction lock: once the records are proven complete (``_check_complete``),
     publish committed outputs still staged, delete the outputs the intent of a compaction
     that never committed names, then the intents and the temps of records never written.
-    Returns how many files were deleted.
+    Returns how many files were deleted; the outputs published go into ``published``.
 
     A compaction provably never committed when its intent has the next record number, no
     record has it, no output it names was renamed into place (directories: that comes after
@@ -442,6 +446,8 @@ def recover(store: Store, records: Sequence[CompactionRecord] | None = None) -> 
             removed += 1
         else:
             store.publish(staged, path)
+            if published is not None:
+                published.add(path)
         folders.add(path.rpartition("/")[0])
     for path in sorted(pending.outputs if pending is not None else ()):
         staged = store.staged(path)  # an object store's is the final key
@@ -485,10 +491,13 @@ def retain(
     retention: float,
     fault: Any = None,
     keep: Callable[[], None] | None = None,
+    fresh: Collection[str] = (),
 ) -> list[str]:
     """Delete the files superseded by records older than ``retention`` seconds; returns them.
     Live files are never deleted (a path superseded once and committed again is kept).
-    ``keep`` is called before each deletion (it renews the compaction lease).
+    ``keep`` is called before each deletion (it renews the compaction lease). ``fresh``:
+    outputs published only now (their rename was left undone): readers resolved the files
+    they replace until now, so the grace period counts from now for their records.
 
     A record keeps naming the files it replaced long after they are gone, so what is still
     there is found by listing each folder concerned once, not by asking for every file
@@ -500,7 +509,7 @@ def retain(
     superseded = [
         old.path
         for record in records
-        if record.age(now) >= retention
+        if record.age(now) >= retention and not any(o.piece.path in fresh for o in record.outputs)
         for output in record.outputs
         for old in output.replaces
         if old.path not in live.pieces
@@ -1011,8 +1020,9 @@ def compact(
     while outputs are written, and confirmed just before the commit point)."""
     keep = lock.check if lock is not None else (lambda: None)
     records = read_records(store)
-    recover(store, records)
-    deleted = retain(store, records, settings.retention, fault, keep)
+    published: set[str] = set()
+    recover(store, records, published)
+    deleted = retain(store, records, settings.retention, fault, keep, published)
     manifests, checkpoint_batch = read_landing(store)
     live = live_files(manifests, records)
     before = len(live.pieces)

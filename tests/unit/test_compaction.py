@@ -988,3 +988,22 @@ def test_a_checkpoint_removed_after_retention_is_rebuilt(tmp_path: Path) -> None
     checkpoint = LandingZone(SinkConfig(root=str(tmp_path))).recover()
     assert checkpoint.batch == 4
     assert _rows(tmp_path) == before
+
+
+def test_a_rename_left_undone_gives_readers_their_grace_when_it_is_done(tmp_path: Path) -> None:
+    """A compactor killed between its record and the rename: readers go on resolving the
+    replaced files. The run that renames the output later does not delete them in the same
+    pass, however old the record is: a reader that resolved them a moment ago finds them."""
+    zone = Zone(tmp_path)
+    for _ in range(4):
+        zone.add({"db.t": 2})
+    store = LocalStore(tmp_path)
+    with pytest.raises(Boom):
+        cp.run_compaction(store, _settings(retention=0.0), FailAt("compact-record"))
+    files = committed_files(tmp_path)["db.t"]  # a reader resolves the files now
+    assert all(f.within is None for f in files)  # the original part files
+    cp.run_compaction(store, _settings(retention=0.0))  # renames the output
+    assert all(Path(f.path).exists() for f in files)
+    assert committed_files(tmp_path)["db.t"] != files  # new readers take the output
+    cp.run_compaction(store, _settings(retention=0.0))  # a later run: their grace is over
+    assert not any(Path(f.path).exists() for f in files)
