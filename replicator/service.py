@@ -49,7 +49,7 @@ from .schema.model import Catalog
 from .schema.tracker import SchemaTracker
 from .sink import compaction
 from .sink.landing import FaultInjector, LandingZone
-from .sink.lock import writer_lock
+from .sink.lock import LeaseLock, writer_lock
 from .snapshot.columns import column_defs
 from .snapshot.requests import read_requests
 from .snapshot.runner import SnapshotRunner, SnapshotStopped
@@ -225,6 +225,8 @@ class Service:
             replica_host=self.replica_host,
             source=describe_source(source),
         )
+        if isinstance(self.lock, LeaseLock):  # a directory's lock cannot be taken over
+            self.zone.lease = self.lock.check
         try:
             return await self._run_locked(loop)
         finally:

@@ -61,7 +61,7 @@ import pickle
 import posixpath
 import re
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,10 +269,13 @@ class Batch:
         held = held or {}
         pending = tuple(sorted(h.name for h in held.values()))
         try:
+            # (a lease lost: nothing is deleted, the names may be the new writer's now)
+            zone.confirm_writer()
             written = _close_all(list(self._files.values()))
             # the files' folders, and the folders above them: a table's folder made for this
             # batch must be as durable as the manifest that names its files
             zone.store.sync(_with_parents(posixpath.dirname(t.temp) for t in self._files.values()))
+            zone.confirm_writer()
             zone.store_held([h for h in held.values() if not h.stored])
             if history is None:
                 history_path, history_pin = zone.history, zone.history_sha256
@@ -318,6 +321,7 @@ class Batch:
                 for target, info in written
             ],
         }
+        zone.confirm_writer()
         zone.write_state(
             manifest_key(self.number),
             json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n",
@@ -381,6 +385,15 @@ class LandingZone:
         self.committed_end: StreamPosition | None = None
         # the snapshot progress as of the last commit (carried into batches without chunks)
         self.snapshot = SnapshotState()
+        # the writer's lease (object stores; ``sink.lock``), confirmed before each write of a
+        # commit: a writer that stalled past it and lost it to another must not write a name
+        # the other may have committed (files, history, manifest)
+        self.lease: Callable[[], None] | None = None
+
+    def confirm_writer(self) -> None:
+        """The lease is still ours (``LandingZoneBusyError`` when another writer took it)."""
+        if self.lease is not None:
+            self.lease()
 
     def write_state(self, key: str, data: bytes) -> None:
         """Write a manifest atomically and durably: rename on a directory (which the writer's

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -295,6 +295,62 @@ def test_a_holder_whose_lease_was_taken_over_stops(s3_server: S3Server, url: str
     with pytest.raises(LandingZoneBusyError, match="taken over"):
         holder.check()
     assert json.loads(store.read("_state/lease.json"))["owner"] == "f" * 32  # left alone
+
+
+class _Stall:
+    """A fault injector that runs ``hook`` once, when the commit reaches ``step``."""
+
+    def __init__(self, step: str, hook: Callable[[], None]) -> None:
+        self.step = step
+        self.hook: Callable[[], None] | None = hook
+
+    def at(self, step: str) -> None:
+        if step == self.step and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+
+
+def _take_over(sink: SinkConfig, rows: Iterator[int] | None = None) -> None:
+    """Another daemon once the first one's lease has run out: it takes the lease, recovers
+    (deleting what no manifest names) and, with ``rows``, commits a batch of its own."""
+    time.sleep(1.3)
+    other = LandingZone(sink)
+    LeaseLock(other.store, lease_seconds=30.0).acquire("replicator run")
+    other.recover()
+    if rows is not None:
+        _land(other, rows, 5)
+
+
+@pytest.mark.parametrize("stalled_at", ["before the commit", "between data and manifest"])
+def test_a_writer_whose_lease_was_taken_over_writes_nothing_more(
+    s3_server: S3Server, stalled_at: str
+) -> None:
+    """A daemon that stalled past its lease (a GC pause, a partition) and lost it to another
+    stops at its next write of the commit: before its files, whose names the other may have
+    committed by then, and before its manifest, whose files the other deleted as leftovers."""
+    sink = _sink(s3_server, f"s3://{s3_server.bucket(f'takeover-{next(_names)}')}/zone")
+    zone = LandingZone(sink)
+    zone.lease = LeaseLock(zone.store, lease_seconds=1.0).acquire("replicator run").check
+    zone.recover()
+    _land(zone, itertools.count(1), 3)
+    checkpoint = zone.checkpoints.load()
+    batch = zone.begin(checkpoint)
+    seq = checkpoint.next_seq
+    batch.add(VERSION, [change(seq + i, [100 + i, "x"]) for i in range(2)])
+    if stalled_at == "before the commit":
+        _take_over(sink, itertools.count(500))  # the other commits batch 2 under these names
+    else:
+        zone.fault = _Stall("data", lambda: _take_over(sink))  # type: ignore[assignment]
+    with pytest.raises(LandingZoneBusyError, match="taken over"):
+        batch.commit(_end(batch.number), seq + 2)
+    again = LandingZone(sink)
+    recovered = again.recover()  # a start accepts what is there: every file as committed
+    landed = [1, 2, 3, *(range(500, 505) if stalled_at == "before the commit" else ())]
+    assert recovered.next_seq == len(landed) + 1
+    files = committed_files(again.store)["shop.orders"]
+    fs, base = again.store.filesystem()
+    table = pq.read_table([f"{base}/{f.key}" for f in files], filesystem=fs)
+    assert sorted(table.column("id").to_pylist()) == landed
 
 
 def test_an_expired_lease_or_one_of_a_dead_local_process_is_taken_over(
