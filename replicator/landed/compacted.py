@@ -82,14 +82,18 @@ __all__ = [
 _RECORD_NAME = re.compile(r"(\d{20})\.json")
 _INTENT_NAME = re.compile(r"(\d{20})\.intent\.json")
 _META_TEMP = re.compile(r"\.\d{20}(?:\.intent)?\.json\.tmp")  # LocalStore.write's temps
-OUTPUT_NAME = re.compile(r"compact-(\d{20})-(\d{20})\.parquet")
+# compact-<first _seq>-<last _seq>[-<run>].parquet: on an object store each compaction run's
+# outputs carry a token of their own, so that a compactor that lost its lease to another one
+# planning the same groups never writes or deletes the other's key
+OUTPUT_NAME = re.compile(r"compact-(\d{20})-(\d{20})(?:-([0-9a-f]{8,32}))?\.parquet")
 
 
 # ---------------------------------------------------------------------------- the records
 
 
-def output_name(first_seq: int, last_seq: int) -> str:
-    return f"compact-{first_seq:020d}-{last_seq:020d}.parquet"
+def output_name(first_seq: int, last_seq: int, run: str | None = None) -> str:
+    tail = "" if run is None else f"-{run}"
+    return f"compact-{first_seq:020d}-{last_seq:020d}{tail}.parquet"
 
 
 def record_key(number: int) -> str:
@@ -270,7 +274,8 @@ def parse_record(key: str, raw: bytes) -> CompactionRecord:
                 key, f"lists output {piece.path} with an invalid {DATA_BYTES_KEY} {data_bytes!r}"
             )
         folder, _, name = piece.path.rpartition("/")
-        if name != output_name(piece.first_seq, piece.last_seq):
+        named = OUTPUT_NAME.fullmatch(name)
+        if named is None or (int(named[1]), int(named[2])) != (piece.first_seq, piece.last_seq):
             raise record_error(key, f"names output {piece.path}, not named after its _seq range")
         previous = -1
         for old in replaces:

@@ -60,6 +60,7 @@ import contextlib
 import datetime as dt
 import json
 import re
+import secrets
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -104,7 +105,7 @@ log = structlog.get_logger("replicator")
 LOCK_KEY = "_state/compact.lock"
 LEASE_KEY = "_state/compact-lease.json"  # the lock on object stores
 CHECKPOINT_KEY = "_state/checkpoint.json"
-_STAGED = re.compile(r"\.compact-\d{20}-\d{20}\.parquet\.tmp")
+_STAGED = re.compile(r"\.compact-\d{20}-\d{20}(?:-[0-9a-f]{8,32})?\.parquet\.tmp")
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
 DEFAULT_RETENTION = 86400.0  # a day: longer than Spark jobs that listed the old files run
 
@@ -595,6 +596,7 @@ class Candidate:
 class Group:
     table: str
     members: tuple[Candidate, ...]
+    run: str | None = None  # the run's token in its output's name (object stores)
 
     @property
     def output_replaces(self) -> tuple[Piece, ...]:
@@ -605,7 +607,7 @@ class Group:
         first, last = self.members[0].piece, self.members[-1].piece
         folder = first.path.rpartition("/")[0]
         return Piece(
-            f"{folder}/{output_name(first.first_seq, last.last_seq)}",
+            f"{folder}/{output_name(first.first_seq, last.last_seq, self.run)}",
             self.table,
             sum(m.piece.rows for m in self.members),
             first.first_seq,
@@ -617,6 +619,7 @@ def plan(
     tables: dict[str, list[Candidate]],
     boundaries: dict[str, list[int]],
     target_bytes: int,
+    run: str | None = None,
 ) -> list[Group]:
     """Groups of consecutive candidates to merge (``tables``: each table's live files in
     ``_seq`` order; ``boundaries``: the ``_seq`` of each lifecycle record naming it). A
@@ -649,7 +652,7 @@ def plan(
             if size >= target_bytes:
                 runs.append([])
                 size = 0
-        groups.extend(Group(table, tuple(run)) for run in runs if len(run) > 1)
+        groups.extend(Group(table, tuple(found), run) for found in runs if len(found) > 1)
     return groups
 
 
@@ -1039,7 +1042,10 @@ def compact(
         target_bytes=settings.target_bytes,
     )
     recorded = _recorded(manifests, records)
-    groups = plan(tables, boundaries, settings.target_bytes)
+    # a token of this run in its outputs' names on an object store, where they are written
+    # at their final keys (a directory stages them under a lock no other compactor holds)
+    run = None if store.renames else secrets.token_hex(8)
+    groups = plan(tables, boundaries, settings.target_bytes, run)
     if not groups:
         return Result(None, 0, 0, len(deleted), before, before)
     number = len(records) + 1

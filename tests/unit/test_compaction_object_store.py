@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -27,7 +28,7 @@ from click.testing import CliRunner
 
 from replicator.cli import main
 from replicator.config import ObjectStoreConfig, Secret, SinkConfig
-from replicator.errors import IntegrityError, SinkError
+from replicator.errors import IntegrityError, ReplicatorError, SinkError
 from replicator.landed.committed import committed_files, read_manifests
 from replicator.landed.compacted import (
     intent_key,
@@ -38,6 +39,7 @@ from replicator.landed.compacted import (
 )
 from replicator.sink import compaction as cp
 from replicator.sink.landing import LandingZone
+from replicator.sink.verify import verify_landing
 from replicator.storage import ObjectStoreOptions, Store, open_store
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.unit.test_compaction import (
@@ -97,16 +99,31 @@ def _rows(store: Store, after: int = 0) -> dict[str, list[tuple[object, ...]]]:
     return out
 
 
+# each run's outputs carry a token of their own on an object store: names are compared
+# without it (``output_name(first, last)``)
+_RUN = re.compile(r"-[0-9a-f]{16}(?=\.parquet)")
+
+
+def _plain(name: str) -> str:
+    return _RUN.sub("", name)
+
+
 def _live(store: Store) -> dict[str, list[str]]:
     return {
-        table: sorted({f.key.rpartition("/")[2] for f in files})
+        table: sorted({_plain(f.key.rpartition("/")[2]) for f in files})
         for table, files in committed_files(store).items()
     }
 
 
+def _key(store: Store, plain: str) -> str:
+    """The key of the output named ``plain`` (a folder and ``output_name``) with its run."""
+    folder = plain.rpartition("/")[0]
+    return next(key for key in store.list(folder) if _plain(key) == plain)
+
+
 def _listed(store: Store, table: str = "db/t") -> list[str]:
-    """What a plain listing of the table's folder shows."""
-    return [key.rpartition("/")[2] for key in store.list(table)]
+    """What a plain listing of the table's folder shows (output names without their run)."""
+    return [_plain(key.rpartition("/")[2]) for key in store.list(table)]
 
 
 def _settings(**kw: Any) -> cp.Settings:
@@ -251,7 +268,7 @@ def _killed_after_an_output(store: Store) -> str:
     its final key): the output's key."""
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(), FailAt("compact-data-mid"))
-    leftover = f"db/t/{output_name(1, 8)}"
+    leftover = _key(store, f"db/t/{output_name(1, 8)}")
     assert store.exists(leftover) and store.exists(intent_key(1))
     return leftover
 
@@ -287,7 +304,7 @@ def test_a_killed_compactors_lease_is_taken_over(
     assert cp.recover_if_idle(store)
     assert not store.exists(leftover)
     # a compactor on this host whose process is gone (SIGKILL): taken over at once
-    assert _killed_after_an_output(store) == leftover
+    assert _plain(_killed_after_an_output(store)) == _plain(leftover)
     _lease(store, pid=_dead_pid())
     before = _rows(store)
     assert cp.run_compaction(store, _settings()).record == 1
@@ -334,7 +351,9 @@ def test_a_compactor_that_lost_its_lease_or_an_output_commits_nothing(
     # an output deleted under it (a recovery that took the lease meanwhile, then let go)
     with pytest.raises(SinkError, match="is gone or changed before its commit"):
         cp.run_compaction(
-            store, _settings(), Then("compact-data", lambda: store.delete(f"db/u/{U_OUT}"))
+            store,
+            _settings(),
+            Then("compact-data", lambda: store.delete(_key(store, f"db/u/{U_OUT}"))),
         )
     assert not read_records(store) and _rows(store) == before
     assert cp.run_compaction(store, _settings()).record == 1
@@ -388,8 +407,9 @@ def test_a_read_that_a_compaction_overtakes_reads_again(
 
 
 def _objects(store: Store) -> dict[str, bytes]:
-    """Every object but the daemon's and the lease's state, with its bytes."""
-    return {key: store.read(key) for key in store.list() if not key.startswith("_state/")}
+    """Every object but the daemon's and the lease's state, with its bytes (outputs by their
+    name without the run)."""
+    return {_plain(key): store.read(key) for key in store.list() if not key.startswith("_state/")}
 
 
 def test_a_lost_last_record_stops_and_nothing_is_deleted(
@@ -408,7 +428,7 @@ def test_a_lost_last_record_stops_and_nothing_is_deleted(
     named = r"compaction record s3://.*/_compactions/00000000000000000001\.json is missing"
     with pytest.raises(IntegrityError, match=named) as caught:
         cp.run_compaction(store, _settings(retention=0.0))
-    assert f"db/t/{T_OUT}" in str(caught.value)
+    assert f"db/t/{T_OUT}" in _plain(str(caught.value))
     assert _objects(store) == kept
     with pytest.raises(IntegrityError, match=named):  # the daemon's start names the record
         LandingZone(_sink(s3_server, url)).recover()
@@ -471,3 +491,33 @@ def test_a_daemons_start_sees_a_compaction_that_commits_while_it_reads(
 
     monkeypatch.setattr(store, "read", commit_then_read)
     assert len(cp.superseded(store)) == 12
+
+
+def test_a_stalled_compactor_leaves_the_output_of_the_one_that_took_over_alone(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    """Compactor A stalls while writing an output and its lease runs out; compactor B takes
+    over, plans the same groups and commits. Each run's outputs carry a token of their own:
+    A's abort and its late upload touch A's key only, never the output B committed."""
+    store = _store(s3_server, url)
+    _zone(tmp_path, store, batches=3)
+    before = _rows(store)
+    lock = cp.compaction_lock(store, lease_seconds=1.0)
+    real_check = lock.check
+    calls = itertools.count(1)
+
+    def stalling_check() -> None:
+        if next(calls) == 2:  # A is writing its first output
+            time.sleep(1.3)
+            other = cp.run_compaction(store, _settings(retention=0.0), lease_seconds=30.0)
+            assert other.record == 1
+            assert _rows(store) == before
+        real_check()  # A finds its lease taken over
+
+    lock.check = stalling_check  # type: ignore[method-assign]
+    with pytest.raises(ReplicatorError), lock.held():
+        cp.compact(store, _settings(retention=0.0), lock=lock)
+    assert len(read_records(store)) == 1  # A committed nothing
+    report = verify_landing(store, deep=False)
+    assert report.ok, report.lines()
+    assert _rows(store) == before
