@@ -175,6 +175,11 @@ class Store(ABC):
     def sync(self, folders: set[str]) -> None:
         """Make new, renamed and removed entries of these folders durable."""
 
+    def published_at(self, key: str) -> float | None:
+        """When ``key`` became visible under its name, where a rename publishes it (maybe
+        long after it was written): None where keys are written in place, or it is gone."""
+        return None
+
     @abstractmethod
     def filesystem(self) -> tuple[Any, str]:
         """(``pyarrow.fs.FileSystem``, the root's path in it), for readers of the files."""
@@ -329,6 +334,13 @@ class LocalStore(Store):
 
     def publish(self, staged: str, key: str) -> None:
         os.replace(self.path(staged), self.path(key))
+
+    def published_at(self, key: str) -> float | None:
+        # a rename changes the inode's ctime, not its mtime: when the name came
+        try:
+            return os.stat(self._os_path(key)).st_ctime
+        except FileNotFoundError:
+            return None
 
     def sync(self, folders: set[str]) -> None:
         """Several at once: a batch spread over many tables has a folder per table, and each

@@ -498,7 +498,8 @@ def retain(
     Live files are never deleted (a path superseded once and committed again is kept).
     ``keep`` is called before each deletion (it renews the compaction lease). ``fresh``:
     outputs published only now (their rename was left undone): readers resolved the files
-    they replace until now, so the grace period counts from now for their records.
+    they replace until now, so the grace period counts from now for their records (and on a
+    directory from each output's rename, ``Store.published_at``).
 
     A record keeps naming the files it replaced long after they are gone, so what is still
     there is found by listing each folder concerned once, not by asking for every file
@@ -507,10 +508,23 @@ def retain(
     live = Live()
     for record in records:
         live.apply(record, strict=False)
+
+    def grace_over(record: CompactionRecord) -> bool:
+        """The readers that resolved the files a record replaces have had ``retention``:
+        counted from the record, and where the outputs are renamed into place (a directory)
+        from the rename, which a killed run leaves to a later one."""
+        if record.age(now) < retention or any(o.piece.path in fresh for o in record.outputs):
+            return False
+        for output in record.outputs:
+            at = store.published_at(output.piece.path) if store.renames else None
+            if at is not None and now - at < retention:
+                return False
+        return True
+
     superseded = [
         old.path
         for record in records
-        if record.age(now) >= retention and not any(o.piece.path in fresh for o in record.outputs)
+        if grace_over(record)
         for output in record.outputs
         for old in output.replaces
         if old.path not in live.pieces

@@ -992,18 +992,23 @@ def test_a_checkpoint_removed_after_retention_is_rebuilt(tmp_path: Path) -> None
 
 def test_a_rename_left_undone_gives_readers_their_grace_when_it_is_done(tmp_path: Path) -> None:
     """A compactor killed between its record and the rename: readers go on resolving the
-    replaced files. The run that renames the output later does not delete them in the same
-    pass, however old the record is: a reader that resolved them a moment ago finds them."""
+    replaced files. The run that renames the output later leaves them for the retention
+    period counted from the rename, however old the record is."""
     zone = Zone(tmp_path)
     for _ in range(4):
         zone.add({"db.t": 2})
     store = LocalStore(tmp_path)
+    retention = 1.0
     with pytest.raises(Boom):
-        cp.run_compaction(store, _settings(retention=0.0), FailAt("compact-record"))
+        cp.run_compaction(store, _settings(retention=retention), FailAt("compact-record"))
+    time.sleep(retention + 0.2)  # the record is older than the retention period
     files = committed_files(tmp_path)["db.t"]  # a reader resolves the files now
     assert all(f.within is None for f in files)  # the original part files
-    cp.run_compaction(store, _settings(retention=0.0))  # renames the output
-    assert all(Path(f.path).exists() for f in files)
+    cp.run_compaction(store, _settings(retention=retention))  # renames the output
     assert committed_files(tmp_path)["db.t"] != files  # new readers take the output
-    cp.run_compaction(store, _settings(retention=0.0))  # a later run: their grace is over
+    assert all(Path(f.path).exists() for f in files)
+    cp.run_compaction(store, _settings(retention=retention))  # a run at once: still kept
+    assert all(Path(f.path).exists() for f in files)
+    time.sleep(retention + 0.2)
+    cp.run_compaction(store, _settings(retention=retention))  # their grace is over
     assert not any(Path(f.path).exists() for f in files)
