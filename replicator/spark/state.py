@@ -86,6 +86,9 @@ class TableState:
     # the mark of batch ``last_batch`` (``Manifest.mark``): the landing zone's batch of that
     # number must be the same commit (None: written by an older materialize)
     batch_mark: str | None = None
+    # the streaming query ``stream_batch`` counts in (its checkpoint's id): micro-batch ids
+    # start again at 0 in a query with a new checkpoint (None: not known)
+    stream_query: str | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"

@@ -37,6 +37,7 @@ zone's own batch cadence) is the sensible minimum. Give each query its own outpu
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -101,16 +102,36 @@ class CurrentStateStream:
     table: TableDir
     out: Path
     options: MaterializeOptions = field(default_factory=MaterializeOptions)
+    checkpoint: Path | None = None  # the query's checkpoint location (a directory)
 
     @property
     def link(self) -> Path:
         return self.out / self.table.rel
 
+    def query_id(self) -> str | None:
+        """The id of the query the micro-batch ids count in, as its checkpoint records it
+        (``metadata``, written when the query first starts): a checkpoint made anew (or
+        removed) starts a new query, whose micro-batch ids start again at 0."""
+        if self.checkpoint is None:
+            return None
+        try:
+            found = json.loads((self.checkpoint / "metadata").read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return str(found["id"]) if isinstance(found, dict) and "id" in found else None
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         found = st.load(self.link)
         previous = found[0] if found is not None else st.load_gone(self.link)
-        if previous is not None and previous.mode == "stream" and batch_id <= previous.stream_batch:
-            return  # a re-run of a micro-batch the state already holds
+        query = self.query_id()
+        if (
+            previous is not None
+            and previous.mode == "stream"
+            and query is not None
+            and previous.stream_query == query
+            and batch_id <= previous.stream_batch
+        ):
+            return  # a re-run of a micro-batch the state already holds (a crash's)
         done = 0 if previous is None else previous.last_batch
         seen = [int(row[0]) for row in batch.select("batch").collect() if row[0] is not None]
         newest = max([done, *seen])
@@ -126,6 +147,7 @@ class CurrentStateStream:
             self.options,
             mode="stream",
             stream_batch=batch_id,
+            stream_query=query,
         )
 
 
@@ -167,7 +189,12 @@ def start_current_state_stream(
     root = Path(landing).resolve()
     found = _table(root, table)
     merge = CurrentStateStream(
-        spark, root, found, Path(out).resolve(), options or MaterializeOptions()
+        spark,
+        root,
+        found,
+        Path(out).resolve(),
+        options or MaterializeOptions(),
+        None if is_url(str(checkpoint)) else Path(checkpoint).resolve(),
     )
     reader = (
         spark.readStream.schema(MANIFEST_SCHEMA)

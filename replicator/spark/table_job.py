@@ -51,6 +51,7 @@ class _Run:
     options: MaterializeOptions
     mode: str  # "batch" or "stream"
     stream_batch: int
+    stream_query: str | None = None
 
     def state(self, **changes: object) -> st.TableState:
         base = st.TableState(
@@ -60,6 +61,7 @@ class _Run:
             last_batch=self.landing.end,
             batch_mark=self.landing.mark(self.landing.end),
             stream_batch=self.stream_batch,
+            stream_query=self.stream_query,
             last_seq=None,
             key=[],
             keep_metadata=self.options.keep_metadata,
@@ -115,9 +117,10 @@ def run_table(
     *,
     mode: str = "batch",
     stream_batch: int = -1,
+    stream_query: str | None = None,
 ) -> TableResult:
     """Bring ``<out>/<db>/<table>`` up to ``landing.end`` (see the module doc)."""
-    run = _Run(landing, table, out / table.rel, options, mode, stream_batch)
+    run = _Run(landing, table, out / table.rel, options, mode, stream_batch, stream_query)
     st.clean(run.link)
     existing = st.load(run.link)
     tombstone = st.load_gone(run.link) if existing is None else None
@@ -161,6 +164,7 @@ def _run_table(
         if (
             landing.end > done
             or stream_batch != gone.stream_batch
+            or run.stream_query != gone.stream_query
             or gone.landing_id != landing.landing_id
         ):
             st.update_gone(
@@ -170,6 +174,7 @@ def _run_table(
                     last_batch=max(landing.end, done),
                     batch_mark=landing.mark(max(landing.end, done)),
                     stream_batch=stream_batch,
+                    stream_query=run.stream_query,
                     landing_id=landing.landing_id,
                 ),
             )
@@ -181,6 +186,7 @@ def _run_table(
             last_batch=max(landing.end, done),
             batch_mark=landing.mark(max(landing.end, done)),
             stream_batch=stream_batch,
+            stream_query=run.stream_query,
             lineage=True,
             landing_id=landing.landing_id,
         )

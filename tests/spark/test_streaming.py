@@ -110,8 +110,12 @@ def test_a_replayed_micro_batch_is_skipped(spark: SparkSession, tmp_path: Path) 
     link = out / "shop" / "items"
     version = link.resolve()
     zone.commit([(V1, "c", (2, "b"))])
-    merge = CurrentStateStream(
-        spark, zone.root.resolve(), TableDir.named("shop.items"), out.resolve()
+    merge = CurrentStateStream(  # the same query (its checkpoint) after a crash
+        spark,
+        zone.root.resolve(),
+        TableDir.named("shop.items"),
+        out.resolve(),
+        checkpoint=(tmp_path / "checkpoint").resolve(),
     )
 
     merge(manifests(spark, 1, 2), 0)  # Spark re-runs micro-batch 0 after a crash
@@ -121,6 +125,40 @@ def test_a_replayed_micro_batch_is_skipped(spark: SparkSession, tmp_path: Path) 
     assert rows(spark, link) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
     state = json.loads((link / STATE_FILE).read_text())
     assert (state["stream_batch"], state["last_batch"], state["mode"]) == (1, 2, "stream")
+
+
+def test_a_query_with_a_new_checkpoint_applies_its_first_micro_batches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A checkpoint made anew (lost, or removed to start over): the new query counts its
+    micro-batches from 0 again, below the state's ``stream_batch``; they are no re-runs of
+    the old query's, and the batches landed meanwhile are applied."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(V1, "c", (1, "a"))])
+    out = tmp_path / "current"
+    link = out / "shop" / "items"
+
+    def run(checkpoint: Path, *commits: list[Any]) -> None:
+        query = start_current_state_stream(
+            spark, zone.root, "shop.items", out, checkpoint, trigger_seconds=0.2
+        )
+        try:
+            query.processAllAvailable()
+            for items in commits:
+                zone.commit(items)
+                query.processAllAvailable()
+        finally:
+            query.stop()
+        assert query.exception() is None
+
+    run(tmp_path / "first", [(V1, "c", (2, "b"))], [(V1, "c", (3, "c"))])
+    state = json.loads((link / STATE_FILE).read_text())
+    assert state["stream_batch"] >= 1 and state["last_batch"] == 3
+    zone.commit([(V1, "c", (4, "d"))])
+    run(tmp_path / "second")
+    state = json.loads((link / STATE_FILE).read_text())
+    assert state["last_batch"] == 4
+    assert [r["id"] for r in rows(spark, link)] == [1, 2, 3, 4]
 
 
 def test_micro_batches_apply_lifecycle_records(spark: SparkSession, tmp_path: Path) -> None:
