@@ -232,10 +232,9 @@ def _apply(
         name: opened[place.rel] if place.rel in opened else _open(place, landing)
         for name, place in places.items()
     }
-    if not options.full_refresh:
-        for name, found in existing.items():
-            if found is not None:
-                _check_not_ahead(landing, name, places[name], found)
+    for name, found in existing.items():
+        if found is not None:
+            _check_applied(landing, name, places[name], found, options.full_refresh)
     results = []
     for name in names:
         if stop is not None and stop.is_set():
@@ -244,7 +243,9 @@ def _apply(
     return results
 
 
-def _check_not_ahead(landing: Landing, name: str, place: _Place, existing: _Existing) -> None:
+def _check_applied(
+    landing: Landing, name: str, place: _Place, existing: _Existing, refresh: bool
+) -> None:
     """The output holds no batch the landing zone lacks or holds as another commit
     (``Landing.check_applied``): the mark recorded with the batch the table is at."""
     if existing.version is None:
@@ -256,7 +257,7 @@ def _check_not_ahead(landing: Landing, name: str, place: _Place, existing: _Exis
         str(place.shown),
         existing.version,
         mark if isinstance(mark, str) else None,
-        refresh=False,
+        refresh=refresh,
     )
 
 

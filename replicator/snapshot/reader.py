@@ -281,23 +281,26 @@ class SnapshotReader:
                 conn.close()
 
 
-def _until_clause(names: Sequence[str], values: Sequence[str]) -> str:
-    """``(k1, k2) <= (v1, v2)``, spelled out as ``_after_clause`` is."""
+def _key_order(names: Sequence[str], values: Sequence[str], inner: str, last: str) -> str:
+    """A row comparison of the key with ``values`` spelled out term by term, so that both
+    servers use the key's index: each term the columns before one equal, and that one
+    ``inner`` (the last column: ``last``) its value."""
     terms = []
     for i in range(len(names)):
         equal = [f"{names[j]} = {values[j]}" for j in range(i)]
-        last = "<=" if i == len(names) - 1 else "<"
-        terms.append("(" + " AND ".join([*equal, f"{names[i]} {last} {values[i]}"]) + ")")
+        op = last if i == len(names) - 1 else inner
+        terms.append("(" + " AND ".join([*equal, f"{names[i]} {op} {values[i]}"]) + ")")
     return " OR ".join(terms)
+
+
+def _until_clause(names: Sequence[str], values: Sequence[str]) -> str:
+    """``(k1, k2) <= (v1, v2)``."""
+    return _key_order(names, values, "<", "<=")
 
 
 def _after_clause(names: Sequence[str], values: Sequence[str]) -> str:
-    """``(k1, k2) > (v1, v2)`` spelled out so that both servers use the key's index."""
-    terms = []
-    for i in range(len(names)):
-        equal = [f"{names[j]} = {values[j]}" for j in range(i)]
-        terms.append("(" + " AND ".join([*equal, f"{names[i]} > {values[i]}"]) + ")")
-    return " OR ".join(terms)
+    """``(k1, k2) > (v1, v2)``."""
+    return _key_order(names, values, ">", ">")
 
 
 def _sql_value(value: object) -> object:

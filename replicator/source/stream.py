@@ -285,10 +285,9 @@ class ReplicaStream:
                     delay = self.cfg.reconnect_initial_delay  # it streamed: back off afresh
             if not self._stopping.is_set():
                 self._reconnect_log.failed(self.stats, self.position, delay, outage=outage)
-            stopping = self._stopping.is_set()
-            if self._open_parts is not False and not stopping and not self._abort_parts(now=True):
-                return
             if self._stopping.is_set():
+                return
+            if self._open_parts is not False and not self._abort_parts(now=True):
                 return
             self.stats.reconnects += outage
             self.stats.reconnect_attempts += 1

@@ -284,28 +284,30 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
     kind = F.when(is_d, "del").when(is_put | moved, "row").otherwise("upd")
     main = F.struct(F.when(is_d, old_key).otherwise(new_key).alias("k"), kind.alias("kind"))
     full = "set binlog_row_image=FULL on the source and replay from before this position"
-    refused: list[tuple[Column, Column]] = []
-    for k in model.key:  # NULL identifies no row: a nullable --key column
-        after, before = _c(k), F.col(BKEY_COL).getField(k)
-        null = (_present(k) & after.isNull()) | (is_u & has_bk & before.isNull())
-        refused.append(
-            (
-                (F.col("_seq") != F.lit(STATE_SEQ)) & null,
-                _fail(
-                    model.name,
-                    F.concat(F.lit(f"key column {k} is NULL in a row change"), _at()),
-                    f"NULL identifies no row: pass --key {model.name}=... naming columns that "
-                    f"are never NULL (--key {model.name}= for whole rows), with --full-refresh",
-                ),
-            )
+    null_key = (
+        f"NULL identifies no row: pass --key {model.name}=... naming columns that are never "
+        f"NULL (--key {model.name}= for whole rows), with --full-refresh"
+    )
+    refused: list[tuple[Column, Column]] = [
+        (  # a nullable --key column
+            (F.col("_seq") != F.lit(STATE_SEQ))
+            & (
+                (_present(k) & _c(k).isNull())
+                | (is_u & has_bk & F.col(BKEY_COL).getField(k).isNull())
+            ),
+            _fail(
+                model.name,
+                F.concat(F.lit(f"key column {k} is NULL in a row change"), _at()),
+                null_key,
+            ),
         )
-    refused.append(
+        for k in model.key
+    ]
+    refused += [
         (
             (is_put | is_d) & key_absent,
             _fail(model.name, F.concat(F.lit("a row image without its primary key"), _at()), full),
-        )
-    )
-    refused.append(
+        ),
         (
             is_u & ~has_bk & key_absent,
             _fail(
@@ -313,9 +315,7 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
                 F.concat(F.lit("an update names neither its old nor its new key"), _at()),
                 full,
             ),
-        )
-    )
-    refused.append(
+        ),
         (
             is_u & ~has_bk & F.lit(not model.assume_stable_keys),
             _fail(
@@ -325,8 +325,8 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
                 "--assume-stable-keys if the application never updates primary keys, "
                 "or re-land the changes with this version",
             ),
-        )
-    )
+        ),
+    ]
     checked = F.when(*refused[0])
     for condition, error in refused[1:]:
         checked = checked.when(condition, error)
