@@ -226,9 +226,12 @@ async def test_a_column_taken_away_after_the_read_view_opened_does_not_stop_the_
     server.execute(f"DROP DATABASE IF EXISTS {db}")
 
 
-def _two_tables(server: MariaDBServer, tmp_path: Path, db: str) -> tuple[Path, Path]:
+async def _big_asked_for(
+    server: MariaDBServer, tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
     """A landing zone streaming ``db`` (big: 5 rows, small: 3) from a GTID start (no
-    snapshot), brought to the end; returns its root and config."""
+    snapshot), brought to the end, then a snapshot of ``big`` asked for, taken within 50 ms
+    by a running daemon; returns its root and config."""
     _database(
         server,
         db,
@@ -240,7 +243,11 @@ def _two_tables(server: MariaDBServer, tmp_path: Path, db: str) -> tuple[Path, P
     start = server.binlog_status().gtid_binlog_pos
     root = tmp_path / "landing"
     extra = f"start:\n  gtid: '{start}'\nfilters:\n  include: ['{db}.*']\n"
-    return root, _config(server, root, tmp_path / "c.yaml", extra)
+    config = _config(server, root, tmp_path / "c.yaml", extra)
+    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+    write_request(root, [f"{db}.big"])
+    monkeypatch.setattr(service_module, "GUARD_SECONDS", 0.05)
+    return root, config
 
 
 def _small_is_kept(root: Path, db: str) -> None:
@@ -262,10 +269,7 @@ async def test_a_request_taken_while_a_chunk_is_read_is_kept(
 ) -> None:
     server = mariadb_full_metadata
     db = "snap_request_read"
-    root, config = _two_tables(server, tmp_path, db)
-    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
-    write_request(root, [f"{db}.big"])
-    monkeypatch.setattr(service_module, "GUARD_SECONDS", 0.05)
+    root, config = await _big_asked_for(server, tmp_path, db, monkeypatch)
     rows = SnapshotReader.rows
     asked = {"small": False}
 
@@ -290,10 +294,7 @@ async def test_a_request_taken_while_a_commit_is_under_way_is_kept(
     stay until a commit has its tables."""
     server = mariadb_full_metadata
     db = "snap_request_commit"
-    root, config = _two_tables(server, tmp_path, db)
-    await Service(load_config(config), RunOptions(stop_at_end=True)).run()
-    write_request(root, [f"{db}.big"])
-    monkeypatch.setattr(service_module, "GUARD_SECONDS", 0.05)
+    root, config = await _big_asked_for(server, tmp_path, db, monkeypatch)
     commit_batch = Pipeline._commit_batch
     commits = {"n": 0}
 

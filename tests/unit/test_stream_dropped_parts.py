@@ -35,6 +35,27 @@ def _restart(e: Events) -> ev.FormatDescriptionEvent:
     )
 
 
+def _cut_then_whole(
+    torn: Sequence[tuple[object, ...]],
+    whole: Sequence[tuple[object, ...]],
+    *,
+    restart: bool = False,
+) -> list[ev.Event]:
+    """T1 (GTID 1) inserting ``torn``, whose XID never comes (``restart``: a restarted
+    server's FORMAT_DESCRIPTION after it), then T2 (GTID 2) inserting ``whole``, committed."""
+    e = Events()
+    return [
+        e.gtid(1),
+        e.query("BEGIN"),
+        *e.inserts(torn),
+        *([_restart(e)] if restart else []),
+        e.gtid(2),
+        e.query("BEGIN"),
+        *e.inserts(whole),
+        e.xid(2),
+    ]
+
+
 def _handed(stream: ReplicaStream) -> list[StreamItem]:
     """What the stream handed over since the last call (its batch not yet flushed)."""
     batch, stream._handoff._batch = stream._handoff._batch, []
@@ -81,19 +102,11 @@ def _landed(root: Path) -> list[int]:
 async def test_the_parts_of_a_group_that_never_ends_do_not_land(
     tmp_path: Path, cut_by: str
 ) -> None:
-    e = Events()
-    events = [
-        # T1: handed out in parts, its XID never comes
-        e.gtid(1),
-        e.query("BEGIN"),
-        *e.inserts([(1, "torn"), (2, "torn"), (3, "torn")]),
-        *([_restart(e)] if cut_by == "server restart" else []),
-        # T2: whole
-        e.gtid(2),
-        e.query("BEGIN"),
-        *e.inserts([(100, "ok")]),
-        e.xid(2),
-    ]
+    events = _cut_then_whole(
+        [(1, "torn"), (2, "torn"), (3, "torn")],  # handed out in parts
+        [(100, "ok")],
+        restart=cut_by == "server restart",
+    )
     seen, last, before = await _stream(tmp_path, events)
     aborted = [i for i, item in enumerate(seen) if isinstance(item, TransactionAborted)]
     assert len(aborted) == 1
@@ -106,16 +119,10 @@ async def test_the_parts_of_a_group_that_never_ends_do_not_land(
 
 
 async def test_a_group_dropped_without_parts_out_aborts_nothing(tmp_path: Path) -> None:
-    e = Events()
-    events = [
-        e.gtid(1),
-        e.query("BEGIN"),
-        *e.inserts([(1, "torn")]),  # below the part size: nothing handed out
-        e.gtid(2),
-        e.query("BEGIN"),
-        *e.inserts([(100, "ok"), (101, "ok"), (102, "ok")]),  # parts, then its end
-        e.xid(2),
-    ]
+    events = _cut_then_whole(
+        [(1, "torn")],  # below the part size: nothing handed out
+        [(100, "ok"), (101, "ok"), (102, "ok")],  # parts, then its end
+    )
     seen, _, _ = await _stream(tmp_path, events)
     assert not any(isinstance(item, TransactionAborted) for item in seen)
     assert _landed(tmp_path) == [100, 101, 102]
