@@ -17,8 +17,9 @@ LOCK_FILE = ".replicator.lock"
 
 
 @contextlib.contextmanager
-def lock(out: Path) -> Iterator[None]:
-    """Hold the output directory's write lock (one writer at a time)."""
+def lock(out: Path, *, wait: bool = False) -> Iterator[None]:
+    """Hold the output directory's write lock (one writer at a time). ``wait``: wait for
+    another writer to let go instead of stopping (a streaming query's micro-batch)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         handle = open(out / LOCK_FILE, "a+b")  # noqa: SIM115 - closed below
@@ -29,7 +30,7 @@ def lock(out: Path) -> Iterator[None]:
         ) from exc
     try:
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             raise SinkError(
                 f"another materialize or stream is writing {out}",

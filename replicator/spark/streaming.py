@@ -32,7 +32,8 @@ micro-batch there, and the state would keep rows the table no longer has. What m
 
 ``maxFilesPerTrigger`` bounds the landing batches one micro-batch takes. Each micro-batch
 that changes the table rewrites its state, so a trigger interval of a few seconds (the landing
-zone's own batch cadence) is the sensible minimum. Give each query its own output directory.
+zone's own batch cadence) is the sensible minimum. Give each query its own output directory;
+a micro-batch holds its lock while it writes (waiting for another writer to finish).
 """
 
 from __future__ import annotations
@@ -121,6 +122,12 @@ class CurrentStateStream:
         return str(found["id"]) if isinstance(found, dict) and "id" in found else None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        # one writer per output directory, as for ``materialize``: another writer's
+        # clean-up removes versions its link does not point at, this one's unfinished one
+        with st.lock(self.out, wait=True):
+            self._apply(batch, batch_id)
+
+    def _apply(self, batch: DataFrame, batch_id: int) -> None:
         found = st.load(self.link)
         previous = found[0] if found is not None else st.load_gone(self.link)
         query = self.query_id()

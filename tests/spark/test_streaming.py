@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from replicator.landed.committed import TableDir
+from replicator.landed.outputs import lock
 from replicator.spark.materialize import materialize
 from replicator.spark.state import STATE_FILE
 from replicator.spark.streaming import CurrentStateStream, start_current_state_stream
@@ -222,3 +223,31 @@ def test_a_running_query_applies_truncate_drop_and_rename(
     assert query.exception() is None
     assert rows(spark, out / "shop" / "items") == expected_tables(zone)["shop.items"]
     assert [r["id"] for r in rows(spark, out / "shop" / "items")] == [7, 8, 9]
+
+
+def test_a_micro_batch_waits_for_another_writer_of_its_output(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A ``materialize`` run holds the output directory's lock: a micro-batch that wrote
+    meanwhile would have its unfinished version removed by that run's clean-up (or remove
+    the run's). It waits, and applies its batches once the lock is free."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(V1, "c", (1, "a"))])
+    out = (tmp_path / "current").resolve()
+    merge = CurrentStateStream(spark, zone.root.resolve(), TableDir.named("shop.items"), out)
+    link = out / "shop" / "items"
+    merge(manifests(spark, 1), 0)  # the first one alone: Spark is warm for the second
+    version = link.resolve()
+    zone.commit([(V1, "c", (2, "b"))])
+    batch = manifests(spark, 2)
+    with lock(out):
+        applying = threading.Thread(target=merge, args=(batch, 1))
+        applying.start()
+        applying.join(10.0)  # the first micro-batch took a few seconds at most
+        waited = applying.is_alive()
+        during = link.resolve()
+    applying.join(120.0)
+    assert waited, "the micro-batch wrote while another writer held the output"
+    assert during == version
+    assert not applying.is_alive()
+    assert rows(spark, link) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
