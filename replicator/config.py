@@ -42,7 +42,7 @@ from pydantic_core import CoreSchema, ErrorDetails, core_schema
 
 from .binlog.position import start_position
 from .errors import ConfigError
-from .storage import is_url, redact_url
+from .storage import carries_credentials, is_url, redact_url
 
 MAX_SECRET_BYTES = 65535  # the longest password MQTT can carry; plenty for MySQL too
 
@@ -519,6 +519,14 @@ class ObjectStoreConfig:
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.endpoint is not None and carries_credentials(self.endpoint):
+            raise _Invalid(
+                f"{redact_url(self.endpoint)!r} carries credentials or options; they are not "
+                "read (and the URL is not shown whole)",
+                "give credentials as access_key_env and secret_key_env (or through the "
+                "store's credential chain), and the endpoint as http(s)://host:port",
+                at="endpoint",
+            )
         if self.endpoint is not None and urlsplit(self.endpoint).scheme not in ("http", "https"):
             raise _Invalid(
                 f"{redact_url(self.endpoint)!r} is not an http(s) URL",
@@ -1126,7 +1134,7 @@ def _check_url_root(root: str) -> None:
     URL is shown in logs and messages; a credential there would be too)."""
     parts = urlsplit(root)
     shown = redact_url(root)
-    if parts.username or parts.password or parts.query:
+    if carries_credentials(root):
         raise _Invalid(
             f"{shown!r} carries credentials or options; they are not read (and the URL is not "
             "shown whole)",

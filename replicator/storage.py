@@ -57,6 +57,7 @@ __all__ = [
     "Output",
     "Store",
     "is_url",
+    "carries_credentials",
     "local_output",
     "open_store",
     "redact_url",
@@ -75,14 +76,20 @@ def is_url(root: str) -> bool:
 
 
 def redact_url(root: str) -> str:
-    """``root`` without user, password or query (where credentials could hide)."""
+    """``root`` without user, password, query or fragment (where credentials could hide).
+    Parsed by hand, not by ``urlsplit``: a secret with a ``/`` in it (as AWS secret keys
+    have) ends the netloc early and would come out in the path, or as a "port"."""
     if not is_url(root):
         return root
-    parts = urlsplit(root)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    scheme, _, rest = root.partition("://")
+    rest = rest.rpartition("@")[2]
+    return f"{scheme}://{rest.partition('?')[0].partition('#')[0]}"
+
+
+def carries_credentials(url: str) -> bool:
+    """``url`` has a user or password (anything before an ``@``), a query or a fragment."""
+    rest = url.partition("://")[2]
+    return any(c in rest for c in "@?#")
 
 
 def _check_key(key: str) -> str:
@@ -439,13 +446,19 @@ class ObjectStore(Store):
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
             if endpoint:
                 options = replace(options, endpoint=endpoint)
-        parts = urlsplit(url)
-        if parts.username or parts.password or parts.query:
+        if carries_credentials(url):
             raise ConfigError(
                 f"sink.root {self.location}: credentials or options in the URL are not read",
                 hint="give credentials through the environment, a profile or the instance "
                 "role, and the endpoint as sink.object_store.endpoint",
             )
+        if options.endpoint and carries_credentials(options.endpoint):
+            raise ConfigError(
+                f"object store endpoint {redact_url(options.endpoint)}: credentials or options "
+                "in the URL are not read",
+                hint="give credentials as sink.object_store.access_key_env/secret_key_env",
+            )
+        parts = urlsplit(url)
         try:
             if parts.scheme == "s3":
                 bucket_path = f"{parts.netloc}{parts.path}"

@@ -30,6 +30,7 @@ from replicator.config import (
     load_config,
 )
 from replicator.errors import ConfigError
+from replicator.storage import redact_url
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "config" / "replicator.example.yaml"
@@ -514,3 +515,54 @@ def test_choices_and_zero_turning_off_are_read() -> None:
         1, 30 * 86400, "seconds between compactions, e.g. 3600", True
     )
     assert LIMITS["source.port"] == Limit(1, 65535, "a TCP port")
+
+
+# AWS secret keys hold "/" and "+": urlsplit ends the netloc at the "/", so the secret's first
+# part reads as a port and the rest as the path
+SLASHED_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        f"s3://AKIAEXAMPLEKEYID:{SLASHED_SECRET}@bucket/prefix",
+        f"s3://AKIAEXAMPLEKEYID:{SLASHED_SECRET}#x@bucket/prefix",
+        f"gs://{SLASHED_SECRET}@bucket/prefix",
+    ],
+)
+def test_a_root_with_a_secret_holding_slashes_is_refused_unshown(root: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="carries credentials") as caught:
+        load_config(None, {"REPLICATOR_SINK__ROOT": root}, sections=("sink",))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sink:\n  root: '{root}'\n")
+    result = CliRunner().invoke(main, ["checkpoint", "show", "--config", str(config)])
+    assert result.exit_code == 2
+    for piece in SLASHED_SECRET.split("/"):
+        assert piece not in str(caught.value)
+        assert piece not in result.output
+
+
+def test_an_endpoint_with_credentials_is_refused_unshown() -> None:
+    env = {
+        "REPLICATOR_SINK__ROOT": "s3://bucket/prefix",
+        "REPLICATOR_SINK__OBJECT_STORE__ENDPOINT": "http://minioadmin:Endp-s3cret/9@minio:9000",
+    }
+    with pytest.raises(ConfigError, match="carries credentials") as caught:
+        load_config(None, env, sections=("sink",))
+    assert "Endp-s3cret" not in str(caught.value)
+    assert "minio:9000" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("s3://bucket/zone", "s3://bucket/zone"),
+        ("s3://key:secret@bucket/zone?x=1", "s3://bucket/zone"),
+        (f"s3://key:{SLASHED_SECRET}@bucket/zone", "s3://bucket/zone"),
+        ("http://user:p@ss@minio:9000/", "http://minio:9000/"),
+        ("s3://bucket/zone#frag", "s3://bucket/zone"),
+        ("/local/path", "/local/path"),
+    ],
+)
+def test_redact_url_keeps_no_part_of_a_credential(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
