@@ -229,6 +229,8 @@ class Service:
             self.zone.lease = self.lock.check
         try:
             return await self._run_locked(loop)
+        except _StoppedWaiting:
+            return 0  # a first SIGTERM exits 0 (nothing was landed while waiting)
         finally:
             if self._unfinished:  # a commit may still be under way: no other writer yet
                 log.warning("the writer lock is kept until the process ends (work under way)")
@@ -390,7 +392,7 @@ class Service:
     ) -> _T:
         """``attempt()`` until the source answers it: a ``SourceUnavailableError`` is logged
         (``retrying``) and tried again after the source's back-off; a stop (SIGTERM) ends the
-        attempt, or the wait, at once with a ``SourceUnavailableError`` (``stopped``)."""
+        attempt, or the wait, at once: ``stopped`` is logged and ``run`` exits 0."""
         delay = self.config.source.reconnect_initial_delay
         tries = 0
         while True:
@@ -422,9 +424,8 @@ class Service:
                 delay = min(delay * 2, self.config.source.reconnect_max_delay)
                 continue
             break
-        raise SourceUnavailableError(
-            stopped, hint="nothing was landed; start again once the source is reachable"
-        )
+        log.info("stopped", detail=stopped)
+        raise _StoppedWaiting(stopped)
 
     async def _stream(
         self,
@@ -867,6 +868,10 @@ class Service:
 
 class _Stopped(Exception):
     """The first signal arrived while waiting for the stream."""
+
+
+class _StoppedWaiting(Exception):
+    """The first signal arrived while waiting for the source to answer (nothing landed)."""
 
 
 def _event_name(code: int) -> str:

@@ -407,8 +407,10 @@ def test_an_unreachable_source_is_logged_on_every_attempt(tmp_path: Path) -> Non
         assert "not streaming" in body
     finally:
         daemon.signal(signal.SIGTERM)
-        daemon.wait(30)
+        code = daemon.wait(30)
         daemon.kill()
+    assert code == 0, daemon.log_tail()  # the first SIGTERM exits 0 (operations.md, Signals)
+    assert _events(daemon, "stopped")
     attempts = _events(daemon, "cannot read the source's tables, retrying")
     assert f"127.0.0.1:{closed}" in attempts[0]["source"]
     assert "Connection refused" in attempts[0]["cause"] or "cannot reach" in attempts[0]["cause"]
