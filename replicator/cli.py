@@ -415,9 +415,13 @@ def run(
 def _run_demo(landing: Path, options: RunOptions) -> int:
     import asyncio  # noqa: PLC0415 - see the imports
 
+    from .config import load_config  # noqa: PLC0415
     from .embedded.demo import default_output, start_demo  # noqa: PLC0415
     from .service import Service  # noqa: PLC0415
 
+    # the environment's service.log_level/log_format apply to the demo as to a config,
+    # from its first line on (the demo's config is made once its server runs)
+    _configure_logging(load_config(None, sections=("service",)))
     with start_demo(landing) as demo:
         code = asyncio.run(Service(demo.config, options).run())
         stats = demo.stop()

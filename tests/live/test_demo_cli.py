@@ -26,11 +26,11 @@ from tests.live.daemon import ROOT
 pytestmark = pytest.mark.live
 
 
-def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "replicator.cli", *args],
         cwd=cwd,
-        env=_env(),
+        env={**_env(), **env},
         capture_output=True,
         text=True,
         check=False,
@@ -118,9 +118,20 @@ def test_the_demo_without_a_config_and_started_over(tmp_path: Path) -> None:
     assert "daemon        not running (its last writer has ended" in stopped.stdout
     _materialized(tmp_path)
 
-    again = _cli(tmp_path, "run", "--demo-reset", "--for", "4")
+    # the environment's log settings apply to the demo as over a config
+    again = _cli(
+        tmp_path,
+        "run",
+        "--demo-reset",
+        "--for",
+        "4",
+        REPLICATOR_SERVICE__LOG_LEVEL="warning",
+        REPLICATOR_SERVICE__LOG_FORMAT="json",
+    )
 
     assert again.returncode == 0, again.stderr[-3000:]
+    logged = [json.loads(line) for line in again.stderr.splitlines() if line.startswith("{")]
+    assert [e for e in logged if e.get("level") == "info"] == []
     said = [line for line in again.stderr.splitlines() if line.startswith("demo reset:")]
     assert [line.split(" (")[0] for line in said] == [
         "demo reset: removed landing/",
