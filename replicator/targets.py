@@ -14,7 +14,7 @@ directory, a typo) is an error naming the absolute path looked at, never an empt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .config import Config, ServiceConfig, SinkConfig, load_config
@@ -56,7 +56,7 @@ def resolve(
     """The target of ``command`` from its ``--config``/``--landing`` (at most one).
     ``source``: whether the command connects to the source; a command that does not reads
     only the sink and service sections of the config, so it never needs the source's
-    password (nor its variable) set."""
+    password (nor its variable) set; none reads the mqtt section (nor its password)."""
     if config_file is not None and landing is not None:
         raise ConfigError(
             f"{command} reads either --config or --landing, not both",
@@ -66,7 +66,13 @@ def resolve(
         if not source:
             config = load_config(config_file, sections=("sink", "service"))
             return Target(config, f"--config {config_file}", source_known=False)
-        return Target(load_config(config_file), f"--config {config_file}", source_known=True)
+        # the commands that read a target never publish: the broker's password is not needed
+        everything_but_mqtt = [f.name for f in fields(Config) if f.name != "mqtt"]
+        return Target(
+            load_config(config_file, sections=everything_but_mqtt),
+            f"--config {config_file}",
+            source_known=True,
+        )
     if landing is not None:
         # no config: no source, and no HTTP port but the one the running daemon records
         config = Config(

@@ -59,3 +59,26 @@ def test_checkpoint_set_writes_what_show_reads(config: Path) -> None:
     CliRunner().invoke(main, ["checkpoint", "set", "--config", str(config), "--gtid", "0-1-5"])
     shown = CliRunner().invoke(main, ["checkpoint", "show", "--config", str(config)])
     assert json.loads(shown.output)["position"]["mariadb_gtid"] == "0-1-5"
+
+
+@pytest.mark.parametrize(("command", "code"), [("status", 0), ("check", 1)])
+def test_commands_that_ask_the_source_need_no_broker_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, code: int
+) -> None:
+    """``status`` and ``check`` ask the source, never the broker: the source's password is
+    read, the mqtt section is not (the source's port is closed: status reports it, check
+    exits 1; a config error would be 2)."""
+    monkeypatch.delenv(UNSET, raising=False)
+    monkeypatch.setenv("REPLICATOR_TEST_SOURCE_PASSWORD", "x")
+    root = tmp_path / "landing"
+    LandingZone(SinkConfig(root=str(root))).recover()
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "source:\n  host: 127.0.0.1\n  port: 1\n  password_env: REPLICATOR_TEST_SOURCE_PASSWORD\n"
+        f"  connect_timeout: 0.5\nsink:\n  root: {root}\nservice:\n  http_enabled: false\n"
+        f"mqtt:\n  enabled: true\n  username: u\n  password_env: {UNSET}\n"
+    )
+    result = CliRunner().invoke(main, [command, "--config", str(path)])
+    assert "mqtt.password_env" not in result.output, result.output
+    assert result.exit_code == code, result.output
+    assert "cannot reach 127.0.0.1:1" in result.output
