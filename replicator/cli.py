@@ -66,6 +66,7 @@ from .spark.cli import materialize
 # of a second to import, and ``replicator --help``, ``status`` or ``dump`` must not pay for
 # what only ``run`` uses. tests/unit/test_startup.py keeps ``--help`` free of them.
 if TYPE_CHECKING:
+    from .binlog.position import StreamPosition
     from .config import Config
     from .service import RunOptions
     from .storage import Store
@@ -567,27 +568,27 @@ def verify(config_file: Path | None, landing: Path | None, deep: bool) -> None:
 @click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
 @click.option("--gtid", help="Resume after these GTIDs (MariaDB D-S-N,... or a MySQL set).")
 @click.option("--file", "binlog_file", help="Resume at this binlog file...")
-@click.option("--pos", type=int, default=4, show_default=True, help="...and position.")
-def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None, pos: int) -> None:
+@click.option("--pos", type=int, help="...and position (default 4, the file's first event).")
+def checkpoint_set(
+    config_file: Path, gtid: str | None, binlog_file: str | None, pos: int | None
+) -> None:
     """Move the resume position (replay or skip). `_seq` keeps increasing, so a replay adds
     rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state."""
-    from .binlog.position import start_position  # noqa: PLC0415 - see the imports
-    from .checkpoint import now_iso  # noqa: PLC0415
+    from .checkpoint import now_iso  # noqa: PLC0415 - see the imports
     from .config import load_config  # noqa: PLC0415
     from .sink.landing import LandingZone  # noqa: PLC0415
     from .sink.lock import writer_lock  # noqa: PLC0415
 
     try:
         config = load_config(config_file, sections=("sink",))  # it never connects
-        found = start_position(gtid, binlog_file, pos)
-        if found is None:
-            raise ConfigError("checkpoint set needs --gtid or --file/--pos")
-        position = found
+        position = _moved_to(gtid, binlog_file, pos)
         zone = LandingZone(config.sink)
         lease = config.sink.object_store.lease_seconds
         with writer_lock(zone.store, lease).acquire("checkpoint set"):  # never under a daemon
             # finish a half-done commit first, or its roll-forward would undo this move
             current = zone.recover()
+            if current.position is not None:
+                _check_same_kind(current.position, position)
             # the rest stays: prepared XA still waits for its outcome, a snapshot under way
             # goes on (and the filters it was taken for are still compared at the next start)
             zone.checkpoints.save(
@@ -605,6 +606,50 @@ def checkpoint_set(config_file: Path, gtid: str | None, binlog_file: str | None,
     click.echo(f"checkpoint set to {position.describe()}")  # position is set once here
     for name in current.xa_pending:
         click.echo(f"prepared XA transaction still held (lands at its XA COMMIT): {name}")
+
+
+def _moved_to(gtid: str | None, binlog_file: str | None, pos: int | None) -> StreamPosition:
+    """``checkpoint set``'s options as a position, refused as the config's ``start`` would
+    refuse them: an empty name (an unset shell variable) is not "the first binlog"."""
+    from .binlog.position import start_position  # noqa: PLC0415 - see the imports
+
+    if gtid is not None and not gtid.strip():
+        raise ConfigError(
+            "--gtid is empty",
+            hint="give the GTIDs already landed (e.g. 0-1-5); to read the server's binlogs "
+            "from their start, give --file with the first one's name",
+        )
+    if binlog_file is not None and not binlog_file.strip():
+        raise ConfigError("--file is empty", hint="name a binlog file, e.g. mysql-bin.000001")
+    if pos is not None and binlog_file is None:
+        raise ConfigError(
+            f"--pos {pos} is given without --file",
+            hint="a position counts within one binlog file: give --file too",
+        )
+    if gtid is not None and binlog_file is not None:
+        raise ConfigError("give either --gtid or --file/--pos, not both")
+    found = start_position(gtid, binlog_file, 4 if pos is None else pos)
+    if found is None:
+        raise ConfigError("checkpoint set needs --gtid or --file/--pos")
+    return found
+
+
+def _check_same_kind(current: StreamPosition, moved: StreamPosition) -> None:
+    """A MariaDB GTID position where the checkpoint holds a MySQL GTID set (or the other
+    way round) names transactions of another kind of server: the next start could never
+    find them."""
+    had, given = _gtid_kind(current), _gtid_kind(moved)
+    if had is not None and given is not None and had != given:
+        raise ConfigError(
+            f"the checkpoint holds {had} ({current.describe()}); --gtid gave {given}",
+            hint="give the GTIDs in the source's own form, as `checkpoint show` prints them",
+        )
+
+
+def _gtid_kind(position: StreamPosition) -> str | None:
+    if position.mariadb_gtid is not None:
+        return "a MariaDB GTID position"
+    return "a MySQL GTID set" if position.mysql_gtid is not None else None
 
 
 @main.group()

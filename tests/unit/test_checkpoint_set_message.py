@@ -81,3 +81,35 @@ def test_the_snapshot_under_way_and_held_xa_stay(config: Path, tmp_path: Path) -
     assert after.xa_pending == ("xa-1",)
     assert after.moved
     assert after.position is not None and after.position.describe() == "gtid 0-1-100"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--file", ""], "--file is empty"),  # an unset shell variable: not "the first binlog"
+        (["--file", "   "], "--file is empty"),
+        (["--gtid", ""], "--gtid is empty"),
+        (["--gtid", "0-1-5", "--pos", "1234"], "--pos 1234 is given without --file"),
+        (["--pos", "1234"], "--pos 1234 is given without --file"),
+        (["--gtid", "0-1-5", "--file", "mysql-bin.000002"], "not both"),
+    ],
+)
+def test_options_the_config_would_refuse_are_refused(
+    config: Path, args: list[str], says: str
+) -> None:
+    result = CliRunner().invoke(main, ["checkpoint", "set", "--config", str(config), *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert not (config.parent / "landing" / "_state" / "checkpoint.json").exists()
+
+
+@pytest.mark.parametrize(("held", "given"), [("0-1-100", MYSQL_SET), (MYSQL_SET, "0-1-100")])
+def test_a_gtid_of_the_other_server_kind_is_refused(config: Path, held: str, given: str) -> None:
+    runner = CliRunner()
+    first = runner.invoke(main, ["checkpoint", "set", "--config", str(config), "--gtid", held])
+    assert first.exit_code == 0, first.output
+    moved = runner.invoke(main, ["checkpoint", "set", "--config", str(config), "--gtid", given])
+    assert moved.exit_code == 2, moved.output
+    assert "--gtid gave a" in moved.output
+    shown = runner.invoke(main, ["checkpoint", "show", "--config", str(config)])
+    assert held in shown.output
