@@ -590,12 +590,16 @@ class MetricsServer:
                 type=socket.SOCK_STREAM,
                 flags=socket.AI_PASSIVE,
             )
+            # "::" alone takes IPv4 too (as on most Linux hosts by default, whatever the
+            # host's setting), so probes and `status` that ask 127.0.0.1 reach it; where IPv4
+            # has its own socket (all addresses, "" or a name), IPv6 keeps to IPv6
+            v6only = len({info[0] for info in infos}) > 1
             for family, kind, proto, _, address in dict.fromkeys(infos):
                 sock = socket.socket(family, kind, proto)
                 self._sockets.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, True)
                 if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, True)
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, v6only)
                 try:
                     sock.bind(address)
                 except OSError as err:  # worded as asyncio words it

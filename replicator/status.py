@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .checkpoint import CheckpointStore, position_to_json
 from .errors import ReplicatorError
+from .healthcheck import ALL_ADDRESSES
 from .landed.contract import MANIFESTS
 from .sink.identity import read_identity
 from .sink.lock import LockRecord, read_record
@@ -136,8 +137,8 @@ def _daemon(config: Config, record: LockRecord | None, timeout: float) -> dict[s
 
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
 
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    base = f"http://{host}:{port}"
+    host = "127.0.0.1" if host in ALL_ADDRESSES else host
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(f"{base}/metrics", timeout=timeout) as response:

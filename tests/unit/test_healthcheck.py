@@ -4,13 +4,14 @@ the config file, then 9108) and asks /healthz there; the Dockerfile uses it."""
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from replicator.healthcheck import DEFAULT_PORT, configured_port, main
+from replicator.healthcheck import DEFAULT_PORT, configured_host, configured_port, main
 from tests.harness import free_tcp_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,41 @@ def test_the_port_comes_from_the_environment_then_the_config_then_the_default(
     assert configured_port(config, {}) == 9200
     assert configured_port(tmp_path / "missing.yaml", {}) == DEFAULT_PORT
     assert configured_port(None, {}) == DEFAULT_PORT
+
+
+def test_the_host_comes_from_the_environment_then_the_config_then_the_default(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("service:\n  http_host: 10.1.2.3\n")
+    assert configured_host(config, {"REPLICATOR_SERVICE__HTTP_HOST": "::1"}) == "[::1]"
+    assert configured_host(config, {}) == "10.1.2.3"
+    assert configured_host(None, {}) == "127.0.0.1"
+    for everywhere in ("0.0.0.0", "::"):  # listening on all addresses includes 127.0.0.1
+        assert configured_host(None, {"REPLICATOR_SERVICE__HTTP_HOST": everywhere}) == "127.0.0.1"
+
+
+class _Ipv6Server(http.server.ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def test_healthy_where_the_daemon_listens_on_one_address_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REPLICATOR_SERVICE__HTTP_PORT", raising=False)
+    monkeypatch.delenv("REPLICATOR_SERVICE__HTTP_HOST", raising=False)
+    server = _Ipv6Server(("::1", 0), _Healthz)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        config = tmp_path / "c.yaml"
+        config.write_text(
+            f"service:\n  http_host: '::1'\n  http_port: {server.server_address[1]}\n"
+        )
+        assert main(["--config", str(config)]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_healthy_on_the_configured_port_only(

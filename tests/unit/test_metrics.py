@@ -771,3 +771,17 @@ def test_sources_replaced_counts_new_totals_on_top() -> None:
     text = m.render()[0].decode()
     assert value(text, "replicator_row_changes_total", table="db.t", op="c") == 90
     assert value(text, "replicator_source_reconnects_total") == 4
+
+
+async def test_listening_on_all_ipv6_addresses_answers_ipv4_probes_too() -> None:
+    """``service.http_host: "::"``: the image's healthcheck and ``status`` ask 127.0.0.1."""
+    server = MetricsServer(Metrics(), host="::", port=0, health=lambda: Status(True))
+    await server.start()
+    try:
+        answers = [
+            (await fetch(server.port, "/healthz", host=host)).status
+            for host in ("127.0.0.1", "[::1]")
+        ]
+    finally:
+        await server.close()
+    assert answers == [200, 200]

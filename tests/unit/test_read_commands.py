@@ -94,6 +94,20 @@ def test_status_asks_the_http_port_the_running_daemon_recorded(tmp_path: Path) -
     assert "daemon        not running (its last writer has ended: pid" in out
 
 
+def test_status_asks_a_daemon_recorded_on_an_ipv6_address(tmp_path: Path) -> None:
+    root = tmp_path / "landing"
+    _landing_zone(root, 1)
+    port = free_tcp_port()
+    lock = LandingLock(root).acquire("replicator run", server_id=1)
+    lock.note(http_host="::1", http_port=port)
+    try:
+        code, out, _ = _cli("status", "--landing", str(root), "--json")
+    finally:
+        lock.release()
+    assert code == 0
+    assert f"http://[::1]:{port}" in _json(out)["daemon"]["why"]
+
+
 def test_a_relative_sink_root_read_from_another_directory_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
