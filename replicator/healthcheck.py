@@ -11,11 +11,8 @@ cannot be probed from outside the process: it exits 1 saying so.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -55,6 +52,11 @@ def configured_host(config: Path | None, environ: Mapping[str, str] | None = Non
 
 
 def main(argv: list[str] | None = None) -> int:
+    # here, not at the top: `status` imports this module for ALL_ADDRESSES alone
+    import argparse  # noqa: PLC0415
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(prog="python -m replicator.healthcheck")
     parser.add_argument("--config", type=Path, help="the daemon's config file")
     parser.add_argument("--timeout", type=float, default=4.0)
