@@ -242,7 +242,8 @@ class Metrics:
         self.notifications_dropped = CumulativeCounter(
             r,
             "replicator_notifications_dropped",
-            "Commit notifications dropped (queue full, unencodable, or left at shutdown).",
+            "Commit notifications dropped (queue full, unencodable, refused by the broker on "
+            "every try, or left at shutdown).",
         )
         self.commit_failures = CumulativeCounter(
             r, "replicator_commit_failures", "Batch commits that failed."

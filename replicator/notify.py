@@ -4,10 +4,12 @@
 aiomqtt and keeps a *last will* with the broker, so consumers can tell a live replicator from
 a dead one by one retained topic. Then it drains a bounded in-memory queue of notifications,
 in order, to ``<prefix>/commits``. On a lost broker it reconnects forever with exponential
-backoff and jitter, keeping the queue. ``notify()`` only encodes and enqueues: it never waits
-and never raises, so a slow or absent broker cannot hold up a commit. When the queue is full
-the oldest notification is dropped and counted (``stats.dropped``). ``close()`` flushes what it
-can within its time limit, publishes "stopped" and disconnects cleanly.
+backoff and jitter, keeping the queue; a connection lost within a few seconds (``_SETTLED``) of
+its CONNACK does not reset the backoff, so a broker that accepts us and drops us at once is not
+hammered. ``notify()`` only encodes and enqueues: it never waits and never raises, so a slow or
+absent broker cannot hold up a commit. When the queue is full the oldest notification is
+dropped and counted (``stats.dropped``). ``close()`` flushes what it can within its time
+limit, publishes "stopped" and disconnects cleanly.
 
 Topics (``<prefix>`` is ``mqtt.topic_prefix``, default ``replicator``):
 
@@ -36,8 +38,13 @@ Decimals and paths as strings). For a committed batch the pipeline sends::
 Delivery is at least once per connection and in order: one message is in flight at a time and
 it leaves the queue only when the broker acknowledges it (PUBACK at QoS 1), so a message whose
 acknowledgement was lost with the connection is sent again after the reconnect. Consumers
-dedupe by ``batch``. Notifications are not durable: a restart loses what was queued, and the
-manifests under the landing zone stay the source of truth.
+dedupe by ``batch``. A message is tried on at most ``MAX_ATTEMPTS`` connections: one that was
+in flight each time a connection was lost is dropped, logged once (its batch number and size,
+not its payload) and counted in ``stats.dropped``, and the queue moves on. That is the fate of
+a message the broker refuses: over MQTT 3.1.1 a broker can only close the connection, as
+Mosquitto does with a packet above its ``max_packet_size``. Notifications are not durable: a
+restart loses what was queued, and the manifests under the landing zone stay the source of
+truth.
 
 Call ``notify()`` and ``close()`` from the event loop's thread. Passwords go to the broker
 only: they are ``Secret`` in the config and never appear in logs, errors or payloads.
@@ -75,6 +82,11 @@ __all__ = ["Notifier", "NotifierStats", "encode_payload", "utc_now_iso"]
 log = structlog.get_logger("replicator.notify")
 
 STATUS_QOS: Final = 1
+# Connections a commit notification may be in flight on when they are lost before it is
+# dropped (a broker that refuses a message closes the connection each time it is sent).
+MAX_ATTEMPTS: Final = 3
+# Seconds a connection must last for its loss to reset the reconnect backoff.
+_SETTLED: Final = 5.0
 # Of close()'s time limit, the share spent flushing queued notifications; the rest is kept
 # for the "stopped" status and the DISCONNECT.
 _FLUSH_SHARE: Final = 0.5
@@ -86,11 +98,22 @@ class NotifierStats:
     """Counters for metrics and tests (written and read on the event loop)."""
 
     published: int = 0  # commit notifications the broker acknowledged (sent, at QoS 0)
-    dropped: int = 0  # pushed out of a full queue, unencodable, or left over at close
+    # pushed out of a full queue, unencodable, in flight on MAX_ATTEMPTS lost connections,
+    # or left over at close
+    dropped: int = 0
     connects: int = 0  # successful connections (CONNACK accepted)
     failures: int = 0  # failed connection attempts plus lost connections
     connected: bool = False
     last_error: str = ""
+
+
+@dataclass(slots=True, eq=False)
+class _Message:
+    """One queued notification: its wire form, its batch number (for logs), its tries."""
+
+    data: bytes
+    batch: object
+    attempts: int = 0  # connections lost while it was in flight
 
 
 def utc_now_iso() -> str:
@@ -146,7 +169,8 @@ class Notifier:
         self._tls: ssl.SSLContext | None = (
             tls_context(cfg.tls) if cfg.enabled and cfg.tls.enabled else None
         )
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[_Message] = deque()
+        self._in_flight: _Message | None = None  # published, not yet acknowledged
         self._wakeup = asyncio.Event()
         self._closing = asyncio.Event()
         self._close_started = 0.0
@@ -156,6 +180,7 @@ class Notifier:
         self._finished = False
         self._dropping = False  # a drop was logged; quiet until a publish succeeds again
         self._session_connected = False  # the current/last session got its CONNACK
+        self._connected_at = 0.0  # loop time of that CONNACK
 
     def __repr__(self) -> str:
         return (
@@ -183,6 +208,7 @@ class Notifier:
             return
         try:
             data = encode_payload(payload)
+            batch = payload.get("batch")
         except Exception as exc:
             self.stats.dropped += 1
             log.error("notification dropped: not encodable as JSON", error=str(exc))
@@ -197,15 +223,36 @@ class Notifier:
                     queue_size=self.cfg.queue_size,
                     connected=self.stats.connected,
                 )
-        self._queue.append(data)
+        self._queue.append(_Message(data, batch))
         self._wakeup.set()
 
-    def _requeue(self, data: bytes) -> None:
+    def _requeue(self, message: _Message) -> None:
         """Put the message that was in flight back at the head, unless it must be dropped."""
         if len(self._queue) >= self.cfg.queue_size:
             self.stats.dropped += 1  # it is the oldest of them all
         else:
-            self._queue.appendleft(data)
+            self._queue.appendleft(message)
+
+    def _lost_in_flight(self, error: str) -> None:
+        """The connection was lost: count a try of the message in flight, if there was one,
+        and drop it (it is back at the head of the queue) after MAX_ATTEMPTS."""
+        message, self._in_flight = self._in_flight, None
+        if message is None:
+            return
+        message.attempts += 1
+        if message.attempts < MAX_ATTEMPTS or not self._queue or self._queue[0] is not message:
+            return  # to be sent again, or already pushed out of a full queue (and counted)
+        self._queue.popleft()
+        self.stats.dropped += 1
+        log.warning(
+            "mqtt notification dropped: the connection was lost each time it was sent",
+            batch=message.batch,
+            bytes=len(message.data),
+            attempts=message.attempts,
+            error=error,
+            hint="a broker closes the connection on a message it refuses, e.g. one larger "
+            "than its maximum packet size; the notifications after it go on",
+        )
 
     # -- the connection task ------------------------------------------------------------------
 
@@ -233,6 +280,7 @@ class Notifier:
         import aiomqtt  # noqa: PLC0415 - only with a broker (module's TYPE_CHECKING import)
 
         cfg = self.cfg
+        loop = asyncio.get_running_loop()
         delay = cfg.reconnect_initial_delay
         streak = 0  # failures since the last successful connect
         while not self._closing.is_set():
@@ -244,10 +292,13 @@ class Notifier:
                 self.stats.connected = False
                 self.stats.failures += 1
                 self.stats.last_error = error
+                self._lost_in_flight(error)
             if self._closing.is_set():
                 return
             if self._session_connected:
-                delay, streak = cfg.reconnect_initial_delay, 0
+                streak = 0  # a lost connection is news: logged as a warning
+                if loop.time() - self._connected_at >= _SETTLED:
+                    delay = cfg.reconnect_initial_delay  # it held: back off afresh
             streak += 1
             if streak == 1:
                 log.warning(
@@ -269,6 +320,7 @@ class Notifier:
 
         cfg = self.cfg
         self._session_connected = False
+        self._in_flight = None
         client = aiomqtt.Client(
             cfg.host,
             cfg.port,
@@ -285,6 +337,7 @@ class Notifier:
         )
         async with client:
             self._session_connected = True
+            self._connected_at = asyncio.get_running_loop().time()
             self.stats.connected = True
             self.stats.connects += 1
             try:
@@ -360,12 +413,16 @@ class Notifier:
                     log.warning("mqtt close: no time left to flush", dropped=len(self._queue))
                     self._queue.clear()
                     return
-            data = self._queue.popleft()
+            message = self._queue.popleft()
+            self._in_flight = message
             try:
-                await client.publish(self.commits_topic, data, qos=self.cfg.qos, timeout=timeout)
+                await client.publish(
+                    self.commits_topic, message.data, qos=self.cfg.qos, timeout=timeout
+                )
             except BaseException:
-                self._requeue(data)
+                self._requeue(message)  # _lost_in_flight() counts the try if the session is lost
                 raise
+            self._in_flight = None
             self.stats.published += 1
             self._dropping = False
 

@@ -1,10 +1,10 @@
 """A throwaway Mosquitto MQTT broker for notification tests.
 
 ``MosquittoBroker`` writes a minimal config into its own temp dir (one listener on a free
-127.0.0.1 port, anonymous clients allowed, persistence off) and runs ``mosquitto -c`` as a child
-process, so tests never touch the system broker on 1883. ``stop()`` and ``start()`` can be
-called repeatedly on the same port to simulate a broker outage; ``close()`` stops it for good
-and deletes the temp dir.
+127.0.0.1 port, anonymous clients allowed, persistence off, then any ``extra_config`` lines,
+e.g. ``max_packet_size 4096``) and runs ``mosquitto -c`` as a child process, so tests never
+touch the system broker on 1883. ``stop()`` and ``start()`` can be called repeatedly on the
+same port to simulate a broker outage; ``close()`` stops it for good and deletes the temp dir.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -45,8 +46,9 @@ def mosquitto_available() -> tuple[bool, str]:
 class MosquittoBroker:
     """One throwaway broker. ``start()``/``stop()`` any number of times, ``close()`` at the end."""
 
-    def __init__(self, *, startup_timeout: float = 10.0) -> None:
+    def __init__(self, *, startup_timeout: float = 10.0, extra_config: Sequence[str] = ()) -> None:
         self._startup_timeout = startup_timeout
+        self._extra_config = tuple(extra_config)
         self._root: Path | None = None
         self._port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -169,6 +171,7 @@ class MosquittoBroker:
                     "log_type warning",
                     "log_type notice",
                     "log_type information",
+                    *self._extra_config,
                     "",
                 ]
             ),

@@ -388,6 +388,66 @@ async def test_secrets_stay_out_of_logs_errors_and_payloads(
     assert SECRET.encode() not in received
 
 
+_RESET_CHILD = """
+import asyncio, logging, sys
+from replicator.config import MqttConfig, Secret
+from replicator.logs import configure
+from replicator.notify import Notifier
+from tests.harness.proxy import FaultProxy
+
+async def main(host: str, port: int, prefix: str, password: str) -> None:
+    configure(json_output=True, level=logging.DEBUG)
+    with FaultProxy(host, port) as proxy:
+        cfg = MqttConfig(enabled=True, host=proxy.host, port=proxy.port, topic_prefix=prefix,
+                         username="replicator", password=Secret(password), keepalive=5,
+                         timeout=2.0, reconnect_initial_delay=0.05, reconnect_max_delay=0.2)
+        async with Notifier(cfg) as notifier:
+            for _ in range(3):
+                while not notifier.connected:
+                    await asyncio.sleep(0.02)
+                await asyncio.to_thread(proxy.cut_all)  # RST: paho logs the failed receive
+                while notifier.connected:
+                    await asyncio.sleep(0.02)
+            notifier.notify({"batch": 1})
+            while notifier.stats.published == 0:
+                await asyncio.sleep(0.02)
+
+asyncio.run(asyncio.wait_for(main(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]), 30))
+"""
+
+
+def test_library_log_lines_are_json_too_and_hold_no_secret(mosquitto: MosquittoBroker) -> None:
+    """paho-mqtt logs a reset connection through the standard logging (logger "mqtt"): with
+    replicator's logging configured, that is a JSON line like ours, not logging's plain text."""
+    args = [mosquitto.host, str(mosquitto.port), _prefix(), SECRET]
+    done = subprocess.run(
+        [sys.executable, "-c", _RESET_CHILD, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    stderr = done.stderr.decode()
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    not_json = []
+    parsed = []
+    for line in lines:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            not_json.append(line)
+    from_paho = [e for e in parsed if e.get("logger") == "mqtt"]
+
+    assert done.returncode == 0, stderr
+    assert not_json == [], stderr
+    assert len(from_paho) >= 3, stderr  # a failed receive for each of the three resets
+    assert all(e["event"] and e["timestamp"] for e in from_paho)
+    assert {e["level"] for e in from_paho} <= {"warning", "error", "critical"}  # no debug
+    assert SECRET not in stderr
+
+
 def test_payload_encoding_is_compact_sorted_and_iso() -> None:
     import datetime as dt
     from decimal import Decimal
