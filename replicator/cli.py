@@ -152,6 +152,7 @@ def dump(
             configure_logging()
             tune_gc()
             config = load_config(config_file)
+            _configure_logging(config)  # service.log_level/log_format, as for run
             start = (
                 start_position(start_gtid, start_file, start_pos)
                 if (start_gtid or start_file)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -69,3 +71,28 @@ def test_dump_missing_file_exits_2(tmp_path: Path) -> None:
     result = _run("--binlog-file", str(tmp_path / "nope.000001"))
     assert result.returncode == 2
     assert "cannot open binlog file" in result.stderr
+
+
+def test_a_live_dump_logs_at_the_configured_level(tmp_path: Path) -> None:
+    """``service.log_level: error`` hides the reconnect warnings of a source that does not
+    answer (a live dump logs to stderr as ``run`` does; its JSON lines go to stdout)."""
+    logged = {}
+    for level in ("warning", "error"):
+        config = tmp_path / f"{level}.yaml"
+        config.write_text(
+            "source:\n  host: 127.0.0.1\n  port: 1\n  password: x\n"
+            "  reconnect_initial_delay: 0.05\n  reconnect_max_delay: 0.1\n"
+            f"sink:\n  root: {tmp_path / 'landing'}\n"
+            f"service:\n  log_level: {level}\n  log_format: json\n"
+        )
+        dump = subprocess.Popen(
+            [sys.executable, "-m", "replicator.cli", "dump", "--config", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2.0)  # start-up, then a few refused attempts
+        dump.send_signal(signal.SIGINT)
+        _, err = dump.communicate(timeout=30)
+        logged[level] = "cannot stream from the source, retrying" in err
+    assert logged == {"warning": True, "error": False}
