@@ -9,10 +9,13 @@ table that it cannot follow exactly raises ``DdlError`` naming the tables it tou
 ``None`` when it cannot tell), and never guesses.
 
 An ``ALTER TABLE`` that makes the server rewrite stored values the binlog then never shows
-(a column type narrowed or changed across families outside strict mode, fractional seconds
-dropped, ``DROP``/``TRUNCATE``/``EXCHANGE PARTITION``, ``IMPORT TABLESPACE``) comes with an
-``Unrepresentable`` effect: the history still follows it, and the stream stops when the table
-is replicated.
+(a column type narrowed, made UNSIGNED or NOT NULL outside strict mode or under ALTER IGNORE,
+changed across families, rounded to fewer decimals or fractional seconds, made CHAR, its ENUM
+or SET labels not kept as spelled: ``_keeps_values``; ALTER IGNORE with a unique key, which
+deletes duplicates; ``DROP``/``TRUNCATE``/``EXCHANGE PARTITION``, ``IMPORT TABLESPACE``)
+comes with an ``Unrepresentable`` effect: the history still follows it, and the stream stops
+when the table is replicated. A ``RENAME TABLE`` onto a name in use renamed a temporary table
+(MariaDB logs it, not its CREATE) and raises ``DdlError``.
 
 ``dml_tables`` names the tables an ``INSERT``/``UPDATE``/``DELETE``/``REPLACE``/``LOAD DATA``
 writes, for statements logged as SQL (``binlog_format`` STATEMENT or MIXED).
@@ -1111,17 +1114,25 @@ def _drop_index(run: _Run) -> None:
 def _rename_tables(run: _Run) -> None:
     parser = run.parser
     if_exists = parser.accept("IF", "EXISTS")
+    pairs: list[tuple[TableName, TableName]] = []
     while True:
         source = run.table_name()
         _skip_wait(parser)
         parser.expect("TO")
-        target = run.table_name()
-        missing = run.catalog.table(*source) is None and not run.catalog.is_unknown(*source)
-        if not (if_exists and missing):  # MariaDB logs the rename of a table it did not have
-            _rename(run, source, target)
+        pairs.append((source, run.table_name()))
         if not parser.accept(","):
             break
     _end(parser)
+    named = list(dict.fromkeys(name for pair in pairs for name in pair))
+    try:
+        for source, target in pairs:
+            missing = run.catalog.table(*source) is None and not run.catalog.is_unknown(*source)
+            if not (if_exists and missing):  # MariaDB logs the rename of a table it did not have
+                _rename(run, source, target)
+    except UnknownTableError as exc:  # the statement is refused whole: name all its tables
+        raise UnknownTableError(str(exc), exc.table, named) from exc
+    except DdlError as exc:
+        raise DdlError(str(exc), named) from exc
 
 
 def _rename(run: _Run, source: TableName, target: TableName) -> None:
@@ -1133,6 +1144,20 @@ def _rename(run: _Run, source: TableName, target: TableName) -> None:
         raise UnknownTableError(
             f"RENAME of {source[0]}.{source[1]}, a table the schema history does not know",
             source,
+            [source, target],
+        )
+    if target != source and (
+        run.catalog.table(*target) is not None or run.catalog.is_unknown(*target)
+    ):
+        # the server never renames a table over another one; MariaDB logs the rename of a
+        # TEMPORARY table (whose CREATE it does not log) like any other, and only that can
+        # land on a name in use: which table it moved, and what stands under either name for
+        # that session after it, cannot be told here
+        raise DdlError(
+            f"RENAME of {source[0]}.{source[1]} to {target[0]}.{target[1]}, a table that "
+            "exists: the server renames a table only to a free name, so this renamed a "
+            "temporary table (MariaDB logs that like any rename), which the schema history "
+            "does not follow",
             [source, target],
         )
     run.add(TableRenamed(before, dataclasses.replace(before, schema=target[0], name=target[1])))
@@ -1292,7 +1317,9 @@ def _place(
 def _alter(run: _Run) -> None:
     parser = run.parser
     parser.accept_any("ONLINE", "OFFLINE")
-    parser.accept("IGNORE")
+    # MariaDB's ALTER IGNORE: a value that does not fit is changed, as outside strict mode
+    ignore = parser.accept("IGNORE")
+    strict = run.context.strict and not ignore
     if parser.accept_any("DATABASE", "SCHEMA"):
         _alter_database(run)
         return
@@ -1322,6 +1349,10 @@ def _alter(run: _Run) -> None:
         if exc.tables is None or not exc.tables:
             raise DdlError(str(exc), [name]) from exc
         raise
+    if ignore and _adds_unique_key(parser.tokens):
+        state.unrepresentable.append(
+            "ALTER IGNORE with a unique or primary key (rows with a duplicate key are deleted)"
+        )
     columns, primary = state.result(run, name)
     primary_key = _key_names(columns, primary, name)
     key = {c.casefold() for c in primary_key}
@@ -1336,13 +1367,23 @@ def _alter(run: _Run) -> None:
         collation=state.collation,
     )
     _check_names(table)
-    reasons = state.unrepresentable + _rewrites(before, table, run.context)
+    reasons = state.unrepresentable + _rewrites(before, table, strict)
     if reasons:
         run.add(Unrepresentable(before, "; ".join(reasons)))
     if table != before:
         run.add(TableAltered(before, table))
     if state.rename_to is not None and state.rename_to != name:
         _rename(run, name, state.rename_to)
+
+
+def _adds_unique_key(tokens: Sequence[Tok]) -> bool:
+    """The statement may add a UNIQUE or PRIMARY key (a key, a column attribute, a
+    constraint): any ``UNIQUE``, or ``PRIMARY`` that ``DROP`` does not come before."""
+    return any(
+        tok.upper == "UNIQUE"
+        or (tok.upper == "PRIMARY" and (i == 0 or tokens[i - 1].upper != "DROP"))
+        for i, tok in enumerate(tokens)
+    )
 
 
 def _alter_unknown(run: _Run, name: TableName) -> None:
@@ -1671,17 +1712,53 @@ def _capacity(column: Column) -> int:
     return size // _MAXLEN.get(column.charset or "", 1)
 
 
+# COLUMN_TYPE of FLOAT(M,D)/DOUBLE(M,D), as information_schema prints it and ``_column_type``
+# writes it: the seed and the statements agree on it (Column.precision and scale are DECIMAL's)
+_FLOAT_DIGITS = re.compile(r"(?:float|double)\((\d+),(\d+)\)")
+_FLOAT_WIDENINGS = frozenset({("float", "float"), ("double", "double"), ("float", "double")})
+
+
+def _float_digits(column: Column) -> tuple[int, int] | None:
+    """M and D of a FLOAT(M,D) or DOUBLE(M,D) column (None: FLOAT or DOUBLE without them)."""
+    found = _FLOAT_DIGITS.match(column.column_type)
+    return None if found is None else (int(found[1]), int(found[2]))
+
+
+def _same_labels(old: Column, new: Column, strict: bool) -> str | None:
+    """Why ENUM/SET values may read otherwise after the labels changed (None: they do not).
+    A stored value is its label's number: the server takes, for each, the new label equal to
+    the old one under the column's collation ('a' becomes 'A' in a case-insensitive one), or
+    else the empty string (outside strict mode) or an error (strict). So each old label must be
+    kept as spelled; in strict mode a binary collation (where equal means the same bytes) makes
+    a removed label fail the statement where a row holds it, and change nothing where none
+    does."""
+    missing = [x for x in old.labels or () if x not in (new.labels or ())]
+    if missing and not strict:
+        return "labels removed outside strict mode"
+    exact = new.charset == "binary" or (new.collation or "").endswith("_bin")
+    if missing and not exact:
+        shown = ", ".join(_quote_label(x) for x in missing)
+        return (
+            f"labels {shown} not kept as spelled (the server gives stored values the new "
+            "label equal under the column's collation)"
+        )
+    return None
+
+
 def _keeps_values(old: Column, new: Column, strict: bool) -> str | None:
     """None when every value ``old`` can hold is stored unchanged as ``new``; else why not.
     ``strict``: a value that does not fit fails the statement (so none was changed)."""
-    if _STORED_AS(old) == _STORED_AS(new):
-        if old.nullable and not new.nullable and not strict:
-            return "made NOT NULL outside strict mode (NULLs became the type's default)"
+    if old.nullable and not new.nullable and not strict:
+        return "made NOT NULL outside strict mode (NULLs became the type's default)"
+    if _STORED_AS(old) == _STORED_AS(new) and _float_digits(old) == _float_digits(new):
         return None
     a, b = old.data_type, new.data_type
     if a in _INT_BITS and b in _INT_BITS:
         (lo, hi), (lo2, hi2) = _int_range(old), _int_range(new)
         return None if (lo2 <= lo and hi <= hi2) or strict else "integer range narrowed"
+    numbers = (a, b) in _FLOAT_WIDENINGS or a == b == "decimal"
+    if numbers and new.unsigned and not old.unsigned and not strict:
+        return "made UNSIGNED outside strict mode (negative values became 0)"
     if a == b == "decimal":
         assert old.precision is not None and old.scale is not None
         assert new.precision is not None and new.scale is not None
@@ -1689,11 +1766,19 @@ def _keeps_values(old: Column, new: Column, strict: bool) -> str | None:
             return "decimal scale reduced (values rounded)"
         wider = new.precision - new.scale >= old.precision - old.scale
         return None if wider or strict else "decimal range narrowed"
-    if (a, b) in (("float", "float"), ("double", "double"), ("float", "double")):
-        if new.precision is None or (old.precision, old.scale) == (new.precision, new.scale):
+    if (a, b) in _FLOAT_WIDENINGS:
+        # (M,D) rounds values to D decimals and bounds them to M-D digits before the point
+        # when the server copies the table (whether it does is not logged)
+        was, now = _float_digits(old), _float_digits(new)
+        if now is None:
             return None
-        return "floating-point precision changed"
+        if was is None or now[1] < was[1]:
+            return f"floating-point values rounded to {now[1]} decimals ({new.column_type})"
+        wider = now[0] - now[1] >= was[0] - was[1]
+        return None if wider or strict else "floating-point range narrowed outside strict mode"
     if a in _TEXT_FAMILY and b in _TEXT_FAMILY:
+        if b == "char" and a != "char":  # any sql_mode (but PAD_CHAR_TO_FULL_LENGTH)
+            return "became CHAR (trailing spaces of stored values are dropped)"
         charset_ok = (
             old.charset == new.charset
             or new.charset in _WIDE
@@ -1703,7 +1788,7 @@ def _keeps_values(old: Column, new: Column, strict: bool) -> str | None:
             return f"character set {old.charset} -> {new.charset} outside strict mode"
         if _capacity(new) < _capacity(old) and not strict:
             return "length reduced outside strict mode (values truncated)"
-        return None  # CHAR <-> VARCHAR too: CHAR values are logged without trailing spaces
+        return None  # CHAR -> VARCHAR too: CHAR values are logged without trailing spaces
     if a in _BYTES_FAMILY and b in _BYTES_FAMILY:
         if a == "binary" and b == "binary" and new.length != old.length:
             return "BINARY length changed (the zero padding of stored values changed)"
@@ -1711,8 +1796,9 @@ def _keeps_values(old: Column, new: Column, strict: bool) -> str | None:
             return "became BINARY (values are padded with zero bytes)"
         return None if _capacity(new) >= _capacity(old) or strict else "length reduced"
     if a == b and a in ("enum", "set"):
-        if not (set(old.labels or ()) <= set(new.labels or ()) or strict):
-            return "labels removed outside strict mode"
+        why = _same_labels(old, new, strict)
+        if why is not None:
+            return why
         wide = old.charset == new.charset or new.charset in _WIDE
         return None if wide or strict else "labels' character set narrowed outside strict mode"
     if a == b and a in ("time", "datetime", "timestamp"):
@@ -1725,15 +1811,16 @@ def _keeps_values(old: Column, new: Column, strict: bool) -> str | None:
     return f"type changed from {old.column_type} to {new.column_type}"
 
 
-def _rewrites(before: Table, after: Table, context: Context) -> list[str]:
-    """Why an ALTER rewrote stored values the binlog does not show (none: it did not)."""
+def _rewrites(before: Table, after: Table, strict: bool) -> list[str]:
+    """Why an ALTER rewrote stored values the binlog does not show (none: it did not).
+    ``strict``: a value that does not fit fails the statement (see ``_keeps_values``)."""
     old = {c.id: c for c in before.columns}
     reasons = []
     for column in after.columns:
         previous = old.get(column.id)
         if previous is None:
             continue
-        why = _keeps_values(previous, column, context.strict)
+        why = _keeps_values(previous, column, strict)
         if why is not None:
             reasons.append(f"column {column.name!r}: {why}")
     return reasons

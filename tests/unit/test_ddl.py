@@ -314,11 +314,87 @@ def test_strict_mode_decides_narrowing() -> None:
     assert [type(e).__name__ for e in widened] == ["TableAltered"]
 
 
+# a table with a column of each kind whose stored values an ALTER may rewrite
+VALUES = [
+    *BASE,
+    "CREATE TABLE v (f FLOAT(7,4), g FLOAT, d DOUBLE(10,2), e ENUM('a','b'), s SET('a','b'), "
+    "b ENUM('a','b','c') COLLATE utf8mb4_bin, c CHAR(5), vc VARCHAR(5), tx TEXT, "
+    "n DECIMAL(5,2), i INT)",
+]
+LOOSE = ddl.Context(default_db="shop", server_charset="utf8mb4", strict=False)
+
+# (statement, sql_mode strict, words of the reason)
+REWRITES = [
+    # CHAR drops trailing spaces of stored values, in any sql_mode
+    ("ALTER TABLE v MODIFY vc CHAR(5)", True, "became CHAR"),
+    ("ALTER TABLE v MODIFY vc CHAR(5)", False, "became CHAR"),
+    ("ALTER TABLE v MODIFY tx CHAR(5)", True, "became CHAR"),
+    # a stored ENUM/SET value takes the new label equal under the collation ('a' -> 'A')
+    ("ALTER TABLE v MODIFY e ENUM('A','b')", True, "'a' not kept as spelled"),
+    ("ALTER TABLE v MODIFY s SET('A','b')", True, "'a' not kept as spelled"),
+    ("ALTER TABLE v MODIFY e ENUM('b')", True, "'a' not kept as spelled"),
+    # FLOAT/DOUBLE(M,D) round to D decimals, and bound to M-D digits outside strict mode
+    ("ALTER TABLE v MODIFY f FLOAT(7,2)", True, "rounded to 2 decimals"),
+    ("ALTER TABLE v MODIFY g FLOAT(7,2)", False, "rounded to 2 decimals"),
+    ("ALTER TABLE v MODIFY g DOUBLE(10,2)", True, "rounded to 2 decimals"),
+    ("ALTER TABLE v MODIFY f FLOAT(5,4)", False, "range narrowed"),
+    # UNSIGNED, NOT NULL outside strict mode
+    ("ALTER TABLE v MODIFY g FLOAT UNSIGNED", False, "made UNSIGNED"),
+    ("ALTER TABLE v MODIFY n DECIMAL(5,2) UNSIGNED", False, "made UNSIGNED"),
+    ("ALTER TABLE v MODIFY i BIGINT NOT NULL", False, "made NOT NULL"),
+    # ALTER IGNORE changes what does not fit, strict or not
+    ("ALTER IGNORE TABLE v MODIFY e ENUM('a')", True, "labels removed"),
+    ("ALTER IGNORE TABLE v MODIFY vc VARCHAR(2)", True, "length reduced"),
+    ("ALTER IGNORE TABLE v ADD UNIQUE (i)", True, "duplicate key are deleted"),
+    ("ALTER IGNORE TABLE v MODIFY i INT PRIMARY KEY", True, "duplicate key are deleted"),
+]
+
+
+@pytest.mark.parametrize(("statement", "strict", "reason"), REWRITES)
+def test_alters_that_rewrite_stored_values(statement: str, strict: bool, reason: str) -> None:
+    _, effects = ddl.apply_ddl(catalog(statements=VALUES), statement, CTX if strict else LOOSE)
+    reasons = [e.reason for e in effects if isinstance(e, ddl.Unrepresentable)]
+    assert len(reasons) == 1
+    assert reason in reasons[0]
+
+
+# (statement, sql_mode strict): every stored value stays as it was
+KEEPS = [
+    ("ALTER TABLE v MODIFY c VARCHAR(5)", False),
+    ("ALTER TABLE v MODIFY f FLOAT(9,4)", False),
+    ("ALTER TABLE v MODIFY f FLOAT(5,4)", True),  # a value that does not fit fails it
+    ("ALTER TABLE v MODIFY f FLOAT", False),
+    ("ALTER TABLE v MODIFY f DOUBLE(7,4)", False),
+    ("ALTER TABLE v MODIFY f FLOAT(7,4), MODIFY d DOUBLE(10,2), MODIFY g FLOAT", False),
+    ("ALTER TABLE v ADD x INT, MODIFY n DECIMAL(6,2)", False),
+    ("ALTER TABLE v MODIFY e ENUM('a','b','A'), MODIFY s SET('b','a','c')", False),
+    ("ALTER TABLE v MODIFY b ENUM('a','b') COLLATE utf8mb4_bin", True),  # binary: 'c' fails
+    ("ALTER TABLE v MODIFY i BIGINT NOT NULL", True),
+    ("ALTER TABLE v MODIFY g FLOAT UNSIGNED", True),
+    ("ALTER IGNORE TABLE v ADD KEY (i), DROP PRIMARY KEY", True),
+    ("ALTER TABLE v ADD UNIQUE (i)", False),  # a duplicate fails it
+]
+
+
+@pytest.mark.parametrize(("statement", "strict"), KEEPS)
+def test_alters_that_keep_stored_values(statement: str, strict: bool) -> None:
+    _, effects = ddl.apply_ddl(catalog(statements=VALUES), statement, CTX if strict else LOOSE)
+    assert [e for e in effects if isinstance(e, ddl.Unrepresentable)] == []
+
+
 NOT_UNDERSTOOD = {
     "CREATE TABLE t3 SELECT * FROM items": [("shop", "t3")],
     "CREATE TABLE t4 (a INT) AS SELECT 1": [("shop", "t4")],
     "ALTER TABLE unknown ADD c INT": [("shop", "unknown")],
     "RENAME TABLE unknown TO items2": [("shop", "unknown"), ("shop", "items2")],
+    # a name in use: only a temporary table (whose CREATE is not logged) is renamed so
+    "RENAME TABLE items TO log": [("shop", "items"), ("shop", "log")],
+    "RENAME TABLE log TO log2, items TO log2": [
+        ("shop", "log"),
+        ("shop", "log2"),
+        ("shop", "items"),
+    ],
+    "ALTER TABLE items RENAME TO log": [("shop", "items"), ("shop", "log")],
     "CREATE TABLE t5 LIKE unknown": [("shop", "t5"), ("shop", "unknown")],
     "ALTER TABLE items ADD SYSTEM VERSIONING": [("shop", "items")],
     "ALTER TABLE items FROBNICATE": [("shop", "items")],
