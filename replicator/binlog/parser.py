@@ -72,6 +72,7 @@ _NOT_CHECKSUM_AWARE = -1  # a pre-5.6.1 FORMAT_DESCRIPTION: no algorithm byte, n
 _Q_SQL_MODE_CODE = 1
 _Q_CHARSET_CODE = 4
 _Q_CHARSET_DATABASE_CODE = 8
+_Q_EXPLICIT_DEFAULTS_FOR_TIMESTAMP = 16
 _Q_DDL_LOGGED_WITH_XID = 17
 
 
@@ -134,6 +135,10 @@ class QueryStatus:
     collation_server: int | None = None
     collation_database: int | None = None  # Q_CHARSET_DATABASE_CODE (default database)
     ddl_xid: int | None = None  # Q_DDL_LOGGED_WITH_XID
+    # Q_EXPLICIT_DEFAULTS_FOR_TIMESTAMP: the session's explicit_defaults_for_timestamp, which
+    # MySQL logs with a statement the setting affects (``thd->binlog_need_explicit_defaults_ts``,
+    # a CREATE or ALTER TABLE with a TIMESTAMP column); MariaDB never does. None: not known
+    explicit_defaults_for_timestamp: bool | None = None
 
     @property
     def ansi_quotes(self) -> bool:
@@ -145,6 +150,7 @@ def query_status(data: bytes) -> QueryStatus:
     """Read a QUERY event's status variables. They are informational: an unknown code stops
     the scan (its size is unknown) without failing the event."""
     found: dict[str, int] = {}
+    explicit_defaults: bool | None = None
     pos = 0
     try:
         while pos < len(data):
@@ -164,12 +170,14 @@ def query_status(data: bytes) -> QueryStatus:
                 found["collation_server"] = int.from_bytes(data[pos + 4 : pos + 6], "little")
             elif code == _Q_CHARSET_DATABASE_CODE:
                 found["collation_database"] = int.from_bytes(data[pos : pos + 2], "little")
+            elif code == _Q_EXPLICIT_DEFAULTS_FOR_TIMESTAMP:
+                explicit_defaults = data[pos] != 0
             elif code == _Q_DDL_LOGGED_WITH_XID:
                 found["ddl_xid"] = int.from_bytes(data[pos : pos + 8], "little")
             pos += length
     except (IndexError, ValueError):
         pass
-    return QueryStatus(**found)
+    return QueryStatus(**found, explicit_defaults_for_timestamp=explicit_defaults)
 
 
 def _scan_status_vars(data: bytes) -> tuple[int | None, int | None]:

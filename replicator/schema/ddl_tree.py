@@ -11,8 +11,11 @@ there; ``NATIONAL``/``LONG`` spellings, ``MIDDLEINT``, ``INT3``, the geometry ty
 ``COMPRESSED``, ``*ENGINE_ATTRIBUTE``, ``SERIAL DEFAULT VALUE``, ``[NOT] ENFORCED``, a late
 ``UNSIGNED``/``SIGNED``, ``CHAR(n) BYTE`` and ``FIRST``/``AFTER`` are attributes. A default or
 generation expression is kept as written (the tree would print it anew), so its text is taken
-from the statement. Anything the tree holds that is not listed here is refused
-(``UnreadableColumn``), never guessed.
+from the statement. A constant default the server converts by the kind of literal it is (a
+number for an ENUM or SET column, one other than a plain integer for a text column, a string
+for a BIT column; ``_as_stored``) is kept as an ``expression``, so the rows it fills are
+unknown; ``TIMESTAMP NULL`` without a DEFAULT defaults to NULL. Anything the tree holds that is
+not listed here is refused (``UnreadableColumn``), never guessed.
 """
 
 from __future__ import annotations
@@ -341,7 +344,36 @@ def _default(node: exp.Expr, found: TypeSpec) -> ColumnDefault:
             raise UnreadableColumn(f"cannot read the default {text!r}")
         found.collation = _word(value.expression)
         value, text = value.this, text[: collate.start()]
-    return _value(value, text)
+    return _as_stored(_value(value, text), value, found)
+
+
+# types whose value is text: a number given for one is stored as the server prints it
+_STRING_TYPES = frozenset(
+    {"char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext",
+     "tinyblob", "blob", "mediumblob", "longblob", "json", "uuid", "inet4", "inet6"}
+)  # fmt: skip
+_PLAIN_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _as_stored(default: ColumnDefault, node: exp.Expr, found: TypeSpec) -> ColumnDefault:
+    """A constant DEFAULT the server converts by the kind of literal it is, not by its text,
+    is kept as an ``expression`` (its fill is unknown): a number for an ENUM or SET (an index
+    or a bit mask), a number other than a plain integer for a text type (1e2 is stored as
+    '100', -0 as '0'), a string for a BIT (its bytes: '5' is b'00110101')."""
+    if default.kind != "value" or default.hex:
+        return default
+    number = isinstance(node, (exp.Boolean, exp.Neg)) or (
+        isinstance(node, exp.Literal) and not node.is_string
+    )
+    kind = found.data_type
+    if number and (
+        kind in ("enum", "set")
+        or (kind in _STRING_TYPES and not _PLAIN_INTEGER.fullmatch(default.text or ""))
+    ):
+        return ColumnDefault("expression", default.text)
+    if not number and kind == "bit":
+        return ColumnDefault("expression", default.text)
+    return default
 
 
 def read_default(text: str, *, ansi_quotes: bool = False) -> ColumnDefault:
@@ -378,10 +410,18 @@ def read_column(
     spec = ColumnSpec(name, _type(tree.kind, float_word=tokens[1].token_type == _T.FLOAT))
     if tree.kind.this == _D.SERIAL:
         spec.nullable, spec.auto_increment = False, True
+    null_written = False
     for constraint in tree.constraints:
-        _attribute(spec, constraint.args.get("kind"), in_alter)
-        if isinstance(constraint.args.get("kind"), exp.ComputedColumnConstraint):
+        kind = constraint.args.get("kind")
+        _attribute(spec, kind, in_alter)
+        if isinstance(kind, exp.ComputedColumnConstraint):
             spec.generated = _generation(dialect, definition)
+        null_written |= isinstance(kind, exp.NotNullColumnConstraint) and spec.nullable
+    # TIMESTAMP NULL defaults to NULL whatever explicit_defaults_for_timestamp is (without
+    # NULL, OFF makes it NOT NULL with another default: ``history.fill_of``)
+    timestamp_null = spec.type.data_type == "timestamp" and null_written and spec.nullable
+    if timestamp_null and spec.default.kind == "none" and not spec.primary:
+        spec.default = ColumnDefault("null")
     return spec
 
 

@@ -11,7 +11,11 @@ before some recorded changes (a replay after ``checkpoint set``, a reconnect).
 Columns added to an existing table get their ``fill`` here: the value the server wrote into
 the rows that existed when the column was added (its default then, or the type's implicit
 default for a NOT NULL column without one; ``expression`` when the binlog cannot tell, as for
-``DEFAULT CURRENT_TIMESTAMP``, AUTO_INCREMENT or generated columns).
+``DEFAULT CURRENT_TIMESTAMP``, AUTO_INCREMENT or generated columns, a FLOAT(M,D) default with
+more than D decimals, which the server rounds, and a TIMESTAMP without NULL or DEFAULT unless
+the statement ran under ``explicit_defaults_for_timestamp=ON``: OFF makes it NOT NULL DEFAULT
+CURRENT_TIMESTAMP or the zero date, and only MySQL logs the setting). Whether a constant is
+written as the server stores it for the type is decided where it is converted (``sink.fill``).
 
 The history is written into the landing zone with the batch whose transactions it covers
 (``sink.landing``), as the JSON ``to_json`` makes; nothing here does I/O. In a run, one object
@@ -21,6 +25,7 @@ owns it and says when it is written (``schema.ledger``).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,13 +172,17 @@ def apply_effect(catalog: Catalog, effect: Effect) -> Catalog:
     return ddl.apply_ddl_effect(catalog, effect)
 
 
-def with_fills(effect: Effect) -> Effect:
-    """Give the columns an ALTER TABLE added their ``fill`` (see the module doc)."""
+def with_fills(effect: Effect, explicit_defaults_for_timestamp: bool | None = None) -> Effect:
+    """Give the columns an ALTER TABLE added their ``fill`` (see the module doc);
+    ``explicit_defaults_for_timestamp``: the session's setting when the statement ran, when
+    its QUERY event tells (MySQL logs it; MariaDB does not: None)."""
     if not isinstance(effect, ddl.TableAltered):
         return effect
     old = {c.id for c in effect.before.columns}
     columns = tuple(
-        c if c.id in old or c.fill is not None else dataclasses.replace(c, fill=fill_of(c))
+        c
+        if c.id in old or c.fill is not None
+        else dataclasses.replace(c, fill=fill_of(c, explicit_defaults_for_timestamp))
         for c in effect.after.columns
     )
     if columns == effect.after.columns:
@@ -181,14 +190,42 @@ def with_fills(effect: Effect) -> Effect:
     return dataclasses.replace(effect, after=dataclasses.replace(effect.after, columns=columns))
 
 
-def fill_of(column: Any) -> ColumnDefault:
+# explicit_defaults_for_timestamp=OFF (MySQL 5.7's and MariaDB's before 10.10 default) makes a
+# TIMESTAMP column without NULL or DEFAULT NOT NULL DEFAULT CURRENT_TIMESTAMP (the table's
+# first such column) or the zero date, which the binlog does not show
+TIMESTAMP_FILL = ColumnDefault(
+    "expression", "CURRENT_TIMESTAMP or the zero date (explicit_defaults_for_timestamp=OFF)"
+)
+_SCALED = re.compile(r"(?:float|double)\(\d+,(\d+)\)")
+_NUMBER = re.compile(r"-?(?:\d+(?:\.(\d*))?|\.(\d+))")
+
+
+def fill_of(column: Any, explicit_defaults_for_timestamp: bool | None = None) -> ColumnDefault:
     """What the server puts into existing rows for a column added now."""
     if column.generated is not None or column.auto_increment:
         return EXPRESSION_FILL  # computed per row: not in the binlog
     default: ColumnDefault = column.default
+    timestamp = default.kind == "none" and column.data_type == "timestamp"
+    if timestamp and explicit_defaults_for_timestamp is not True:  # ON: like any type
+        return TIMESTAMP_FILL
+    if default.kind == "value" and not default.hex and _rounded(column, default.text or ""):
+        return ColumnDefault("expression", default.text)
     if default.kind in ("value", "null", "expression"):
         return default
     return NULL_FILL if column.nullable else ColumnDefault("implicit")
+
+
+def _rounded(column: Any, text: str) -> bool:
+    """A FLOAT(M,D)/DOUBLE(M,D) default the server rounds to D decimals (only the history
+    knows D: a TABLE_MAP does not carry it)."""
+    scaled = _SCALED.match(column.column_type)
+    if scaled is None:
+        return False
+    number = _NUMBER.fullmatch(text)
+    if number is None:
+        return True  # an exponent, or text: not taken as written
+    decimals = number.group(1) or number.group(2) or ""
+    return len(decimals) > int(scaled.group(1))
 
 
 @dataclass(slots=True)
@@ -218,9 +255,15 @@ class SchemaHistory:
                 catalog = apply_effect(catalog, effect)
         return catalog
 
-    def record(self, change: SchemaChange) -> SchemaChange:
-        """Append a change (its added columns get their fill); returns it as recorded."""
-        change = dataclasses.replace(change, effects=tuple(with_fills(e) for e in change.effects))
+    def record(
+        self, change: SchemaChange, *, explicit_defaults_for_timestamp: bool | None = None
+    ) -> SchemaChange:
+        """Append a change (its added columns get their fill); returns it as recorded.
+        ``explicit_defaults_for_timestamp``: the setting the statement ran under, when known
+        (``QueryStatus``)."""
+        setting = explicit_defaults_for_timestamp
+        effects = tuple(with_fills(e, setting) for e in change.effects)
+        change = dataclasses.replace(change, effects=effects)
         for effect in change.effects:
             self.catalog = apply_effect(self.catalog, effect)
         self.changes.append(change)

@@ -296,7 +296,14 @@ class SchemaTracker:
                     "with `replicator checkpoint set`, then read the table again with "
                     f"`replicator snapshot --tables '{effect.table.qualified}'`",
                 )
-        change = self.history.record(SchemaChange(point, event.query, tuple(effects)))
+        change = self.history.record(
+            SchemaChange(point, event.query, tuple(effects)),
+            # MySQL logs the setting (a TIMESTAMP added without NULL or DEFAULT fills the
+            # time of the ALTER under OFF); MariaDB does not: its fill is then unknown
+            explicit_defaults_for_timestamp=query_status(
+                event.status_vars
+            ).explicit_defaults_for_timestamp,
+        )
         self._changed()
         fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(ev.QueryEvent)}
         return SchemaChangeEvent(**fields, change=change)

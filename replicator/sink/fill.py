@@ -13,8 +13,22 @@ converted to the value the column lands as, under ``replicator.fill``:
   default, or a zero date, which lands as null).
 * ``{"kind": "unknown", "why": ...}``: the binlog cannot tell (an expression default such
   as CURRENT_TIMESTAMP or (uuid()), AUTO_INCREMENT, a generated column, a TIMESTAMP literal,
-  which the server read in the session's time zone, GEOMETRY); Spark treats the column of
-  such rows as unknown (``_absent``), never as a guess.
+  which the server read in the session's time zone, GEOMETRY, a constant not written as the
+  server stores it, see below); Spark treats the column of such rows as unknown
+  (``_absent``), never as a guess.
+
+A constant DEFAULT is kept as written (``schema.ddl_tree``), and the server converts it to
+the column's type when it fills the rows: it rounds DECIMAL(5,2) 1.005 half up to 1.01 and
+INT 1.7 to 2, reads YEAR 69 as 2069, TIME '10:00' as 10:00:00 and 1000 as 00:10:00, cuts or
+rounds fraction digits past the column's, and matches ENUM/SET labels under the column's
+collation ('B' is stored as 'b'). So a value is given only for a literal already in the
+form the server stores: an integer for integer types and BIT (in range), no more decimals
+than a DECIMAL's scale, a four-digit YEAR (1901-2155), ``[-]HH:MM:SS`` TIME and
+``YYYY-MM-DD[ HH:MM:SS]`` DATE/DATETIME with no more fraction digits than the column's, ENUM
+and SET labels exactly as defined, in definition order, where no label before could match
+under a collation (printable ASCII, none equal but for case), text the column's character set
+holds, a lower-case UUID, an INET4 without leading zeros; hex and bit literals only for
+integers, BIT and strings. Anything else is unknown.
 
 A column's implicit default (NOT NULL without DEFAULT) is the server's: 0, '' (a BINARY(n)
 holds n zero bytes), the first ENUM label, the empty SET, and the zero date for temporal types.
@@ -26,9 +40,11 @@ import base64
 import datetime as dt
 import decimal
 import json
+import math
+import re
 from typing import Any
 
-from ..binlog.charsets import BINARY
+from ..binlog.charsets import BINARY, charset_for_collation
 from ..binlog.constants import ColumnType as T
 from ..binlog.schema import ColumnDef
 
@@ -72,35 +88,44 @@ def _bytes(data: bytes) -> dict[str, str]:
 
 
 def _value(col: ColumnDef, text: str, hexed: bool) -> object:
+    """The landed value of a constant DEFAULT, only when ``text`` is already in the form the
+    server stores for the column's type; any other literal (one the server rounds, truncates,
+    reads another way or matches loosely) raises ``_Unknown``."""
     code = col.real_type
     raw = bytes.fromhex(text) if hexed else None
+    if raw is not None and (code == T.YEAR or code not in (*_INTEGERS, T.BIT, *_TEXTS)):
+        raise _Unknown(f"the server converts the bytes of {text!r} for this type")
     if col.text_form is not None:
-        return text
+        return _canonical_text_form(col.text_form, text)
+    if code == T.YEAR:
+        return _year(text)
     if code in _INTEGERS or code == T.BIT:
-        if raw is not None:
-            return int.from_bytes(raw, "big")
-        return int(decimal.Decimal(text))
+        number = int.from_bytes(raw, "big") if raw is not None else _integer(text)
+        return _in_range(col, number)
     if code in (T.FLOAT, T.DOUBLE):
-        return float(text)
+        return _float(col, text)
     if code == T.NEWDECIMAL:
-        scale = col.meta & 0xFF
-        number = decimal.Decimal(text).quantize(decimal.Decimal(1).scaleb(-scale))
-        return format(number, "f")
+        return _decimal(col, text)
     if code in (T.DATE, T.NEWDATE):
-        if text.startswith("0000-00-00"):
+        if _ZERO_DATE.fullmatch(text):
             return None
-        return dt.date.fromisoformat(text[:10]).isoformat()
+        return dt.date.fromisoformat(_canonical(_DATE, text)).isoformat()
     if code in (T.DATETIME, T.DATETIME2):
-        if text.startswith("0000-00-00"):
+        if _ZERO_DATE.fullmatch(text):
             return None
+        _fraction(col, _canonical(_DATETIME, text))
         return dt.datetime.fromisoformat(text).isoformat()
     if code in (T.TIMESTAMP, T.TIMESTAMP2):
-        if text.startswith("0000-00-00"):
+        if _ZERO_DATE.fullmatch(text):
             return None
         raise _Unknown("a TIMESTAMP literal is read in the session's time zone")
     if code in (T.TIME, T.TIME2):
-        return _time_micros(text)
-    if code in (T.ENUM, T.SET, T.JSON):
+        return _time_micros(col, text)
+    if code == T.ENUM:
+        return _labels(col.enum_values, text, one=True)
+    if code == T.SET:
+        return _labels(col.set_values, text, one=False)
+    if code == T.JSON:
         return text
     if code in _TEXTS:
         if col.charset is None or col.charset == BINARY:
@@ -109,8 +134,152 @@ def _value(col: ColumnDef, text: str, hexed: bool) -> object:
                 data = data.ljust(col.string_length, b"\x00")
             return _bytes(data)
         value = raw.decode(col.charset) if raw is not None else text
+        _storable(col, value)
         return value.rstrip(" ") if code == T.STRING else value  # CHAR drops trailing spaces
     raise _Unknown(f"no fill for a column of type {code}")
+
+
+# The forms a DEFAULT is taken in as the server stores it (anything else is unknown: the server
+# rounds a DECIMAL half up and an INT to the nearest, reads YEAR 69 as 2069, TIME '10:00' as
+# hours and minutes and 1000 as 00:10:00, truncates or rounds extra fraction digits, and
+# matches ENUM/SET labels under the column's collation).
+_INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_YEAR = re.compile(r"[0-9]{4}")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?: [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?)?")
+_TIME = re.compile(r"(-?)([0-9]{2,3}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?")
+_ZERO_DATE = re.compile(r"0000-00-00(?: 00:00:00(?:\.0+)?)?")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_INET4 = re.compile(r"(?:0|[1-9][0-9]{0,2})(?:\.(?:0|[1-9][0-9]{0,2})){3}")
+_BYTES: dict[int, int] = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8}
+_TIME_MAX = ((838 * 60 + 59) * 60 + 59) * 1_000_000 + 999_999
+
+
+def _storable(col: ColumnDef, value: str) -> None:
+    """Text the column's character set holds as it is (the server stores '?' for the rest)."""
+    assert col.charset is not None
+    try:
+        value.encode(col.charset)
+    except (UnicodeError, LookupError) as exc:
+        raise _Unknown(f"{value!r} is not all in the column's character set") from exc
+    wide = any(ord(c) > 0xFFFF for c in value)
+    if wide and col.charset == "utf-8" and _charset_of(col) != "utf8mb4":
+        raise _Unknown(f"{value!r} is not all in the column's character set (utf8mb3)")
+
+
+def _charset_of(col: ColumnDef) -> str | None:
+    return None if col.collation_id is None else charset_for_collation(col.collation_id)
+
+
+def _canonical(form: re.Pattern[str], text: str) -> str:
+    if form.fullmatch(text) is None:
+        raise _Unknown(f"the server stores the default {text!r} in another form")
+    return text
+
+
+def _integer(text: str) -> int:
+    return int(_canonical(_INTEGER, text))
+
+
+def _in_range(col: ColumnDef, number: int) -> int:
+    code = col.real_type
+    if code == T.BIT:
+        low, high = 0, 2**col.bit_width - 1
+    elif col.unsigned:
+        low, high = 0, 2 ** (8 * _BYTES[code]) - 1
+    else:
+        low, high = -(2 ** (8 * _BYTES[code] - 1)), 2 ** (8 * _BYTES[code] - 1) - 1
+    if not low <= number <= high:
+        raise _Unknown(f"the default {number} is out of the column's range")
+    return number
+
+
+def _year(text: str) -> int:
+    year = int(_canonical(_YEAR, text))
+    if not 1901 <= year <= 2155:
+        raise _Unknown(f"the server reads the year {text!r} another way")
+    return year
+
+
+def _float(col: ColumnDef, text: str) -> float:
+    number = float(_canonical(_FLOAT, text))
+    if not math.isfinite(number) or (col.unsigned and number < 0):
+        raise _Unknown(f"the default {text!r} is out of the column's range")
+    if number == 0 and text.startswith("-"):
+        raise _Unknown(f"the server may store {text!r} as 0 or -0")
+    return number
+
+
+def _decimal(col: ColumnDef, text: str) -> str:
+    precision, scale = col.meta >> 8, col.meta & 0xFF
+    number = decimal.Decimal(_canonical(_DECIMAL, text))
+    context = decimal.Context(prec=200)
+    exact = number.quantize(decimal.Decimal(1).scaleb(-scale), context=context)
+    if exact != number:
+        raise _Unknown(f"the server rounds the default {text!r} to {scale} decimals")
+    if exact.is_zero():
+        exact = abs(exact)  # -0 is stored as 0
+    if exact.adjusted() >= precision - scale or (col.unsigned and exact < 0):
+        raise _Unknown(f"the default {text!r} is out of the column's range")
+    return format(exact, "f")
+
+
+def _fraction(col: ColumnDef, text: str) -> None:
+    """Fraction digits beyond the column's (the server truncates or rounds them) are unknown."""
+    _, dot, fraction = text.partition(".")
+    if dot and len(fraction) > col.meta:
+        raise _Unknown(f"the server cuts {text!r} to {col.meta} fraction digits")
+
+
+def _time_micros(col: ColumnDef, text: str) -> int:
+    found = _TIME.fullmatch(text)
+    if found is None:
+        raise _Unknown(f"the server reads the time {text!r} another way")
+    sign, hours, minutes, seconds, fraction = found.groups()
+    if int(minutes) > 59 or int(seconds) > 59:
+        raise _Unknown(f"the server reads the time {text!r} another way")
+    if fraction is not None:
+        _fraction(col, text)
+    micros = int((fraction or "").ljust(6, "0"))
+    total = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds)) * 1_000_000 + micros
+    if total > _TIME_MAX:
+        raise _Unknown(f"the time {text!r} is out of TIME's range")
+    return -total if sign else total
+
+
+def _labels(labels: tuple[str, ...] | None, text: str, *, one: bool) -> str:
+    """An ENUM label, or SET labels, exactly as defined, in definition order, where no label
+    before it could match it under the column's collation (the server takes the first match):
+    the labels up to it are printable ASCII, and no earlier one differs only by case."""
+    if not labels:
+        raise _Unknown("the labels are not known")
+    if text == "" and not one:
+        return ""
+    chosen = [text] if one else text.split(",")
+    indexes = []
+    for label in chosen:
+        if label not in labels:
+            raise _Unknown(f"{label!r} is not a label as defined: the server matches it")
+        index = labels.index(label)
+        earlier = labels[: index + 1]
+        if not all(x.isascii() and x.isprintable() for x in earlier):
+            raise _Unknown(f"the collation decides which label {label!r} matches")
+        if any(x.casefold() == label.casefold() for x in labels[:index]):
+            raise _Unknown(f"the collation decides which label {label!r} matches")
+        indexes.append(index)
+    if indexes != sorted(set(indexes)):
+        raise _Unknown(f"the server orders the labels of {text!r} as defined")
+    return text
+
+
+def _canonical_text_form(form: str, text: str) -> str:
+    if form == "uuid" and _UUID.fullmatch(text):
+        return text
+    if form == "inet4" and _INET4.fullmatch(text) and all(int(p) < 256 for p in text.split(".")):
+        return text
+    raise _Unknown(f"the server stores the {form} {text!r} in its own form")
 
 
 def _implicit(col: ColumnDef) -> object:
@@ -139,15 +308,3 @@ def _implicit(col: ColumnDef) -> object:
             return _bytes(b"\x00" * col.string_length if code == T.STRING else b"")
         return ""
     raise _Unknown(f"no implicit default known for a column of type {code}")
-
-
-def _time_micros(text: str) -> int:
-    sign = -1 if text.startswith("-") else 1
-    body = text.lstrip("-")
-    whole, _, fraction = body.partition(".")
-    parts = [int(p) for p in whole.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    hours, minutes, seconds = parts
-    micros = int((fraction + "000000")[:6]) if fraction else 0
-    return sign * (((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros)

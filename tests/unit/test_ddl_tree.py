@@ -175,3 +175,48 @@ def test_set_default_is_read_as_a_definition_reads_it() -> None:
     assert got == {"id": ColumnDefault("expression", "(x + 1)"), "x": ColumnDefault("value", "-7")}
     with pytest.raises(ddl.DdlError):
         ddl.apply_ddl(_catalog(), "ALTER TABLE t0 ALTER x SET DEFAULT", CTX)
+
+
+# a constant the server converts by the kind of literal it is (checked against MariaDB 10.11:
+# tests/live/test_fills_against_server.py): kept as an expression, so its fill is unknown
+CONVERTED_DEFAULTS = {
+    "a ENUM('2','1') DEFAULT 1": "1",  # an index: '2'
+    "a SET('a','b') DEFAULT 1": "1",  # a bit mask
+    "a ENUM('0','1') DEFAULT TRUE": "1",
+    "a BIT(8) DEFAULT '5'": "5",  # its bytes: 53
+    "a BIT(8) DEFAULT _latin1 '5'": "5",
+    "a VARCHAR(5) DEFAULT 1e2": "1e2",  # '100'
+    "a VARCHAR(5) DEFAULT -0": "-0",  # '0'
+    "a TEXT DEFAULT 1.50": "1.50",
+    "a BINARY(3) DEFAULT 007": "007",  # '7'
+}
+
+
+@pytest.mark.parametrize("definition", list(CONVERTED_DEFAULTS))
+def test_constants_the_server_converts_by_their_kind_are_expressions(definition: str) -> None:
+    expected = ColumnDefault("expression", CONVERTED_DEFAULTS[definition])
+    assert (_created(definition).default, _added(definition).default) == (expected, expected)
+
+
+KEPT_DEFAULTS = {
+    "a VARCHAR(5) DEFAULT 5": ColumnDefault("value", "5"),
+    "a VARCHAR(5) DEFAULT -7": ColumnDefault("value", "-7"),
+    "a VARCHAR(5) DEFAULT TRUE": ColumnDefault("value", "1"),
+    "a ENUM('a','b') DEFAULT 'b'": ColumnDefault("value", "b"),
+    "a ENUM('a','b') DEFAULT x'62'": ColumnDefault("value", "62", hex=True),
+    "a BIT(8) DEFAULT 5": ColumnDefault("value", "5"),
+    "a BIT(8) DEFAULT b'101'": ColumnDefault("value", "05", hex=True),
+    "a INT DEFAULT '7'": ColumnDefault("value", "7"),
+    "a TIMESTAMP NULL": ColumnDefault("null"),  # whatever explicit_defaults_for_timestamp is
+    "a TIMESTAMP NULL DEFAULT '2020-01-01 00:00:00'": ColumnDefault("value", "2020-01-01 00:00:00"),
+    "a TIMESTAMP": NONE,  # explicit_defaults_for_timestamp decides (history.fill_of)
+    "a TIMESTAMP NOT NULL": NONE,
+    "a TIMESTAMP NULL NOT NULL": NONE,
+    "a DATETIME NULL": NONE,
+}
+
+
+@pytest.mark.parametrize("definition", list(KEPT_DEFAULTS))
+def test_other_constants_are_kept_as_written(definition: str) -> None:
+    expected = KEPT_DEFAULTS[definition]
+    assert (_created(definition).default, _added(definition).default) == (expected, expected)
