@@ -881,10 +881,12 @@ class ParquetTableWriter:
             ]
             array, _ = self._vectors(p, self._plans[p], vectors, rows, _Absent.NULL, [])
             children.append(array)
-        return pa.StructArray.from_arrays(
-            children,
-            fields=list(self._before_key_type),
-            mask=rows.spread([not k for k in keyed], pa.bool_()),
+        # the validity bitmap made here: from_arrays(mask=...) inverts the mask with
+        # pyarrow.compute, whose import (tens of milliseconds) the daemon otherwise avoids
+        valid = np.repeat(np.array(keyed, np.bool_), [run.block.count for run in rows.runs])
+        validity = None if all(keyed) else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.StructArray.from_buffers(
+            self._before_key_type, rows.count, [validity], children=children
         )
 
     def _absent(self, n: int, absent_rows: dict[int, list[int]]) -> pa.Array:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -43,6 +45,7 @@ from replicator.sink.parquet_writer import ParquetTableWriter, WrittenFile
 from tests.blocks import row_change
 from tests.hypothesis_budget import examples
 
+ROOT = Path(__file__).resolve().parents[2]
 TS = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
 TIME_MIN = -timedelta(hours=838, minutes=59, seconds=59)
 TIME_MAX = timedelta(hours=838, minutes=59, seconds=59)
@@ -857,3 +860,53 @@ def test_values_repeated_as_arrow_decodes_runs(name: str, data: st.DataObject) -
     got.validate(full=True)
     expected = [v for v, n in zip(items[skip:], kept, strict=True) for _ in range(n)]
     assert got.to_pylist() == pa.array(expected, type_).to_pylist()
+
+
+# updates whose before images hold the key or leave it out (MINIMAL), an insert and a delete
+BEFORE_KEYS = """
+import datetime as dt
+from replicator.binlog.constants import ColumnType as T
+from replicator.binlog.schema import ColumnDef
+from replicator.binlog.values import ABSENT
+from replicator.sink.changes import TableVersion
+from replicator.sink.parquet_writer import ParquetTableWriter
+from tests.blocks import row_change
+
+def change(seq, values, op, before=None):
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    return row_change(op, seq, "0-1-7", at, 1, "b.000001", 4, tuple(values), before)
+
+columns = (ColumnDef(0, T.LONG, 0, name="id"), ColumnDef(1, T.LONG, 0, name="v"))
+changes = [
+    change(1, (1, 10), "c"),
+    change(2, (2, 20), "u", (1, 10)),
+    change(3, (2, 21), "u", (ABSENT, 20)),
+    change(4, (2, 21), "d"),
+    change(5, (3, 30), "u", (2, ABSENT)),
+]
+writer = ParquetTableWriter(
+    PATH, TableVersion("shop", "orders", columns, (0,)), with_before=False, with_absent=True,
+    with_before_key=True,
+)
+writer.write(changes)
+writer.close()
+"""
+
+
+def test_before_key_is_null_where_the_before_image_lacks_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "before_key.parquet"
+    exec(BEFORE_KEYS, {"PATH": path})
+    for table in read_both(path):
+        assert table.column("_before_key").to_pylist() == [None, {"id": 1}, None, None, {"id": 2}]
+
+
+def test_landing_updates_does_not_import_pyarrow_compute(tmp_path: Path) -> None:
+    """Its import costs the daemon tens of milliseconds of a run, holding the GIL."""
+    path = tmp_path / "f.parquet"
+    told = "import sys\nprint('pyarrow.compute' in sys.modules)\n"
+    code = f"from pathlib import Path\nPATH = Path({str(path)!r})\n{BEFORE_KEYS}\n{told}"
+    found = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert found.stdout.split() == ["False"]
+    assert pq.read_table(path).num_rows == 5
