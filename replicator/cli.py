@@ -194,6 +194,7 @@ _CONNECTION_OPTIONS = (
     "password_file",
     "server_id",
     "tls_ca",
+    "get_server_public_key",
 )
 
 
@@ -228,6 +229,12 @@ _CONNECTION_OPTIONS = (
     type=click.Path(path_type=Path, dir_okay=False),
     help="Use TLS and verify the server certificate against this CA file (PEM).",
 )
+@click.option(
+    "--get-server-public-key",
+    is_flag=True,
+    help="Without TLS: take the RSA key the server sends for caching_sha2_password (a "
+    "trusted network only).",
+)
 @click.pass_context
 def check(
     ctx: click.Context,
@@ -240,6 +247,7 @@ def check(
     password_file: Path | None,
     server_id: int,
     tls_ca: Path | None,
+    get_server_public_key: bool,
 ) -> None:
     """Check the source's binlog settings and privileges; print the exact fix for each problem.
 
@@ -290,6 +298,7 @@ def check(
                 password=Secret.resolve(env=password_env, file=password_file),
                 server_id=server_id,
                 tls=TlsConfig(enabled=True, ca_file=str(tls_ca)) if tls_ca else TlsConfig(),
+                get_server_public_key=get_server_public_key,
             )
             own = None
         filters = None if target is None else target.config.filters

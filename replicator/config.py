@@ -380,6 +380,28 @@ class TlsConfig:
     verify_server_cert: Flag = True
     verify_hostname: Flag = True
 
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        # a CA or a certificate without `enabled` would otherwise mean clear text, silently
+        given = [
+            name
+            for name, set_ in (
+                ("ca_file", self.ca_file is not None),
+                ("cert_file", self.cert_file is not None),
+                ("key_file", self.key_file is not None),
+                ("verify_server_cert", not self.verify_server_cert),
+                ("verify_hostname", not self.verify_hostname),
+            )
+            if set_
+        ]
+        if given and not self.enabled:
+            raise _Invalid(
+                f"{', '.join(given)} set while TLS is off (the connection would be clear text)",
+                "set enabled: true to use TLS, or remove them",
+                at="enabled",
+            )
+        return self
+
 
 @with_config(_UNKNOWN_KEYS_REFUSED)
 @dataclass(frozen=True, slots=True)
@@ -392,6 +414,10 @@ class SourceConfig:
     password: Secret = field(default_factory=lambda: Secret(""))
     unix_socket: OptionalText = None
     tls: TlsConfig = field(default_factory=TlsConfig)
+    # without TLS (or a unix socket): the server's RSA public key (PEM) for caching_sha2_password
+    # full authentication; or take the key the server sends (anyone at its address could)
+    server_public_key_file: OptionalText = None
+    get_server_public_key: Flag = False
     # our replica id: must differ from every other replica's
     server_id: Annotated[
         Integer,

@@ -17,8 +17,10 @@ through ``open_connection``, so transport, TLS and authentication behave the sam
   from the password, needs ``pynacl``: https://mariadb.com/kb/en/authentication-plugin-ed25519/).
   Tested live: native and ed25519 on MariaDB; caching_sha2 only against MySQL in Docker (the
   RSA step itself is unit-tested with a key pair made in the test).
-  Without TLS, caching_sha2 full authentication trusts the public key the server sends, as
-  ``mysql --get-server-public-key`` does: on untrusted networks turn TLS on.
+  Without TLS or a unix socket nothing proves who answers at the address, so, as the stock
+  clients do, the password is never sent in clear text (``mysql_clear_password``, PAM
+  ``dialog``) and caching_sha2 full authentication uses ``server_public_key_file``, or the key
+  the server sends only with ``get_server_public_key`` (``wire.plain_tcp_auth``).
   The password is sent as UTF-8 bytes (pymysql would encode a str as latin-1 and fail on
   anything else); it is read from the ``Secret`` only here.
 * autocommit, ``utf8mb4``, no ``LOAD DATA LOCAL`` (a malicious server could otherwise ask for
@@ -192,6 +194,19 @@ def _shadowed(refused: ReplicatorError, user: str, anonymous: str) -> ServerRefu
     )
 
 
+def _public_key(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read source.server_public_key_file {path}: {exc.strerror}",
+            hint="the server's key: SHOW STATUS LIKE 'Caching_sha2_password_rsa_public_key'",
+        ) from None
+
+
 def open_connection(
     cfg: SourceConfig,
     *,
@@ -230,6 +245,10 @@ def open_connection(
         params["ssl"] = tls_context(cfg.tls)
     else:
         params["ssl_disabled"] = True
+        if not cfg.unix_socket:  # nothing proves who answers: keep the password from it
+            params["auth_plugin_map"] = wire.plain_tcp_auth(
+                _public_key(cfg.server_public_key_file), cfg.get_server_public_key
+            )
     try:
         conn = pymysql.connections.Connection(**params)
         conn.connect()

@@ -1,11 +1,12 @@
 """The one place that reaches below pymysql's public API: raw commands, packets and the socket.
 
-pymysql does the connect, the handshake, authentication, TLS and SQL. Four things it has no
-public call for, and we need: sending a replication command (COM_REGISTER_SLAVE,
-COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID) and reading its reply packet; taking the socket over
-once the binlog dump streams (the stream reads it raw into the sans-I/O decoder); running a
-SELECT as a server-side prepared statement, whose rows come in the binary protocol; and
-reading a result set's row packets straight from the buffered socket file
+pymysql does the connect, the handshake, authentication, TLS and SQL. Five things it has no
+public call for, and we need: refusing to hand the password over where anyone who answers at
+the source's address could read it (``plain_tcp_auth``); sending a replication command
+(COM_REGISTER_SLAVE, COM_BINLOG_DUMP, COM_BINLOG_DUMP_GTID) and reading its reply packet;
+taking the socket over once the binlog dump streams (the stream reads it raw into the sans-I/O
+decoder); running a SELECT as a server-side prepared statement, whose rows come in the binary
+protocol; and reading a result set's row packets straight from the buffered socket file
 (``snapshot.fastread``).
 Each function below names the pymysql internal it relies on. They are private to pymysql and
 may change in any release, so ``pyproject.toml`` pins ``pymysql<2`` for them; a new pymysql
@@ -21,15 +22,20 @@ which pymysql tracks for us in ``_execute_command`` and ``_read_packet``.
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 from typing import Any
 
 import pymysql
+from pymysql import _auth
 from pymysql.constants import COMMAND, FLAG
-from pymysql.protocol import FieldDescriptorPacket
+from pymysql.protocol import FieldDescriptorPacket, MysqlPacket
+
+from ..errors import ServerRefusedError
 
 __all__ = [
+    "plain_tcp_auth",
     "close_statement",
     "drop_result",
     "execute_statement",
@@ -167,3 +173,86 @@ def close_statement(conn: pymysql.connections.Connection, statement: int) -> Non
 
     pymysql: ``Connection._execute_command``."""
     conn._execute_command(COMMAND.COM_STMT_CLOSE, struct.pack("<I", statement))
+
+
+# -- authentication over plain TCP ------------------------------------------------------------
+
+
+def plain_tcp_auth(public_key: bytes | None, fetch_key: bool) -> dict[str, Any]:
+    """pymysql's ``auth_plugin_map`` for a connection on neither TLS nor a unix socket, where
+    whoever answers at the source's address (a spoofed name, a hijacked route) is the server
+    as far as the client can tell. As the stock clients do, it refuses what would give such an
+    impostor the password: the plugins that send it as it is (``mysql_clear_password``,
+    MariaDB's PAM ``dialog``), and RSA encryption with a key the server itself sends
+    (``caching_sha2_password`` full authentication, ``sha256_password``) unless ``fetch_key``
+    (``mysql --get-server-public-key``); ``public_key`` (PEM, ``--server-public-key-path``)
+    is used for ``caching_sha2_password`` instead of asking for one.
+
+    pymysql: a map entry's class is made with the connection and its ``authenticate(packet)``
+    takes the plugin's packets (an auth switch, positioned after the plugin name, or extra
+    auth data); ``_auth.caching_sha2_password_auth``, ``_auth.sha256_password_auth``,
+    ``_auth._roundtrip`` and ``_auth.scramble_caching_sha2`` do the exchange; the connection's
+    ``salt``, ``password`` and ``server_public_key`` are what they read."""
+    return {
+        "mysql_clear_password": _ClearText,
+        "dialog": _ClearText,
+        "caching_sha2_password": functools.partial(
+            _CachingSha2, public_key=public_key, fetch_key=fetch_key
+        ),
+        "sha256_password": functools.partial(_Sha256, fetch_key=fetch_key),
+    }
+
+
+def _refused(what: str) -> ServerRefusedError:
+    return ServerRefusedError(
+        f"the server asked for {what} on a connection without TLS, which would give the "
+        "password to anyone answering at the source's address: refused",
+        hint="turn on source.tls (MySQL 8 serves TLS by default), connect through "
+        "source.unix_socket, or for caching_sha2_password give the server's RSA public key "
+        "as source.server_public_key_file; source.get_server_public_key: true takes the key "
+        "the server sends (on a network you trust)",
+    )
+
+
+class _ClearText:
+    def __init__(self, conn: pymysql.connections.Connection) -> None:
+        self.conn = conn
+
+    def authenticate(self, packet: MysqlPacket) -> MysqlPacket:
+        raise _refused("the password in clear text")
+
+
+class _CachingSha2:
+    """caching_sha2_password: the fast path (a scramble) as pymysql does it; full
+    authentication only with the given key, or one the server sends if ``fetch_key``."""
+
+    def __init__(
+        self, conn: pymysql.connections.Connection, *, public_key: bytes | None, fetch_key: bool
+    ) -> None:
+        self.conn, self.public_key, self.fetch_key = conn, public_key, fetch_key
+
+    def authenticate(self, packet: MysqlPacket) -> MysqlPacket:
+        conn = self.conn
+        if conn.password and packet.is_auth_switch_request():
+            salt = packet.read_all()
+            conn.salt = salt[:-1] if salt.endswith(b"\0") else salt
+            packet = _auth._roundtrip(conn, _auth.scramble_caching_sha2(conn.password, conn.salt))
+        # 0x01 0x04: "perform full authentication" (0x01 0x03: the fast path succeeded)
+        if conn.password and packet.is_extra_auth_data() and packet._data[1:2] == b"\x04":
+            if self.public_key is not None:
+                conn.server_public_key = self.public_key
+            elif not self.fetch_key:
+                raise _refused("caching_sha2_password full authentication with its own RSA key")
+        return _auth.caching_sha2_password_auth(conn, packet)
+
+
+class _Sha256:
+    """sha256_password: without TLS it encrypts with a key the server sends."""
+
+    def __init__(self, conn: pymysql.connections.Connection, *, fetch_key: bool) -> None:
+        self.conn, self.fetch_key = conn, fetch_key
+
+    def authenticate(self, packet: MysqlPacket) -> MysqlPacket:
+        if self.conn.password and not self.fetch_key:
+            raise _refused("sha256_password with its own RSA key")
+        return _auth.sha256_password_auth(self.conn, packet)

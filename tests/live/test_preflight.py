@@ -639,7 +639,10 @@ def test_mysql84_caching_sha2_full_auth_and_preflight(docker_mysql84: DockerServ
         user=SHA2_USER,
         password=Secret(SHA2_PASSWORD),
         server_id=GOOD_SERVER_ID,
+        get_server_public_key=True,  # no TLS: the key the server sends (refused without this)
     )
+    with pytest.raises(ServerRefusedError, match="caching_sha2_password full authentication"):
+        open_connection(dataclasses.replace(cfg, get_server_public_key=False))
     conn = open_connection(cfg)
     with contextlib.closing(conn):
         info = server_info(conn)

@@ -412,15 +412,23 @@ def test_config_uses_only_public_pydantic_api() -> None:
     """No private pydantic or pydantic-settings module, name or hook (``_load_env_vars``):
     config.py's classes override nothing of pydantic's."""
     tree = ast.parse(CONFIG_SOURCE.read_text())
-    pydantic_names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pydantic"):
-            assert not any(part.startswith("_") for part in (node.module or "").split("."))
-            assert not any(alias.name.startswith("_") for alias in node.names)
-            pydantic_names |= {alias.asname or alias.name for alias in node.names}
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names if alias.name.startswith("pydantic")]
-            assert not any(part.startswith("_") for m in modules for part in m.split("."))
+    from_imports = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pydantic")
+    ]
+    modules = [node.module or "" for node in from_imports]
+    modules += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("pydantic")
+    ]
+    assert [m for m in modules if any(part.startswith("_") for part in m.split("."))] == []
+    names = [alias for node in from_imports for alias in node.names]
+    assert [alias.name for alias in names if alias.name.startswith("_")] == []
+    pydantic_names = {alias.asname or alias.name for alias in names}
     assert pydantic_names  # config.py validates with pydantic
     private_attributes = [
         f"{node.value.id}.{node.attr}"
@@ -566,3 +574,25 @@ def test_an_endpoint_with_credentials_is_refused_unshown() -> None:
 )
 def test_redact_url_keeps_no_part_of_a_credential(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+@pytest.mark.parametrize("section", ["source", "mqtt"])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("ca_file", "/etc/ssl/ca.pem"),
+        ("cert_file", "/etc/ssl/me.pem"),
+        ("key_file", "/etc/ssl/me.key"),
+        ("verify_server_cert", "false"),
+        ("verify_hostname", "false"),
+    ],
+)
+def test_tls_settings_without_tls_enabled_are_refused(section: str, key: str, value: str) -> None:
+    """A CA or certificate given without ``enabled: true`` would connect in clear text."""
+    env = {f"REPLICATOR_{section.upper()}__TLS__{key.upper()}": value}
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {**env, "REPLICATOR_SOURCE__PASSWORD": "x"})
+    assert str(caught.value).startswith(f"{section}.tls.enabled: {key} set while TLS is off")
+    enabled = {**env, f"REPLICATOR_{section.upper()}__TLS__ENABLED": "true"}
+    loaded = load_config(None, {**enabled, "REPLICATOR_SOURCE__PASSWORD": "x"})
+    assert getattr(loaded, section).tls.enabled
