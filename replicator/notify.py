@@ -267,6 +267,13 @@ class Notifier:
             if not self.cfg.enabled:
                 await self._closing.wait()
                 return
+            if self.cfg.password and self._tls is None:
+                log.warning(
+                    "mqtt password sent without TLS",
+                    broker=f"{self.cfg.host}:{self.cfg.port}",
+                    hint="MQTT's CONNECT carries the password as it is: set mqtt.tls.enabled "
+                    "unless the network to the broker is trusted",
+                )
             await self._connect_forever()
         finally:
             self.stats.connected = False
