@@ -23,7 +23,9 @@ What cannot be proven: the transaction was purged from the server's binlog (refu
 unless ``snapshot.mode: when_needed``, which then resyncs and logs that continuity was not
 proven), and landing zones whose last batch predates proofs or records none (a first batch of
 snapshot rows only, a resync): accepted with a log line. Everything else that does not match is
-an ``IntegrityError`` naming the landing zone's history and what the server has instead.
+an ``IntegrityError`` naming the landing zone's history and what the server has instead. Only
+the last landed transaction is compared: a server with the same transaction (same GTID, same
+row images) there and another history before it passes.
 """
 
 from __future__ import annotations
