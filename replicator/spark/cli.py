@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import ConfigError, ReplicatorError
+from ..landed.contract import MANIFESTS
 from ..storage import is_url
 
 if TYPE_CHECKING:
@@ -319,6 +320,11 @@ def materialize(
         if isinstance(root, Path) and not root.is_dir():
             raise ConfigError(
                 f"landing zone {landing} is not a directory",
+                hint="pass --landing the sink.root directory that `replicator run` writes",
+            )
+        if isinstance(root, Path) and not any((root / d).is_dir() for d in ("_state", MANIFESTS)):
+            raise ConfigError(
+                f"no landing zone at {root.absolute()} (no _state/ or {MANIFESTS}/ there)",
                 hint="pass --landing the sink.root directory that `replicator run` writes",
             )
         if output_format == "parquet":

@@ -159,7 +159,8 @@ def _run_table(
         new if previous is None or previous.lineage else landing.manifests, table.name
     )
     if previous is None or why is not None or (gone is not None and new_files):
-        return _rebuild(spark, run, found, why or ("built" if previous is None else None))
+        # a first build says "built": it is no rebuild, whatever records its batches hold
+        return _rebuild(spark, run, found, "built" if previous is None else why)
     if gone is not None:
         if (
             landing.end > done

@@ -71,3 +71,14 @@ def test_parallel_needs_the_parquet_format(tmp_path: Path) -> None:
     assert code == 2
     assert "--parallel needs --format parquet" in text
     assert not out.exists()
+
+
+def test_a_directory_without_a_landing_zone_is_refused(tmp_path: Path) -> None:
+    """A mistyped --landing (an existing directory) exits 2, not 0 with nothing selected."""
+    empty = tmp_path / "not-a-landing-zone"
+    empty.mkdir()
+    out = tmp_path / "o"
+    code, text = run("--format", "delta", "--landing", str(empty), "--out", str(out))
+    assert code == 2
+    assert f"no landing zone at {empty} (no _state/ or _manifests/ there)" in text
+    assert not out.exists()

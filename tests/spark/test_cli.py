@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from replicator.binlog.values import ABSENT
 from replicator.errors import ConfigError
 from replicator.spark.cli import materialize, parse_keys
-from tests.spark.zone import Zone, int_col, table, text_col
+from tests.spark.zone import Ddl, Zone, int_col, table, text_col
 
 pytestmark = pytest.mark.spark
 
@@ -247,3 +247,14 @@ def test_a_failed_spark_read_shows_the_java_cause_and_the_s3a_fix(spark: SparkSe
     assert "s3a" in message
     assert "org.apache.hadoop:hadoop-aws" in hint and "docs/spark.md" in hint
     assert spark_failure(ValueError("plain")) == ("plain", "")
+
+
+def test_a_first_build_says_built_whatever_its_batches_hold(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A table whose first batch holds its CREATE record: built, not "rebuilt for" it."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([Ddl("create", "shop.items"), (ITEMS, "c", (1, "a"))])
+    code, stdout, stderr = run("--landing", str(zone.root), "--out", str(tmp_path / "out"))
+    assert (code, stderr) == (0, "")
+    assert stdout == "shop.items: built, 1 batches, 1 changes -> 1 rows (up to batch 1)\n"
