@@ -569,7 +569,15 @@ class Service:
             if key in runner.pipeline.snapshot.asked or key in self._requests:
                 continue
             tables = runner.queue(patterns, request=key)
-            log.info("snapshot requested", patterns=patterns, tables=tables)
+            if tables:
+                log.info("snapshot requested", patterns=patterns, tables=tables)
+            else:  # a typo, or tables the filters leave out: say so, not an empty list
+                log.warning(
+                    "snapshot request matched no replicated table",
+                    patterns=patterns,
+                    hint="name tables as db.table (globs allowed) that filters.include takes "
+                    "in; `replicator schema show` lists the tables the landing zone knows",
+                )
 
     async def _guard(self) -> None:
         """Every few seconds: is the landing zone still the one we locked? A landing zone

@@ -334,6 +334,11 @@ def test_a_running_daemon_takes_a_snapshot_request_and_new_tables_of_the_filters
         status = json.loads(_run(config, "status", "--json", "--no-source").stdout)
         assert status["snapshot"]["tables"] == [] and status["snapshot"]["done_rows"] == 3
         assert not (root / db / "b").exists()  # not in filters.include: not asked for
+        _run(config, "snapshot", "--tables", f"{db}.nope")  # a typo: the daemon says so
+        daemon.wait_for(
+            "the warning of a request that matched nothing",
+            lambda: "snapshot request matched no replicated table" in daemon.log.read_text(),
+        )
     finally:
         daemon.signal(signal.SIGTERM)
         daemon.wait(60)
