@@ -86,9 +86,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("unit")
 
 
+class RequiredButUnavailable(RuntimeError):
+    """A program a ``REPLICATOR_REQUIRE_*=1`` run needs is missing: its tests error out (and
+    so the run fails) rather than skip."""
+
+
 def _unavailable(reason: str, require_env: str) -> NoReturn:
+    """Skip for ``reason``; with ``require_env`` set to 1, raise RequiredButUnavailable."""
     if os.environ.get(require_env) == "1":
-        pytest.fail(f"{reason} ({require_env}=1 forbids skipping)", pytrace=False)
+        raise RequiredButUnavailable(f"{reason} ({require_env}=1 forbids skipping)")
     pytest.skip(reason)
 
 

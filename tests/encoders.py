@@ -405,16 +405,14 @@ def _encode(value: JsonValue, depth: int) -> tuple[int, bytes]:
     if isinstance(value, JsonOpaque):
         return _OPAQUE, _opaque_payload(value.mysql_type, value.data)
     if isinstance(value, dict):
-        items = list(value.items())
         for large in (False, True):
-            obj = _encode_container(items, True, large, depth)
+            obj = _encode_container(list(value), list(value.values()), True, large, depth)
             if obj is not None:
                 return (_LARGE_OBJECT if large else _SMALL_OBJECT), obj
         raise ValueError("JSON object larger than 4 GiB")
     if isinstance(value, list):
-        elements = [(None, item) for item in value]
         for large in (False, True):
-            arr = _encode_container(elements, False, large, depth)
+            arr = _encode_container([], value, False, large, depth)
             if arr is not None:
                 return (_LARGE_ARRAY if large else _SMALL_ARRAY), arr
         raise ValueError("JSON array larger than 4 GiB")
@@ -458,9 +456,10 @@ def _inlinable(type_: int, large: bool) -> bool:
 
 
 def _encode_container(
-    items: Sequence[tuple[str | None, JsonValue]], is_object: bool, large: bool, depth: int
+    names: Sequence[str], items: Sequence[JsonValue], is_object: bool, large: bool, depth: int
 ) -> bytes | None:
-    """One container's bytes (without its type byte), or None if it needs the large format."""
+    """One container's bytes (without its type byte), or None if it needs the large format:
+    an object's ``names`` are its keys, one per item; an array has none."""
     osize = 4 if large else 2
     limit = _LARGE_MAX if large else _SMALL_MAX
     pack_offset = _U32.pack if large else _U16.pack
@@ -469,20 +468,20 @@ def _encode_container(
     key_entries = bytearray()
     keys = bytearray()
     offset = header
-    if is_object:
-        for key, _ in items:
-            assert key is not None
-            raw = key.encode("utf-8")
-            if len(raw) > _SMALL_MAX:
-                raise ValueError("JSON object key longer than 65535 bytes")
-            if offset > limit:
-                return None
-            key_entries += pack_offset(offset) + _U16.pack(len(raw))
-            keys += raw
-            offset += len(raw)
+    if len(names) != (count if is_object else 0):
+        raise ValueError(f"{len(names)} keys for {count} items (object: {is_object})")
+    for key in names:
+        raw = key.encode("utf-8")
+        if len(raw) > _SMALL_MAX:
+            raise ValueError("JSON object key longer than 65535 bytes")
+        if offset > limit:
+            return None
+        key_entries += pack_offset(offset) + _U16.pack(len(raw))
+        keys += raw
+        offset += len(raw)
     value_entries = bytearray()
     values = bytearray()
-    for _, item in items:
+    for item in items:
         type_, payload = _encode(item, depth + 1)
         if _inlinable(type_, large):
             value_entries.append(type_)

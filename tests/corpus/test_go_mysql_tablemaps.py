@@ -82,18 +82,25 @@ NAMES = [
 def test_optional_metadata_names(corpus_dir: Path) -> None:
     vectors = _vectors(corpus_dir, "TestTableMapOptMetaNames")
     assert set(vectors) == {"mysql 5.7", "mysql 8.0", "mariadb 10.4", "mariadb 10.5"}
+    with_metadata = (NAMES, ("a", "b"), ("1", "2"), True)
+    without = ([None] * 42, None, None, False)
+    expected = {
+        "mysql 5.7": without,
+        "mysql 8.0": with_metadata,
+        "mariadb 10.4": without,
+        "mariadb 10.5": with_metadata,
+    }
+    got = {}
     for label, body in vectors.items():
         table = _decode(body, mariadb=label.startswith("mariadb"))
         assert (table.schema, table.table, len(table.columns)) == ("test", "_types", 42)
-        if label in ("mysql 8.0", "mariadb 10.5"):
-            assert [c.name for c in table.columns] == NAMES
-            assert table.columns[38].enum_values == ("a", "b")
-            assert table.columns[39].set_values == ("1", "2")
-            assert table.has_metadata
-        else:
-            assert [c.name for c in table.columns] == [None] * 42
-            assert table.columns[38].enum_values is None
-            assert not table.has_metadata
+        got[label] = (
+            [c.name for c in table.columns],
+            table.columns[38].enum_values,
+            table.columns[39].set_values,
+            table.has_metadata,
+        )
+    assert got == expected
 
 
 def test_helper_maps(corpus_dir: Path) -> None:
@@ -110,12 +117,15 @@ def test_helper_maps(corpus_dir: Path) -> None:
         version = "8.0" if "8.0" in label else "10.5" if "10.5" in label else "old"
         by_flavor[(mariadb, version)] = _decode(body, mariadb=mariadb)
     assert len(by_flavor) == 4
-    for (mariadb, version), table in by_flavor.items():
+    old = {flavor: table for flavor, table in by_flavor.items() if flavor[1] == "old"}
+    assert sorted(old) == [(False, "old"), (True, "old")]
+    assert {
+        flavor: (len(table.columns), [(c.collation_id, c.unsigned) for c in table.columns])
+        for flavor, table in old.items()
+    } == dict.fromkeys(old, (51, [(None, False)] * 51))
+    new = {flavor: table for flavor, table in by_flavor.items() if flavor not in old}
+    for (mariadb, _), table in new.items():
         assert len(table.columns) == 51
-        if version == "old":
-            assert all(c.collation_id is None for c in table.columns)
-            assert all(not c.unsigned for c in table.columns)
-            continue
         assert {i: table.columns[i].unsigned for i in range(1, 18)} == unsigned
         expected = (mariadb_collations if mariadb else mysql_collations) | enum_set_collations
         got = {c.index: c.collation_id for c in table.columns if c.collation_id is not None}
@@ -155,5 +165,6 @@ def test_nullable_bitmap(corpus_dir: Path) -> None:
         # CREATE TABLE _null (c1 int null, c2 int not null default '2',
         #                     c3 timestamp default now(), c4 text)
         assert [c.nullable for c in table.columns] == [True, False, False, True]
-        if "8.0" in label or "10.5" in label:
-            assert [c.name for c in table.columns] == ["c1", "c2", "c3", "c4"]
+        with_metadata = "8.0" in label or "10.5" in label
+        names = ["c1", "c2", "c3", "c4"] if with_metadata else [None] * 4
+        assert [c.name for c in table.columns] == names

@@ -101,9 +101,21 @@ EXTRA_DATA_CASES = [
 NDB_DATA_LINE = 1100  # expectNdbData of the first case
 
 
+def _extra_info(extra: object, ndb_data: bytes) -> bytes:
+    """The extra row info go-mysql expects of a case."""
+    if extra == "ndb":
+        # type NDB, length 12 (2-byte header + data), expectNdbFormat 0, expectNdbData
+        return bytes([0, 2 + len(ndb_data), 0]) + ndb_data
+    if isinstance(extra, dict):  # type PART, then each u16
+        return bytes([1]) + struct.pack(f"<{len(extra)}H", *extra.values())
+    return b""
+
+
 def test_rows_data_extra_data(corpus_dir: Path) -> None:
     vectors = _vectors(corpus_dir, "TestRowsDataExtraData", 11)
     used = {NDB_DATA_LINE}
+    got: dict[int, tuple[object, ...]] = {}
+    expected: dict[int, tuple[object, ...]] = {}
     for data_line, table_line, type_code, rows, after, extra in EXTRA_DATA_CASES:
         used |= {data_line, table_line}
         body = vectors[data_line]
@@ -115,30 +127,22 @@ def test_rows_data_extra_data(corpus_dir: Path) -> None:
         # the parser skipped exactly its declared length. Check the info itself against
         # go-mysql's expectations straight from the bytes.
         (extra_len,) = struct.unpack_from("<H", body, 8)
-        info = body[10 : 8 + extra_len]
-        if extra == "ndb":
-            ndb_data = vectors[NDB_DATA_LINE]
-            # type NDB, length 12 (2-byte header + data), expectNdbFormat 0, expectNdbData
-            assert info == bytes([0, 2 + len(ndb_data), 0]) + ndb_data
-            assert (table.schema, table.table) == ("bdteste", "t")
-        elif isinstance(extra, dict):
-            fields = struct.unpack_from(f"<{len(extra)}H", info, 1)
-            assert info[0] == 1  # PART
-            assert len(info) == 1 + 2 * len(extra)
-            assert fields == tuple(extra.values())
-        else:
-            assert info == b""
-        if table_line == 1095:
-            assert [(c.type, c.nullable) for c in table.columns] == [
-                (ColumnType.LONG, False),
-                (ColumnType.LONG, True),
-            ]
-        else:
-            assert (table.schema, table.table) == ("test", "test")
-            assert [c.type for c in table.columns] == [ColumnType.LONG]
+        got[data_line] = (
+            body[10 : 8 + extra_len],
+            (table.schema, table.table),
+            [(c.type, c.nullable) for c in table.columns],
+        )
+        expected[data_line] = (
+            _extra_info(extra, vectors[NDB_DATA_LINE]),
+            ("bdteste", "t") if extra == "ndb" else ("test", "test"),
+            [(ColumnType.LONG, False), (ColumnType.LONG, True)]
+            if table_line == 1095
+            else [(ColumnType.LONG, True)],
+        )
         # The first three table maps carry SIGNEDNESS optional metadata, the last two none.
         assert table.has_metadata == (table_line in (1095, 1125, 1134))
         assert not any(c.unsigned for c in table.columns)
+    assert got == expected
     assert used == set(vectors)
 
 
@@ -235,14 +239,12 @@ PANIC_META += [108, 108, 108]
 
 def _table_map_body(table_id: int, types: bytes, metas: list[int]) -> bytes:
     """A TABLE_MAP body for the VARCHAR/BLOB/integer columns go-mysql's test declares."""
-    meta = bytearray()
-    for type_code, value in zip(types, metas, strict=True):
-        if type_code == ColumnType.VARCHAR:
-            meta += struct.pack("<H", value)
-        elif type_code == ColumnType.BLOB:
-            meta.append(value)
-        else:
-            assert value == 0, type_code
+    formats: dict[int, str] = {ColumnType.VARCHAR: "<H", ColumnType.BLOB: "<B"}  # others: none
+    columns = list(zip(types, metas, strict=True))
+    assert [(t, v) for t, v in columns if t not in formats] == [
+        (t, 0) for t, _ in columns if t not in formats
+    ]
+    meta = b"".join(struct.pack(formats[t], v) for t, v in columns if t in formats)
     nulls = b"\xff" * ((len(types) + 7) // 8)
     return (
         table_id.to_bytes(6, "little")
@@ -408,6 +410,13 @@ def _field(field_type: int, value: int) -> bytes:
 
 Change = tuple[str, tuple[object, ...] | None, tuple[object, ...] | None]
 
+# A ### line of mariadb-binlog -vv: a statement, an image's start, or a column's value.
+_DECODED_LINE = re.compile(
+    r"(?P<op>INSERT INTO|UPDATE|DELETE FROM) .*"
+    r"|(?P<image>SET|WHERE)"
+    r"|@(?P<column>\d+)=(?P<value>-?\d+|'[^'\\]*') /\*.*\*/"
+)
+
 
 def _reference_changes(path: Path) -> list[Change]:
     """(op, before, after) per row from a mariadb-binlog -vv decode: ints and quoted strings."""
@@ -428,22 +437,23 @@ def _reference_changes(path: Path) -> list[Change]:
             before, after = images
             changes.append((op, tuple(before), tuple(after)))
 
+    numbering: list[tuple[int, int]] = []  # (the @n a value line shows, its place in the image)
     for line in path.read_text().splitlines():
         if not line.startswith("###"):
             continue
-        text = line[3:].strip()
-        if m := re.match(r"(INSERT INTO|UPDATE|DELETE FROM) ", text):
+        m = _DECODED_LINE.fullmatch(line[3:].strip())
+        assert m, line
+        if m["op"]:
             flush()
-            op, images = m.group(1).split()[0], []
-        elif text in ("SET", "WHERE"):
+            op, images = m["op"].split()[0], []
+        elif m["image"]:
             images.append([])
         else:
-            m = re.fullmatch(r"@(\d+)=(-?\d+|'[^'\\]*') /\*.*\*/", text)
-            assert m, line
-            value = m.group(2)
+            value = m["value"]
             images[-1].append(value[1:-1] if value.startswith("'") else int(value))
-            assert len(images[-1]) == int(m.group(1))
+            numbering.append((int(m["column"]), len(images[-1])))
     flush()
+    assert [shown for shown, _ in numbering] == [place for _, place in numbering]
     return changes
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -49,6 +50,8 @@ _SUFFIXES = (".mariadb-binlog-vv.txt", ".mariadb-binlog-vv.txt.gz")
 
 # Reference file name -> reason, for files where our decoder disagrees with the reference.
 KNOWN_BUGS: dict[str, str] = {}
+
+_T = TypeVar("_T")
 
 
 def _reference_params() -> list[object]:
@@ -280,6 +283,13 @@ def _need(value: object, *kinds: type) -> None:
         raise Unrenderable(f"{type(value).__name__} {value!r}")
 
 
+def _as(value: object, kind: type[_T]) -> _T:
+    """``value``, which must be a ``kind`` (else Unrenderable), typed as one."""
+    _need(value, kind)
+    assert isinstance(value, kind)
+    return value
+
+
 def _signed_text(value: object, bits: int) -> bytes:
     """Signed, plus ``(unsigned)`` when negative: accepts our value read either way."""
     _need(value, int)
@@ -390,24 +400,16 @@ def render(value: object, col: ColumnDef) -> bytes:
     if kind in _INT_TYPES:
         return _signed_text(value, _INT_TYPES[kind][1])
     if kind == T.YEAR:
-        _need(value, int)
-        assert isinstance(value, int)
-        return b"%04d" % (value or 1900)  # the client prints a stored 0 as 0 + 1900
+        return b"%04d" % (_as(value, int) or 1900)  # the client prints a stored 0 as 0 + 1900
     if kind == T.NEWDECIMAL:
         _need(value, Decimal)
         return format(value, "f").encode()
     if kind == T.DOUBLE:
-        _need(value, float)
-        assert isinstance(value, float)
-        return b"%.20g" % value
+        return b"%.20g" % _as(value, float)
     if kind == T.FLOAT:
-        _need(value, float)
-        assert isinstance(value, float)
-        return b"%-20g" % value
+        return b"%-20g" % _as(value, float)
     if kind == T.BIT:
-        _need(value, int)
-        assert isinstance(value, int)
-        return _bits(value, (meta >> 8) * 8 + (meta & 0xFF))
+        return _bits(_as(value, int), (meta >> 8) * 8 + (meta & 0xFF))
     if kind == T.ENUM:
         return str(_enum_index(value, col)).encode()
     if kind == T.SET:

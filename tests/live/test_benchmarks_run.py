@@ -7,14 +7,13 @@ at its first line) fails here, not on the day someone measures. The figures are 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REQUIRE_LIVE_ENV
+from tests.conftest import REQUIRE_LIVE_ENV, _unavailable
 from tests.harness.mariadb import mariadb_available
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,10 +23,8 @@ pytestmark = pytest.mark.live
 
 def _run(script: str, *args: str) -> str:
     ok, reason = mariadb_available()
-    if not ok and os.environ.get(REQUIRE_LIVE_ENV) == "1":
-        pytest.fail(f"{reason} ({REQUIRE_LIVE_ENV}=1 forbids skipping)", pytrace=False)
     if not ok:
-        pytest.skip(reason)
+        _unavailable(reason, REQUIRE_LIVE_ENV)
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT,

@@ -110,6 +110,29 @@ def _killed_by_fault(
     return outcome[0] == -signal.SIGKILL
 
 
+def _killed_after(
+    config: Path, log: Path, seconds: float, extra: dict[str, str] | None = None
+) -> bool:
+    """Run `replicator compact` and SIGKILL it ``seconds`` in (a random instant). True when
+    it was killed; False when it finished first. Any outcome but those two fails the test."""
+    proc = _compact(config, log, None, extra)
+    killed = False
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed = True
+    assert proc.returncode in (0, -signal.SIGKILL)
+    return killed
+
+
+def _whole_run(config: Path, log: Path) -> None:
+    """Run `replicator compact` to its end, which must be a clean exit."""
+    proc = _compact(config, log)
+    assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
+
+
 def _burst(server: MariaDBServer, store: Store, round_: int, batches: int = 4) -> None:
     """Commit ``batches`` one-row transactions (notes rows of ids no workload uses) and wait
     until the running daemon has landed that many more batches."""
@@ -300,17 +323,9 @@ def test_compaction_under_concurrent_landing_and_sigkill(tmp_path: Path) -> None
                 if kind < len(STEPS):  # killed by itself inside a step
                     fired[STEPS[kind]] += _killed_by_fault(config, compact_log, STEPS[kind])
                 elif kind == 4:  # killed at a random instant
-                    proc = _compact(config, compact_log)
-                    try:
-                        proc.wait(timeout=rng.uniform(0.3, 1.2))
-                    except subprocess.TimeoutExpired:
-                        proc.send_signal(signal.SIGKILL)
-                        proc.wait()
-                        random_kills += 1
-                    assert proc.returncode in (0, -signal.SIGKILL)
+                    random_kills += _killed_after(config, compact_log, rng.uniform(0.3, 1.2))
                 else:  # a whole run
-                    proc = _compact(config, compact_log)
-                    assert proc.wait(timeout=60) == 0, compact_log.read_text()[-2000:]
+                    _whole_run(config, compact_log)
                 runs += 1
                 concurrent += not done.is_set()
                 if runs in (2, 6) and not done.is_set():  # the daemon dies too
@@ -532,14 +547,8 @@ def test_compaction_on_s3_under_concurrent_landing_and_sigkill(
                         extra_rows += 1
                     fired[step] += _killed_by_fault(config, compact_log, step, extra)
                 else:  # killed at a random instant
-                    proc = _compact(config, compact_log, None, extra)
-                    try:
-                        proc.wait(timeout=rng.uniform(0.5, 1.5))
-                    except subprocess.TimeoutExpired:
-                        proc.send_signal(signal.SIGKILL)
-                        proc.wait()
-                        random_kills += 1
-                    assert proc.returncode in (0, -signal.SIGKILL)
+                    seconds = rng.uniform(0.5, 1.5)
+                    random_kills += _killed_after(config, compact_log, seconds, extra)
                 runs += 1
                 if done.is_set():
                     timings.setdefault("workload_done", round(time.monotonic() - started, 1))

@@ -53,6 +53,7 @@ from tests.live.test_all_types import (
     canonical,
     short,
 )
+from tests.typed import of_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -179,17 +180,13 @@ def arrow_value(c: Col, value: object) -> object:
     if value is None or isinstance(value, InvalidTemporal):  # zero/invalid dates are null
         return None
     if c.kind in ("inet4", "binary16"):
-        assert isinstance(value, bytes)
-        return TEXT_FORMS[c.ddl, value]
+        return TEXT_FORMS[c.ddl, of_type(bytes, value)]
     if c.kind == "geometry":  # WKB alone (sink.geometry_srid is off here)
-        assert isinstance(value, bytes)
-        return bytes(value)
+        return bytes(of_type(bytes, value))
     if c.kind == "float":
-        assert isinstance(value, float)
-        return _float32(value)
+        return _float32(of_type(float, value))
     if c.kind == "decimal" and _decimal_digits(c)[0] > 38:
-        assert isinstance(value, Decimal)
-        return format(value, "f")  # exact digits, no exponent
+        return format(of_type(Decimal, value), "f")  # exact digits, no exponent
     return value  # int, Decimal, float, date, naive/UTC datetime, timedelta, str, bytes
 
 
@@ -199,14 +196,11 @@ def spark_value(c: Col, value: object) -> object:
     if shown is None:
         return None
     if arrow_type(c) == pa.uint64():
-        assert isinstance(shown, int)
-        return Decimal(shown)
+        return Decimal(of_type(int, shown))
     if c.kind == "timestamp":
-        assert isinstance(shown, datetime)
-        return shown.astimezone(UTC).replace(tzinfo=None)
+        return of_type(datetime, shown).astimezone(UTC).replace(tzinfo=None)
     if c.kind == "time":
-        assert isinstance(shown, timedelta)
-        return _microseconds(shown)
+        return _microseconds(of_type(timedelta, shown))
     return shown
 
 

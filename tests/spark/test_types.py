@@ -20,6 +20,7 @@ from replicator.sink.changes import TableVersion
 from replicator.spark.materialize import materialize
 from replicator.spark.type_map import spark_schema, spark_type_name
 from tests.spark.zone import Zone
+from tests.typed import of_type
 from tests.unit.test_parquet_writer import ALL_TYPES, CASES, TS, all_types_changes, write
 
 pytestmark = pytest.mark.spark
@@ -30,14 +31,12 @@ def spark_value(arrow_type: pa.DataType, value: object) -> object:
     if value is None:
         return None
     if arrow_type == pa.uint64():
-        assert isinstance(value, int)
-        return Decimal(value)
+        return Decimal(of_type(int, value))
     if pa.types.is_duration(arrow_type):
-        assert isinstance(value, dt.timedelta)
-        return value // dt.timedelta(microseconds=1)
+        return of_type(dt.timedelta, value) // dt.timedelta(microseconds=1)
     if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:
-        assert isinstance(value, dt.datetime)
-        return value.astimezone(dt.UTC).replace(tzinfo=None)  # the driver runs with TZ=UTC
+        # the driver runs with TZ=UTC
+        return of_type(dt.datetime, value).astimezone(dt.UTC).replace(tzinfo=None)
     return value
 
 

@@ -215,6 +215,14 @@ def _merge_partial(
     return row
 
 
+def _gone(change: ModelChange) -> tuple[object, ...]:
+    """The row image an update ("u") or delete ("d") takes away: an update's before image."""
+    gone = change.before if change.op == "u" else change.values
+    if gone is None:
+        raise ValueError(f"an update without its before image: {change}")
+    return gone
+
+
 def expected_keyed(
     history: Iterable[tuple[TableVersion, ModelChange]], name: str
 ) -> dict[tuple[object, ...], dict[str, object]]:
@@ -227,9 +235,7 @@ def expected_keyed(
         names = [c.name or "" for c in version.columns]
         key_names = [version.columns[i].name or "" for i in version.primary_key]
         if change.op == "u":
-            assert change.before is not None
-            old_key = tuple(change.before[i] for i in version.primary_key)
-            old = rows.pop(old_key, None)
+            old = rows.pop(tuple(_gone(change)[i] for i in version.primary_key), None)
             row = _merge_partial(old, names, change.values)
         elif change.op == "d":
             rows.pop(tuple(change.values[i] for i in version.primary_key), None)
@@ -249,8 +255,7 @@ def expected_multiset(
         if version.name != name:
             continue
         if change.op in ("u", "d"):
-            gone = change.before if change.op == "u" else change.values
-            assert gone is not None
+            gone = _gone(change)
             if rows[tuple(gone)] > 0:
                 rows[tuple(gone)] -= 1
         if change.op != "d":
@@ -268,8 +273,7 @@ def _apply(state: Any, version: TableVersion, change: ModelChange) -> Any:
         rows: dict[tuple[object, ...], dict[str, object]] = {} if state is None else state
         key_names = [version.columns[i].name or "" for i in version.primary_key]
         if change.op == "u":
-            assert change.before is not None
-            old = rows.pop(tuple(change.before[i] for i in version.primary_key), None)
+            old = rows.pop(tuple(_gone(change)[i] for i in version.primary_key), None)
             row = _merge_partial(old, names, change.values)
         elif change.op == "d":
             rows.pop(tuple(change.values[i] for i in version.primary_key), None)
@@ -280,9 +284,7 @@ def _apply(state: Any, version: TableVersion, change: ModelChange) -> Any:
         return rows
     copies: Counter[tuple[tuple[str, object], ...]] = Counter() if state is None else state
     if change.op in ("u", "d"):
-        gone = change.before if change.op == "u" else change.values
-        assert gone is not None
-        image = tuple(zip(names, gone, strict=True))
+        image = tuple(zip(names, _gone(change), strict=True))
         if copies[image] > 0:
             copies[image] -= 1
     if change.op != "d":

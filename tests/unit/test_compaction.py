@@ -314,8 +314,11 @@ STEPS = (
 )
 
 
-@pytest.mark.parametrize("step", STEPS)
-def test_a_failure_at_every_step_leaves_old_or_new_committed(tmp_path: Path, step: str) -> None:
+def _failed_at(
+    tmp_path: Path, step: str
+) -> tuple[Path, LocalStore, dict[str, list[tuple[object, ...]]]]:
+    """A zone of six batches whose compaction failed at ``step``: its root, its store and
+    the rows it held before."""
     zone = Zone(tmp_path / "z")
     root = zone.root
     for _ in range(6):
@@ -324,11 +327,27 @@ def test_a_failure_at_every_step_leaves_old_or_new_committed(tmp_path: Path, ste
     store = LocalStore(root)
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(retention=0.0), FailAt(step))
+    return root, store, before
+
+
+def test_a_failure_after_the_record_leaves_the_old_files_read_until_recovered(
+    tmp_path: Path,
+) -> None:
+    root, store, before = _failed_at(tmp_path, "compact-record")
+    # committed, not yet published: readers read the old files
+    assert read_manifests(root).waiting is None
+    assert _live(root)["db.t"] == _original(root, "t")
+    assert _rows(root) == before
+    cp.recover(store)
+    assert _live(root)["db.t"] == [output_name(1, 17)]
+    assert _rows(root) == before
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_failure_at_every_step_leaves_old_or_new_committed(tmp_path: Path, step: str) -> None:
+    root, store, before = _failed_at(tmp_path, step)
     committed = step in ("compact-record", "compact-publish", "compact-retain-mid")
-    if step == "compact-record":  # committed, not yet published: readers read the old files
-        assert read_manifests(root).waiting is None
-        assert _live(root)["db.t"] == _original(root, "t")
-        assert _rows(root) == before
+    if step == "compact-record":  # committed, not yet published (the test above): publish
         cp.recover(store)
     assert _rows(root) == before
     assert len(read_records(store)) == (1 if committed else 0)

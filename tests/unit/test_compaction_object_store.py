@@ -208,24 +208,45 @@ def test_compaction_and_retention_on_an_object_store(
     assert _rows(store) == before
 
 
-@pytest.mark.parametrize("step", STEPS)
-def test_a_failure_at_every_step_leaves_old_or_new_committed(
+def _failed_at(
     tmp_path: Path, s3_server: S3Server, url: str, step: str
-) -> None:
+) -> tuple[Store, dict[str, list[tuple[object, ...]]], list[str]]:
+    """A zone of six batches whose compaction failed at ``step``: its store, the rows it held
+    before and the files of db.t it listed then."""
     store = _store(s3_server, url)
     _zone(tmp_path, store)
     before = _rows(store)
     originals = _listed(store)
     with pytest.raises(Boom):
         cp.run_compaction(store, _settings(retention=0.0), FailAt(step))
+    return store, before, originals
+
+
+def test_a_failure_amid_the_data_leaves_an_uncommitted_output_at_its_key(
+    tmp_path: Path, s3_server: S3Server, url: str
+) -> None:
+    store, before, originals = _failed_at(tmp_path, s3_server, url, "compact-data-mid")
+    # the first output is there, at its final key, uncommitted: the old files are read
+    assert _listed(store) == sorted([*originals, T_OUT])
+    assert _live(store)["db.t"] == originals
+    assert _rows(store) == before
+    LandingZone(_sink(s3_server, url)).recover()  # deletes it
+    assert _listed(store) == originals
+    assert _rows(store) == before
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_failure_at_every_step_leaves_old_or_new_committed(
+    tmp_path: Path, s3_server: S3Server, url: str, step: str
+) -> None:
+    store, before, originals = _failed_at(tmp_path, s3_server, url, step)
     committed = step in ("compact-record", "compact-publish", "compact-retain-mid")
     # no rename to wait for: once the record is there, the outputs are read, else the old files
     assert read_manifests(store).waiting is None
     assert _rows(store) == before
     assert len(read_records(store)) == (1 if committed else 0)
     assert _live(store)["db.t"] == ([T_OUT] if committed else originals)
-    if step == "compact-data-mid":  # the first output is there, at its final key, uncommitted
-        assert _listed(store) == sorted([*originals, T_OUT])
+    # (the test above: after compact-data-mid the first output is there, uncommitted)
     # the daemon's start deletes the uncommitted outputs (the lease is free)
     LandingZone(_sink(s3_server, url)).recover()
     assert _rows(store) == before
@@ -505,18 +526,19 @@ def test_a_stalled_compactor_leaves_the_output_of_the_one_that_took_over_alone(
     lock = cp.compaction_lock(store, lease_seconds=1.0)
     real_check = lock.check
     calls = itertools.count(1)
+    took_over: list[tuple[int | None, dict[str, list[tuple[object, ...]]]]] = []
 
     def stalling_check() -> None:
         if next(calls) == 2:  # A is writing its first output
             time.sleep(1.3)
             other = cp.run_compaction(store, _settings(retention=0.0), lease_seconds=30.0)
-            assert other.record == 1
-            assert _rows(store) == before
+            took_over.append((other.record, _rows(store)))
         real_check()  # A finds its lease taken over
 
     lock.check = stalling_check  # type: ignore[method-assign]
     with pytest.raises(ReplicatorError), lock.held():
         cp.compact(store, _settings(retention=0.0), lock=lock)
+    assert took_over == [(1, before)]  # B took over once, committed, and kept every row
     assert len(read_records(store)) == 1  # A committed nothing
     report = verify_landing(store, deep=False)
     assert report.ok, report.lines()

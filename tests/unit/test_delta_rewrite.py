@@ -90,24 +90,39 @@ def test_replaced_can_leave_nothing(sliced: int, monkeypatch: pytest.MonkeyPatch
     assert out.num_rows == 0
 
 
+INTEGERS_AND_BOUNDS = (
+    pa.array([None, 1, 5, 10, 11, 20, 21, 99, -3], pa.int64()),
+    pa.array([5, 10, 20], pa.int64()),
+)
+
+
+def _ranges_by_bounds(values: pa.Array, bounds: pa.Array) -> list[int]:
+    """Each value's range, counting the bounds below it (a null's is 0)."""
+    return [
+        0 if value is None else sum(value > b for b in bounds.to_pylist())
+        for value in values.to_pylist()
+    ]
+
+
 @pytest.mark.parametrize(
     ("values", "bounds"),
     [
-        (pa.array([None, 1, 5, 10, 11, 20, 21, 99, -3], pa.int64()), pa.array([5, 10, 20])),
+        INTEGERS_AND_BOUNDS,
         (pa.array([dt.date(2020, 1, d) for d in (1, 2, 3, 9)]), pa.array([dt.date(2020, 1, 2)])),
         (pa.array([3, None], pa.int32()), pa.array([], pa.int32())),
     ],
 )
 def test_range_by_binary_search_is_range_by_bounds(values: pa.Array, bounds: pa.Array) -> None:
     bounds = bounds.cast(values.type)
-    expected = []
-    for value in values.to_pylist():
-        expected.append(0 if value is None else sum(value > b for b in bounds.to_pylist()))
-    assert _range_of(values, bounds).to_pylist() == expected
-    if pa.types.is_integer(values.type) and len(bounds):  # bound by bound: text, same order
-        padded = pa.array([None if v is None else f"{v + 100:04d}" for v in values.to_pylist()])
-        marks = pa.array([f"{b + 100:04d}" for b in bounds.to_pylist()])
-        assert _range_of(padded, marks).to_pylist() == expected
+    assert _range_of(values, bounds).to_pylist() == _ranges_by_bounds(values, bounds)
+
+
+def test_range_of_text_is_range_by_bounds() -> None:
+    """Bound by bound: the integers as text, in the same order, fall in the same ranges."""
+    values, bounds = INTEGERS_AND_BOUNDS
+    padded = pa.array([None if v is None else f"{v + 100:04d}" for v in values.to_pylist()])
+    marks = pa.array([f"{b + 100:04d}" for b in bounds.to_pylist()])
+    assert _range_of(padded, marks).to_pylist() == _ranges_by_bounds(values, bounds)
 
 
 def test_split_sends_a_key_change_to_both_ranges() -> None:

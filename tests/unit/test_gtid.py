@@ -556,8 +556,8 @@ def test_go_mysql_previous_gtid_vectors() -> None:
         assert MysqlGtidSet.decode(gtid_set.encode()) == gtid_set
 
 
-def _binlog_events(path: Path, checksum: bool) -> Iterator[tuple[int, bytes]]:
-    """Yield (type code, body) for each event of a binlog file, checking each CRC32."""
+def _binlog_events(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yield (type code, whole event) for each event of a binlog file."""
     data = path.read_bytes()
     assert data[:4] == b"\xfebin", f"{path} is not a binlog file"
     pos = 4
@@ -566,20 +566,20 @@ def _binlog_events(path: Path, checksum: bool) -> Iterator[tuple[int, bytes]]:
             "<IBIIIH", data, pos
         )
         assert 19 <= size <= len(data) - pos, f"bad event size {size} at {path}:{pos}"
-        event = data[pos : pos + size]
-        if checksum and type_code == PREVIOUS_GTIDS_LOG_EVENT:
-            assert zlib.crc32(event[:-4]) == int.from_bytes(event[-4:], "little")
-        yield type_code, event[19 : size - 4 if checksum else size]
+        yield type_code, data[pos : pos + size]
         pos += size
 
 
 def _previous_gtids_body(path: Path, checksum: bool = True) -> bytes:
+    """The body of the file's first PREVIOUS_GTIDS event, its CRC32 checked (``checksum``)."""
     if not path.is_file():
         pytest.skip(NO_CORPUS)
-    for type_code, body in _binlog_events(path, checksum):
-        if type_code == PREVIOUS_GTIDS_LOG_EVENT:
-            return body
-    raise AssertionError(f"no PREVIOUS_GTIDS event in {path}")
+    event = next((e for t, e in _binlog_events(path) if t == PREVIOUS_GTIDS_LOG_EVENT), None)
+    assert event is not None, f"no PREVIOUS_GTIDS event in {path}"
+    crc = zlib.crc32(event[:-4]).to_bytes(4, "little") if checksum else b""
+    end = len(event) - len(crc)
+    assert event[end:] == crc
+    return event[19:end]
 
 
 def test_previous_gtids_with_tag_from_mysql_9_6() -> None:

@@ -104,12 +104,9 @@ def _obj(*members: tuple[bytes, int, bytes], large: bool = False) -> bytes:
 
 def _diff(op: JsonDiffOperation, path: str, value: JsonValue = None) -> bytes:
     raw = path.encode()
-    out = bytes([op, len(raw)]) + raw
-    if op != REMOVE:
-        doc = encode_json_value(value)
-        assert len(doc) < 251
-        out += bytes([len(doc)]) + doc
-    return out
+    doc = b"" if op == REMOVE else encode_json_value(value)  # a REMOVE has no value
+    assert len(doc) < 251
+    return bytes([op, len(raw)]) + raw + (b"" if op == REMOVE else bytes([len(doc)]) + doc)
 
 
 def _diff_vector(*diffs: bytes) -> bytes:

@@ -11,7 +11,6 @@ scripts/bootstrap.sh unpacks it from Debian's prometheus package.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from replicator.metrics import Metrics
+from tests.conftest import REQUIRE_LIVE_ENV, _unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -192,10 +192,10 @@ def _promtool() -> str:
     )
     if found:
         return found
-    reason = "promtool not installed (scripts/bootstrap.sh unpacks it from Debian's prometheus)"
-    if os.environ.get("REPLICATOR_REQUIRE_LIVE") == "1":
-        pytest.fail(f"{reason} (REPLICATOR_REQUIRE_LIVE=1 forbids skipping)", pytrace=False)
-    pytest.skip(reason)
+    _unavailable(
+        "promtool not installed (scripts/bootstrap.sh unpacks it from Debian's prometheus)",
+        REQUIRE_LIVE_ENV,
+    )
 
 
 @pytest.mark.tools

@@ -14,9 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from replicator.binlog import native, rows
+from tests.conftest import _unavailable
 
 REQUIRE_NATIVE_ENV = "REPLICATOR_REQUIRE_NATIVE"
 
@@ -25,10 +24,7 @@ def require_native() -> None:
     """Skip without the native core; fail instead when REPLICATOR_REQUIRE_NATIVE=1."""
     if native.available():
         return
-    reason = f"the native core is not built: {native.unavailable()}"
-    if os.environ.get(REQUIRE_NATIVE_ENV) == "1":
-        pytest.fail(f"{reason} ({REQUIRE_NATIVE_ENV}=1 forbids skipping)", pytrace=False)
-    pytest.skip(reason)
+    _unavailable(f"the native core is not built: {native.unavailable()}", REQUIRE_NATIVE_ENV)
 
 
 def test_native_core_is_the_default() -> None:

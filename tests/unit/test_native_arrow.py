@@ -90,15 +90,18 @@ def _bytes(array: pa.Array) -> list[bytes | None]:
     return [None if b is None else b.to_pybytes() for b in array.buffers()]
 
 
+def _bytes_or_none(array: pa.Array | None) -> list[bytes | None] | None:
+    return None if array is None else _bytes(array)
+
+
 def _native(values: list[Any], type_: pa.DataType) -> pa.Array | None:
     """A column of values built by the core (width 0: the list is the column, as the writer
     hands it); the same as from row tuples."""
     kind = native_arrow.arrow_kind(type_)
     from_rows = _native_array([(0, v, 1) for v in values], 1, 3, type_, kind)
     from_list = _native_array(values, 0, 0, type_, kind)
-    assert (from_rows is None) == (from_list is None)
-    if from_rows is not None and from_list is not None:  # the same bytes (NaN != NaN)
-        assert _bytes(from_rows) == _bytes(from_list)
+    # both None, or the same bytes (NaN != NaN)
+    assert _bytes_or_none(from_rows) == _bytes_or_none(from_list)
     return from_list
 
 

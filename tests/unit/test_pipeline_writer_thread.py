@@ -199,7 +199,8 @@ class _HeldCommit(FaultInjector):
     def at(self, step: str) -> None:
         if step == "data":
             self.reached.set()
-            assert self.release.wait(10)
+            if not self.release.wait(10):
+                raise TimeoutError("the held commit was never released")
 
 
 async def test_the_next_batch_is_written_while_a_commit_runs(tmp_path: Path) -> None:
