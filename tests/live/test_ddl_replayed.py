@@ -7,12 +7,14 @@ reads it. The decoded rows must be the stored ones, and the history's table the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
+from pymysql.connections import Connection
 
 from replicator.binlog import events as ev
+from replicator.embedded.mariadb import BinlogStatus
 from replicator.errors import IntegrityError
 from replicator.schema.history import Point, SchemaHistory
 from replicator.schema.model import Catalog, Table
@@ -39,20 +41,36 @@ class Replayed:
     stop: Exception | None
 
 
+def seeded(
+    server: MariaDBServer,
+    conn: Connection,
+    db: str,
+    *,
+    charset: str = "utf8mb4",
+    setup: Sequence[str] = (),
+) -> tuple[SchemaTracker, BinlogStatus]:
+    """Make database ``db`` anew and run ``setup`` in it, start a new binlog file and seed a
+    tracker's history from the server there; returns the tracker and where its binlog starts."""
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        cur.execute(f"CREATE DATABASE {db} CHARACTER SET {charset}")
+        cur.execute(f"USE {db}")
+        for statement in setup:
+            cur.execute(statement)
+    server.flush_binlogs()
+    start = server.binlog_status()
+    seed = read_catalog(conn, read_traits(conn)).numbered()
+    history = SchemaHistory(seed, Point(start.file, start.position))
+    return SchemaTracker(history, lambda s, t: True), start
+
+
 def replay(
     server: MariaDBServer, db: str, statements: list[str], charset: str = "utf8mb4"
 ) -> Replayed:
     """Run ``statements`` in database ``db`` (made anew), then read their binlog back."""
     with contextlib.closing(server.connect()) as conn:
         traits = read_traits(conn)
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {db}")
-            cur.execute(f"CREATE DATABASE {db} CHARACTER SET {charset}")
-        server.flush_binlogs()
-        start = server.binlog_status()
-        seed = read_catalog(conn, traits).numbered()
-        history = SchemaHistory(seed, Point(start.file, start.position))
-        tracker = SchemaTracker(history, lambda s, t: True)
+        tracker, start = seeded(server, conn, db, charset=charset)
         with conn.cursor() as cur:
             cur.execute(f"USE {db}")
             for statement in statements:

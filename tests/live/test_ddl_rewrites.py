@@ -17,11 +17,9 @@ import pytest
 
 from replicator.binlog import events as ev
 from replicator.errors import IntegrityError
-from replicator.schema.history import Point, SchemaHistory
-from replicator.schema.tracker import SchemaTracker
 from replicator.source.binlog_file import read_binlog_file
-from replicator.source.catalog import read_catalog, read_traits
 from tests.harness.mariadb import MariaDBServer
+from tests.live.test_ddl_replayed import seeded
 
 pytestmark = pytest.mark.live
 
@@ -43,19 +41,7 @@ def replay(
     """Make database ``db`` anew and run ``setup`` in it, seed the history from the server,
     run ``statements``, then read their binlog back through the tracker."""
     with contextlib.closing(server.connect()) as conn:
-        traits = read_traits(conn)
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {db}")
-            cur.execute(f"CREATE DATABASE {db} CHARACTER SET utf8mb4")
-            cur.execute(f"USE {db}")
-            for statement in setup:
-                cur.execute(statement)
-        server.flush_binlogs()
-        start = server.binlog_status()
-        history = SchemaHistory(
-            read_catalog(conn, traits).numbered(), Point(start.file, start.position)
-        )
-        tracker = SchemaTracker(history, lambda s, t: True)
+        tracker, start = seeded(server, conn, db, setup=setup)
         with conn.cursor() as cur:
             for statement in statements:
                 cur.execute(statement)

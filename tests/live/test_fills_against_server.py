@@ -20,12 +20,10 @@ from typing import Any
 import pytest
 
 from replicator.binlog import events as ev
-from replicator.schema.history import Point, SchemaHistory
-from replicator.schema.tracker import SchemaTracker
 from replicator.sink.fill import landing_fill
 from replicator.source.binlog_file import read_binlog_file
-from replicator.source.catalog import read_catalog, read_traits
 from tests.harness.mariadb import MariaDBServer
+from tests.live.test_ddl_replayed import seeded
 
 DB = "fills"
 OFF = "SET SESSION explicit_defaults_for_timestamp = OFF"
@@ -49,18 +47,8 @@ def _added(
     """Add column ``a`` by ``definition`` to a table with one row; ``shown``: the SELECT
     expression that shows its value as it lands (``a+0`` for a BIT)."""
     with contextlib.closing(server.connect()) as conn:
-        traits = read_traits(conn)
+        tracker, start = seeded(server, conn, DB)
         with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-            cur.execute(f"CREATE DATABASE {DB} CHARACTER SET utf8mb4")
-        server.flush_binlogs()
-        start = server.binlog_status()
-        history = SchemaHistory(
-            read_catalog(conn, traits).numbered(), Point(start.file, start.position)
-        )
-        tracker = SchemaTracker(history, lambda s, t: True)
-        with conn.cursor() as cur:
-            cur.execute(f"USE {DB}")
             for statement in (
                 *setup,
                 "CREATE TABLE t (id INT)",
