@@ -1728,15 +1728,25 @@ def _same_labels(old: Column, new: Column, strict: bool) -> str | None:
     """Why ENUM/SET values may read otherwise after the labels changed (None: they do not).
     A stored value is its label's number: the server takes, for each, the new label equal to
     the old one under the column's collation ('a' becomes 'A' in a case-insensitive one), or
-    else the empty string (outside strict mode) or an error (strict). So each old label must be
-    kept as spelled; in strict mode a binary collation (where equal means the same bytes) makes
-    a removed label fail the statement where a row holds it, and change nothing where none
-    does."""
+    else the empty string (outside strict mode) or an error (strict). So outside strict mode
+    a removed label is a rewrite; in strict mode a removed label fails the statement where a
+    row holds it, and changes nothing where none does, unless a label the statement adds (or
+    a changed collation) could equal it: then stored values may take the new spelling. A
+    binary collation makes equal mean the same bytes."""
     missing = [x for x in old.labels or () if x not in (new.labels or ())]
     if missing and not strict:
         return "labels removed outside strict mode"
     exact = new.charset == "binary" or (new.collation or "").endswith("_bin")
-    if missing and not exact:
+    recollated = (old.charset, old.collation) != (new.charset, new.collation)
+    gone = {x.casefold().rstrip(" ") for x in missing}
+    # a label that could equal a removed one: ASCII ones by case and trailing spaces (what a
+    # case-insensitive collation ignores), any other conservatively
+    alike = [
+        x
+        for x in new.labels or ()
+        if x not in (old.labels or ()) and (not x.isascii() or x.casefold().rstrip(" ") in gone)
+    ]
+    if missing and not exact and (alike or recollated):
         shown = ", ".join(_quote_label(x) for x in missing)
         return (
             f"labels {shown} not kept as spelled (the server gives stored values the new "

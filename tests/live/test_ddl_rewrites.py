@@ -131,6 +131,10 @@ KEPT = [
     ("v FLOAT(7,2)", "12345.67", "MODIFY v DOUBLE(7,2), ALGORITHM=COPY", ""),
     ("v FLOAT(7,2)", "12345.67", "MODIFY v FLOAT, ALGORITHM=COPY", ""),
     ("v DECIMAL(5,2) UNSIGNED", "1.5", "MODIFY v DECIMAL(5,2)", ""),
+    # strict: a row holding the removed label would fail the statement; none does
+    ("v ENUM('new','paid','legacy')", "'paid'", "MODIFY v ENUM('new','paid')",
+     "STRICT_TRANS_TABLES"),
+    ("v SET('a','b','c')", "'a,b'", "MODIFY v SET('b','a')", "STRICT_TRANS_TABLES"),
 ]  # fmt: skip
 
 
