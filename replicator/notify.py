@@ -116,6 +116,16 @@ class _Message:
     attempts: int = 0  # connections lost while it was in flight
 
 
+def _not_sent(exc: BaseException) -> bool:
+    """aiomqtt's early out: paho did not take the message (no connection, its queue full), so
+    nothing of it reached the broker."""
+    import aiomqtt  # noqa: PLC0415 - loaded already: a client raised this
+    import paho.mqtt.client as paho  # noqa: PLC0415
+
+    refused = (paho.MQTT_ERR_NO_CONN, paho.MQTT_ERR_QUEUE_SIZE)
+    return isinstance(exc, aiomqtt.MqttCodeError) and exc.rc in refused
+
+
 def utc_now_iso() -> str:
     """Now as ISO 8601 UTC with milliseconds and a ``Z``: ``2024-05-01T12:00:00.123Z``."""
     return _iso(dt.datetime.now(dt.UTC))
@@ -426,7 +436,9 @@ class Notifier:
                 await client.publish(
                     self.commits_topic, message.data, qos=self.cfg.qos, timeout=timeout
                 )
-            except BaseException:
+            except BaseException as exc:
+                if _not_sent(exc):  # paho refused it before writing: no try of the broker's
+                    self._in_flight = None
                 self._requeue(message)  # _lost_in_flight() counts the try if the session is lost
                 raise
             self._in_flight = None

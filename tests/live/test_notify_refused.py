@@ -115,3 +115,27 @@ async def test_connections_lost_at_once_do_not_reset_the_backoff() -> None:
     # the pause before the last reconnect is at least 2 x delay with a growing backoff; a
     # backoff reset by every CONNACK keeps it at delay at most
     assert gaps[-1] >= 1.5 * delay, gaps
+
+
+class _GoneBeforeSending:
+    """A client whose connection paho has already seen go: publish is aiomqtt's early out
+    (paho's MQTT_ERR_NO_CONN), and nothing is written."""
+
+    async def publish(self, *args: object, **kwargs: object) -> None:
+        import aiomqtt
+        import paho.mqtt.client as paho
+
+        raise aiomqtt.MqttCodeError(paho.MQTT_ERR_NO_CONN, "Could not publish message")
+
+
+async def test_a_message_paho_never_sent_is_no_try() -> None:
+    """Only a connection lost while the broker could have had the message counts against it:
+    one paho refused to send (the socket already gone) is kept however often that happens."""
+    notifier = Notifier(_config("127.0.0.1", 1, _prefix()))
+    notifier.notify(_commit(1))
+    for _ in range(MAX_ATTEMPTS + 1):  # sessions, each lost at its first publish
+        with pytest.raises(Exception, match="not currently connected"):
+            # (with the message dropped, a drain would wait for the next one: bounded)
+            await asyncio.wait_for(notifier._drain(_GoneBeforeSending()), 5)  # type: ignore[arg-type]
+        notifier._lost_in_flight("connection lost")
+    assert (notifier.pending, notifier.stats.dropped) == (1, 0)
