@@ -101,6 +101,12 @@ def main() -> None:
 @click.option("--start-file", help="Live: start in this binlog file...")
 @click.option("--start-pos", type=int, default=4, show_default=True, help="...at this position.")
 @click.option("--stop-at-end", is_flag=True, help="Live: stop at the end of the binlog at start.")
+@click.option(
+    "--server-id",
+    type=click.IntRange(1, MAX_SERVER_ID),
+    help="Live: register with this server_id instead of the config's (required while a daemon "
+    "runs on the same config: two replicas with one id drop each other).",
+)
 @click.option("--no-verify-checksum", is_flag=True, help="Skip CRC32 verification (not advised).")
 def dump(
     binlog_files: tuple[Path, ...],
@@ -109,12 +115,15 @@ def dump(
     start_file: str | None,
     start_pos: int,
     stop_at_end: bool,
+    server_id: int | None,
     no_verify_checksum: bool,
 ) -> None:
     """Decode row changes to JSON lines on stdout, one change per line.
 
     From binlog files on disk (--binlog-file), or from a live server (--config) starting at
-    --start-gtid, --start-file/--start-pos, the config's start, or now.
+    --start-gtid, --start-file/--start-pos, the config's start, or now. Next to a daemon
+    running on the same config, give --server-id: the source drops one of two replicas that
+    register with one id.
     """
     from .dump import RowChangeFormatter, json_lines  # noqa: PLC0415 - see the imports
     from .runtime import tune_gc  # noqa: PLC0415
@@ -127,6 +136,11 @@ def dump(
             raise ConfigError(
                 "dump reads either binlog files or a live server, not both",
                 hint="drop --binlog-file or --config",
+            )
+        if binlog_files and server_id is not None:
+            raise ConfigError(
+                "--server-id is for a live dump (--config): binlog files are read from disk",
+                hint="drop --server-id",
             )
         if binlog_files:
             tune_gc()  # after the imports: they are start-up, frozen out of collection
@@ -153,6 +167,11 @@ def dump(
             tune_gc()
             config = load_config(config_file)
             _configure_logging(config)  # service.log_level/log_format, as for run
+            if server_id is not None:
+                config = dataclasses.replace(
+                    config, source=dataclasses.replace(config.source, server_id=server_id)
+                )
+            _refuse_the_daemons_server_id(config, config_file, given=server_id is not None)
             start = (
                 start_position(start_gtid, start_file, start_pos)
                 if (start_gtid or start_file)
@@ -184,6 +203,31 @@ def dump(
             f"{stats.row_changes} row changes, {stats.invalid_temporals} invalid dates as null",
             err=True,
         )
+
+
+def _refuse_the_daemons_server_id(config: Config, config_file: Path, *, given: bool) -> None:
+    """A live dump registers as a replica with ``source.server_id``: when the landing zone's
+    lock records a running daemon registered with the same id (``sink.lock``), the source
+    would keep dropping one of the two (error 4052), and the dump would miss rows."""
+    from .sink.lock import read_record  # noqa: PLC0415 - see the imports
+    from .sink.stores import landing_store  # noqa: PLC0415
+
+    server_id = config.source.server_id
+    try:
+        record = read_record(landing_store(config.sink))
+    except (OSError, ReplicatorError):  # an object store that cannot be asked: nothing known
+        return
+    if record is None or record.running is False or record.facts.get("server_id") != server_id:
+        return
+    where = "--server-id" if given else f"source.server_id in {config_file}"
+    state = "runs" if record.running else "is recorded as running (on another host)"
+    raise ConfigError(
+        f"a replicator daemon {state} on this config's landing zone ({record.describe()}) and "
+        f"is registered with the source as server_id {server_id}, which {where} gives this "
+        "dump too: the source would keep dropping one of the two (error 4052)",
+        hint=f"pass --server-id with an id no other replica of the source uses, e.g. "
+        f"--server-id {server_id + 1 if server_id < MAX_SERVER_ID else server_id - 1}",
+    )
 
 
 _CONNECTION_OPTIONS = (
@@ -251,7 +295,8 @@ def check(
 ) -> None:
     """Check the source's binlog settings and privileges; print the exact fix for each problem.
 
-    The source: --config FILE, or the connection options; with neither, the embedded demo's
+    The source: --config FILE, or the connection options; with neither, the environment's
+    settings when REPLICATOR_SOURCE__HOST is set (as for `run`), else the embedded demo's
     server when the current directory holds the demo's landing zone, else 127.0.0.1:3306.
 
     Exit 0 ok (warnings allowed), 3 the stream cannot work (fix the printed errors, or the
@@ -261,8 +306,9 @@ def check(
 
     from .config import Secret, SourceConfig, TlsConfig  # noqa: PLC0415
     from .sink.stores import landing_store  # noqa: PLC0415
+    from .source.errors import SourceUnavailableError  # noqa: PLC0415
     from .source.preflight import check_continuity, format_report, run_preflight  # noqa: PLC0415
-    from .targets import demo_target, resolve  # noqa: PLC0415
+    from .targets import demo_target, environment_target, resolve  # noqa: PLC0415
 
     try:
         given = [
@@ -280,13 +326,17 @@ def check(
         if config_file is not None:
             target = resolve(config_file, None, "check")
         elif not given:
-            target = demo_target()
+            target = environment_target()
             if target is not None:
-                click.echo(
-                    f"check: {target.origin}, whose server runs while the demo does; "
-                    "--config or --host for another source",
-                    err=True,
-                )
+                click.echo(f"check: the source configured in {target.origin}", err=True)
+            else:
+                target = demo_target()
+                if target is not None:
+                    click.echo(
+                        f"check: {target.origin}, whose server runs while the demo does; "
+                        "--config or --host for another source",
+                        err=True,
+                    )
         if target is not None:
             cfg = target.config.source
             own = _own_replica_host(landing_store(target.config.sink), cfg.server_id)
@@ -305,12 +355,40 @@ def check(
         report = run_preflight(cfg, own_replica_host=own, filters=filters)
         if target is not None:  # the landing zone's history: does this server continue it?
             found = check_continuity(target.config, landing_store(target.config.sink))
+            if found.severity == "error":
+                named = _whose_landing(target.config)
+                action = f"{named}; {found.action}" if found.action else named
+                found = dataclasses.replace(found, action=action)
             report = dataclasses.replace(report, findings=(*report.findings, found))
+    except SourceUnavailableError as exc:
+        # check asks once: nothing here retries (`run` does, on its own)
+        exc.hint = "check that the server is running and reachable (host, port, firewall)"
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     click.echo(format_report(report), nl=False)
     sys.exit(0 if report.ok else 3)
+
+
+def _whose_landing(config: Config) -> str:
+    """The landing zone a refused continuity check is about, by its absolute path, and
+    whether it is the embedded demo's (its record names it)."""
+    from .embedded.demo import DEMO_SERVER_DIR, RECORD, read_record  # noqa: PLC0415
+    from .storage import is_url, redact_url  # noqa: PLC0415
+
+    root = config.sink.root
+    if is_url(root):
+        return f"the landing zone is {redact_url(root)} (sink.root)"
+    path = Path(root).absolute()
+    named = f"the landing zone is {path} (sink.root {root})"
+    if read_record(Path(root)) is not None:
+        named += (
+            f": the embedded demo's ({path.parent / DEMO_SERVER_DIR / RECORD} names it); "
+            "give your source a sink.root of its own"
+        )
+    return named
 
 
 def _own_replica_host(root: Store, server_id: int) -> str | None:
@@ -464,14 +542,30 @@ _LANDING_HELP = "Read this landing zone without a config (the source is not aske
 def status(config_file: Path | None, landing: Path | None, as_json: bool, no_source: bool) -> None:
     """Position, lag, last batch and checkpoint: from the landing zone, the running daemon's
     HTTP port and the source (each optional but the landing zone). Without --config or
-    --landing: the embedded demo's, when the current directory holds its landing zone."""
+    --landing: the environment's config when REPLICATOR_SOURCE__HOST is set (as for `run`),
+    else the embedded demo's, when the current directory holds its landing zone."""
     from .status import format_text, gather  # noqa: PLC0415 - see the imports
     from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
-        target = resolve(config_file, landing, "status", source=not no_source)
+        not_asked = None
+        try:
+            target = resolve(config_file, landing, "status", source=not no_source)
+        except ConfigError as exc:
+            if no_source or not str(exc).startswith("source.password"):
+                raise
+            # the source's password cannot be read: report the landing zone and the daemon,
+            # and say why the source was not asked
+            target = resolve(config_file, landing, "status", source=False)
+            not_asked = (
+                f"{exc.args[0]}; set it to ask the source, or pass --no-source to leave it out"
+            )
         landing_at(target)
-        report = gather(target.config, probe_source=target.source_known and not no_source)
+        report = gather(
+            target.config,
+            probe_source=target.source_known and not no_source,
+            source_not_asked=not_asked,
+        )
     except ReplicatorError as exc:
         _fail(exc)
     if as_json:
@@ -480,8 +574,13 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
         click.echo(format_text(report), nl=False)
 
 
+_WRITE_LANDING_HELP = "This landing zone (a directory) instead of a config's sink.root."
+_WRITE_CONFIG_HELP = "The config `run` uses: only its sink section is read."
+
+
 @main.command()
-@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help=_WRITE_CONFIG_HELP)
+@click.option("--landing", type=click.Path(path_type=Path), help=_WRITE_LANDING_HELP)
 @click.option(
     "--tables",
     "patterns",
@@ -489,22 +588,24 @@ def status(config_file: Path | None, landing: Path | None, as_json: bool, no_sou
     required=True,
     help="db.table, globs allowed (shop.*); repeat for more.",
 )
-def snapshot(config_file: Path, patterns: tuple[str, ...]) -> None:
+def snapshot(config_file: Path | None, landing: Path | None, patterns: tuple[str, ...]) -> None:
     """Ask for a snapshot of these tables: the running daemon takes it within seconds (or
-    the next `run` at its start) and lands their rows, chunk by chunk, beside the stream."""
-    from .config import load_config  # noqa: PLC0415 - see the imports
-    from .sink.stores import landing_store  # noqa: PLC0415
-    from .snapshot.requests import write_request  # noqa: PLC0415
+    the next `run` at its start) and lands their rows, chunk by chunk, beside the stream.
+    The landing zone must exist (`run` makes it). Without --config or --landing: as for
+    `status`."""
+    from .snapshot.requests import write_request  # noqa: PLC0415 - see the imports
+    from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
-        config = load_config(config_file, sections=("sink",))  # it never connects
         for pattern in patterns:
             if pattern.count(".") != 1:
                 raise ConfigError(
                     f"--tables {pattern!r} must be database.table (globs allowed)",
                     hint='e.g. --tables "shop.orders" or --tables "shop.*"',
                 )
-        key = write_request(landing_store(config.sink), patterns)
+        # it never connects; a request where no landing zone is would never be taken
+        target = resolve(config_file, landing, "snapshot", source=False)
+        key = write_request(landing_at(target), patterns)
     except ReplicatorError as exc:
         _fail(exc)
     except OSError as exc:
@@ -575,26 +676,43 @@ def verify(config_file: Path | None, landing: Path | None, deep: bool) -> None:
 
 
 @checkpoint.command("set")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help=_WRITE_CONFIG_HELP)
+@click.option("--landing", type=click.Path(path_type=Path), help=_WRITE_LANDING_HELP)
 @click.option("--gtid", help="Resume after these GTIDs (MariaDB D-S-N,... or a MySQL set).")
 @click.option("--file", "binlog_file", help="Resume at this binlog file...")
 @click.option("--pos", type=int, help="...and position (default 4, the file's first event).")
 def checkpoint_set(
-    config_file: Path, gtid: str | None, binlog_file: str | None, pos: int | None
+    config_file: Path | None,
+    landing: Path | None,
+    gtid: str | None,
+    binlog_file: str | None,
+    pos: int | None,
 ) -> None:
     """Move the resume position (replay or skip). `_seq` keeps increasing, so a replay adds
-    rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state."""
+    rows with higher `_seq` that Spark's latest-by-key dedup folds into the same state.
+    The landing zone must exist (`run` makes it; a new one starts at the config's `start`),
+    and its daemon must be stopped. Without --config or --landing: as for `status`."""
     from .checkpoint import now_iso  # noqa: PLC0415 - see the imports
-    from .config import load_config  # noqa: PLC0415
     from .sink.landing import LandingZone  # noqa: PLC0415
-    from .sink.lock import writer_lock  # noqa: PLC0415
+    from .sink.lock import LandingZoneBusyError, writer_lock  # noqa: PLC0415
+    from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
-        config = load_config(config_file, sections=("sink",))  # it never connects
         position = _moved_to(gtid, binlog_file, pos)
+        target = resolve(config_file, landing, "checkpoint set", source=False)  # never connects
+        landing_at(target)  # an existing landing zone, never a new one at a mistaken path
+        config = target.config
         zone = LandingZone(config.sink)
         lease = config.sink.object_store.lease_seconds
-        with writer_lock(zone.store, lease).acquire("checkpoint set"):  # never under a daemon
+        try:
+            lock = writer_lock(zone.store, lease).acquire("checkpoint set")  # never under a daemon
+        except LandingZoneBusyError as exc:
+            exc.hint = (
+                "stop the daemon first (SIGTERM: it commits and exits), then move the "
+                "checkpoint; the next `replicator run` resumes from it"
+            )
+            raise
+        with lock:
             # finish a half-done commit first, or its roll-forward would undo this move
             current = zone.recover()
             if current.position is not None:
@@ -668,22 +786,29 @@ def schema() -> None:
 
 
 @schema.command("show")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help=_WRITE_CONFIG_HELP)
+@click.option("--landing", type=click.Path(path_type=Path), help=_LANDING_HELP)
 @click.option("--table", help="Only tables matching this glob (db.table, e.g. 'shop.*').")
 @click.option("--at", "at_gtid", help="Show the tables as of this GTID position.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def schema_show(config_file: Path, table: str | None, at_gtid: str | None, as_json: bool) -> None:
-    """Print each table's versions: columns, and the statement and position that made them."""
+def schema_show(
+    config_file: Path | None,
+    landing: Path | None,
+    table: str | None,
+    at_gtid: str | None,
+    as_json: bool,
+) -> None:
+    """Print each table's versions: columns, and the statement and position that made them.
+    Without --config or --landing: as for `status`."""
     from .binlog.position import covers, start_position  # noqa: PLC0415 - see the imports
-    from .config import load_config  # noqa: PLC0415
     from .schema.show import format_text as format_schema  # noqa: PLC0415
     from .schema.show import report as schema_report  # noqa: PLC0415
     from .sink.committed_history import load_committed_history  # noqa: PLC0415
-    from .targets import Target, landing_at  # noqa: PLC0415
+    from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
-        config = load_config(config_file, sections=("sink",))  # it never connects
-        root = landing_at(Target(config, f"--config {config_file}", source_known=False))
+        target = resolve(config_file, landing, "schema show", source=False)  # never connects
+        root = landing_at(target)
         history = load_committed_history(root)
         covered = None
         if at_gtid is not None:
@@ -733,21 +858,29 @@ def _bytes(text: str, option: str) -> int:
 
 
 @main.command()
-@click.option("--config", "config_file", type=click.Path(path_type=Path), required=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help=_WRITE_CONFIG_HELP)
+@click.option("--landing", type=click.Path(path_type=Path), help=_WRITE_LANDING_HELP)
 @click.option("--older-than", help="Only batches committed this long ago (default: config, 1d).")
 @click.option("--target-size", help="Merged files grow to about this size (default: 128MB).")
 @click.option("--retention", help="Delete superseded files this long after (default: 1d).")
 def compact(
-    config_file: Path, older_than: str | None, target_size: str | None, retention: str | None
+    config_file: Path | None,
+    landing: Path | None,
+    older_than: str | None,
+    target_size: str | None,
+    retention: str | None,
 ) -> None:
-    """Merge small committed files of each table into few large ones (docs/operations.md)."""
-    from .config import load_config  # noqa: PLC0415 - see the imports
-    from .sink.compaction import Settings, run_compaction  # noqa: PLC0415
+    """Merge small committed files of each table into few large ones (docs/operations.md).
+    Without --config or --landing: as for `status`."""
+    from .sink.compaction import Settings, run_compaction  # noqa: PLC0415 - see the imports
     from .sink.landing import FaultInjector  # noqa: PLC0415
     from .sink.stores import landing_store  # noqa: PLC0415
+    from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
-        config = load_config(config_file, sections=("sink",))  # it never connects
+        target = resolve(config_file, landing, "compact", source=False)  # it never connects
+        landing_at(target)  # an existing landing zone, never a new one at a mistaken path
+        config = target.config
         chosen = config.sink.compaction
         settings = Settings(
             older_than=chosen.older_than

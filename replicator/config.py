@@ -850,7 +850,10 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         *sections, key = name[len(ENV_PREFIX) :].lower().split("__")
         if sections[0] not in _SECTION_TYPES:  # a misspelt section would set nothing
-            raise _unknown_setting((), sections[0])
+            raise _unknown_variable(name, _unknown_setting((), sections[0]))
+        unknown = _unknown_key(sections, key)
+        if unknown is not None:
+            raise _unknown_variable(name, unknown)
         where: Any = settings
         for section in sections:
             if isinstance(where, dict):  # not under REPLICATOR_SOURCE__TLS=on, say
@@ -858,6 +861,33 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
         if isinstance(where, dict):
             where[key] = value
     return settings
+
+
+def _unknown_key(sections: Sequence[str], key: str) -> ConfigError | None:
+    """The unknown setting among ``sections`` and ``key`` (an environment variable's name
+    after the prefix, split at ``__``), or None. A name past a setting that is no section
+    (REPLICATOR_SOURCE__PORT__X) is left to the validation to refuse."""
+    kind: object = Config
+    path: list[str] = []
+    for part in (*sections, key):
+        if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+            return None
+        if part not in _keys_of(kind):
+            return _unknown_setting(path, part)
+        found = typing.get_type_hints(kind).get(part)
+        args = [a for a in typing.get_args(found) if a is not type(None)]
+        kind = args[0] if len(args) == 1 and dataclasses.is_dataclass(args[0]) else found
+        path.append(part)
+    return None
+
+
+def _unknown_variable(name: str, error: ConfigError) -> ConfigError:
+    """An unknown setting named by an environment variable: the message names the variable
+    (the setting alone would send the reader to look for it in the config file)."""
+    return ConfigError(
+        f"{error.args[0]} (from the environment variable {name})",
+        hint=f"{error.hint}; unset {name} or correct its name",
+    )
 
 
 def _secret(key: str, data: Mapping[object, object], environ: Mapping[str, str]) -> Secret:
@@ -1162,8 +1192,8 @@ def _check_url_root(root: str) -> None:
     shown = redact_url(root)
     if carries_credentials(root):
         raise _Invalid(
-            f"{shown!r} carries credentials or options; they are not read (and the URL is not "
-            "shown whole)",
+            f"{shown!r} carries credentials or options (a user or password, '?' or '#'; an '@' "
+            "anywhere counts as one); they are not read (and the URL is not shown whole)",
             "give credentials through the environment, a profile, the instance role or "
             "sink.object_store.access_key_env/secret_key_env, and the endpoint as "
             "sink.object_store.endpoint",

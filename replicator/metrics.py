@@ -616,7 +616,9 @@ class MetricsServer:
             raise ConfigError(
                 f"cannot listen for metrics on {self._host}:{self._requested_port}: "
                 f"{exc.strerror or exc}",
-                hint="choose another metrics host/port, or stop what is using that port",
+                hint="set another port (service.http_port, or REPLICATOR_SERVICE__HTTP_PORT in "
+                "the environment; 0 picks a free one) or address (service.http_host), or stop "
+                "what is using that port",
             ) from exc
         # (host, port) of each socket; IPv6 socket names carry flow info and scope id too
         names = [sock.getsockname() for sock in self._sockets]

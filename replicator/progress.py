@@ -30,6 +30,28 @@ def bytes_behind(files: Sequence[BinlogFile], file: str, position: int) -> int |
     return total if found else None
 
 
+def position_missing(files: Sequence[BinlogFile], file: str, position: int) -> str | None:
+    """Why the server's binlog (``SHOW BINARY LOGS``) does not hold ``file:position``, a
+    committed position (``replicator status``'s checkpoint); None when it does. Unlike
+    ``bytes_behind``'s reading of the stream's own position, a committed position past its
+    file's listed size is no race: that server never wrote it (another server, or a binlog
+    reset)."""
+    for entry in files:
+        if entry.name == file:
+            if position > entry.size:
+                return f"{file}:{position} is past that file's end on this server ({entry.size})"
+            return None
+    return f"this server has no binlog file {file} (it has {_span(files)})"
+
+
+def _span(files: Sequence[BinlogFile]) -> str:
+    if not files:
+        return "none"
+    if len(files) == 1:
+        return files[0].name
+    return f"{files[0].name} to {files[-1].name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     behind_bytes: int

@@ -8,7 +8,9 @@ down or the source unreachable:
 * the running daemon's HTTP port (the one its lock records while it runs, else
   ``service.http_port``): readiness, replication lag, whether the dump is streaming, bytes
   behind;
-* the source server: the end of its binlog, and how many bytes the checkpoint is behind it.
+* the source server: the end of its binlog, and how many bytes the checkpoint is behind it
+  (or that the checkpoint's position is not in its binlog: another server, or one whose
+  binlog was purged or reset).
 
 Nothing here writes anything.
 """
@@ -45,8 +47,15 @@ _DAEMON_METRICS = {
 }
 
 
-def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -> dict[str, Any]:
-    """The status report as plain data (what ``--json`` prints)."""
+def gather(
+    config: Config,
+    *,
+    probe_source: bool = True,
+    timeout: float = 3.0,
+    source_not_asked: str | None = None,
+) -> dict[str, Any]:
+    """The status report as plain data (what ``--json`` prints). ``source_not_asked``: why
+    the source is not asked though a config names it (its password cannot be read)."""
     root = landing_store(config.sink)
     checkpoint = CheckpointStore(root).load()
     report: dict[str, Any] = {
@@ -73,6 +82,8 @@ def gather(config: Config, *, probe_source: bool = True, timeout: float = 3.0) -
     report["daemon"] = _daemon(config, record, timeout)
     if probe_source:
         report["source"] = _source(config, report["checkpoint"]["position"], timeout)
+    elif source_not_asked is not None:
+        report["source_not_asked"] = source_not_asked
     return report
 
 
@@ -174,18 +185,18 @@ def _recorded_http(record: LockRecord | None) -> tuple[str, int] | None:
 
 
 def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
-    from .progress import bytes_behind  # noqa: PLC0415 - see the imports
+    from .progress import bytes_behind, position_missing  # noqa: PLC0415 - see the imports
     from .source.connection import open_connection  # noqa: PLC0415
     from .source.server_info import server_info  # noqa: PLC0415
 
     try:
         conn = open_connection(config.source, read_timeout=timeout)
     except ReplicatorError as exc:
-        return {"reachable": False, "why": str(exc)}
+        return {"reachable": False, "why": _why(exc)}
     try:
         info = server_info(conn)
     except ReplicatorError as exc:
-        return {"reachable": False, "why": str(exc)}
+        return {"reachable": False, "why": _why(exc)}
     finally:
         conn.close()
     out: dict[str, Any] = {"reachable": True, "version": info.version_string}
@@ -193,10 +204,24 @@ def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> 
         out["binlog_end"] = str(info.binlog_end)
     out["gtid"] = info.gtid_binlog_pos or info.gtid_executed
     if position is not None and info.binlog_files and position.get("file"):
-        out["checkpoint_behind_bytes"] = bytes_behind(
-            info.binlog_files, str(position["file"]), int(position["position"])
-        )
+        file, offset = str(position["file"]), int(position["position"])
+        missing = position_missing(info.binlog_files, file, offset)
+        if missing is not None:
+            # another server than the landing zone's source, or its binlog purged or reset:
+            # no byte count means anything then (and never "0 behind")
+            out["checkpoint_not_in_binlog"] = missing
+        else:
+            out["checkpoint_behind_bytes"] = bytes_behind(info.binlog_files, file, offset)
     return out
+
+
+def _why(exc: ReplicatorError) -> str:
+    """Why the source did not answer; ``status`` asks once, and retries nothing."""
+    from .source.errors import SourceUnavailableError  # noqa: PLC0415 - see the imports
+
+    if isinstance(exc, SourceUnavailableError):
+        return f"{exc.args[0]} (check that the server is running and reachable)"
+    return str(exc)
 
 
 def format_text(report: dict[str, Any]) -> str:
@@ -243,11 +268,16 @@ def format_text(report: dict[str, Any]) -> str:
     source = report.get("source")
     if source is not None and source["reachable"]:
         behind = source.get("checkpoint_behind_bytes")
+        missing = source.get("checkpoint_not_in_binlog")
         behind_text = "" if behind is None else f", checkpoint {behind} bytes behind"
+        if missing is not None:
+            behind_text = f"; the checkpoint's position is not in this server's binlog ({missing})"
         lines.append(("source", f"{source['version']}, binlog end {source.get('binlog_end')}"
                       f"{behind_text}"))  # fmt: skip
     elif source is not None:
         lines.append(("source", f"not reachable ({source['why']})"))
+    elif report.get("source_not_asked"):
+        lines.append(("source", f"not asked: {report['source_not_asked']}"))
     else:
         lines.append(("source", "not asked (--no-source, or --landing: no config names it)"))
     width = max(len(name) for name, _ in lines)

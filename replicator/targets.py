@@ -1,9 +1,11 @@
 """Which landing zone, and which source, a command that only reads them looks at.
 
-``status`` and ``checkpoint show`` take ``--config FILE`` (the daemon's config) or
-``--landing DIR`` (the landing zone alone: no config needed; the source is unknown then);
-``check`` takes ``--config FILE`` or connection options. Given none of them, each uses the
-embedded demo's settings when the current directory holds the demo's landing zone
+``status``, ``checkpoint show|set``, ``schema show``, ``snapshot``, ``compact`` and ``verify``
+take ``--config FILE`` (the daemon's config) or ``--landing DIR`` (the landing zone alone: no
+config needed; the source is unknown then); ``check`` takes ``--config FILE`` or connection
+options. Given none of them, each reads its config from the environment when
+``REPLICATOR_SOURCE__HOST`` is set, as ``replicator run`` does (``environment_target``); else
+it uses the embedded demo's settings when the current directory holds the demo's landing zone
 (``embedded.demo.demo_settings``: ``landing/``, named by ``.replicator-demo/demo.json``), which
 is what someone who just ran the demo expects.
 
@@ -14,6 +16,7 @@ directory, a typo) is an error naming the absolute path looked at, never an empt
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -23,7 +26,18 @@ from .landed.contract import MANIFESTS
 from .sink.stores import landing_store
 from .storage import LocalStore, Store, is_url
 
-__all__ = ["Target", "landing_at", "landing_root", "resolve"]
+__all__ = [
+    "ENVIRONMENT_SOURCE",
+    "Target",
+    "environment_target",
+    "landing_at",
+    "landing_root",
+    "resolve",
+]
+
+# with no --config, this variable in the environment means "configured from the environment"
+# (``replicator run`` takes its whole config from there then, and so do the other commands)
+ENVIRONMENT_SOURCE = "REPLICATOR_SOURCE__HOST"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +60,27 @@ def demo_target() -> Target | None:
     return Target(config, f"the embedded demo's settings ({DEMO_LANDING}/)", source_known=True)
 
 
+def _sections(source: bool) -> list[str]:
+    """The sections a command reads: a command that does not connect reads only the sink
+    and service sections; none reads the mqtt section (nor its password)."""
+    if not source:
+        return ["sink", "service"]
+    return [f.name for f in fields(Config) if f.name != "mqtt"]
+
+
+def environment_target(*, source: bool = True) -> Target | None:
+    """The config ``replicator run`` takes from the environment when it is given no file:
+    when ``REPLICATOR_SOURCE__HOST`` is set (None otherwise)."""
+    if ENVIRONMENT_SOURCE not in os.environ:
+        return None
+    return Target(
+        load_config(None, sections=_sections(source)),
+        f"the environment ({ENVIRONMENT_SOURCE}, no --config)",
+        source_known=source,
+        root_named_by="sink.root (REPLICATOR_SINK__ROOT)",
+    )
+
+
 def resolve(
     config_file: Path | None,
     landing: Path | None,
@@ -63,15 +98,11 @@ def resolve(
             hint="--landing DIR reads a landing zone without a config",
         )
     if config_file is not None:
-        if not source:
-            config = load_config(config_file, sections=("sink", "service"))
-            return Target(config, f"--config {config_file}", source_known=False)
         # the commands that read a target never publish: the broker's password is not needed
-        everything_but_mqtt = [f.name for f in fields(Config) if f.name != "mqtt"]
         return Target(
-            load_config(config_file, sections=everything_but_mqtt),
+            load_config(config_file, sections=_sections(source)),
             f"--config {config_file}",
-            source_known=True,
+            source_known=source,
         )
     if landing is not None:
         # no config: no source, and no HTTP port but the one the running daemon records
@@ -79,6 +110,9 @@ def resolve(
             sink=SinkConfig(root=str(landing)), service=ServiceConfig(http_enabled=False)
         )
         return Target(config, f"--landing {landing}", source_known=False, root_named_by="--landing")
+    environment = environment_target(source=source)
+    if environment is not None:
+        return environment
     demo = demo_target()
     if demo is None:
         from .embedded.demo import DEMO_LANDING, DEMO_SERVER_DIR, RECORD  # noqa: PLC0415
@@ -86,7 +120,7 @@ def resolve(
         raise ConfigError(
             f"{command} needs --config FILE or --landing DIR",
             hint=f"{Path.cwd()} holds no demo landing zone either ({DEMO_LANDING}/ named by "
-            f"{DEMO_SERVER_DIR}/{RECORD})",
+            f"{DEMO_SERVER_DIR}/{RECORD}), and {ENVIRONMENT_SOURCE} is not set",
         )
     return demo
 

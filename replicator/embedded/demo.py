@@ -55,6 +55,7 @@ from .mariadb import (
     MariaDBServer,
     mariadb_available,
     mariadbd_version,
+    running_server_pid,
 )
 from .process import EmbeddedServerError
 from .workload import Workload, WorkloadStats
@@ -279,6 +280,23 @@ def start_demo(
             "your own server: replicator run --config FILE",
         )
     base_dir = None if temporary else (server_dir or default_server_dir(landing))
+    running = None if base_dir is None else running_server_pid(base_dir)
+    if base_dir is not None and running is not None:
+        from ..sink.lock import read_record as read_lock  # noqa: PLC0415 - see the imports
+
+        holder = read_lock(landing) if landing.is_dir() else None
+        daemon = (
+            f"; `replicator run` is pid {holder.pid}"
+            if holder is not None and holder.running
+            else ""
+        )
+        raise EmbeddedServerError(
+            f"the demo is already running: its MariaDB (pid {running}, recorded in "
+            f"{base_dir / 'mariadbd.pid'}) serves the landing zone {landing}{daemon}",
+            hint="read that landing zone while it runs (replicator status, replicator "
+            "checkpoint show, from the same directory), or stop that demo first (Ctrl-C in "
+            "its terminal, or SIGTERM to its pid), then start again",
+        )
     server = MariaDBServer(demo_server_args(), base_dir=base_dir, startup_timeout=startup_timeout)
     checkpoint = landing / _CHECKPOINT
     if not server.has_datadir and checkpoint.exists():

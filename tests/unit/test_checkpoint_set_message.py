@@ -24,6 +24,8 @@ MYSQL_SET = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
+    # `checkpoint set` moves the checkpoint of a landing zone `run` made, never a new one
+    LandingZone(SinkConfig(root=str(tmp_path / "landing"))).recover()
     path = tmp_path / "replicator.yaml"
     path.write_text(f"sink:\n  root: {tmp_path / 'landing'}\nsource:\n  password: x\n")
     return path

@@ -67,7 +67,10 @@ def test_example_documents_every_key_and_loads() -> None:
     assert documented == _keys(Config)
     config = load_config(EXAMPLE, environ={"REPLICATOR_SOURCE_PASSWORD": "x"})
     assert config.source.password.reveal() == "x"
-    assert config == dataclasses.replace(Config(), source=config.source)
+    # every default but the landing zone's: not ./landing, where the embedded demo lands
+    assert config.sink.root == "./landing-replicator"
+    sink = dataclasses.replace(Config().sink, root=config.sink.root)
+    assert config == dataclasses.replace(Config(), source=config.source, sink=sink)
 
 
 SECRET = "hunter2"  # no message may show it: the secret cases below put it where secrets go
@@ -596,3 +599,12 @@ def test_tls_settings_without_tls_enabled_are_refused(section: str, key: str, va
     enabled = {**env, f"REPLICATOR_{section.upper()}__TLS__ENABLED": "true"}
     loaded = load_config(None, {**enabled, "REPLICATOR_SOURCE__PASSWORD": "x"})
     assert getattr(loaded, section).tls.enabled
+
+
+def test_an_at_sign_anywhere_in_a_root_is_refused_as_a_possible_credential() -> None:
+    """A secret with a ``/`` (``gs://sec/ret@bucket``) cannot be told from a key prefix
+    holding an ``@``: both are refused, the message says why, and shows neither."""
+    for root in ("s3://bucket/team@2024/landing", "gs://wJalrXUtnFEMI/K7MDENG@bucket/p"):
+        with pytest.raises(ConfigError, match="an '@' anywhere counts as one") as caught:
+            load_config(None, {"REPLICATOR_SINK__ROOT": root}, sections=("sink",))
+        assert "K7MDENG" not in str(caught.value) and "team" not in str(caught.value)
