@@ -34,6 +34,7 @@ is ``source.server_info``; it is re-exported here.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import threading
@@ -241,13 +242,14 @@ def open_connection(
     else:
         params["host"] = cfg.host
         params["port"] = cfg.port
+    seen: set[str] = set()  # the plugins plain_tcp_auth handled
     if cfg.tls.enabled:
         params["ssl"] = tls_context(cfg.tls)
     else:
         params["ssl_disabled"] = True
         if not cfg.unix_socket:  # nothing proves who answers: keep the password from it
             params["auth_plugin_map"] = wire.plain_tcp_auth(
-                _public_key(cfg.server_public_key_file), cfg.get_server_public_key
+                _public_key(cfg.server_public_key_file), cfg.get_server_public_key, seen
             )
     try:
         conn = pymysql.connections.Connection(**params)
@@ -259,5 +261,26 @@ def open_connection(
             if shadow is not None:
                 raise _shadowed(refused, cfg.user, shadow) from None
         raise refused from None
+    if "caching_sha2_password" in seen and cfg.server_public_key_file is None:
+        _warn_full_authentication(cfg)
     wire.set_timeouts(conn, read_timeout)
     return conn
+
+
+_warned: set[tuple[str, int, str]] = set()
+
+
+def _warn_full_authentication(cfg: SourceConfig) -> None:
+    """A caching_sha2_password login over plain TCP the server answered from its cache: the
+    first one after a restart of the server (or FLUSH PRIVILEGES) needs full authentication,
+    which is refused without TLS or a key (``wire.plain_tcp_auth``). Said once a process."""
+    key = (cfg.host, cfg.port, cfg.user)
+    if cfg.get_server_public_key or key in _warned:
+        return
+    _warned.add(key)
+    logging.getLogger("replicator.source").warning(
+        "the source's caching_sha2_password login works from the server's cache only: the "
+        "first login after a server restart or FLUSH PRIVILEGES needs full authentication, "
+        "refused without TLS (%s); turn on source.tls, or give source.server_public_key_file",
+        describe_source(cfg),
+    )

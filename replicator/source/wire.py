@@ -178,7 +178,9 @@ def close_statement(conn: pymysql.connections.Connection, statement: int) -> Non
 # -- authentication over plain TCP ------------------------------------------------------------
 
 
-def plain_tcp_auth(public_key: bytes | None, fetch_key: bool) -> dict[str, Any]:
+def plain_tcp_auth(
+    public_key: bytes | None, fetch_key: bool, seen: set[str] | None = None
+) -> dict[str, Any]:
     """pymysql's ``auth_plugin_map`` for a connection on neither TLS nor a unix socket, where
     whoever answers at the source's address (a spoofed name, a hijacked route) is the server
     as far as the client can tell. As the stock clients do, it refuses what would give such an
@@ -192,12 +194,14 @@ def plain_tcp_auth(public_key: bytes | None, fetch_key: bool) -> dict[str, Any]:
     takes the plugin's packets (an auth switch, positioned after the plugin name, or extra
     auth data); ``_auth.caching_sha2_password_auth``, ``_auth.sha256_password_auth``,
     ``_auth._roundtrip`` and ``_auth.scramble_caching_sha2`` do the exchange; the connection's
-    ``salt``, ``password`` and ``server_public_key`` are what they read."""
+    ``salt``, ``password`` and ``server_public_key`` are what they read. ``seen`` gathers the
+    names of the plugins the server had these handle (``caching_sha2_password`` answered from
+    the server's cache, say)."""
     return {
         "mysql_clear_password": _ClearText,
         "dialog": _ClearText,
         "caching_sha2_password": functools.partial(
-            _CachingSha2, public_key=public_key, fetch_key=fetch_key
+            _CachingSha2, public_key=public_key, fetch_key=fetch_key, seen=seen
         ),
         "sha256_password": functools.partial(_Sha256, fetch_key=fetch_key),
     }
@@ -227,12 +231,19 @@ class _CachingSha2:
     authentication only with the given key, or one the server sends if ``fetch_key``."""
 
     def __init__(
-        self, conn: pymysql.connections.Connection, *, public_key: bytes | None, fetch_key: bool
+        self,
+        conn: pymysql.connections.Connection,
+        *,
+        public_key: bytes | None,
+        fetch_key: bool,
+        seen: set[str] | None,
     ) -> None:
-        self.conn, self.public_key, self.fetch_key = conn, public_key, fetch_key
+        self.conn, self.public_key, self.fetch_key, self.seen = conn, public_key, fetch_key, seen
 
     def authenticate(self, packet: MysqlPacket) -> MysqlPacket:
         conn = self.conn
+        if self.seen is not None:
+            self.seen.add("caching_sha2_password")
         if conn.password and packet.is_auth_switch_request():
             salt = packet.read_all()
             conn.salt = salt[:-1] if salt.endswith(b"\0") else salt
