@@ -210,9 +210,18 @@ def fill_of(column: Any, explicit_defaults_for_timestamp: bool | None = None) ->
         return TIMESTAMP_FILL
     if default.kind == "value" and not default.hex and _rounded(column, default.text or ""):
         return ColumnDefault("expression", default.text)
+    if default.kind == "value" and not default.hex and _beyond_utf8mb3(column, default.text):
+        return ColumnDefault("expression", default.text)  # the server stores '?' for them
     if default.kind in ("value", "null", "expression"):
         return default
     return NULL_FILL if column.nullable else ColumnDefault("implicit")
+
+
+def _beyond_utf8mb3(column: Any, text: str | None) -> bool:
+    """A default with a 4-byte character for a utf8mb3 column (which cannot hold one; the
+    row metadata of a binlog may not say which of the two utf8 a column is)."""
+    narrow = column.charset in ("utf8", "utf8mb3")
+    return narrow and any(ord(c) > 0xFFFF for c in text or "")
 
 
 def _rounded(column: Any, text: str) -> bool:

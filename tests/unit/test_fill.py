@@ -205,6 +205,21 @@ def test_a_float_default_with_more_decimals_than_its_scale_is_unknown(
     assert fill_of(column).kind == kind
 
 
+@pytest.mark.parametrize(
+    ("charset", "text", "kind"),
+    [("utf8mb3", "héllo 😀", "expression"), ("utf8", "😀", "expression"),
+     ("utf8mb4", "héllo 😀", "value"), ("utf8mb3", "héllo", "value")],
+)  # fmt: skip
+def test_a_four_byte_default_of_a_utf8mb3_column_is_unknown(
+    charset: str, text: str, kind: str
+) -> None:
+    """The history knows which utf8 a column is (a binlog's row metadata may not)."""
+    column = dataclasses.replace(
+        _column("varchar", "varchar(20)", default=ColumnDefault("value", text)), charset=charset
+    )
+    assert fill_of(column).kind == kind
+
+
 def test_mysql_logs_explicit_defaults_for_timestamp_as_a_status_variable() -> None:
     sql_mode = bytes([1]) + (0).to_bytes(8, "little")
     assert query_status(sql_mode + bytes([16, 0])).explicit_defaults_for_timestamp is False
