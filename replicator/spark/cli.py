@@ -322,16 +322,16 @@ def materialize(
                 f"landing zone {landing} is not a directory",
                 hint="pass --landing the sink.root directory that `replicator run` writes",
             )
-        if isinstance(root, Path) and not any((root / d).is_dir() for d in ("_state", MANIFESTS)):
-            raise ConfigError(
-                f"no landing zone at {root.absolute()} (no _state/ or {MANIFESTS}/ there)",
-                hint="pass --landing the sink.root directory that `replicator run` writes",
-            )
         if output_format == "parquet":
             try:
                 import pyspark  # noqa: F401, PLC0415 - optional
             except ImportError as exc:
                 raise ConfigError("pyspark is not installed", hint=_INSTALL_HINT) from exc
+        if isinstance(root, Path) and not any((root / d).is_dir() for d in ("_state", MANIFESTS)):
+            raise ConfigError(
+                f"no landing zone at {root.absolute()} (no _state/ or {MANIFESTS}/ there)",
+                hint="pass --landing the sink.root directory that `replicator run` writes",
+            )
         from ..landed.options import MaterializeOptions  # noqa: PLC0415 - as the others: lazily
 
         options = MaterializeOptions(
