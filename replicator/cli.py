@@ -738,15 +738,10 @@ def checkpoint_set(
 
 def _moved_to(gtid: str | None, binlog_file: str | None, pos: int | None) -> StreamPosition:
     """``checkpoint set``'s options as a position, refused as the config's ``start`` would
-    refuse them: an empty name (an unset shell variable) is not "the first binlog"."""
+    refuse them: an empty file name (an unset shell variable) is not "the first binlog". An
+    empty GTID state is a position: none had yet, so from the server's first transaction."""
     from .binlog.position import start_position  # noqa: PLC0415 - see the imports
 
-    if gtid is not None and not gtid.strip():
-        raise ConfigError(
-            "--gtid is empty",
-            hint="give the GTIDs already landed (e.g. 0-1-5); to read the server's binlogs "
-            "from their start, give --file with the first one's name",
-        )
     if binlog_file is not None and not binlog_file.strip():
         raise ConfigError("--file is empty", hint="name a binlog file, e.g. mysql-bin.000001")
     if pos is not None and binlog_file is None:

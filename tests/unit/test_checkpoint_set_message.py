@@ -90,7 +90,6 @@ def test_the_snapshot_under_way_and_held_xa_stay(config: Path, tmp_path: Path) -
     [
         (["--file", ""], "--file is empty"),  # an unset shell variable: not "the first binlog"
         (["--file", "   "], "--file is empty"),
-        (["--gtid", ""], "--gtid is empty"),
         (["--gtid", "0-1-5", "--pos", "1234"], "--pos 1234 is given without --file"),
         (["--pos", "1234"], "--pos 1234 is given without --file"),
         (["--gtid", "0-1-5", "--file", "mysql-bin.000002"], "not both"),
