@@ -25,14 +25,15 @@ from typing import Any
 
 import aiomqtt
 import pytest
-import structlog
 
+from replicator import notify
 from replicator.config import MqttConfig, Secret, TlsConfig
 from replicator.errors import ConfigError
 from replicator.notify import Notifier, encode_payload
 from tests.harness import kill_process
 from tests.harness.mosquitto import MosquittoBroker
 from tests.harness.proxy import FaultProxy
+from tests.logs import captured_log
 
 pytestmark = pytest.mark.mqtt
 
@@ -357,26 +358,26 @@ async def test_last_will_says_offline_when_the_process_hangs_or_dies(
 
 
 async def test_secrets_stay_out_of_logs_errors_and_payloads(
-    mosquitto: MosquittoBroker, caplog: pytest.LogCaptureFixture
+    mosquitto: MosquittoBroker, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prefix = _prefix()
     caplog.set_level(logging.DEBUG, logger="mqtt")  # paho's own log, via aiomqtt
+    events = captured_log(monkeypatch, notify).entries
     with FaultProxy(mosquitto.host, mosquitto.port) as proxy:
         proxy.refuse(True)
         cfg = _config(
             proxy.host, proxy.port, prefix, username="replicator", password=Secret(SECRET)
         )
-        with structlog.testing.capture_logs() as events:
-            async with (
-                _listen(mosquitto.host, mosquitto.port, prefix) as inbox,
-                Notifier(cfg) as notifier,
-            ):
-                await _wait_until(lambda: notifier.stats.failures >= 1, 5, "a refused connect")
-                error = notifier.stats.last_error
-                proxy.refuse(False)
-                notifier.notify(_commit(1))
-                await inbox.wait_until(lambda: inbox.batches() == [1], 5, "the commit")
-                text_while_running = f"{notifier!r} {notifier.stats!r} {cfg!r}"
+        async with (
+            _listen(mosquitto.host, mosquitto.port, prefix) as inbox,
+            Notifier(cfg) as notifier,
+        ):
+            await _wait_until(lambda: notifier.stats.failures >= 1, 5, "a refused connect")
+            error = notifier.stats.last_error
+            proxy.refuse(False)
+            notifier.notify(_commit(1))
+            await inbox.wait_until(lambda: inbox.batches() == [1], 5, "the commit")
+            text_while_running = f"{notifier!r} {notifier.stats!r} {cfg!r}"
 
     logged = f"{events!r} {caplog.text}"
     received = b"".join(m.payload for m in inbox.messages if isinstance(m.payload, bytes))
@@ -398,6 +399,7 @@ from replicator.config import MqttConfig, Secret
 from replicator.logs import configure
 from replicator.notify import Notifier
 from tests.harness.proxy import FaultProxy
+from tests.logs import captured_log
 
 async def main(host: str, port: int, prefix: str, password: str) -> None:
     configure(json_output=True, level=logging.DEBUG)

@@ -15,11 +15,12 @@ import time
 from typing import Any
 
 import pytest
-import structlog
 
+from replicator import notify
 from replicator.notify import MAX_ATTEMPTS, Notifier, encode_payload
 from tests.harness.mosquitto import MosquittoBroker
 from tests.live.test_notify import _commit, _config, _listen, _prefix, _wait_until
+from tests.logs import captured_log
 
 pytestmark = pytest.mark.mqtt
 
@@ -44,27 +45,29 @@ def _big_commit(batch: int) -> dict[str, Any]:
     return body
 
 
-async def test_a_notification_the_broker_refuses_is_dropped_and_the_rest_arrive() -> None:
+async def test_a_notification_the_broker_refuses_is_dropped_and_the_rest_arrive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     prefix = _prefix()
+    events = captured_log(monkeypatch, notify).entries
     with _limited_broker() as broker:
         cfg = _config(broker.host, broker.port, prefix, queue_size=100)
-        with structlog.testing.capture_logs() as events:
-            async with (
-                _listen(broker.host, broker.port, prefix) as inbox,
-                Notifier(cfg) as notifier,
-            ):
-                await inbox.wait_until(lambda: inbox.states() == ["online"], 5, "online")
-                notifier.notify(_commit(1))
-                notifier.notify(_big_commit(2))
-                for batch in (3, 4, 5):
-                    notifier.notify(_commit(batch))
-                await inbox.wait_until(lambda: 5 in inbox.batches(), 10, "the batches after 2")
-                # the subscriber may have batch 5 before the notifier has its PUBACK
-                await _wait_until(lambda: notifier.stats.published == 4, 5, "the last PUBACK")
-                stats = notifier.stats
-                counts = (stats.published, stats.dropped, stats.connects, stats.failures)
-                pending = notifier.pending
-                states = inbox.states()
+        async with (
+            _listen(broker.host, broker.port, prefix) as inbox,
+            Notifier(cfg) as notifier,
+        ):
+            await inbox.wait_until(lambda: inbox.states() == ["online"], 5, "online")
+            notifier.notify(_commit(1))
+            notifier.notify(_big_commit(2))
+            for batch in (3, 4, 5):
+                notifier.notify(_commit(batch))
+            await inbox.wait_until(lambda: 5 in inbox.batches(), 10, "the batches after 2")
+            # the subscriber may have batch 5 before the notifier has its PUBACK
+            await _wait_until(lambda: notifier.stats.published == 4, 5, "the last PUBACK")
+            stats = notifier.stats
+            counts = (stats.published, stats.dropped, stats.connects, stats.failures)
+            pending = notifier.pending
+            states = inbox.states()
 
     dropped = [e for e in events if e["event"].startswith("mqtt notification dropped")]
     assert len(encode_payload(_big_commit(2))) > MAX_PACKET

@@ -25,9 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import structlog
 from click.testing import CliRunner
-from structlog.testing import LogCapture
 
 from replicator.checkpoint import Checkpoint, CheckpointStore, position_from_json
 from replicator.cli import main
@@ -47,6 +45,7 @@ from replicator.sink.digest import hash_key, is_digest
 from replicator.sink.landing import LandingZone
 from replicator.sink.parquet_options import writer_options
 from replicator.storage import LocalStore, Store
+from tests.logs import captured_log
 
 OLD = "2026-01-01T00:00:00Z"
 
@@ -418,17 +417,6 @@ def test_a_compactor_waits_for_a_daemons_start_recovery_but_not_for_ever(tmp_pat
     assert_free(store)
 
 
-def _capture_log(monkeypatch: pytest.MonkeyPatch, module: object) -> LogCapture:
-    """The entries ``module``'s logger writes from here on (structlog's capture_logs misses
-    loggers cached by an earlier configure() in the same process)."""
-    capture = LogCapture()
-    captured = structlog.wrap_logger(
-        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
-    )
-    monkeypatch.setattr(module, "log", captured)
-    return capture
-
-
 def _held_by_a_compactor(entry: Mapping[str, Any]) -> bool:
     """The log entry names this process, as ``replicator compact``, as the lock's holder."""
     here = f"pid {os.getpid()} on {socket.gethostname()}, replicator compact since"
@@ -438,7 +426,7 @@ def _held_by_a_compactor(entry: Mapping[str, Any]) -> bool:
 def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    capture = _capture_log(monkeypatch, cp)
+    capture = captured_log(monkeypatch, cp)
     store = LocalStore(tmp_path)
     compactor = cp.compaction_lock(store)
     assert compactor.take_or_holder() is None
@@ -456,7 +444,7 @@ def test_a_daemons_start_recovery_names_the_compactor_it_leaves_alone(
 def test_a_daemons_compaction_round_names_the_compactor_it_skips_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    capture = _capture_log(monkeypatch, cp)
+    capture = captured_log(monkeypatch, cp)
     zone = Zone(tmp_path)
     for _ in range(3):
         zone.add({"db.t": 2})

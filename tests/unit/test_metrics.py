@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import structlog
 from prometheus_client.parser import text_string_to_metric_families
-from structlog.testing import LogCapture
 
 from replicator import metrics as metrics_module
 from replicator.config import Config, ServiceConfig, SinkConfig
@@ -28,6 +26,7 @@ from replicator.errors import ConfigError
 from replicator.metrics import Metrics, MetricsServer, Status
 from replicator.service import RunOptions, Service
 from replicator.sink.landing import FAIL_ENV
+from tests.logs import captured_log
 
 from .test_pipeline_writer_thread import _Feed
 
@@ -585,13 +584,7 @@ async def test_malformed_requests_get_400(served: Served, request_bytes: bytes) 
 async def test_malformed_requests_are_no_errors_in_the_log(
     served: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the module's logger, capturing (structlog's capture_logs misses loggers cached by an
-    # earlier configure() in the same process)
-    capture = LogCapture()
-    captured = structlog.wrap_logger(
-        None, processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(0)
-    )
-    monkeypatch.setattr(metrics_module, "log", captured)
+    capture = captured_log(monkeypatch, metrics_module)
 
     await raw(served.port, b"GARBAGE\r\n\r\n")
     await raw(served.port, b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * 150 + b"\r\n")

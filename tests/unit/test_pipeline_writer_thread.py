@@ -31,7 +31,7 @@ from replicator.pipeline.pipeline import Pipeline, PipelineInterrupted
 from replicator.sink.changes import TableVersion
 from replicator.sink.landing import FaultInjector, LandingZone
 from replicator.snapshot_progress import SnapshotState
-from tests.unit.test_compaction import _capture_log
+from tests.logs import captured_log
 
 from .synthetic_events import COLUMNS, Events
 
@@ -317,7 +317,7 @@ async def test_a_commit_failing_while_a_stop_runs_out_of_time_is_logged(
 ) -> None:
     """A commit under way when the stop runs out of time, which then fails: nothing raises it
     (the stop goes on), so ``close`` logs it, once, with the error."""
-    capture = _capture_log(monkeypatch, pipeline_module)
+    capture = captured_log(monkeypatch, pipeline_module)
     feed = _Feed(tmp_path, batch_max_rows=5)
     held = feed.zone.fault = _HeldThenFull()
     await feed.transaction([(n, "x") for n in range(1, 6)])  # due: handed over
@@ -338,7 +338,7 @@ async def test_a_failed_commit_raised_is_not_logged_again_at_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A failed commit raised to the caller (who reports it) is not logged again by ``close``."""
-    capture = _capture_log(monkeypatch, pipeline_module)
+    capture = captured_log(monkeypatch, pipeline_module)
     feed = _Feed(tmp_path, batch_max_rows=5)
     held = feed.zone.fault = _HeldThenFull()
     held.release.set()
