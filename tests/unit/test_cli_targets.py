@@ -8,31 +8,26 @@ has the cases that need a server."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from replicator.binlog.gtid import MariadbGtidPosition
-from replicator.binlog.position import StreamPosition
 from replicator.cli import main
-from replicator.config import SinkConfig, load_config
+from replicator.config import load_config
 from replicator.embedded import demo, mariadb
-from replicator.embedded.demo import DemoRecord, default_server_dir, start_demo
+from replicator.embedded.demo import default_server_dir, start_demo
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.metrics import Metrics, MetricsServer
-from replicator.sink.identity import read_identity
-from replicator.sink.landing import LandingZone
 from replicator.sink.lock import LandingLock
 from replicator.snapshot.requests import read_requests
 from replicator.source import connection, server_info
 from replicator.source.server_info import BinlogFile
 from tests.harness import free_tcp_port
+from tests.unit.test_read_commands import _cli, _json, _landing_zone, demo_landing_zone
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSET = "REPLICATOR_TEST_PASSWORD_NOBODY_SET"
@@ -43,27 +38,6 @@ def _no_source_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("REPLICATOR_") and "__" in name:
             monkeypatch.delenv(name)
-
-
-def _landing_zone(root: Path, batches: int = 2) -> None:
-    zone = LandingZone(SinkConfig(root=str(root)))
-    checkpoint = zone.recover()
-    for number in range(1, batches + 1):
-        end = StreamPosition(
-            "mysql-bin.000001", 1000 + number, MariadbGtidPosition.parse(f"0-1-{number}")
-        )
-        checkpoint = zone.begin(checkpoint).commit(end, checkpoint.next_seq)
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args), env=env)
-    return result.exit_code, result.stdout, result.stderr
-
-
-def _json(text: str) -> dict[str, Any]:
-    data = json.loads(text)
-    assert isinstance(data, dict)
-    return data
 
 
 # -- 2. the commands that write need a landing zone that is there -----------------------------
@@ -139,12 +113,7 @@ def test_without_options_they_act_on_the_demo_landing_zone(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     landing = tmp_path / "landing"
-    _landing_zone(landing, 3)
-    landing_id = read_identity(landing)
-    assert landing_id is not None
-    DemoRecord(str(landing), landing_id, "127.0.0.1", free_tcp_port()).write(
-        default_server_dir(landing)
-    )
+    demo_landing_zone(landing)
 
     code, _, err = _cli("schema", "show")  # the demo's is read (these batches have no history)
     assert code == 2 and "landing has no schema history" in err

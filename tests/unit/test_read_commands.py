@@ -33,9 +33,21 @@ def _landing_zone(root: Path, batches: int = 2) -> None:
         checkpoint = zone.begin(checkpoint).commit(end, checkpoint.next_seq)
 
 
-def _cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
+def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env=env)
     return result.exit_code, result.stdout, result.stderr
+
+
+def demo_landing_zone(landing: Path, batches: int = 3) -> str:
+    """A landing zone of ``batches`` with the record the demo writes next to it
+    (``embedded.demo.start_demo``); returns its id."""
+    _landing_zone(landing, batches)
+    landing_id = read_identity(landing)
+    assert landing_id is not None
+    DemoRecord(str(landing), landing_id, "127.0.0.1", free_tcp_port()).write(
+        default_server_dir(landing)
+    )
+    return landing_id
 
 
 def _json(text: str) -> dict[str, Any]:
@@ -163,13 +175,7 @@ def test_without_options_they_read_the_demo_landing_zone(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     landing = tmp_path / "landing"
-    _landing_zone(landing, 3)
-    landing_id = read_identity(landing)
-    assert landing_id is not None
-    # the record the demo writes next to its landing zone (embedded.demo.start_demo)
-    DemoRecord(str(landing), landing_id, "127.0.0.1", free_tcp_port()).write(
-        default_server_dir(landing)
-    )
+    landing_id = demo_landing_zone(landing)
 
     code, out, _ = _cli("checkpoint", "show")
     assert code == 0 and _json(out)["batch"] == 3
