@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,29 +25,13 @@ from replicator.cli import main
 from replicator.embedded.demo import DemoRecord, default_server_dir
 from replicator.sink.identity import read_identity
 from replicator.sink.lock import LandingLock
-from tests.conftest import REQUIRE_LIVE_ENV, _unavailable
-from tests.harness.mariadb import MariaDBServer, mariadb_available
+from tests.harness.mariadb import MariaDBServer
+from tests.live.conftest import own_server
 from tests.live.daemon import daemon_config, new_http_port, run_to_end
 
 pytestmark = pytest.mark.live
 
 DB = "newuser"
-
-
-def _server() -> MariaDBServer:
-    ok, reason = mariadb_available()
-    if not ok:
-        _unavailable(reason, REQUIRE_LIVE_ENV)
-    return MariaDBServer(("--binlog-row-metadata=FULL",)).start()
-
-
-@pytest.fixture
-def server_a() -> Iterator[MariaDBServer]:
-    server = _server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _landing_from(tmp_path: Path, a: MariaDBServer) -> tuple[Path, Path, str, int]:
@@ -98,7 +81,7 @@ def test_dump_beside_the_daemon_of_its_config(tmp_path: Path, server_a: MariaDBS
 def test_another_server_over_the_landing_zone(tmp_path: Path, server_a: MariaDBServer) -> None:
     root, _, start, _ = _landing_from(tmp_path, server_a)
     checkpoint = json.loads((root / "_state" / "checkpoint.json").read_text())
-    b = _server()  # fresh and unrelated: its binlog is shorter than A's
+    b = own_server()  # fresh and unrelated: its binlog is shorter than A's
     try:
         config = daemon_config(
             tmp_path / "b.yaml", b, root, start_gtid=start, http_port=new_http_port()

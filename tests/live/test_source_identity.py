@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +23,13 @@ import pytest
 from click.testing import CliRunner
 
 from replicator.cli import main
-from tests.conftest import REQUIRE_LIVE_ENV, _unavailable
-from tests.harness.mariadb import MariaDBServer, mariadb_available
+from tests.harness.mariadb import MariaDBServer
+from tests.live.conftest import own_server
 from tests.live.daemon import Daemon, daemon_config, new_http_port, run_to_end
 
 pytestmark = pytest.mark.live
 
 DB = "identity"
-
-
-def _server(*extra: str) -> MariaDBServer:
-    ok, reason = mariadb_available()
-    if not ok:
-        _unavailable(reason, REQUIRE_LIVE_ENV)
-    return MariaDBServer(("--binlog-row-metadata=FULL", *extra)).start()
-
-
-@pytest.fixture
-def server_a() -> Iterator[MariaDBServer]:
-    server = _server()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _schema(server: MariaDBServer) -> None:
@@ -117,7 +100,7 @@ def test_an_unrelated_server_ahead_is_refused(tmp_path: Path, server_a: MariaDBS
     landing_id = _last_manifest(root)["landing_id"]
     last_gtid = _last_manifest(root)["source"]["gtid"]
     before = _manifests(root)
-    b = _server()
+    b = own_server()
     try:
         _schema(b)
         _insert(b, range(1, 11), "b")  # same domain and server_id, sequence past A's
@@ -147,7 +130,7 @@ def test_an_unrelated_server_behind_is_refused(tmp_path: Path, server_a: MariaDB
                              http_port=port), tmp_path / "run-a2.log", port)  # fmt: skip
     landing_id = _last_manifest(root)["landing_id"]
     before = _manifests(root)
-    b = _server()
+    b = own_server()
     try:
         _schema(b)
         _insert(b, range(1, 3), "b")  # behind A: the landing zone's last GTID is not on B
@@ -177,7 +160,7 @@ def _wait_replicated(replica: MariaDBServer, source: MariaDBServer) -> None:
 def test_a_replica_of_the_source_continues_it(tmp_path: Path, server_a: MariaDBServer) -> None:
     root, port, start = _landing_from_a(tmp_path, server_a)
     # the replica writes its own binlog (other file names and positions, its own table ids)
-    replica = _server("--server-id=2", "--log-slave-updates", "--log-bin=replica-bin")
+    replica = own_server("--server-id=2", "--log-slave-updates", "--log-bin=replica-bin")
     try:
         replica.execute("FLUSH BINARY LOGS")
         replica.execute(

@@ -27,7 +27,13 @@ from replicator.snapshot.requests import read_requests
 from replicator.source import connection, server_info
 from replicator.source.server_info import BinlogFile
 from tests.harness import free_tcp_port
-from tests.unit.test_read_commands import _cli, _json, _landing_zone, demo_landing_zone
+from tests.unit.test_read_commands import (
+    _cli,
+    _json,
+    _landing_zone,
+    demo_landing_zone,
+    relative_root_elsewhere,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSET = "REPLICATOR_TEST_PASSWORD_NOBODY_SET"
@@ -53,12 +59,8 @@ WRITERS = [
 def test_a_writing_command_never_makes_a_landing_zone_at_a_relative_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: tuple[str, ...]
 ) -> None:
-    _landing_zone(tmp_path / "daemon-dir" / "landing")
-    config = tmp_path / "c.yaml"
-    config.write_text("sink:\n  root: landing\n")
+    config = relative_root_elsewhere(tmp_path, monkeypatch)
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
 
     code, out, err = _cli(*command, "--config", str(config))
 

@@ -120,15 +120,24 @@ def test_status_asks_a_daemon_recorded_on_an_ipv6_address(tmp_path: Path) -> Non
     assert f"http://[::1]:{port}" in _json(out)["daemon"]["why"]
 
 
-def test_a_relative_sink_root_read_from_another_directory_is_an_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def relative_root_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config whose ``sink.root: landing`` is relative, read from another directory
+    (``elsewhere``, made the current one) than the one its landing zone is under
+    (``daemon-dir``); returns the config's path."""
     _landing_zone(tmp_path / "daemon-dir" / "landing")
     config = tmp_path / "c.yaml"
     config.write_text("sink:\n  root: landing\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
+    return config
+
+
+def test_a_relative_sink_root_read_from_another_directory_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = relative_root_elsewhere(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
 
     for command in (["checkpoint", "show"], ["status", "--no-source"]):
         code, out, err = _cli(*command, "--config", str(config))
