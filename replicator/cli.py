@@ -306,7 +306,6 @@ def check(
 
     from .config import Secret, SourceConfig, TlsConfig  # noqa: PLC0415
     from .sink.stores import landing_store  # noqa: PLC0415
-    from .source.errors import SourceUnavailableError  # noqa: PLC0415
     from .source.preflight import check_continuity, format_report, run_preflight  # noqa: PLC0415
     from .targets import demo_target, environment_target, resolve  # noqa: PLC0415
 
@@ -360,11 +359,6 @@ def check(
                 action = f"{named}; {found.action}" if found.action else named
                 found = dataclasses.replace(found, action=action)
             report = dataclasses.replace(report, findings=(*report.findings, found))
-    except SourceUnavailableError as exc:
-        # check asks once: nothing here retries (`run` does, on its own)
-        exc.hint = "check that the server is running and reachable (host, port, firewall)"
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
     except ReplicatorError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

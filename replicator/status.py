@@ -192,11 +192,11 @@ def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> 
     try:
         conn = open_connection(config.source, read_timeout=timeout)
     except ReplicatorError as exc:
-        return {"reachable": False, "why": _why(exc)}
+        return {"reachable": False, "why": str(exc)}
     try:
         info = server_info(conn)
     except ReplicatorError as exc:
-        return {"reachable": False, "why": _why(exc)}
+        return {"reachable": False, "why": str(exc)}
     finally:
         conn.close()
     out: dict[str, Any] = {"reachable": True, "version": info.version_string}
@@ -213,15 +213,6 @@ def _source(config: Config, position: dict[str, Any] | None, timeout: float) -> 
         else:
             out["checkpoint_behind_bytes"] = bytes_behind(info.binlog_files, file, offset)
     return out
-
-
-def _why(exc: ReplicatorError) -> str:
-    """Why the source did not answer; ``status`` asks once, and retries nothing."""
-    from .source.errors import SourceUnavailableError  # noqa: PLC0415 - see the imports
-
-    if isinstance(exc, SourceUnavailableError):
-        return f"{exc.args[0]} (check that the server is running and reachable)"
-    return str(exc)
 
 
 def format_text(report: dict[str, Any]) -> str:

@@ -191,8 +191,8 @@ def translate_error(exc: BaseException, *, where: str, account: str) -> Replicat
     if code in _UNAVAILABLE or (code is None and isinstance(exc, OSError)):
         return SourceUnavailableError(
             f"cannot reach {where}: {message}",
-            hint="check that the server is running and reachable (host, port, firewall); "
-            "replicator retries this on its own",
+            # (the daemon says that it retries in its own log line; check and status ask once)
+            hint="check that the server is running and reachable (host, port, firewall)",
         )
     if isinstance(exc, RuntimeError) and "package is required" in str(exc):
         # pymysql without cryptography (caching_sha2_password) or pynacl (ed25519).
