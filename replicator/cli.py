@@ -808,6 +808,14 @@ def schema_show(
     except ReplicatorError as exc:
         _fail(exc)
     click.echo(json.dumps(data, indent=2) if as_json else format_schema(data), nl=not as_json)
+    if table is not None and not data["tables"]:
+        names = sorted(schema_report(history, covered=covered)["tables"])
+        known = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        click.echo(
+            f"no table in the schema history matches --table {table!r} (db.table, globs "
+            f"allowed, case matters){f'; it has {known}' if names else ''}",
+            err=True,
+        )
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -17,16 +17,18 @@ import pytest
 from click.testing import CliRunner
 
 from replicator.cli import main
-from replicator.config import load_config
+from replicator.config import SinkConfig, load_config
 from replicator.embedded import demo, mariadb
 from replicator.embedded.demo import default_server_dir, start_demo
 from replicator.errors import ConfigError, ReplicatorError
 from replicator.metrics import Metrics, MetricsServer
+from replicator.sink.landing import LandingZone
 from replicator.sink.lock import LandingLock
 from replicator.snapshot.requests import read_requests
 from replicator.source import connection, server_info
 from replicator.source.server_info import BinlogFile
 from tests.harness import free_tcp_port
+from tests.unit.test_object_store import _end
 from tests.unit.test_read_commands import (
     _cli,
     _json,
@@ -34,6 +36,7 @@ from tests.unit.test_read_commands import (
     demo_landing_zone,
     relative_root_elsewhere,
 )
+from tests.unit.test_verify import _history
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSET = "REPLICATOR_TEST_PASSWORD_NOBODY_SET"
@@ -108,6 +111,23 @@ def test_the_landing_zone_commands_take_landing(tmp_path: Path) -> None:
     assert "checkpoint set to gtid 0-1-1" in out
     shown = _json(_cli("checkpoint", "show", "--landing", str(root))[1])
     assert shown["position"]["mariadb_gtid"] == "0-1-1"
+
+
+def test_schema_show_says_when_its_table_glob_matches_nothing(tmp_path: Path) -> None:
+    zone = LandingZone(SinkConfig(root=str(tmp_path)))
+    zone.recover()
+    zone.begin(zone.checkpoints.load()).commit(_end(1), 1, history=_history())
+
+    code, out, err = _cli("schema", "show", "--landing", str(tmp_path), "--table", "shop.*")
+    assert code == 0, err
+    assert "\nshop.t\n" in out and err == ""
+    code, out, err = _cli("schema", "show", "--landing", str(tmp_path), "--table", "Shop.T")
+    assert code == 0, err
+    assert "shop.t" not in out
+    assert err == (
+        "no table in the schema history matches --table 'Shop.T' (db.table, globs allowed, "
+        "case matters); it has shop.t\n"
+    )
 
 
 def test_without_options_they_act_on_the_demo_landing_zone(
