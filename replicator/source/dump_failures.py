@@ -49,9 +49,11 @@ def refused(user: str, message: str) -> ServerRefusedError:
 def server_error(
     exc: ServerError, *, at_start: bool, position: StreamPosition | None, user: str
 ) -> ReplicatorError:
-    """The server's ERR packet. 1236 when the dump starts means the position is gone
-    (purged binlog, unknown GTID): final. Anything else, or an ERR in mid-stream (which
-    may be a corrupted event marker), is retried from the last whole transaction."""
+    """The server's ERR packet. 1236 when the dump starts (``at_start``: no event past the
+    preamble the server sends first, the rotate, format description and GTID list) means the
+    position is gone (purged binlog, unknown GTID, a GTID in a gap of the sequence): final.
+    Anything else, or an ERR in mid-stream (which may be a corrupted event marker), is
+    retried from the last whole transaction."""
     if at_start and exc.code in REFUSED_AT_START:
         return refused(user, exc.server_message)
     if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG and at_start:

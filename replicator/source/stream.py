@@ -399,8 +399,8 @@ class ReplicaStream:
         misframed_after = max(30.0, 10 * self.cfg.heartbeat_seconds)
         last_event = handed_at = time.monotonic()
         decoded = decoder.parser.events_decoded
-        events_here = 0
         by_type = self.stats.events_by_type
+        past_start = False  # an event past the preamble came: an ERR now is not the start's
         # Before the first event past the start, the server may be silent for long while
         # heartbeats are not late: it sends the new file's preamble (rotate, format
         # description, GTID list) at once, then reads its binlog up to the start position,
@@ -437,16 +437,16 @@ class ReplicaStream:
             while True:
                 if skipping and not assembler.in_transaction:
                     passed = self._skip_row_transactions(decoder, end)
-                    events_here += passed
+                    past_start |= passed > 0
                     if scanning and passed:
                         scanning = False  # past the start: heartbeats are due from now
                         sock.settimeout(silence)
                 elif self.runs and self._waiting_run is None and not assembler.in_transaction:
                     pending = self._waiting_run = self._take_run(decoder, end)
                     if pending is not None:
+                        past_start = True
                         for code, count in pending.counts:
                             by_type[code] = by_type.get(code, 0) + count
-                            events_here += count
                         if scanning:
                             scanning = False  # past the start: heartbeats are due from now
                             sock.settimeout(silence)
@@ -455,7 +455,7 @@ class ReplicaStream:
                 except ServerError as exc:
                     raise server_error(
                         exc,
-                        at_start=events_here == 0,
+                        at_start=not past_start,
                         position=self.position,
                         user=self.cfg.user,
                     ) from exc
@@ -463,9 +463,10 @@ class ReplicaStream:
                     break
                 if isinstance(event, EndOfStream):
                     raise SourceUnavailableError("the server ended the binlog dump")
-                events_here += 1
                 code = event.header.type_code
                 by_type[code] = by_type.get(code, 0) + 1
+                if code not in _PREAMBLE:
+                    past_start = True
                 if scanning and code not in _PREAMBLE:
                     scanning = False  # at the start position: heartbeats are due from now
                     sock.settimeout(silence)

@@ -16,7 +16,7 @@ import pytest
 
 from replicator.binlog import events as ev
 from replicator.binlog.gtid import MariadbGtid, MariadbGtidPosition
-from replicator.binlog.position import StreamPosition
+from replicator.binlog.position import StreamPosition, start_position
 from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.config import Secret, SourceConfig
 from replicator.errors import IntegrityError, ServerRefusedError
@@ -413,6 +413,34 @@ async def test_purged_binlog_is_refused_with_exit_3(server: MariaDBServer) -> No
     assert info.value.exit_code == 3
     assert "mysql-bin.000000" in str(info.value)
     assert "purged" in str(info.value)
+
+
+async def test_a_start_inside_a_gap_of_the_gtid_sequence_is_refused(
+    server: MariaDBServer,
+) -> None:
+    """The server refuses such a start (ERR 1236) after the dump's preamble events: still the
+    start, final (exit 3), not a network fault to reconnect after for ever."""
+    workload(server, 1, seed=11)
+    before = MariadbGtidPosition.parse(server.binlog_status().gtid_binlog_pos)
+    (last,) = [g for g in before.gtids if g.domain_id == 0]
+    conn = server.connect("shop")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION gtid_seq_no = %s", (last.seq_no + 100,))
+            cur.execute("INSERT INTO t VALUES (-1, 'past the gap', 0)")
+        conn.commit()
+    finally:
+        conn.close()
+    inside = start_position(f"0-{last.server_id}-{last.seq_no + 50}", None)
+    assert inside is not None
+    stream = ReplicaStream(source_config(server.host, server.port), inside, stop_at_end=True)
+
+    with pytest.raises(ServerRefusedError) as info:
+        await collect(stream, timeout=30)
+
+    assert info.value.exit_code == 3
+    assert f"0-{last.server_id}-{last.seq_no + 50}" in str(info.value)
+    assert stream.stats.reconnect_attempts == 0
 
 
 async def test_slow_consumer_keeps_memory_bounded(server: MariaDBServer) -> None:
