@@ -15,6 +15,10 @@ same values, so that ``--format delta`` and the Spark output agree:
 * The types are widened over every version (``widen``/``unify``, the rules of
   ``spark.schema``) and each version cast to them (``conform``) exactly: a value that does
   not fit its new type exactly stops the read naming the table and column, never rounds.
+  A DECIMAL shown as text (widened past 38 digits) is written at the scale of the column's
+  newest version (``_decimals_as_text``), as the source shows it after the ALTER, so that a
+  key stays one key across it (the Spark path, ``spark.schema.conform``, does not yet: it
+  writes each version's values at that version's own scale).
 * ``read_lineage`` reads the rows of a lineage's data segments only, without the row changes
   a replay landed a second time (``replayed``); ``read_files`` reads given files whole.
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import struct
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,13 +54,14 @@ from ..landed.columns import (
     refuse_working_columns,
     resolve_key,
     table_columns,
+    version_key,
 )
-from ..landed.committed import CommittedFile, file_key, unreadable
+from ..landed.committed import CommittedFile, file_key, file_schema, unreadable
 from ..landed.compacted import reads
 from ..landed.contract import AUX
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
-from ..landed.versions import FileVersion, file_versions, identity_columns
+from ..landed.versions import FileVersion, identity_columns
 from . import layout
 from .layout import ABSENT, BEFORE, BEFORE_KEY, META, META_SCHEMA, UNKNOWN
 
@@ -77,6 +83,10 @@ __all__ = [
 ]
 
 MAX_DECIMAL_DIGITS = 38
+# field metadata: the source column's type, e.g. ``DECIMAL(40,4)`` (``sink.arrow_types``'
+# FIELD_TYPE_KEY, copied: readers do not import the daemon's packages, ``landed.contract``)
+TYPE_KEY = b"replicator.mysql_type"
+_DECIMAL_LABEL = re.compile(r"DECIMAL\((\d+),(\d+)\)(?: UNSIGNED)?")
 _NAMES = pa.list_(pa.string())
 _EMPTY_NAMES = pa.scalar([], _NAMES)
 
@@ -518,6 +528,10 @@ class ArrowModel:
     keep_metadata: bool = False
     allow_unknown: bool = False
     assume_stable_keys: bool = False
+    # the text columns whose newest version is a DECIMAL, with its scale: the scale a
+    # decimal of any version is written at (``_decimals_as_text``); None: a text column
+    # whose newest version's source type the files do not say
+    text_scales: tuple[tuple[str, int | None], ...] = ()
 
     def __post_init__(self) -> None:
         refuse_working_columns(self.name, self.schema.names)
@@ -641,6 +655,30 @@ def _within(table: pa.Table, segments: Sequence[Segment]) -> pa.Table:
     return table.filter(_seq_in(table.column("_seq"), ranges))
 
 
+def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
+    """``files`` grouped by landed table and schema version, oldest first, as
+    ``landed.versions.file_versions`` groups them (names, types, ids, fills) and also by
+    their columns' source types (``TYPE_KEY``): a DECIMAL past 38 digits lands as text of
+    its scale, so the files of ``DECIMAL(40,4)`` and, after an ALTER, ``DECIMAL(45,6)`` are
+    two versions whose text is written at one scale (``_decimals_as_text``)."""
+    groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
+    for item in files:
+        schema = file_schema(item)
+        types = tuple((f.metadata or {}).get(TYPE_KEY) for f in schema)
+        found = groups.setdefault((item.table, version_key(schema), types), (schema, []))
+        found[1].append(item)
+    versions = [
+        FileVersion(
+            members[0].table,
+            schema,
+            tuple(members),
+            max(m.last_seq if m.last_seq is not None else -1 for m in members),
+        )
+        for schema, members in groups.values()
+    ]
+    return sorted(versions, key=lambda v: v.newest)
+
+
 # ------------------------------------------------------------------------------ alignment
 
 
@@ -705,14 +743,20 @@ def _before(
 
 def align(table: pa.Table, schema: pa.Schema, newest: pa.Schema, types: pa.Schema) -> pa.Table:
     """``table`` (rows of files of ``schema``, in output types) with the columns of the
-    ``newest`` version (``types``: its output types), matched by column id (module doc)."""
+    ``newest`` version (``types``: its output types), matched by column id (module doc).
+    Each of the table's own columns keeps the source type its values have (``TYPE_KEY``:
+    the version's, or the newest's for a fill)."""
     sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
     rows = table.num_rows
     columns: list[pa.Array | pa.ChunkedArray] = []
     names: list[str] = []
+    labels: dict[str, bytes] = {}
     unknown: list[str] = []
     for source in sources:
         names.append(source.name)
+        label = _label(newest, source.name) if source.old is None else _label(schema, source.old)
+        if label is not None:
+            labels[source.name] = label
         if source.old is not None:
             columns.append(table.column(source.old))
             continue
@@ -732,7 +776,21 @@ def align(table: pa.Table, schema: pa.Schema, newest: pa.Schema, types: pa.Schem
         absent = pa.chunked_array([_append(absent, unknown)], type=_NAMES)
     names.extend([ABSENT, UNKNOWN, BEFORE_KEY])
     columns.extend([absent, missing, _before(table, sources, types)])
-    return pa.table(columns, names=names)
+    fields = [
+        pa.field(
+            name,
+            column.type,
+            metadata=None if name not in labels else {TYPE_KEY: labels[name]},
+        )
+        for name, column in zip(names, columns, strict=True)
+    ]
+    return pa.table(columns, schema=pa.schema(fields))
+
+
+def _label(schema: pa.Schema, name: str) -> bytes | None:
+    """The source type of ``schema``'s column ``name`` (``TYPE_KEY``), if the file says."""
+    field = find_field(schema, name)
+    return None if field is None else (field.metadata or {}).get(TYPE_KEY)
 
 
 def _append(lists: pa.ChunkedArray, extra: Sequence[str]) -> pa.Array:
@@ -761,7 +819,33 @@ def table_model(
         keep_metadata=options.keep_metadata,
         allow_unknown=options.allow_unknown,
         assume_stable_keys=options.assume_stable_keys,
+        text_scales=_text_scales(columns, frames[-1].schema) if frames else (),
     )
+
+
+def _decimal_scale(field: pa.Field) -> int | None:
+    """The scale of a column the source holds as DECIMAL: its decimal type's, or for the
+    landing zone's text of a DECIMAL past 38 digits its source type's (``TYPE_KEY``);
+    None for any other column."""
+    if isinstance(field.type, pa.Decimal128Type):
+        return int(field.type.scale)
+    label = (field.metadata or {}).get(TYPE_KEY)
+    found = None if label is None else _DECIMAL_LABEL.fullmatch(label.decode("utf-8", "replace"))
+    return None if found is None else int(found[2])
+
+
+def _text_scales(columns: pa.Schema, newest: pa.Schema) -> tuple[tuple[str, int | None], ...]:
+    """``ArrowModel.text_scales`` of the unified ``columns``, the ``newest`` version's fields
+    (aligned, with their source types) telling which are DECIMALs now."""
+    found: list[tuple[str, int | None]] = []
+    for field in columns:
+        now = find_field(newest, field.name)
+        if not pa.types.is_string(field.type) or now is None:
+            continue
+        scale = _decimal_scale(now)
+        if scale is not None or TYPE_KEY not in (now.metadata or {}):
+            found.append((field.name, scale))
+    return tuple(found)
 
 
 def _conformed(
@@ -792,6 +876,7 @@ _WHERE = ("_seq", "_binlog_file", "_binlog_pos")
 def normalize(table: pa.Table, model: ArrowModel, files: Sequence[CommittedFile] = ()) -> pa.Table:
     """One aligned schema version's changes in the change layout (``layout``); a key value
     that is NULL stops (``files``: those the changes come from, to name the batch)."""
+    table = _decimals_as_text(table, model)
     target = model.changes_schema()
     columns: list[pa.ChunkedArray] = []
     for field in model.schema:
@@ -808,6 +893,103 @@ def normalize(table: pa.Table, model: ArrowModel, files: Sequence[CommittedFile]
     out = pa.table(columns, schema=target)
     _refuse_null_keys(out, model, files)
     return out
+
+
+def _decimals_as_text(table: pa.Table, model: ArrowModel) -> pa.Table:
+    """``table`` (one aligned version) with the decimals of the columns the model shows as
+    text whose newest version is a DECIMAL (``ArrowModel.text_scales``) written as text at
+    that version's scale, in the row images and the before image: the ALTER that changed
+    the column rewrote every stored value at the new scale, so that is what the source
+    shows (and a key stays one key across the change). Integers are decimals of scale 0;
+    the landing zone's text of a DECIMAL past 38 digits has zeros appended. A newest scale
+    below a version's (an ALTER that rounded values: the daemon stops at one) or unknown
+    stops, naming the column."""
+    for name, scale in model.text_scales:
+        field = find_field(table.schema, name)
+        if field is None:
+            continue
+        values = _scaled(table.column(field.name), field, scale, model, name)
+        if values is None:
+            continue
+        at = table.schema.get_field_index(field.name)
+        table = table.set_column(
+            at, pa.field(field.name, pa.string(), metadata=field.metadata), values
+        )
+        before = table.column(BEFORE_KEY)
+        kind = before.type
+        inner = find_field(kind, name) if pa.types.is_struct(kind) else None
+        if inner is None:
+            continue
+        index = kind.get_field_index(inner.name)
+        image = pa.field(inner.name, inner.type, metadata=field.metadata)  # the same version
+        chunks: list[pa.Array] = []
+        fields = _fields(kind)
+        fields[index] = pa.field(inner.name, pa.string())
+        for chunk in _chunks(before):
+            children = [pc.struct_field(chunk, [i]) for i in range(kind.num_fields)]
+            text = _scaled(pa.chunked_array([children[index]]), image, scale, model, name)
+            assert text is not None  # (of the same source type and scale as the column)
+            children[index] = text.combine_chunks()
+            chunks.append(pa.StructArray.from_arrays(children, fields=fields, mask=chunk.is_null()))
+        rebuilt = pa.chunked_array(chunks, type=pa.struct(fields))
+        table = table.set_column(table.schema.get_field_index(BEFORE_KEY), BEFORE_KEY, rebuilt)
+    return table
+
+
+def _scaled(
+    values: pa.ChunkedArray, field: pa.Field, scale: int | None, model: ArrowModel, shown: str
+) -> pa.ChunkedArray | None:
+    """``values`` (of ``field``: its type and source type) as text at ``scale`` decimals;
+    None when they need no change here: not decimals (text of another source type is shown
+    as it is), or decimals of that scale already."""
+    src = field.type
+    integral = pa.types.is_integer(src)
+    own = 0 if integral else _decimal_scale(field)
+    if own is None or (integral and scale is None):
+        return None
+    where = f"table {model.name}, column {shown}"
+    if scale is None:
+        raise IntegrityError(
+            f"{where}: older files hold it as DECIMAL with {own} decimals, but its newest "
+            "files do not say its source type: the scale it is shown at now is unknown",
+            hint="the files were not written by replicator, or were changed by hand",
+        )
+    if own > scale:
+        raise IntegrityError(
+            f"{where}: its newest version has {scale} decimals, an older one {own}: the "
+            "ALTER rounded the stored values, which the binlog does not show",
+            hint="read the table again (replicator snapshot) and materialize with --full-refresh",
+        )
+    if own == scale:  # already at the scale (``conform`` writes a decimal at its own)
+        return None
+    out: list[pa.Array] = []
+    for chunk in _chunks(values):
+        if pa.types.is_decimal(src):
+            texts = [None if v is None else format(v, f".{scale}f") for v in chunk.to_pylist()]
+            out.append(pa.array(texts, pa.string()))
+            continue
+        text = chunk.cast(pa.string())
+        if not integral:
+            _check_decimal_text(text, own, where)
+        if scale > own:
+            tail = ("" if own else ".") + "0" * (scale - own)
+            text = pc.binary_join_element_wise(text, pa.scalar(tail), "")
+        out.append(text)
+    return pa.chunked_array(out, type=pa.string())
+
+
+def _check_decimal_text(text: pa.Array, scale: int, where: str) -> None:
+    """The landing zone's text of a DECIMAL past 38 digits: ``-123.4500``, exactly ``scale``
+    decimals (``sink.arrow_types``); anything else stops rather than be padded wrong."""
+    pattern = r"^-?[0-9]+" + (rf"\.[0-9]{{{scale}}}$" if scale else "$")
+    good = pc.match_substring_regex(text, pattern=pattern)
+    bad = pc.and_(pc.is_valid(text), pc.invert(pc.fill_null(good, True)))
+    if pc.any(bad).as_py():
+        value = text.filter(bad)[0].as_py()
+        raise IntegrityError(
+            f"{where}: {value!r} is not the text of a DECIMAL with {scale} decimals",
+            hint="the files were not written by replicator, or were changed by hand",
+        )
 
 
 def _refuse_null_keys(changes: pa.Table, model: ArrowModel, files: Sequence[CommittedFile]) -> None:

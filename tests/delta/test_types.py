@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,12 +17,15 @@ from deltalake import DeltaTable
 
 from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.schema import ColumnDef
+from replicator.delta.changes import TYPE_KEY
 from replicator.delta.materialize import materialize_delta
+from replicator.errors import IntegrityError
 from replicator.landed.options import MaterializeOptions
+from replicator.sink.arrow_types import FIELD_TYPE_KEY
 from replicator.sink.changes import TableVersion
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.test_types import collected, expected_columns
-from tests.spark.zone import Zone
+from tests.spark.zone import Ddl, Zone
 from tests.unit.test_parquet_writer import ALL_TYPES, CASES
 
 pytestmark = pytest.mark.delta
@@ -103,3 +108,85 @@ def test_every_type_as_a_keyless_row_survives_merges(tmp_path: Path) -> None:
     shown = expected_columns()
     want = sorted((tuple(shown[n][1][i] for n in names) for i in copies), key=repr)
     assert sorted((tuple(duckdb_value(v) for v in r) for r in got), key=repr) == want
+
+
+def _decimal_id(precision: int, scale: int) -> ColumnDef:
+    return ColumnDef(
+        index=0, type=CT.NEWDECIMAL, meta=precision << 8 | scale, name="id", column_id=1
+    )
+
+
+def _dk(precision: int, scale: int) -> TableVersion:
+    value = ColumnDef(index=1, type=CT.LONG, meta=0, name="v", column_id=2)
+    return TableVersion("shop", "dk", (_decimal_id(precision, scale), value), (0,))
+
+
+@pytest.mark.parametrize("vectors", [False, True], ids=["merge", "vectors"])
+def test_a_decimal_key_widened_past_38_digits_stays_one_key(tmp_path: Path, vectors: bool) -> None:
+    """A DECIMAL key widened past 38 digits becomes text, every version's values at the
+    scale of the newest (the ALTER rewrote the stored values: what SELECT shows), so a key
+    is one key across the ALTER: an update after it replaces the row, a delete removes it
+    (each version at its own scale made '1.50' and '1.5000' two rows)."""
+    v1, v2, v3 = _dk(30, 2), _dk(40, 4), _dk(45, 6)
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    options = MaterializeOptions(deletion_vectors=vectors)
+    zone.commit([(v1, "c", (Decimal(k), 1)) for k in ("1.50", "2.00", "3.00")])
+    materialize_delta(zone.root, out, options=options)
+    path = out / "shop" / "dk"
+    assert read_delta(path, order_by="id")[1] == [
+        (Decimal("1.50"), 1),
+        (Decimal("2.00"), 1),
+        (Decimal("3.00"), 1),
+    ]
+
+    zone.commit(
+        [
+            Ddl("alter", "shop.dk", statement="ALTER TABLE dk MODIFY id DECIMAL(40,4)"),
+            (v2, "u", (Decimal("1.5000"), 2), (Decimal("1.5000"), 1)),
+            (v2, "d", (Decimal("2.0000"), 1)),
+        ]
+    )
+    materialize_delta(zone.root, out, options=options)
+    assert read_delta(path, order_by="id") == (["id", "v"], [("1.5000", 2), ("3.0000", 1)])
+
+    # text to text: DECIMAL(40,4) to (45,6) lands as text both ways; zeros are appended
+    zone.commit(
+        [
+            Ddl("alter", "shop.dk", statement="ALTER TABLE dk MODIFY id DECIMAL(45,6)"),
+            (v3, "u", (Decimal("3.000000"), 3), (Decimal("3.000000"), 1)),
+            (v3, "c", (Decimal("4.000000"), 4)),
+        ]
+    )
+    materialize_delta(zone.root, out, options=options)
+    want = [("1.500000", 2), ("3.000000", 3), ("4.000000", 4)]
+    assert read_delta(path, order_by="id") == (["id", "v"], want)
+    zone.commit(
+        [
+            (v3, "d", (Decimal("1.500000"), 2)),
+            (v3, "u", (Decimal("4.000000"), 5), (Decimal("4.000000"), 4)),
+        ]
+    )
+    (result,) = materialize_delta(zone.root, out, options=options)
+    assert result.action == "merged"
+    want = [("3.000000", 3), ("4.000000", 5)]
+    assert read_delta(path, order_by="id") == (["id", "v"], want)
+    full = tmp_path / "full"
+    materialize_delta(zone.root, full, options=replace(options, full_refresh=True))
+    assert read_delta(full / "shop" / "dk", order_by="id") == (["id", "v"], want)
+
+
+def test_a_decimal_whose_newest_scale_is_smaller_stops(tmp_path: Path) -> None:
+    """An ALTER that lowers a DECIMAL's scale rounds the stored values unlogged (the daemon
+    stops at it): the text of the older values at the newer scale is unknown, so the run
+    stops naming the column rather than show them at another scale."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(_dk(40, 4), "c", (Decimal("1.2345"), 1))])
+    zone.commit([Ddl("alter", "shop.dk"), (_dk(45, 2), "c", (Decimal("2.00"), 1))])
+    stop = r"table shop\.dk, column id: its newest version has 2 decimals, an older one 4"
+    with pytest.raises(IntegrityError, match=stop):
+        materialize_delta(zone.root, tmp_path / "out")
+
+
+def test_the_source_type_key_is_the_landing_zones() -> None:
+    assert TYPE_KEY == FIELD_TYPE_KEY

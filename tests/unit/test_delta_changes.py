@@ -382,7 +382,7 @@ def test_schema_versions_read_in_the_newest_columns(tmp_path: Path) -> None:
             ("id", pa.int32()),
             ("title", pa.string()),
             ("qty", pa.int64()),  # INT UNSIGNED (bigint) and BIGINT
-            # decimal(30,10) and decimal(30,25): exact text, each value with its own scale
+            # decimal(30,10) and decimal(30,25): exact text, every value at the newest's scale
             ("amount", pa.string()),
             ("big", D(20, 0)),
             ("note", pa.string()),
@@ -411,7 +411,7 @@ def test_schema_versions_read_in_the_newest_columns(tmp_path: Path) -> None:
             "id": 1,
             "title": "a",
             "qty": 4294967295,
-            "amount": "12345678901234567890.0123456789",
+            "amount": "12345678901234567890.0123456789000000000000000",
             "big": Decimal(U64_MAX),  # the fill, exactly
             "note": None,
             "_absent": [],
@@ -422,7 +422,7 @@ def test_schema_versions_read_in_the_newest_columns(tmp_path: Path) -> None:
             "id": 2,
             "title": "b",
             "qty": 7,
-            "amount": "0.0000000000",
+            "amount": "0.0000000000000000000000000",
             "big": Decimal(U64_MAX),
             "note": None,
             "_absent": [],
@@ -433,7 +433,7 @@ def test_schema_versions_read_in_the_newest_columns(tmp_path: Path) -> None:
             "id": 2,
             "title": "B",
             "qty": 7,
-            "amount": "-1.5000000000",
+            "amount": "-1.5000000000000000000000000",
             "big": Decimal(5),
             "note": None,
             "_absent": [],
@@ -444,7 +444,7 @@ def test_schema_versions_read_in_the_newest_columns(tmp_path: Path) -> None:
             "id": 3,
             "title": "c",
             "qty": 0,
-            "amount": "1.0000000000",
+            "amount": "1.0000000000000000000000000",
             "big": Decimal(U64_MAX),
             "note": None,
             "_absent": [],
@@ -483,7 +483,9 @@ def test_decimals_widened_within_38_digits_stay_decimals(tmp_path: Path) -> None
 def test_an_expression_default_is_absent_and_unknown_in_older_rows(tmp_path: Path) -> None:
     zone = schema_zone(tmp_path / "landing")
     # the r column as the newest version: ADD r with an expression default, nothing dropped
-    zone.commit([Ddl("alter", "d.p"), (P2, "c", (40, "d", 1, Decimal(2), 3, 8))])
+    # (amount kept as P3 has it: a DECIMAL's scale lowered stops, as the daemon does)
+    p4 = table("d.p", *P2.columns[:3], P3.columns[3], *P2.columns[4:], key=[0])
+    zone.commit([Ddl("alter", "d.p"), (p4, "c", (40, "d", 1, Decimal(2), 3, 8))])
     found = read(zone.root, "d.p")
     assert found.model.schema.names == ["id", "title", "qty", "amount", "big", "r"]
     got = rows(found, "id", "r", "_absent", "__replicator_unknown")
