@@ -73,6 +73,7 @@ _RECORD = "replicator"  # the commit-info key of what a run recorded (options, k
 _CHECKPOINT_EVERY = 100  # versions between checkpoints (delta-rs's default interval)
 _SMALL_FILES = 32  # small files that make a batch with deletion vectors compact them
 _SMALL_BYTES = 8 << 20  # what counts as small, and the size compaction makes
+_TIMESTAMP_NTZ = "timestampNtz"  # the Delta table feature of timestamp_ntz columns
 
 
 def app_id(landing: Landing) -> str:
@@ -566,7 +567,8 @@ def _compact_small(table: Any, commit: Any) -> None:
     are). The number of files a batch reads then stays bounded between ``--optimize``
     runs, and with it a ``--follow``'s latency."""
     sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes")
-    if pc.sum(pc.less(sizes, _SMALL_BYTES)).as_py() >= _SMALL_FILES:
+    small = pc.sum(pc.less(sizes, _SMALL_BYTES)).as_py() or 0  # (null: no file left)
+    if small >= _SMALL_FILES:
         table.optimize.compact(target_size=_SMALL_BYTES, commit_properties=commit)
         table.update_incremental()
 
@@ -600,6 +602,26 @@ def _enable_vectors(table: Any) -> None:
     # (not ``set_table_properties``: delta-rs 1.6 then adds reader features such as
     # ``variantType`` that Spark's delta-spark 3 cannot read)
     table.alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+    table.update_incremental()
+
+
+def _enable_timestamp_ntz(table: Any, schema: pa.Schema) -> None:
+    """Turn the feature ``timestampNtz`` on (protocol 3/7) before an overwrite brings a
+    DATETIME column (Delta's ``timestamp_ntz``) into a table without it: a commit of its
+    own, as for deletion vectors. delta-rs turns it on when it creates a table, but its
+    overwrite commits such a schema without it, and no reader (delta-rs, DuckDB) loads the
+    table after. The other commits never change the schema (a column change rebuilds)."""
+    from deltalake import TableFeatures  # noqa: PLC0415 - optional dependency
+    from deltalake.schema import Schema  # noqa: PLC0415
+
+    if '"timestamp_ntz"' not in Schema.from_arrow(schema).to_json():
+        return
+    protocol = table.protocol()
+    if _TIMESTAMP_NTZ in set(protocol.reader_features or ()):
+        return
+    table.alter.add_feature(
+        TableFeatures.TimestampWithoutTimezone, allow_protocol_versions_increase=True
+    )
     table.update_incremental()
 
 
@@ -642,7 +664,9 @@ def _overwrite(
     actions = list(write_files(place.out.store, place.rel, parts, model.key))
     storage = place.out.storage
     if DeltaTable.is_deltatable(place.uri, storage_options=storage):
-        DeltaTable(place.uri, storage_options=storage).create_write_transaction(
+        table = DeltaTable(place.uri, storage_options=storage)
+        _enable_timestamp_ntz(table, schema)
+        table.create_write_transaction(
             actions,
             mode="overwrite",
             schema=schema,
@@ -772,8 +796,16 @@ def _rows_of(table: Any, place: _Place, touched: pa.Table, model: Model) -> pa.T
         where = None if bounds is None else bounds.sql(None)
         scanned = pa.table(table.scan(columns=schema.names, predicate=where).read_all())
         found = scanned.cast(schema).filter(test)  # (its text comes as string_view)
-    else:
-        found = table.to_pyarrow_dataset().to_table(filter=test, columns=schema.names)
+    else:  # the files the test may hold a row of (their statistics), filtered once read
+        # (not by the scan: it takes its test to each file's own types, and a file delta-rs
+        # wrote holds text as string_view, which a test of text cannot be compared with)
+        dataset = table.to_pyarrow_dataset()
+        parts = [
+            pa.Table.from_batches([batch]).select(schema.names).cast(schema).filter(test)
+            for fragment in dataset.get_fragments(filter=test)
+            for batch in fragment.to_batches(schema=dataset.schema, columns=schema.names)
+        ]
+        found = pa.concat_tables(parts) if parts else schema.empty_table()
     found = found.cast(schema)
     if model.key and found.num_rows:  # the exact keys (a join cannot carry list columns)
         keys = list(model.key)

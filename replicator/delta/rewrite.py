@@ -128,8 +128,9 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
     sizes = actions.column("size_bytes").to_pylist()
     counts = actions.column("num_records").to_pylist()
     rows = 0
+    key_schema = pa.schema([output_schema(model).field(k) for k in keys])
     for at in candidates:
-        read = pq.read_table(f"{base}/{rel}/{paths[at]}", columns=keys, filesystem=filesystem)
+        read = _read_data(filesystem, f"{base}/{rel}/{paths[at]}", key_schema)
         stored = read.num_rows
         read = read.append_column(_INDEX, pa.array(np.arange(stored, dtype=np.int64)))
         entry = None if live is None else live[paths[at]]
@@ -160,6 +161,15 @@ def locate(table: Any, store: Store, rel: str, model: Model, changes: pa.Table) 
         if every.group_by(keys, use_threads=False).aggregate([]).num_rows != found:
             return None  # a key held twice: the MERGE replaces every copy
     return Located(tuple(hits), rows, version)
+
+
+def _read_data(filesystem: Any, path: str, schema: pa.Schema) -> pa.Table:
+    """The columns ``schema`` names of a table's data file, in its types: a file delta-rs
+    wrote (a MERGE, a compaction) stores text as ``string_view`` and bytes as
+    ``binary_view`` in its Arrow schema, which pyarrow reads back as such, and a join
+    cannot take them as keys."""
+    read = pq.read_table(path, columns=schema.names, filesystem=filesystem)
+    return read.select(schema.names).cast(schema)
 
 
 def _touched(model: Model, changes: pa.Table) -> pa.Table:
@@ -257,9 +267,7 @@ def rewrite(
     actions: list[Any] = []
     for hit, where, versions in jobs:  # one file at a time
         release_unused()  # the last file's buffers, before this one's
-        rows = pq.read_table(
-            f"{base}/{rel}/{hit.path}", columns=schema.names, filesystem=filesystem
-        ).cast(schema)
+        rows = _read_data(filesystem, f"{base}/{rel}/{hit.path}", schema)
         out = _replaced(rows, hit.positions, where, versions)
         del rows
         if out.num_rows:
@@ -367,9 +375,7 @@ def _fold(located: Located, store: Store, rel: str, model: Model, changes: pa.Ta
         chosen = ranked.join(wanted, keys, join_type="left semi")
         if not chosen.num_rows:
             continue
-        rows = pq.read_table(
-            f"{base}/{rel}/{hit.path}", columns=schema.names, filesystem=filesystem
-        ).cast(schema)
+        rows = _read_data(filesystem, f"{base}/{rel}/{hit.path}", schema)
         state.append(rows.take(pa.array(np.sort(chosen.column(_INDEX).to_numpy()))))
         del rows
     return fold(model, changes, pa.concat_tables(state) if state else schema.empty_table())

@@ -5,14 +5,18 @@ plain-Python reference (``zone.expected_tables``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
+from replicator.binlog.constants import ColumnType as T
 from replicator.delta.materialize import materialize_delta
 from replicator.errors import IntegrityError
 from replicator.landed.options import MaterializeOptions, TableResult
@@ -23,6 +27,7 @@ from tests.spark.zone import (
     Ddl,
     Zone,
     awkward_zone,
+    col,
     expected_tables,
     int_col,
     table,
@@ -363,3 +368,57 @@ def test_a_table_left_where_an_older_escaping_put_it_stops_the_run(tmp_path: Pat
     assert [r.action for r in materialize_delta(zone.root, out)] == ["merged"]
     names, rows = read_delta(out / "shop" / "a~3Ab")
     assert (names, sorted(rows)) == (["id", "name"], [(1, "one"), (2, "two")])
+
+
+def test_a_datetime_column_after_the_first_build_turns_timestamp_ntz_on(tmp_path: Path) -> None:
+    """A DATETIME column (Delta's timestamp_ntz) brought into a table built without one, by
+    ADD COLUMN or by DROP and CREATE: the rebuild turns the feature timestampNtz on (reader
+    version 3); its overwrite once committed the schema without it, and no reader loaded
+    the table after, nor did any later run."""
+    v1 = table("shop.t", int_col(0, "id", column_id=1), key=[0])
+    v2 = table("shop.t", *v1.columns, col(1, T.DATETIME2, "d", column_id=2), key=[0])
+    n1 = table("shop.n", int_col(0, "id", column_id=1), key=[0])
+    n2 = table("shop.n", int_col(0, "id", column_id=3), col(1, T.DATETIME2, "d", column_id=4))
+    n2 = table("shop.n", *n2.columns, key=[0])
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    options = MaterializeOptions(deletion_vectors=_VECTORS["on"])
+    zone.commit([(v1, "c", (1,)), (n1, "c", (1,))])
+    materialize_delta(zone.root, out, options=options)
+    when = dt.datetime(2020, 1, 2, 3, 4, 5)
+    zone.commit(
+        [
+            Ddl("alter", "shop.t", statement="ALTER TABLE t ADD COLUMN d DATETIME", version=v2),
+            (v2, "c", (2, when)),
+            Ddl("drop", "shop.n"),
+            Ddl("create", "shop.n", statement="CREATE TABLE n (id INT, d DATETIME)", version=n2),
+            (n2, "c", (5, when)),
+        ]
+    )
+    results = materialize_delta(zone.root, out, options=options)
+    assert [(r.table, r.action) for r in results] == [("shop.n", "built"), ("shop.t", "built")]
+    for name in ("n", "t"):
+        protocol = DeltaTable(str(out / "shop" / name)).protocol()
+        assert (protocol.min_reader_version, protocol.reader_features) == (3, ["timestampNtz"])
+    assert read_delta(out / "shop" / "t", order_by="id") == (["id", "d"], [(1, None), (2, when)])
+    assert read_delta(out / "shop" / "n", order_by="id") == (["id", "d"], [(5, when)])
+
+    later = dt.datetime(2021, 6, 7, 8, 9, 10)
+    zone.commit([(v2, "u", (1, later), (1, None)), (n2, "c", (6, None))])
+    results = materialize_delta(zone.root, out, options=options)
+    assert [(r.table, r.action) for r in results] == [("shop.n", "merged"), ("shop.t", "merged")]
+    want_t = (["id", "d"], [(1, later), (2, when)])
+    want_n = (["id", "d"], [(5, when), (6, None)])
+    assert read_delta(out / "shop" / "t", order_by="id") == want_t
+    assert read_delta(out / "shop" / "n", order_by="id") == want_n
+    written = DeltaTable(str(out / "shop" / "t"))  # delta-rs reads it too
+    assert sorted(pa.table(written.scan().read_all()).to_pylist(), key=repr) == [
+        {"id": 1, "d": later},
+        {"id": 2, "d": when},
+    ]
+    features = {"timestampNtz", "deletionVectors"} if _VECTORS["on"] else {"timestampNtz"}
+    assert set(written.protocol().reader_features or ()) == features
+    full = tmp_path / "full"
+    materialize_delta(zone.root, full, options=replace(options, full_refresh=True))
+    assert read_delta(full / "shop" / "t", order_by="id") == want_t
+    assert read_delta(full / "shop" / "n", order_by="id") == want_n

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
@@ -25,7 +26,7 @@ from tests.delta.test_partial_images import WIDE
 from tests.delta.test_ranged_build import workload
 from tests.harness.duckdb_delta import read_delta
 from tests.harness.s3 import S3Server
-from tests.spark.zone import Zone, expected_tables
+from tests.spark.zone import Zone, expected_tables, table, text_col
 
 pytestmark = pytest.mark.delta
 
@@ -164,3 +165,48 @@ def test_a_batch_on_an_object_store_is_rewritten_file_by_file(
     copied = DeltaTable(str(tmp_path / "copy" / "shop" / "items"))
     assert copied.history(1)[0]["operation"] == "WRITE"
     assert len(copied.file_uris()) == 5  # two files rewritten, one for the new key
+
+
+TEXT_KEYED = table("shop.k", text_col(0, "id"), text_col(1, "v"), key=[0])
+
+
+def string_views(path: Path) -> int:
+    """The table's files whose stored Arrow schema gives the key as string_view."""
+    return sum(
+        pq.read_schema(u.removeprefix("file://")).field("id").type == pa.string_view()
+        for u in DeltaTable(str(path)).file_uris()
+    )
+
+
+def test_a_text_key_reads_back_the_files_the_merge_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delta-rs's MERGE writes text as string_view in the Arrow schema it stores with each
+    file; a later batch reads those files' keys back (to find its keys, to fold with their
+    rows, to rewrite them) in the table's types: pyarrow joins and filters on text keys
+    refuse string_view (the third batch stopped)."""
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    path = out / "shop" / "k"
+    zone.commit([(TEXT_KEYED, "c", ("abc", "one")), (TEXT_KEYED, "c", ("abd", "x"))])
+    materialize_delta(zone.root, out, options=COPY)
+    zone.commit([(TEXT_KEYED, "u", ("abc", "two"), ("abc", "one"))])
+    materialize_delta(zone.root, out, options=COPY)
+    assert string_views(path) == 1
+    zone.commit(
+        [(TEXT_KEYED, "u", ("abc", "three"), ("abc", "two")), (TEXT_KEYED, "c", ("abe", "new"))]
+    )
+    (result,) = materialize_delta(zone.root, out, options=COPY)
+    assert (result.action, result.rows) == ("merged", 3)
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "MERGE"
+    want = [("abc", "three"), ("abd", "x"), ("abe", "new")]
+    assert read_delta(path, order_by="id") == (["id", "v"], want)
+
+    monkeypatch.setattr(materialize_module, "REWRITE_FROM_ROWS", 1)  # file by file now
+    assert string_views(path) >= 1
+    zone.commit([(TEXT_KEYED, "u", ("abd", "y"), ("abd", "x")), (TEXT_KEYED, "d", ("abe", "new"))])
+    (result,) = materialize_delta(zone.root, out, options=COPY)
+    assert (result.action, result.rows) == ("merged", 2)
+    assert DeltaTable(str(path)).history(1)[0]["operation"] == "WRITE"
+    assert read_delta(path, order_by="id") == (["id", "v"], [("abc", "three"), ("abd", "y")])
+    assert outputs(out) == expected_tables(zone)

@@ -34,10 +34,10 @@ from tests.delta.test_lifecycle import ITEMS, outputs
 from tests.delta.test_object_store import tables_on
 from tests.delta.test_partial_images import WIDE
 from tests.delta.test_ranged_build import workload
-from tests.delta.test_rewrite import THREE_FILES_TOUCHED, items_result
+from tests.delta.test_rewrite import THREE_FILES_TOUCHED, items_result, string_views
 from tests.harness.duckdb_delta import read_delta
 from tests.harness.s3 import S3Server
-from tests.spark.zone import Ddl, Zone, expected_tables
+from tests.spark.zone import Ddl, Zone, expected_tables, table, text_col
 
 pytestmark = pytest.mark.delta
 
@@ -357,3 +357,47 @@ def test_small_files_of_batches_are_compacted_as_they_gather(
         )
         == 9
     )
+
+
+def test_a_batch_that_deletes_every_row_leaves_an_empty_table(tmp_path: Path) -> None:
+    """The last rows deleted: every file is removed, and the small files counted for a
+    compaction are none (their count was null, and the run stopped on it)."""
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    items = out / "shop" / "items"
+    zone.commit([(ITEMS, "c", (1, "one")), (ITEMS, "c", (2, "two"))])
+    materialize_delta(zone.root, out, options=VECTORS)
+    zone.commit([(ITEMS, "d", (1, "one")), (ITEMS, "d", (2, "two"))])
+    result = items_result(zone, out, VECTORS)
+    assert (result.action, result.rows) == ("merged", 0)
+    assert DeltaTable(str(items)).file_uris() == []
+    assert read_delta(items) == (["id", "name"], [])
+    assert scanned(items) == []
+    zone.commit([(ITEMS, "c", (3, "three"))])
+    result = items_result(zone, out, VECTORS)
+    assert (result.action, result.rows) == ("merged", 1)
+    assert read_delta(items) == (["id", "name"], [(3, "three")])
+    assert scanned(items) == [(3, "three")]
+
+
+def test_a_text_key_reads_back_the_files_the_merge_wrote(tmp_path: Path) -> None:
+    """A table built and merged without vectors (delta-rs's MERGE stores text as string_view
+    in the Arrow schema of the files it writes) and then given vectors: a batch finds its
+    keys in those files in the table's types (pyarrow's join refuses string_view keys)."""
+    keyed = table("shop.k", text_col(0, "id"), text_col(1, "v"), key=[0])
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    path = out / "shop" / "k"
+    copy = MaterializeOptions(deletion_vectors=False)
+    zone.commit([(keyed, "c", ("abc", "one")), (keyed, "c", ("abd", "x"))])
+    materialize_delta(zone.root, out, options=copy)
+    zone.commit([(keyed, "u", ("abc", "two"), ("abc", "one"))])
+    materialize_delta(zone.root, out, options=copy)
+    assert string_views(path) == 1  # the one file, delta-rs's
+    zone.commit([(keyed, "u", ("abc", "three"), ("abc", "two")), (keyed, "c", ("abe", "new"))])
+    (result,) = materialize_delta(zone.root, out, options=VECTORS)
+    assert (result.action, result.rows) == ("merged", 3)
+    assert pa.table(DeltaTable(str(path)).deletion_vectors().read_all()).num_rows == 1
+    want = [("abc", "three"), ("abd", "x"), ("abe", "new")]
+    assert read_delta(path, order_by="id") == (["id", "v"], want)
+    assert scanned(path) == want
