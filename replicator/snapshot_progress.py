@@ -9,6 +9,13 @@ chunk was read (the walk ends there) and ``rows`` how many of its rows landed. T
 progress is written with the batch that holds the rows, so a restart resumes at the chunk
 after the last committed one: nothing lost, nothing read twice.
 
+Each entry names its table as the stream stands: a RENAME the stream takes renames the
+entries (``moved``; a swap or a rotation of names included), and a DROP takes its entry out
+(``dropped``), so every table queued is read once, under the name it has when it is read.
+``reset`` names the queued tables whose snapshot starts with a ``truncate`` record: the
+landing zone may hold rows of them that the stream did not keep in step (a table the filters
+left out for a while, a table asked for again), and their snapshot replaces all of it.
+
 Key values are stored with their type (``encode_key``), so a resumed read compares the same
 values the stopped one would have: integers, text, bytes, decimals, dates, times.
 """
@@ -42,6 +49,8 @@ class SnapshotState:
     # the `replicator snapshot` requests (their keys) whose tables this progress has queued;
     # not stored: a request is deleted once a committed progress has it (``add``)
     asked: frozenset[str] = frozenset()
+    # queued tables whose first chunk lands after a ``truncate`` record (see the module doc)
+    reset: frozenset[str] = frozenset()
 
     @property
     def active(self) -> bool:
@@ -51,15 +60,24 @@ class SnapshotState:
     def current(self) -> str | None:
         return self.tables[0] if self.tables else None
 
-    def add(self, names: Iterable[str], request: str | None = None) -> SnapshotState:
+    @property
+    def resets(self) -> bool:
+        """The current table's next chunk is its first, and a ``truncate`` record goes
+        before it (``reset``)."""
+        return self.after is None and self.current in self.reset
+
+    def add(
+        self, names: Iterable[str], request: str | None = None, *, reset: bool = False
+    ) -> SnapshotState:
         """Queue tables (a table queued or being read already is not queued again), for
-        ``request`` when a `replicator snapshot` request asked for them."""
+        ``request`` when a `replicator snapshot` request asked for them; with ``reset``
+        the tables it queues start with a ``truncate`` record."""
         queued = list(self.tables)
-        for name in names:
-            if name not in queued:
-                queued.append(name)
+        added = [name for name in dict.fromkeys(names) if name not in queued]
+        queued.extend(added)
         asked = self.asked if request is None else self.asked | {request}
-        return replace(self, tables=tuple(queued), asked=asked)
+        fresh = self.reset | set(added) if reset else self.reset
+        return replace(self, tables=tuple(queued), asked=asked, reset=frozenset(fresh))
 
     def advanced(
         self,
@@ -68,15 +86,49 @@ class SnapshotState:
         key: tuple[str, ...] | None = None,
         until: tuple[object, ...] | None = None,
     ) -> SnapshotState:
-        return replace(self, after=after, rows=self.rows + rows, key=key, until=until)
+        """A chunk of the current table landed (after its ``truncate``, if it had one)."""
+        return replace(
+            self,
+            after=after,
+            rows=self.rows + rows,
+            key=key,
+            until=until,
+            reset=self.reset - {self.current or ""},
+        )
 
     def restarted(self) -> SnapshotState:
         """The current table is read again from its start (its key is not what it was)."""
         return replace(self, after=None, rows=0, key=None, until=None)
 
     def renamed(self, name: str) -> SnapshotState:
-        """The current table goes on under a new name (a RENAME the stream took)."""
-        return replace(self, tables=(name, *(t for t in self.tables[1:] if t != name)))
+        """The current table goes on under a new name (the runner found it in the schema
+        history: progress written before entries followed renames). The other entries name
+        other tables, and stay."""
+        return self.moved(self.tables[0], name) if self.tables else self
+
+    def moved(self, old: str, new: str) -> SnapshotState:
+        """A RENAME of table ``old`` to ``new`` the stream took: the entry of ``old`` names
+        ``new`` from now on."""
+        if old not in self.tables:
+            return self
+        tables = tuple(new if t == old else t for t in self.tables)
+        reset = (self.reset - {old}) | {new} if old in self.reset else self.reset
+        return replace(self, tables=tables, reset=reset)
+
+    def dropped(self, name: str) -> SnapshotState:
+        """A DROP of table ``name`` the stream took: its entry goes (a table created under
+        the name later is another one). The table being read ends as ``finished`` does;
+        what of it landed, its ``drop`` record governs."""
+        if name not in self.tables:
+            return self
+        if self.tables[0] == name:
+            return self.finished()
+        return replace(
+            self,
+            tables=tuple(t for t in self.tables if t != name),
+            done=self.done + 1,
+            reset=self.reset - {name},
+        )
 
     def finished(self, rows: int = 0) -> SnapshotState:
         """The current table is read through."""
@@ -89,6 +141,7 @@ class SnapshotState:
             rows=0,
             done=self.done + 1,
             done_rows=self.done_rows + self.rows + rows,
+            reset=self.reset - {self.current or ""},
         )
 
     def to_json(self) -> dict[str, Any] | None:
@@ -107,6 +160,8 @@ class SnapshotState:
             out["until"] = encode_key(self.until)
         if self.filters is not None:
             out["filters"] = {"include": list(self.filters[0]), "exclude": list(self.filters[1])}
+        if self.reset:
+            out["reset"] = sorted(self.reset)
         return out
 
     @classmethod
@@ -132,6 +187,7 @@ class SnapshotState:
                 rows=int(data.get("rows", 0)),
                 done=int(data.get("done", 0)),
                 done_rows=int(data.get("done_rows", 0)),
+                reset=frozenset(str(t) for t in data.get("reset", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise IntegrityError(

@@ -63,8 +63,10 @@ from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint, replay_after
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
+from ..schema import ddl
 from ..schema.history import SchemaChange, SchemaHistory
 from ..schema.ledger import SchemaLedger
+from ..schema.model import Table
 from ..schema.tracker import SchemaChangeEvent, TableLearnedEvent
 from ..sink.changes import HeldXa, Run, TableVersion, rows_in
 from ..sink.landing import Batch, LandingZone
@@ -218,6 +220,60 @@ class TableFilter:
                 keep = kept
                 columns = tuple(columns[i] for i in kept)
         return TableVersion(schema, table, columns, primary), keep
+
+
+def _followed(state: SnapshotState, change: SchemaChange) -> SnapshotState:
+    """The snapshot's queue after ``change``: each entry follows its table through RENAMEs
+    (in statement order, so a swap ``a TO tmp, b TO a, tmp TO b`` swaps the entries), and a
+    table dropped leaves the queue; the one being read ends there (its ``drop`` record
+    governs the rows of it that landed)."""
+    if not state.active:
+        return state
+    current = state.current
+    was = {name: name for name in state.tables}  # each entry's name before the statement
+    for effect in change.effects:
+        if isinstance(effect, ddl.TableRenamed):
+            old, new = effect.before.qualified, effect.after.qualified
+            if old in was:
+                was[new] = was.pop(old)
+            state = state.moved(old, new)
+            continue
+        if isinstance(effect, ddl.TableDropped):
+            gone: tuple[Table, ...] = (effect.table,)
+        elif isinstance(effect, ddl.DatabaseDropped):
+            gone = effect.tables
+        else:
+            continue
+        for table in gone:
+            if table.qualified in state.tables:
+                log.warning(
+                    "snapshot table skipped",
+                    table=table.qualified,
+                    reason="dropped at the source (its drop record governs the rows landed)"
+                    if table.qualified == state.current
+                    else "dropped at the source before its snapshot",
+                    at=change.point.describe(),
+                )
+            state = state.dropped(table.qualified)
+            was.pop(table.qualified, None)
+    for name, old in was.items():
+        if name == old:
+            continue
+        if old == current:
+            log.warning(
+                "snapshot table renamed, going on under the new name",
+                table=old,
+                renamed_to=name,
+                at=change.point.describe(),
+            )
+        else:
+            log.info(
+                "snapshot table renamed, queued under the new name",
+                table=old,
+                renamed_to=name,
+                at=change.point.describe(),
+            )
+    return state
 
 
 def _commit_time(transaction: Transaction | TransactionPart, fallback: int) -> dt.datetime:
@@ -765,6 +821,7 @@ class Pipeline:
         if self.ledger is not None:
             self.ledger.record(dataclasses.replace(change, seq=seq))
         self._records.extend(records)
+        self.snapshot = _followed(self.snapshot, change)
         return seq + len(records)
 
     def _count(self, groups: Groups) -> None:
@@ -889,6 +946,7 @@ class Pipeline:
         ts = _commit_time(item, item.timestamp)
         records = len(self._records)
         taken = 0 if self.ledger is None else self.ledger.mark  # the history before it
+        snapshot = self.snapshot  # ... and the snapshot's queue, which follows its renames
         try:
             if item.ending.is_xa:
                 groups = self._xa(item, ts)
@@ -901,6 +959,7 @@ class Pipeline:
             del self._records[records:]
             if self.ledger is not None:
                 self.ledger.take_back(taken)
+            self.snapshot = snapshot
             await self.commit()
             raise
         await self._stage(batch, groups)
@@ -954,32 +1013,21 @@ class Pipeline:
     ) -> None:
         """A block of rows a snapshot read at ``at`` (the stream stands exactly there): they
         land as ``_op = 'r'`` in the open batch, numbered on, and never split from the rest of their
-        chunk by a commit (``snapshot_chunk_done`` ends the chunk). ``reset``: the rows are
-        the whole table (one read of a table without a usable key), so a ``truncate``
-        lifecycle record comes first: the changes landed before them are in them already,
-        and a multiset cannot tell which. ``nbytes``: the bytes the block took to read (what
-        the reader may have in flight is bounded by them)."""
+        chunk by a commit (``snapshot_chunk_done`` ends the chunk). ``reset``: a
+        ``truncate`` lifecycle record comes first (``snapshot_reset``): the rows are the
+        whole table (one read of a table without a usable key: the changes landed before
+        them are in them already, and a multiset cannot tell which), or the first chunk of a
+        table whose landed rows may be stale. ``nbytes``: the bytes the block took to read
+        (what the reader may have in flight is bounded by them)."""
         if self._error is not None:
             self._raise_error()
+        if reset:
+            self.snapshot_reset(version.name, at, ts)
         self._in_chunk = True
         batch = self._open()
         if keep is not None:
             block = block.project(keep)
         seq = self._next_seq
-        if reset:
-            self._records.append(
-                {
-                    "seq": seq,
-                    "op": "truncate",
-                    "table": version.name,
-                    "gtid": None,
-                    "file": at.file,
-                    "position": at.position,
-                    "ts": ts.isoformat().replace("+00:00", "Z"),
-                    "statement": "snapshot: the table's rows as of this point follow",
-                }
-            )
-            seq += 1
         run = Run("r", seq, None, ts, server_id, at.file, at.position, block)
         self._newest = ts
         self._next_seq = seq + block.count
@@ -989,6 +1037,29 @@ class Pipeline:
         # a block is big enough alone; staged, blocks pile up
         await self._hand_over(batch, nbytes=nbytes)
         await self._reap(snapshot=True)  # interrupt() ends this wait too
+
+    def snapshot_reset(self, table: str, at: StreamPosition, ts: dt.datetime) -> None:
+        """A ``truncate`` lifecycle record of ``table`` at the snapshot point ``at``, in the
+        open batch and the chunk under way: the table's rows as of ``at`` follow (none, for
+        a table that is empty now), and what landed of it before is in them already, or
+        stale (a table the filters left out for a while): readers drop it."""
+        if self._error is not None:
+            self._raise_error()
+        self._in_chunk = True
+        self._open()
+        self._records.append(
+            {
+                "seq": self._next_seq,
+                "op": "truncate",
+                "table": table,
+                "gtid": None,
+                "file": at.file,
+                "position": at.position,
+                "ts": ts.isoformat().replace("+00:00", "Z"),
+                "statement": "snapshot: the table's rows as of this point follow",
+            }
+        )
+        self._next_seq += 1
 
     async def snapshot_chunk_done(self, progress: SnapshotState) -> None:
         """A chunk was added whole: the progress lands with it."""

@@ -229,6 +229,24 @@ class ServerTraits:
         )
 
 
+def no_pad(column: Column, traits: ServerTraits | None = None) -> bool:
+    """Whether a text column's collation is NO PAD: trailing spaces count when values are
+    compared, where a PAD SPACE collation compares them as if the shorter were padded with
+    spaces (information_schema.COLLATIONS.PAD_ATTRIBUTE). The NO PAD collations are named
+    so: MariaDB's ``*_nopad_*`` (10.2+, and ``uca1400_*_nopad_*``), MySQL 8's ``*_0900_*``
+    (https://dev.mysql.com/doc/refman/8.0/en/charset-binary-collations.html#charset-binary-
+    collations-trailing-space-comparisons). A column that names no collation has its
+    character set's default: NO PAD only for utf8mb4 on MySQL 8 (``utf8mb4_0900_ai_ci``);
+    ``traits`` None: the source's flavor is not known, taken as MariaDB's."""
+    if column.charset is None or column.charset == "binary":
+        return False
+    if column.collation is None:
+        mysql8 = traits is not None and traits.flavor == "mysql" and traits.version >= (8, 0, 1)
+        return mysql8 and column.charset == "utf8mb4"
+    name = column.collation.lower()
+    return "_nopad_" in name or "_0900_" in name
+
+
 @dataclass(frozen=True, slots=True)
 class Catalog:
     """Every database and table of the source at one point of its binlog (immutable: each

@@ -20,8 +20,9 @@ Every read and write on the connection waits at most ``snapshot.query_timeout`` 
 handshake: ``source.connect_timeout``): a stalled source comes out as
 ``SourceUnavailableError`` and the runner reads the chunk again on a new connection. A table
 dropped, renamed or rebuilt at the source after the read view opened (server errors 1146,
-1412) comes out as ``TableChanged``: the stream has that DDL ahead, and the runner lets it
-decide. ``abort`` (any thread) wakes a read blocked on the socket, for a prompt shutdown.
+1412, 1054), or whose columns are not the ones the chunk was read by (``check_columns``),
+comes out as ``TableChanged``: the stream has that DDL ahead, and the runner lets it decide.
+``abort`` (any thread) wakes a read blocked on the socket, for a prompt shutdown.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ ER_TABLE_DEF_CHANGED = 1412  # "Table definition has changed, please retry trans
 # an instant ALTER (DROP or RENAME COLUMN) committed after the read view opened: the SELECT
 # names a column the table no longer has
 ER_BAD_FIELD_ERROR = 1054
+# the table's columns as the server has them now (``check_columns``)
+_COLUMNS_SQL = (
+    "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+    "AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
+)
 # access denied (global privilege, database, table): XA RECOVER may need one
 _REFUSED = (1227, 1044, 1142)
 
@@ -227,6 +233,28 @@ class SnapshotReader:
         except BaseException:
             self.close()  # a result set read part way leaves the connection unusable
             raise
+
+    def check_columns(self, schema: str, table: str, names: Sequence[str]) -> None:
+        """After a chunk's SELECT, in its transaction: the table's columns are ``names`` (the
+        schema history's as of the read point), in this order, or ``TableChanged``. The
+        SELECT names its columns, and the server resolves a name by the table as it stands
+        when the SELECT opens it, not as of the read view: an instant ALTER committed in
+        between (``RENAME COLUMN a TO b, RENAME COLUMN b TO a``) would land each column's
+        values under the other's. The SELECT's metadata lock on the table holds until the
+        transaction ends, so what information_schema shows now is what the SELECT read."""
+        try:
+            with self._connect().cursor() as cur:
+                cur.execute(_COLUMNS_SQL, (schema, table))
+                found = [bytes(row[0]).decode("utf-8") for row in cur]
+        except pymysql.err.Error as exc:
+            raise self._fail(exc) from exc
+        if [n.casefold() for n in found] != [n.casefold() for n in names]:
+            raise TableChanged(
+                f"{schema}.{table} at {describe_source(self.cfg)}: its columns are "
+                f"{', '.join(found)} since the chunk's read view opened (the schema history "
+                f"has {', '.join(names)} there)",
+                hint="the chunk is read again past the stream's ALTER of it",
+            )
 
     def prepared(self) -> list[str] | None:
         """The XA transactions prepared at the source now (their xids, hex); None when the

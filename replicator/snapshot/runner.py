@@ -17,10 +17,11 @@ reach ``snapshot.chunk_bytes`` (the SELECT's LIMIT follows the table's row width
 far, and a read that reaches the bytes stops there): a chunk is read whole before any of it is
 handed to the pipeline, so a chunk that fails part way lands nothing, and what it holds is
 bounded by bytes, not rows. A table without a primary key (or with one a range cannot walk:
-ENUM, SET, FLOAT, DOUBLE, BIT, GEOMETRY) is one chunk, read in one read view and streamed to
-the pipeline as it is read; it starts with a ``truncate`` record, so a read of it that fails
-part way is superseded by the next one. The progress (``state``) is committed with the batch
-that holds the rows.
+ENUM, SET, FLOAT, DOUBLE, BIT, GEOMETRY, CHAR of a NO PAD collation) is one chunk, read in one
+read view and streamed to the pipeline as it is read; it starts with a ``truncate`` record, so
+a read of it that fails part way is superseded by the next one. So does the first chunk of a
+table queued with ``reset`` (taken in again by the filters, asked for again: what landed of it
+may be stale). The progress (``state``) is committed with the batch that holds the rows.
 
 The source can fail under a chunk: a query that gets no answer within
 ``snapshot.query_timeout``, a dropped connection. Nothing of the chunk has landed then; the
@@ -33,7 +34,12 @@ table rebuilt; 1054 for a column an instant ALTER took away), and the next chunk
 is past the DDL, so the stream has taken it
 when the next chunk would be read. A dropped table's snapshot ends there (a warning; its
 ``drop`` record governs what landed); a renamed one goes on under its new name from the same
-key (the ``rename`` record moves what landed to the new name).
+key (the ``rename`` record moves what landed to the new name). The pipeline renames the
+queue's entries as the stream takes each RENAME and drops a dropped table's entry
+(``SnapshotState.moved``, ``dropped``), so tables still queued follow theirs too, swaps
+included. An instant ALTER that keeps the names a chunk's SELECT asks for but changes what
+they name (two columns swapping names) is found once the chunk is read: the table's columns,
+read in the chunk's transaction, differ from the history's (``TableChanged``, as above).
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ from ..errors import IntegrityError
 from ..pipeline.lifecycle import check_name
 from ..pipeline.pipeline import Pipeline
 from ..schema import ddl
+from ..schema.model import ServerTraits, no_pad
 from ..snapshot_progress import SnapshotState
 from ..source.connection import describe_source
 from ..source.errors import SourceUnavailableError
@@ -204,9 +211,12 @@ class SnapshotRunner:
         stream goes on meanwhile)."""
         return time.monotonic() >= self._hold_until
 
-    def queue(self, patterns: list[str], request: str | None = None) -> list[str]:
+    def queue(
+        self, patterns: list[str], request: str | None = None, *, reset: bool = False
+    ) -> list[str]:
         """Queue the replicated tables matching ``db.table`` globs (for ``request``, a
-        `replicator snapshot` request's key); returns them."""
+        `replicator snapshot` request's key); returns them. ``reset``: each table's snapshot
+        starts with a ``truncate`` record (``SnapshotState.reset``)."""
         history = self.pipeline.history
         assert history is not None
         wants = self.pipeline.filter.wants
@@ -219,7 +229,7 @@ class SnapshotRunner:
         for schema, table in tables:
             check_name(schema, table, "the snapshot")
         names = sorted(f"{schema}.{table}" for schema, table in tables)
-        self.pipeline.snapshot = self.pipeline.snapshot.add(names, request)
+        self.pipeline.snapshot = self.pipeline.snapshot.add(names, request, reset=reset)
         return names
 
     def take_pending(self) -> StreamItem | None:
@@ -346,9 +356,9 @@ class SnapshotRunner:
         state = self.pipeline.snapshot
         if self._changed > _MAX_CHANGED:
             raise IntegrityError(
-                f"the snapshot of {state.current} finds no such table at the source "
-                f"{self._changed} times in a row, but the binlog never dropped or renamed it: "
-                f"{exc}",
+                f"the snapshot of {state.current} finds the table gone or changed at the "
+                f"source {self._changed} times in a row, but the binlog never dropped, renamed "
+                f"or altered it so: {exc}",
                 hint="a DDL statement was run without the binary log (sql_log_bin=0); leave "
                 "the table out (`filters`) or start a new landing zone",
             ) from exc
@@ -409,7 +419,12 @@ class SnapshotRunner:
                     self._pending = item
                     break
                 await handle(item)
-            await self._read(point, self.pipeline.snapshot)
+            fresh = self.pipeline.snapshot
+            if fresh.current != state.current:
+                if fresh.done != state.done:  # the stream dropped the table: the next step
+                    return  # starts the next one
+                self._reading = fresh.current  # renamed: the same table goes on
+            await self._read(point, fresh)
         finally:
             with contextlib.suppress(SnapshotStopped):  # a stop: the connection is dropped
                 await self._io("close a read view", self.reader.end)
@@ -545,11 +560,13 @@ class SnapshotRunner:
         # a key column left out by filters.exclude_columns: readers identify the landed rows
         # by all their columns, so the table is read whole after a truncate, as a keyless one
         landed = {column.index for column in version.columns}
+        traits = self.pipeline.history.catalog.traits if self.pipeline.history else None
         walkable = (
             bool(key)
             and all(i in landed for i in key)
             and not any(defs[i].real_type in _UNWALKABLE for i in key)
             and all(_sent_back_exactly(table.columns[i].charset) for i in key)
+            and not any(_padded_no_pad(table.columns[i], traits) for i in key)
         )
         limit = self._limit() if walkable else None
         after = state.after if walkable else None
@@ -578,7 +595,9 @@ class SnapshotRunner:
         total = 0
         last: tuple[object, ...] | None = None
         held: list[tuple[Block, int]] = []  # a walkable chunk is handed over once read whole
-        reset = not walkable  # the whole table at once: it replaces what landed before
+        # the whole table at once, or the first chunk of a table whose landed rows may be
+        # stale (``SnapshotState.reset``): a truncate record first, then the rows
+        reset = not walkable or state.resets
         while True:
             read_before = stats.bytes
             try:
@@ -601,6 +620,10 @@ class SnapshotRunner:
                 version, keep, block, at, ts, self.server_id, reset=reset, nbytes=nbytes
             )
             reset = False
+        # the SELECT took the columns' names as the table stands now, not as of the point:
+        # they must still be the history's (``TableChanged`` drops the chunk)
+        names = [c.name for c in table.columns]
+        await self._io(doing, self.reader.check_columns, table.schema, table.name, names)
         fresh = self.pipeline.snapshot
         if (fresh.current, fresh.after, fresh.rows) != (state.current, state.after, state.rows):
             # the progress moved back while the chunk was read (a transaction's parts were
@@ -609,9 +632,12 @@ class SnapshotRunner:
             return
         for block, nbytes in held:
             await self.pipeline.snapshot_rows(
-                version, keep, block, at, ts, self.server_id, nbytes=nbytes
+                version, keep, block, at, ts, self.server_id, reset=reset, nbytes=nbytes
             )
+            reset = False
         held.clear()
+        if reset and state.resets:  # no row to follow it: the table is empty now
+            self.pipeline.snapshot_reset(version.name, at, ts)
         self.rows_read += total
         self._table_rows += total
         if total:
@@ -769,6 +795,14 @@ def _holder(history: Any, state: SnapshotState, named: Any) -> Any:
         if table.qualified != named.qualified and any(str(c.id) == first for c in table.columns):
             return table
     return None
+
+
+def _padded_no_pad(column: Any, traits: ServerTraits | None) -> bool:
+    """A CHAR key column of a NO PAD collation: the server stores its values padded with
+    spaces and sends them without, and its index orders the padded values ('a<TAB>'
+    before 'a'), while a WHERE compares the value sent, unpadded, and trailing characters
+    count ('a' < 'a<TAB>'): a chunk's ``k > last`` would skip rows. Such a key is not walked."""
+    return column.data_type == "char" and no_pad(column, traits)
 
 
 def _sent_back_exactly(charset: str | None) -> bool:

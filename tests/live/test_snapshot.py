@@ -11,6 +11,7 @@ values as binary ones.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -24,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 import replicator.source.stream as stream_module
@@ -108,6 +110,78 @@ def _three_rows(server: MariaDBServer, db: str) -> None:
     server.execute(f"CREATE DATABASE {db}")
     server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))", database=db)
     server.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z')", database=db)
+
+
+Folded = dict[str, dict[tuple[Any, ...], dict[str, Any]]]
+
+
+def _field_names(schema: pa.Schema) -> dict[str, int]:
+    """A file's (or a record's) table columns: name -> field id."""
+    return {
+        f.name: int(f.metadata[b"PARQUET:field_id"])
+        for f in schema
+        if f.metadata and b"PARQUET:field_id" in f.metadata
+    }
+
+
+def folded(root: Path) -> Folded:
+    """The landing zone's keyed tables folded as docs/landing-zone.md tells a reader to: the
+    committed row changes and lifecycle records in ``_seq`` order (``create``, ``truncate``
+    and ``drop`` empty a table, ``rename`` moves it), the latest change per key (an update
+    moves its row from ``_before_key``), each column under its newest name (by field id):
+    table -> key values -> row."""
+    events: list[tuple[int, str, Any]] = []
+    newest: dict[int, tuple[int, str]] = {}  # field id -> (_seq, name)
+
+    def named(seq: int, schema: pa.Schema) -> dict[str, int]:
+        ids = _field_names(schema)
+        for name, fid in ids.items():
+            if newest.get(fid, (-1, ""))[0] <= seq:
+                newest[fid] = (seq, name)
+        return ids
+
+    for path in sorted((root / "_manifests").glob("*.json")):
+        manifest = json.loads(path.read_text())
+        for record in manifest["schema_changes"]:
+            if record.get("schema"):
+                schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(record["schema"])))
+                named(record["seq"], schema)
+            events.append((record["seq"], "record", record))
+        for entry in manifest["files"]:
+            table = pq.read_table(root / entry["path"])
+            ids = named(entry["last_seq"], table.schema)
+            key = json.loads((table.schema.metadata or {})[b"replicator.primary_key"])
+            assert key, f"{entry['table']} has no key: this fold is for keyed tables"
+            for row in table.to_pylist():
+                events.append((row["_seq"], "row", (entry["table"], ids, key, row)))
+    state: Folded = {}
+    for _, kind, item in sorted(events, key=lambda e: e[0]):
+        if kind == "record":
+            if item["op"] in ("create", "truncate", "drop"):
+                state.pop(item["table"], None)
+            elif item["op"] == "rename":
+                state[item["to"]] = state.pop(item["table"], {})
+            continue
+        name, ids, key, row = item
+        rows = state.setdefault(name, {})
+        before = row["_before_key"]
+        if row["_op"] == "u" and before is not None:
+            rows.pop(tuple(before[k] for k in key), None)
+        if row["_op"] == "d":
+            rows.pop(tuple(row[k] for k in key), None)
+        else:
+            data = {newest[fid][1]: row[column] for column, fid in ids.items()}
+            rows[tuple(row[k] for k in key)] = data
+    return state
+
+
+def selected(server: MariaDBServer, db: str, table: str, key: str) -> dict[tuple[Any, ...], Any]:
+    """The source's rows of ``db.table`` as ``folded`` has them (a key of one column)."""
+    with contextlib.closing(server.connect(db)) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM `{table}`")
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return {(row[key],): row for row in rows}
 
 
 def _executed(server: MariaDBServer) -> int:
@@ -422,3 +496,53 @@ def test_a_table_whose_key_column_is_left_out_is_read_whole_after_a_truncate(
 
 def _landed_unsorted(root: Path, table: str, db: str) -> pa.Table:
     return ds.dataset(str(root / db / table), format="parquet").to_table()
+
+
+async def test_a_table_taken_in_again_by_the_filters_lands_no_stale_rows(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path
+) -> None:
+    """A keyed table the filters leave out for a while, then take in again: its rows deleted
+    or moved to another key meanwhile never reached the landing zone. Its snapshot ("tables
+    newly included") starts with a ``truncate`` record, so folding gives the source's rows
+    (a table emptied meanwhile too: the record comes without rows)."""
+    server = mariadb_full_metadata
+    db = "snap_refilter"
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+    server.execute(f"CREATE DATABASE {db}")
+    for statement in (
+        "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE b (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE c (id INT PRIMARY KEY, v VARCHAR(10))",
+        "INSERT INTO a VALUES (1, 'a')",
+        "INSERT INTO b VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+        "INSERT INTO c VALUES (1, 'c1'), (2, 'c2')",
+    ):
+        server.execute(statement, database=db)
+    root = tmp_path / "landing"
+    wide = _config(server, root, tmp_path / "w.yaml", f"filters:\n  include: ['{db}.*']\n")
+    narrow = _config(server, root, tmp_path / "n.yaml", f"filters:\n  include: ['{db}.a']\n")
+
+    async def run(config: Path) -> None:
+        await Service(load_config(config), RunOptions(stop_at_end=True)).run()
+
+    await run(wide)  # the initial snapshot: a, b and c
+    await run(narrow)  # b and c left out from here
+    for statement in (
+        "DELETE FROM b WHERE id = 1",
+        "UPDATE b SET id = 20 WHERE id = 2",
+        "UPDATE b SET v = 'THREE' WHERE id = 3",
+        "DELETE FROM c",
+        "INSERT INTO a VALUES (2, 'a2')",
+    ):
+        server.execute(statement, database=db)
+    await run(narrow)  # the stream passes the changes of b and c without landing them
+    await run(wide)  # b and c taken in again: snapshotted
+    state = folded(root)
+    assert state[f"{db}.a"] == selected(server, db, "a", "id")
+    assert state[f"{db}.b"] == selected(server, db, "b", "id")
+    assert selected(server, db, "c", "id") == {}
+    assert state.get(f"{db}.c", {}) == {}
+    manifests = [json.loads(p.read_text()) for p in (root / "_manifests").glob("*.json")]
+    resets = [r["table"] for m in manifests for r in m["schema_changes"] if r["op"] == "truncate"]
+    assert sorted(resets) == [f"{db}.b", f"{db}.c"]  # the initial snapshot needs none
+    server.execute(f"DROP DATABASE IF EXISTS {db}")

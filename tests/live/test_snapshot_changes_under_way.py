@@ -29,6 +29,7 @@ from replicator.service import RunOptions, Service
 from replicator.snapshot.reader import ReadPoint, SnapshotReader
 from replicator.snapshot.requests import write_request
 from tests.harness.mariadb import MariaDBServer
+from tests.live.test_snapshot import folded, selected
 
 pytestmark = pytest.mark.live
 
@@ -191,6 +192,42 @@ async def test_a_table_renamed_away_whose_name_is_taken_again_is_followed(
 
 
 @pytest.mark.parametrize(
+    "rename",
+    [
+        "RENAME TABLE a TO tmp, b TO a, tmp TO b",  # a swap
+        "RENAME TABLE b TO c, a TO b",  # a rotation: b, still queued, moves on to c
+    ],
+)
+async def test_tables_that_swap_or_rotate_names_mid_snapshot_are_each_read_once(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, between_chunks: Between, rename: str
+) -> None:
+    """After the first chunk of ``a``, ``a`` takes the name of ``b``, still queued, which
+    takes another: each queued entry follows its table, so both are read through, once."""
+    server = mariadb_full_metadata
+    db = "snap_swap"
+    _database(
+        server,
+        db,
+        "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(8))",
+        "CREATE TABLE b (id INT PRIMARY KEY, v VARCHAR(8))",
+        "INSERT INTO a SELECT seq, concat('a', seq) FROM seq_1_to_10",
+        "INSERT INTO b SELECT seq, concat('b', seq) FROM seq_1_to_10",
+    )
+    between_chunks.plan(server, db, rename)
+    root = await _snapshot(server, tmp_path, f"{db}.*", 3)
+    names = sorted(name for (name,) in server.query(f"SHOW TABLES FROM {db}"))
+    state = folded(root)
+    assert sorted(state) == [f"{db}.{name}" for name in names]
+    for name in names:
+        assert state[f"{db}.{name}"] == selected(server, db, name, "id"), name
+    read = sum(
+        _landed(root, db, name).num_rows for name in ("a", "b", "c") if (root / db / name).is_dir()
+    )
+    assert read == 20  # every row once: none read twice
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+@pytest.mark.parametrize(
     "alter", ["ALTER TABLE t DROP COLUMN v", "ALTER TABLE t RENAME COLUMN v TO w"]
 )
 async def test_a_column_taken_away_after_the_read_view_opened_does_not_stop_the_run(
@@ -223,6 +260,44 @@ async def test_a_column_taken_away_after_the_read_view_opened_does_not_stop_the_
     root = await _snapshot(server, tmp_path, f"{db}.t", 2)
     assert views["open"] >= 3
     assert sorted(_state(root, db, "t", "id")) == [1, 2, 3, 4, 5, 6]
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_columns_that_swap_names_after_the_read_view_opened_are_read_again(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instant swap of two columns' names between a chunk's read view and its SELECT: the
+    SELECT takes the names as the table stands then, so each column's values would land
+    under the other's field id. The chunk is dropped and read again past the ALTER."""
+    server = mariadb_full_metadata
+    db = "snap_column_swap"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)",
+        "INSERT INTO t SELECT seq, 10 + seq, 20 + seq FROM seq_1_to_4",
+    )
+    begin = SnapshotReader.begin
+    views = {"open": 0}
+
+    def begin_then_swap(self: SnapshotReader) -> ReadPoint:
+        point = begin(self)
+        views["open"] += 1
+        if views["open"] == 1:  # the first chunk's read view is open; its SELECT is not
+            server.execute(
+                "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a, ALGORITHM=INSTANT",
+                database=db,
+            )
+        return point
+
+    monkeypatch.setattr(SnapshotReader, "begin", begin_then_swap)
+    root = await _snapshot(server, tmp_path, f"{db}.t", 2)
+    monkeypatch.setattr(SnapshotReader, "begin", begin)
+    await _snapshot(server, tmp_path, f"{db}.t", 2)  # lands the ALTER, if the first did not
+    assert views["open"] >= 2
+    want = selected(server, db, "t", "id")
+    assert want[(1,)] == {"id": 1, "a": 21, "b": 11}
+    assert folded(root)[f"{db}.t"] == want
     server.execute(f"DROP DATABASE IF EXISTS {db}")
 
 
@@ -374,4 +449,28 @@ async def test_a_key_whose_text_does_not_go_back_exactly_is_read_whole(
     )
     root = await _snapshot(server, tmp_path, f"{db}.t", 1)
     assert sorted(_landed(root, db, "t").column("n").to_pylist()) == list(range(len(values)))
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+async def test_a_char_key_of_a_no_pad_collation_is_read_whole(
+    mariadb_full_metadata: MariaDBServer, tmp_path: Path
+) -> None:
+    """CHAR values are stored padded with spaces and sent without: under a NO PAD collation
+    the key's index puts 'a\\t' before 'a' while ``k > 'a\\t'`` leaves 'a' out, so a walk of
+    the key would skip rows. The table is read whole, after a truncate record."""
+    server = mariadb_full_metadata
+    db = "snap_nopad"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (k CHAR(4) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin "
+        "PRIMARY KEY, n INT)",
+        "INSERT INTO t VALUES ('a', 1), ('a\\t', 2), ('b', 3), ('b\\t', 4)",
+    )
+    order = [k for (k,) in server.query(f"SELECT k FROM {db}.t ORDER BY k")]
+    assert order == ["a\t", "a", "b\t", "b"]  # the index's order, not the values'
+    root = await _snapshot(server, tmp_path, f"{db}.t", 1)
+    assert folded(root)[f"{db}.t"] == selected(server, db, "t", "k")
+    manifests = [json.loads(p.read_text()) for p in (root / "_manifests").glob("*.json")]
+    assert [r["op"] for m in manifests for r in m["schema_changes"]] == ["truncate"]
     server.execute(f"DROP DATABASE IF EXISTS {db}")

@@ -18,14 +18,17 @@ from replicator.binlog import temporal
 from replicator.binlog.values import InvalidTemporal
 from replicator.config import load_config
 from replicator.errors import ConfigError, IntegrityError
-from replicator.schema.history import Point, SchemaHistory, resync_change
-from replicator.schema.model import Catalog, Column, Database, Table
+from replicator.pipeline.pipeline import _followed
+from replicator.schema import ddl
+from replicator.schema.history import Point, SchemaChange, SchemaHistory, resync_change
+from replicator.schema.model import Catalog, Column, Database, ServerTraits, Table, no_pad
 from replicator.snapshot.reader import _after_clause, _until_clause
 from replicator.snapshot.requests import read_requests, write_request
 from replicator.snapshot.runner import SnapshotProgress
 from replicator.snapshot_progress import SnapshotState, decode_key, encode_key
 from tests import encoders as enc
 
+CTX = ddl.Context()
 FIELDS = st.tuples(
     st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 23),
     st.integers(0, 59), st.integers(0, 59), st.integers(0, 999_999),
@@ -139,6 +142,90 @@ def test_progress_records_its_key_and_the_requests_it_queued() -> None:
     again = state.restarted()
     assert (again.after, again.rows, again.key, again.tables) == (None, 0, None, ("a.t",))
     assert state.finished().key is None
+
+
+def test_queued_entries_follow_their_tables_through_renames_and_drops() -> None:
+    """A swap (a TO tmp, b TO a, tmp TO b) and a rotation (b TO c, a TO b) with ``a`` part
+    read and ``b`` queued: each entry names its own table after, none is lost or doubled."""
+    shape = ("1:int(11):None:None",)
+    state = SnapshotState().add(["d.a", "d.b"]).advanced((3,), 3, shape, (10,))
+    swapped = state.moved("d.a", "d.tmp").moved("d.b", "d.a").moved("d.tmp", "d.b")
+    assert (swapped.tables, swapped.after, swapped.rows) == (("d.b", "d.a"), (3,), 3)
+    rotated = state.moved("d.b", "d.c").moved("d.a", "d.b")
+    assert (rotated.tables, rotated.after) == (("d.b", "d.c"), (3,))
+    assert state.moved("d.x", "d.y") is state  # not queued: nothing to follow
+    assert state.renamed("d.b").tables == ("d.b", "d.b")  # progress from before: none lost
+    pending = state.dropped("d.b")
+    assert (pending.tables, pending.after, pending.done) == (("d.a",), (3,), 1)
+    current = state.dropped("d.a")
+    assert (current.tables, current.after, current.done, current.done_rows) == (
+        ("d.b",), None, 1, 3,
+    )  # fmt: skip
+
+
+def test_the_stream_s_renames_and_drops_move_the_queue_in_statement_order() -> None:
+    """The pipeline applies each DDL statement's effects to the queue as it takes it."""
+    catalog = Catalog(databases={"d": Database("d", "utf8mb4")})
+    for name in ("a", "b", "e"):
+        catalog, _ = ddl.apply_ddl(catalog, f"CREATE TABLE d.{name} (id INT PRIMARY KEY)", CTX)
+    state = SnapshotState().add(["d.a", "d.b", "d.e"], reset=True).advanced((3,), 3)
+    for statement, tables in (
+        ("RENAME TABLE d.a TO d.tmp, d.b TO d.a, d.tmp TO d.b", ("d.b", "d.a", "d.e")),
+        ("RENAME TABLE d.a TO d.c, d.b TO d.a", ("d.a", "d.c", "d.e")),
+        ("DROP TABLE d.c", ("d.a", "d.e")),
+    ):
+        catalog, effects = ddl.apply_ddl(catalog, statement, CTX)
+        state = _followed(state, SchemaChange(Point("f", 4), statement, tuple(effects)))
+        assert state.tables == tables, statement
+    assert (state.after, state.reset) == ((3,), frozenset({"d.e"}))
+    catalog, effects = ddl.apply_ddl(catalog, "DROP DATABASE d", CTX)
+    state = _followed(state, SchemaChange(Point("f", 9), "DROP DATABASE d", tuple(effects)))
+    assert (state.tables, state.done, state.done_rows) == ((), 3, 3)
+
+
+def test_a_reset_goes_before_the_first_chunk_of_the_tables_queued_with_it() -> None:
+    """Tables queued with ``reset`` (taken in again by the filters, asked for again) start
+    with a truncate record: once, before their first chunk, under whatever name they have."""
+    state = SnapshotState().add(["d.a"]).add(["d.a", "d.b", "d.c"], reset=True)
+    assert state.reset == frozenset({"d.b", "d.c"})  # d.a was queued already, without
+    assert not state.resets
+    state = state.finished(1)
+    assert state.resets
+    back = SnapshotState.from_json(state.to_json(), "test")
+    assert back.reset == frozenset({"d.b", "d.c"})
+    moved = state.moved("d.b", "d.x").moved("d.c", "d.b")
+    assert (moved.tables, moved.reset) == (("d.x", "d.b"), frozenset({"d.x", "d.b"}))
+    chunk = moved.advanced((5,), 5, ("1:int(11):None:None",))
+    assert not chunk.resets and chunk.reset == frozenset({"d.b"})
+    assert not chunk.restarted().resets  # its truncate landed with the first chunk
+    assert chunk.finished().resets  # d.b's turn
+    assert moved.dropped("d.b").reset == frozenset({"d.x"})
+    assert "reset" not in (SnapshotState().add(["d.a"]).to_json() or {})
+
+
+def test_no_pad_collations_are_told_by_name_and_the_charset_default() -> None:
+    mariadb, mysql8 = ServerTraits(), ServerTraits("mysql", (8, 0, 36))
+
+    def char(charset: str | None, collation: str | None) -> Column:
+        return Column("k", "char", "char(4)", charset=charset, collation=collation)
+
+    for collation in (
+        "utf8mb4_nopad_bin",
+        "utf8mb4_general_nopad_ci",
+        "latin1_swedish_nopad_ci",
+        "utf8mb4_uca1400_nopad_ai_ci",
+        "utf8mb4_0900_ai_ci",
+        "utf8mb4_0900_bin",
+        "utf8mb4_ja_0900_as_cs",
+    ):
+        assert no_pad(char("utf8mb4", collation), mariadb), collation
+    for collation in ("utf8mb4_bin", "utf8mb4_general_ci", "utf8mb4_uca1400_ai_ci", "latin1_bin"):
+        assert not no_pad(char("utf8mb4", collation), mysql8), collation
+    assert no_pad(char("utf8mb4", None), mysql8)  # utf8mb4_0900_ai_ci, MySQL 8's default
+    assert not no_pad(char("utf8mb4", None), mariadb)
+    assert not no_pad(char("latin1", None), mysql8)
+    assert not no_pad(Column("k", "binary", "binary(4)", charset="binary"), mysql8)
+    assert not no_pad(Column("k", "int", "int(11)"), mysql8)
 
 
 def test_a_chunk_starts_strictly_after_the_last_key_in_key_order() -> None:
