@@ -450,10 +450,14 @@ class SourceConfig:
     buffer_events: Annotated[
         Integer, Field(ge=1, le=MAX_COUNT, description="events, e.g. 10000")
     ] = 10000
-    # ...also bounded by row images waiting in it (memory)
+    # ...also bounded by row images waiting in it (memory)...
     buffer_rows: Annotated[
         Integer, Field(ge=1, le=MAX_COUNT, description="row images, e.g. 100000")
     ] = 100_000
+    # ...and by the binlog bytes of their rows events (wide rows)
+    buffer_bytes: Annotated[
+        Integer, Field(ge=1, le=MAX_BYTES, description="binlog bytes, e.g. 67108864")
+    ] = 64 * 1024 * 1024
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -596,11 +600,15 @@ class SinkConfig:
     row_group_rows: Annotated[
         Integer, Field(ge=1, le=MAX_COUNT, description="rows per Parquet row group, e.g. 128000")
     ] = 128_000
-    # a transaction with more row changes than this streams to staging files instead of
-    # being held in memory, and commits as one batch at its end
+    # a transaction with more row changes than this (or more binlog bytes of rows events
+    # than large_transaction_bytes) streams to staging files instead of being held in
+    # memory, and commits as one batch at its end
     large_transaction_rows: Annotated[
         Integer, Field(ge=1, le=MAX_COUNT, description="row changes, e.g. 50000")
     ] = 50_000
+    large_transaction_bytes: Annotated[
+        Integer, Field(ge=1, le=MAX_BYTES, description="binlog bytes, e.g. 33554432")
+    ] = 32 * 1024 * 1024
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     object_store: ObjectStoreConfig = field(default_factory=ObjectStoreConfig)
 

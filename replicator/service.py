@@ -451,6 +451,7 @@ class Service:
             stop_at_end=stop_at_end,
             schema_lookup=tracker,
             part_rows=self.config.sink.large_transaction_rows,
+            part_bytes=self.config.sink.large_transaction_bytes,
             tracker=tracker,
             report_host=self.replica_host,
             # runs of small transactions, but not while a snapshot reads beside the stream:

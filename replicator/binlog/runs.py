@@ -354,6 +354,11 @@ class TransactionRun:
     def row_count(self) -> int:
         return self.taken.row_count + (0 if self.last is None else self.last.row_count)
 
+    @property
+    def row_bytes(self) -> int:
+        """The binlog bytes its transactions span (the events of the last one's rows)."""
+        return self.taken.nbytes + (0 if self.last is None else self.last.row_bytes)
+
 
 _KINDS = {
     23: ev.RowsKind.INSERT,

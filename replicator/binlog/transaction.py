@@ -23,6 +23,7 @@ passes through as is, so the consumer can follow positions.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -65,6 +66,10 @@ class TransactionPart:
     def row_count(self) -> int:
         return sum(e.row_count for e in self.events if isinstance(e, ev.RowsEvent))
 
+    @property
+    def row_bytes(self) -> int:
+        return row_bytes(self.events)
+
 
 @record
 class Transaction:
@@ -105,6 +110,16 @@ class Transaction:
     def row_count(self) -> int:
         return sum(e.row_count for e in self.events if isinstance(e, ev.RowsEvent))
 
+    @property
+    def row_bytes(self) -> int:
+        return row_bytes(self.events)
+
+
+def row_bytes(events: Iterable[ev.Event]) -> int:
+    """The binlog bytes of the rows events among ``events``: what their row images take,
+    near enough, wherever they are held."""
+    return sum(e.header.event_size for e in events if isinstance(e, ev.RowsEvent))
+
 
 _PASSTHROUGH = (
     ev.FormatDescriptionEvent,
@@ -134,10 +149,12 @@ def _atomic_create_select(statement: str) -> bool:
 class TransactionAssembler:
     """Feed events in stream order; get back finished transactions and control events.
 
-    With ``part_rows`` set, a transaction whose row count passes it is handed out in
+    With ``part_rows`` (or ``part_bytes``) set, a transaction whose row images pass that
+    many (or whose rows events pass that many binlog bytes: wide rows) is handed out in
     ``TransactionPart``s as it goes, so memory stays bounded for huge transactions."""
 
     part_rows: int | None = None
+    part_bytes: int | None = None
     discarded_incomplete: int = 0
     _open: list[ev.Event] = field(default_factory=list)
     _gtid_event: ev.Event | None = None
@@ -148,6 +165,7 @@ class TransactionAssembler:
     # TABLE_MAP + ROWS events ending with STMT_END_F, without BEGIN/COMMIT.
     _bare_statements: bool = False
     _open_rows: int = 0
+    _open_bytes: int = 0
     _parts: int = 0
     _first_file: str = ""
     _first_position: int = 0
@@ -163,10 +181,8 @@ class TransactionAssembler:
             # orphan: _in_group sets _started only outside one): what _in_group does for
             # it, without the checks that cannot apply
             self._open.append(event)
-            if isinstance(event, ev.RowsEvent) and self.part_rows is not None:
-                self._open_rows += event.row_count
-                if self._open_rows >= self.part_rows:
-                    return [self._part()]
+            if isinstance(event, ev.RowsEvent) and self._part_full(event):
+                return [self._part()]
             return []
         if isinstance(event, ev.TransactionPayloadEvent):
             out: list[Transaction | TransactionPart | ev.Event] = []
@@ -224,10 +240,8 @@ class TransactionAssembler:
                 self._open.append(event)
             return []
         self._open.append(event)
-        if isinstance(event, ev.RowsEvent) and self.part_rows is not None:
-            self._open_rows += event.row_count
-            if self._open_rows >= self.part_rows:
-                return [self._part()]
+        if isinstance(event, ev.RowsEvent) and self._part_full(event):
+            return [self._part()]
         if isinstance(event, ev.XidEvent):
             return [self._finish(event, Ending.XID)]
         if isinstance(event, ev.XaPrepareEvent):
@@ -248,6 +262,17 @@ class TransactionAssembler:
                 return [self._finish(event, Ending.DDL)]
         return []
 
+    def _part_full(self, event: ev.RowsEvent) -> bool:
+        """Count ``event`` (just held); True when what is held makes a part."""
+        full = False
+        if self.part_rows is not None:
+            self._open_rows += event.row_count
+            full = self._open_rows >= self.part_rows
+        if self.part_bytes is not None:
+            self._open_bytes += event.header.event_size
+            full = full or self._open_bytes >= self.part_bytes
+        return full
+
     def _part(self) -> TransactionPart:
         first = self._gtid_event or self._open[0]
         if self._parts == 0:
@@ -261,7 +286,7 @@ class TransactionAssembler:
         )
         self._parts += 1
         self._open = []
-        self._open_rows = 0
+        self._open_rows = self._open_bytes = 0
         return part
 
     def _gtid_text(self) -> str | None:
@@ -310,5 +335,5 @@ class TransactionAssembler:
         self._standalone = False
         self._started = False
         self._orphan = False
-        self._open_rows = 0
+        self._open_rows = self._open_bytes = 0
         self._parts = 0

@@ -82,13 +82,19 @@ _PRE_GA_ROWS = frozenset(
 )
 Groups = list[tuple[TableVersion, list[Run]]]
 STAGE_ROWS = 16_384
-"""Row changes staged in the loop before they are handed to the writer thread."""
+"""Row changes staged in the loop before they are handed to the writer thread..."""
+STAGE_BYTES = 8 << 20
+"""...or binlog bytes of the rows events they came in (wide rows: 16k rows of 32 KiB each
+would be half a GiB)."""
 INFLIGHT_ROWS = 6 * STAGE_ROWS
 """Row changes handed to the writer thread and not yet converted, at most (memory). Enough
 that the stream goes on while the writer thread encodes a committed batch's Parquet (a batch
 of 100k rows takes it about a tenth of a second), instead of stalling on each commit. On the
 standard benchmark 6 chunks land as fast as 8 with about 15 MB less at the peak (4 chunks:
 25 MB less, 3% slower)."""
+INFLIGHT_BYTES = 6 * STAGE_BYTES
+"""Binlog bytes of the row changes handed to the writer thread and not yet converted, at most
+(memory: ``INFLIGHT_ROWS`` of wide rows would be GiBs)."""
 SNAPSHOT_INFLIGHT_BYTES = 16 << 20
 """Bytes read from the source (snapshot blocks) handed to the writer thread and not yet done,
 beyond which a snapshot block waits once one more is on its way (memory: one block of wide
@@ -353,13 +359,18 @@ class Pipeline:
         self._staged: dict[TableVersion, list[Run]] = {}
         self._staged_index: dict[int, tuple[TableVersion, list[Run]]] = {}
         self._staged_rows = 0
+        self._staged_bytes = 0  # binlog bytes of the staged rows' events (see STAGE_BYTES)
         # work handed to the writer and commit threads, oldest first: (future, rows, commit or
-        # None, the batch it writes, the bytes its snapshot blocks took to read, its order)
-        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch, int, int]]
+        # None, the batch it writes, the bytes its snapshot blocks took to read, the binlog
+        # bytes of its stream rows, its order)
+        self._inflight: deque[
+            tuple[asyncio.Future[Any], int, _Commit | None, Batch, int, int, int]
+        ]
         self._inflight = deque()
         self._inflight_rows = 0
         self._inflight_commits = 0
         self._inflight_bytes = 0  # of snapshot blocks, as read from the source
+        self._inflight_row_bytes = 0  # binlog bytes of the stream's rows (INFLIGHT_BYTES)
         self._abandoned = False  # stopping out of time: the writer thread runs nothing more
         self._interrupted = False  # see interrupt()
         self._wake: asyncio.Future[None] | None = None  # ends a wait for the writer thread
@@ -439,9 +450,12 @@ class Pipeline:
             self._newest = None
         return self._batch
 
-    async def _stage(self, batch: Batch, groups: Groups, *, nbytes: int = 0) -> None:
+    async def _stage(
+        self, batch: Batch, groups: Groups, *, nbytes: int = 0, size: int = 0
+    ) -> None:
         """Add row changes to the batch: staged here, handed to the writer thread in chunks
-        (``nbytes``: what they took to read, for a snapshot block)."""
+        (``nbytes``: what they took to read, for a snapshot block; ``size``: the binlog bytes
+        of the rows events they came in, for the stream's)."""
         index = self._staged_index
         for version, changes in groups:
             hit = index.get(id(version))
@@ -451,19 +465,21 @@ class Pipeline:
             rows = rows_in(changes)
             self._staged_rows += rows
             self._batch_rows += rows
-        if self._staged_rows >= STAGE_ROWS:
+        self._staged_bytes += size
+        if self._staged_rows >= STAGE_ROWS or self._staged_bytes >= STAGE_BYTES:
             await self._hand_over(batch, nbytes=nbytes)
 
     def _unstage(self) -> None:
         """Nothing staged (handed over, or dropped)."""
         self._staged, self._staged_index, self._staged_rows = {}, {}, 0
+        self._staged_bytes = 0
 
     async def _hand_over(self, batch: Batch, *, nbytes: int = 0) -> None:
         """Give the staged rows to the writer thread (without waiting for them)."""
         if self._staged:
-            staged, rows = list(self._staged.items()), self._staged_rows
+            staged, rows, size = list(self._staged.items()), self._staged_rows, self._staged_bytes
             self._unstage()
-            self._submit(rows, None, self._append, batch, staged, nbytes=nbytes)
+            self._submit(rows, None, self._append, batch, staged, nbytes=nbytes, size=size)
         await self._reap()
 
     def _submit(
@@ -474,6 +490,7 @@ class Pipeline:
         batch: Batch,
         *args: Any,
         nbytes: int = 0,
+        size: int = 0,
     ) -> None:
         """Hand work over: rows to the writer thread, a commit to the commit thread, where
         it waits for the rows handed over before it (its batch's last ones among them), and
@@ -487,8 +504,9 @@ class Pipeline:
         else:
             work = self._committer.submit(self._after, self._last_work, order, fn, batch, *args)
         future = asyncio.wrap_future(work)
-        self._inflight.append((future, rows, commit, batch, nbytes, order))
+        self._inflight.append((future, rows, commit, batch, nbytes, size, order))
         self._inflight_rows += rows
+        self._inflight_row_bytes += size
         self._inflight_commits += commit is not None
         self._inflight_bytes += nbytes
         # applied as soon as it is done, not at the next hand-over: an idle stream must still
@@ -543,8 +561,9 @@ class Pipeline:
         finds it (and nothing raises it)."""
         inflight = self._inflight
         while self._error is None and inflight and inflight[0][0].done():
-            future, rows, commit, batch, nbytes, order = inflight.popleft()
+            future, rows, commit, batch, nbytes, size, order = inflight.popleft()
             self._inflight_rows -= rows
+            self._inflight_row_bytes -= size
             self._inflight_commits -= commit is not None
             self._inflight_bytes -= nbytes
             try:
@@ -578,11 +597,12 @@ class Pipeline:
 
     async def _reap(self, *, everything: bool = False, snapshot: bool = False) -> None:
         """Apply what the writer thread has done; wait while more than ``INFLIGHT_ROWS`` rows
-        or ``MAX_INFLIGHT_COMMITS`` commits are waiting for it (or, with ``everything``, until
-        it is idle; with ``snapshot``, also while more than one hand-over is and they hold more
-        than ``SNAPSHOT_INFLIGHT_BYTES`` or number more than ``SNAPSHOT_INFLIGHT``). Raises
-        the first error of the writer thread (again on every later call: the pipeline is
-        done). Raises PipelineInterrupted once ``interrupt`` was called."""
+        (or ``INFLIGHT_BYTES`` of them) or ``MAX_INFLIGHT_COMMITS`` commits are waiting for
+        it (or, with ``everything``, until it is idle; with ``snapshot``, also while more
+        than one hand-over is and they hold more than ``SNAPSHOT_INFLIGHT_BYTES`` or number
+        more than ``SNAPSHOT_INFLIGHT``). Raises the first error of the writer thread (again
+        on every later call: the pipeline is done). Raises PipelineInterrupted once
+        ``interrupt`` was called."""
         while True:
             self._collect_done()
             if self._error is not None:
@@ -594,6 +614,7 @@ class Pipeline:
             if not (
                 everything
                 or self._inflight_rows > INFLIGHT_ROWS
+                or self._inflight_row_bytes > INFLIGHT_BYTES
                 or self._inflight_commits > MAX_INFLIGHT_COMMITS
                 or (snapshot and self._snapshot_full())
             ):
@@ -759,7 +780,7 @@ class Pipeline:
         """Transactions of a run, whole: their rows are staged, the position moves past
         them."""
         batch = self._open()
-        await self._stage(batch, self._segments(run))
+        await self._stage(batch, self._segments(run), size=run.nbytes)
         batch.transactions += run.transactions
         self._batch_bytes += run.nbytes
         self.stats.transactions += run.transactions
@@ -849,8 +870,9 @@ class Pipeline:
             if transaction.parts:
                 raise ConfigError(
                     f"XA transaction {xa} has more row changes than "
-                    "sink.large_transaction_rows: its rows cannot be held until XA COMMIT",
-                    hint="raise sink.large_transaction_rows above the XA transaction's size",
+                    "sink.large_transaction_rows (or more binlog bytes of them than "
+                    "sink.large_transaction_bytes): its rows cannot be held until XA COMMIT",
+                    hint="raise the setting above the XA transaction's size",
                 )
             groups, _ = self._collect(transaction.events, None, ts, 0)
             self._held[xa.key] = HeldXa(
@@ -906,7 +928,7 @@ class Pipeline:
             batch = self._open()
             ts = _commit_time(item, int(time.time()))
             groups = self._changes(item, item.events, ts)
-            await self._stage(batch, groups)
+            await self._stage(batch, groups, size=item.row_bytes)
             return
         if isinstance(item, GtidStateLearned):
             # a start without a GTID state: from here on the checkpoint carries one
@@ -962,7 +984,7 @@ class Pipeline:
             self.snapshot = snapshot
             await self.commit()
             raise
-        await self._stage(batch, groups)
+        await self._stage(batch, groups, size=item.row_bytes)
         batch.transactions += 1
         self._batch_bytes += item.end_position - item.position if not item.parts else 0
         self.stats.transactions += 1

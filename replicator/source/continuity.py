@@ -59,6 +59,7 @@ __all__ = ["Landed", "Verdict", "landed", "prove"]
 _READ_TIMEOUT = 60.0  # seconds a query for the server's state may take
 # row images per part when the proof's transaction is read back (any size gives one digest)
 READ_BACK_PART_ROWS = 10_000
+READ_BACK_PART_BYTES = 32 << 20  # binlog bytes of rows events: parts of wide rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +260,7 @@ async def _read_back(cfg: SourceConfig, proof: Proof) -> Proof | None:
         name="continuity-proof",
         report_host=None,
         part_rows=READ_BACK_PART_ROWS,  # a large transaction is hashed part by part, not held
+        part_bytes=READ_BACK_PART_BYTES,
     )
     parts: Digest | None = None  # the digest the open transaction's parts were fed to
     async with stream:

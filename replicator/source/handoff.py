@@ -1,12 +1,13 @@
 """The bounded hand-off of stream items from the reader thread to the event loop.
 
-The reader thread decodes; the consumer runs on the loop. Room is counted in items and in row
-images (``deliver``): when the consumer is slow the reader blocks here, until half the room is
-free again, and stops reading its socket, so memory stays bounded and TCP pushes back on the
-server. Items are handed over in batches (``flush``), once per chunk read from the socket, and
-the reader waits until the loop has queued them: a round trip per item would cost as much as
-decoding a small transaction, and the wait is when the loop thread gets the GIL without
-contention.
+The reader thread decodes; the consumer runs on the loop. Room is counted in items, in row
+images and in the binlog bytes of their rows events (``deliver``; wide rows, a few thousand of
+them a hundred megabytes, are bounded by the bytes): when the consumer is slow the reader
+blocks here, until half the room is free again, and stops reading its socket, so memory stays
+bounded and TCP pushes back on the server. Items are handed over in batches (``flush``), once
+per chunk read from the socket, and the reader waits until the loop has queued them: a round
+trip per item would cost as much as decoding a small transaction, and the wait is when the
+loop thread gets the GIL without contention.
 """
 
 from __future__ import annotations
@@ -26,17 +27,20 @@ class End:
     """Queue sentinel: the stream is over (``--stop-at-end`` reached or closed)."""
 
 
-# an item, or the error or end that finishes the stream, with its row images
-Entry = tuple[StreamItem | BaseException | End, int]
+# an item, or the error or end that finishes the stream, with its row images and their bytes
+Entry = tuple[StreamItem | BaseException | End, int, int]
 
 
 class HandOff:
-    """Reader thread -> loop, bounded by ``queue_size`` items and ``row_budget`` row images.
+    """Reader thread -> loop, bounded by ``queue_size`` items, ``row_budget`` row images and
+    ``byte_budget`` binlog bytes of rows events.
 
     ``stopping`` is the stream's: once set, ``deliver`` and ``flush`` give up (False) and a
     reader waiting for room is woken by ``stop``."""
 
-    def __init__(self, stopping: threading.Event, *, queue_size: int, row_budget: int) -> None:
+    def __init__(
+        self, stopping: threading.Event, *, queue_size: int, row_budget: int, byte_budget: int
+    ) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         # bounded by deliver (items and row images), so putting never waits on the loop
         self.queue: asyncio.Queue[Entry] | None = None
@@ -44,13 +48,14 @@ class HandOff:
         self._stopping = stopping
         self._queue_size = queue_size
         self._row_budget = row_budget
+        self._byte_budget = byte_budget
         # What is queued is what the reader sent less what the loop took. Each counter has one
         # writer, so neither thread takes a lock to count: a reader that sees a count the loop
         # is about to raise sees less room than there is, never more. The lock is for a reader
         # waiting for room, and for the loop waking it. (This leans on the GIL: each counter
         # and the flag read whole and in program order; a free-threaded build needs a look.)
-        self._sent_items = self._sent_rows = 0  # the reader's
-        self._taken_items = self._taken_rows = 0  # the loop's
+        self._sent_items = self._sent_rows = self._sent_bytes = 0  # the reader's
+        self._taken_items = self._taken_rows = self._taken_bytes = 0  # the loop's
         self._reader_waits = False
         self._room = threading.Condition()
         self._batch: list[Entry] = []  # see deliver
@@ -78,9 +83,10 @@ class HandOff:
         return self._took(queue.get_nowait())
 
     def _took(self, entry: Entry) -> StreamItem:
-        item, rows = entry
+        item, rows, size = entry
         self._taken_items += 1
         self._taken_rows += rows
+        self._taken_bytes += size
         # read after counting: a reader that waits sees the count
         if self._reader_waits and self._half_free():
             with self._room:
@@ -107,15 +113,14 @@ class HandOff:
     def deliver(self, item: StreamItem | BaseException | End, *, now: bool = True) -> bool:
         """Hand an item to the loop, waiting for room. False when the stream is stopping.
 
-        Room is counted here, in items and row images. With ``now=False`` the item joins a
-        batch that ``flush`` hands over in one go, once per chunk read from the socket: a
-        round trip to the loop per transaction costs as much as decoding a small one."""
-        rows = (
-            item.row_count
-            if isinstance(item, (Transaction, TransactionRun, TransactionPart))
-            else 0
-        )
-        while not self._has_room(rows):
+        Room is counted here, in items, row images and their bytes. With ``now=False`` the
+        item joins a batch that ``flush`` hands over in one go, once per chunk read from the
+        socket: a round trip to the loop per transaction costs as much as decoding a small
+        one."""
+        rows = size = 0
+        if isinstance(item, (Transaction, TransactionRun, TransactionPart)):
+            rows, size = item.row_count, item.row_bytes
+        while not self._has_room(rows, size):
             if self._stopping.is_set():
                 return False
             if self._batch:
@@ -128,7 +133,7 @@ class HandOff:
                 self._reader_waits = True  # before looking again: see _took
                 try:
                     if not self._stopping.is_set() and not (
-                        self._has_room(rows) and self._half_free()
+                        self._has_room(rows, size) and self._half_free()
                     ):
                         self._room.wait(0.5)
                 finally:
@@ -137,24 +142,29 @@ class HandOff:
             return False
         self._sent_items += 1
         self._sent_rows += rows
-        self._batch.append((item, rows))
+        self._sent_bytes += size
+        self._batch.append((item, rows, size))
         return self.flush() if now else True
 
     def _half_free(self) -> bool:
-        """Half the room free again, in items and in row images: what a reader that waited
+        """Half the room free again, in items, row images and bytes: what a reader that waited
         for room waits for. Woken as soon as one item is taken, it would hand over one item
         per round trip between the threads, each costing more than a small transaction's
         decoding."""
-        return (self._sent_items - self._taken_items) * 2 <= self._queue_size and (
-            self._sent_rows - self._taken_rows
-        ) * 2 <= self._row_budget
+        return (
+            (self._sent_items - self._taken_items) * 2 <= self._queue_size
+            and (self._sent_rows - self._taken_rows) * 2 <= self._row_budget
+            and (self._sent_bytes - self._taken_bytes) * 2 <= self._byte_budget
+        )
 
-    def _has_room(self, rows: int) -> bool:
-        """Room for an item of ``rows`` row images. One item always gets through, however
-        large, so the stream cannot stall."""
+    def _has_room(self, rows: int, size: int) -> bool:
+        """Room for an item of ``rows`` row images of ``size`` bytes. One item always gets
+        through, however large, so the stream cannot stall."""
         queued_rows = self._sent_rows - self._taken_rows
+        queued_bytes = self._sent_bytes - self._taken_bytes
         return self._sent_items - self._taken_items < self._queue_size and (
-            not queued_rows or queued_rows + rows <= self._row_budget
+            not queued_rows
+            or (queued_rows + rows <= self._row_budget and queued_bytes + size <= self._byte_budget)
         )
 
     def flush(self) -> bool:

@@ -126,6 +126,7 @@ class ReplicaStream:
         schema_lookup: SchemaLookup | None = None,
         queue_size: int | None = None,
         part_rows: int | None = None,
+        part_bytes: int | None = None,
         name: str = "replica-reader",
         buffers: bool = True,
         statements_only: bool = False,
@@ -153,6 +154,7 @@ class ReplicaStream:
             self._stopping,
             queue_size=queue_size or max(16, cfg.buffer_events // 100),
             row_budget=max(1, cfg.buffer_rows),
+            byte_budget=max(1, cfg.buffer_bytes),
         )
         self._socket = DumpSocket()
         # where to stop: ``end`` as given, or with ``stop_at_end`` the binlog's end at start
@@ -163,6 +165,7 @@ class ReplicaStream:
         # the host name registered with the source (SHOW SLAVE HOSTS shows it; see sink.lock)
         self._report_host = report_host
         self._part_rows = part_rows
+        self._part_bytes = part_bytes
         self._open_parts: str | bool = False  # gtid (or True) of a transaction with parts out
         self._drops_seen = 0  # groups this session's assembler dropped, as handed over
         self._reconnect_log = ReconnectLog(cfg)
@@ -366,7 +369,7 @@ class ReplicaStream:
         )
         decoder.parser.buffers = self._buffers
         decoder.parser.statements_only = self._statements_only
-        assembler = TransactionAssembler(part_rows=self._part_rows)
+        assembler = TransactionAssembler(part_rows=self._part_rows, part_bytes=self._part_bytes)
         self._drops_seen = 0
         self._waiting_run = None
         try:
@@ -523,7 +526,9 @@ class ReplicaStream:
             limit,
             watch,
             budget,
-            max_images=self._part_rows or _NO_PARTS,
+            # (fewer image bytes than either: a transaction the assembler would hand out in
+            # parts is never taken whole into a run)
+            max_images=min(self._part_rows or _NO_PARTS, self._part_bytes or _NO_PARTS),
             max_bytes=_RUN_BYTES,
         )
 

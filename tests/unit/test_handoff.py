@@ -18,6 +18,7 @@ from replicator.source.handoff import End, HandOff
 from replicator.source.items import StreamItem
 
 ROOM = 3
+BYTES = 1 << 40  # no bound in bytes, where the test is of another
 ITEMS = 300
 
 
@@ -50,7 +51,7 @@ async def _take_all(
 @pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "batched"])
 async def test_the_loop_gets_every_item_in_order_within_the_room(batched: bool) -> None:
     stopping = threading.Event()
-    handoff = HandOff(stopping, queue_size=ROOM, row_budget=1000)
+    handoff = HandOff(stopping, queue_size=ROOM, row_budget=1000, byte_budget=BYTES)
     handoff.open()
     items = [cast(StreamItem, object()) for _ in range(ITEMS)]
     refused: list[int] = []
@@ -75,8 +76,8 @@ async def test_the_loop_gets_every_item_in_order_within_the_room(batched: bool) 
 
 
 class _Sized(TransactionPart):
-    """A part of a large transaction that counts ``index`` row images (only the count matters
-    to the hand-over)."""
+    """A part of a large transaction that counts ``index`` row images of ``position`` binlog
+    bytes (only the counts matter to the hand-over)."""
 
     __slots__ = ()
 
@@ -84,14 +85,18 @@ class _Sized(TransactionPart):
     def row_count(self) -> int:
         return self.index
 
+    @property
+    def row_bytes(self) -> int:
+        return self.position
+
 
 async def test_row_images_are_bounded_and_one_item_always_gets_through() -> None:
     budget = 100
     stopping = threading.Event()
-    handoff = HandOff(stopping, queue_size=1000, row_budget=budget)
+    handoff = HandOff(stopping, queue_size=1000, row_budget=budget, byte_budget=BYTES)
     handoff.open()
     sizes = [40, 30, 20, 500, 10, 60, 45, 99, 1, 250, 5] * 5
-    items = [_Sized(None, rows, (), "f", n) for n, rows in enumerate(sizes)]
+    items = [_Sized(None, rows, (), "f", 0) for rows in sizes]
 
     def reader() -> None:
         for item in items:
@@ -107,9 +112,30 @@ async def test_row_images_are_bounded_and_one_item_always_gets_through() -> None
     assert max(sum(rows) for rows in standing if len(rows) > 1) > budget // 2  # it filled up
 
 
+async def test_wide_rows_are_bounded_by_their_bytes() -> None:
+    """A few rows of 32 KiB each: the row budget alone would let all of them wait."""
+    budget = 1 << 20
+    stopping = threading.Event()
+    handoff = HandOff(stopping, queue_size=1000, row_budget=100_000, byte_budget=budget)
+    handoff.open()
+    sizes = [32 << 10, 32 << 10, 600 << 10, 3 << 20, 32 << 10, 900 << 10, 100 << 10] * 4
+    items = [_Sized(None, 1, (), "f", size) for size in sizes]
+
+    def reader() -> None:
+        for item in items:
+            handoff.deliver(item)
+        handoff.deliver(End())
+
+    got, queued = await _take_all(handoff, stopping, reader)
+    assert got == items
+    standing = [sizes[taken : taken + count] for taken, count in enumerate(queued)]
+    assert [size for size in standing if sum(size) > budget and len(size) > 1] == []
+    assert max(sum(size) for size in standing if len(size) > 1) > budget // 2  # it filled up
+
+
 async def test_stop_ends_a_reader_waiting_for_room() -> None:
     stopping = threading.Event()
-    handoff = HandOff(stopping, queue_size=1, row_budget=1000)
+    handoff = HandOff(stopping, queue_size=1, row_budget=1000, byte_budget=BYTES)
     handoff.open()
     answers: list[bool] = []
 

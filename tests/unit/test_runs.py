@@ -447,7 +447,7 @@ def _replica_read(data: bytes, *, runs: bool) -> tuple[list[StreamItem], BaseExc
             ours.close()
         items: list[StreamItem] = []
         while not reader._queue.empty():
-            entry, _ = reader._queue.get_nowait()
+            entry, _, _ = reader._queue.get_nowait()
             assert not isinstance(entry, (BaseException, End)), entry
             items.append(entry)
         return items, stopped.value

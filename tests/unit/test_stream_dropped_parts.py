@@ -19,6 +19,7 @@ from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.config import FilterConfig, SinkConfig, SourceConfig
 from replicator.pipeline.pipeline import Pipeline
 from replicator.sink.landing import LandingZone
+from replicator.source.handoff import End
 from replicator.source.items import StreamItem, TransactionAborted
 from replicator.source.proof import Proof
 from replicator.source.stream import ReplicaStream
@@ -60,9 +61,9 @@ def _handed(stream: ReplicaStream) -> list[StreamItem]:
     """What the stream handed over since the last call (its batch not yet flushed)."""
     batch, stream._handoff._batch = stream._handoff._batch, []
     items: list[StreamItem] = []
-    for item, _ in batch:
-        assert not isinstance(item, BaseException)
-        items.append(item)  # type: ignore[arg-type]
+    for item, _, _ in batch:
+        assert not isinstance(item, (BaseException, End))
+        items.append(item)
     return items
 
 

@@ -162,15 +162,34 @@ def _shape(item: object) -> tuple[object, ...]:
     return ("E", item.position)
 
 
-@given(st.lists(st.sampled_from(_KINDS), max_size=40), st.sampled_from([None, 1, 4]))
+@given(
+    st.lists(st.sampled_from(_KINDS), max_size=40),
+    st.sampled_from([None, 1, 4]),
+    st.sampled_from([None, 50, 120]),
+)
 def test_the_shortcut_for_rows_events_assembles_as_the_general_way(
-    kinds: list[str], part_rows: int | None
+    kinds: list[str], part_rows: int | None, part_bytes: int | None
 ) -> None:
     results = []
     for general in (False, True):
-        assembler = TransactionAssembler(part_rows=part_rows)
+        assembler = TransactionAssembler(part_rows=part_rows, part_bytes=part_bytes)
         out = [
             _shape(x) for event in _events(kinds, general=general) for x in assembler.feed(event)
         ]
         results.append((out, assembler.discarded_incomplete, assembler.in_transaction))
     assert results[0] == results[1]
+
+
+def test_wide_rows_are_handed_out_in_parts_by_their_bytes() -> None:
+    """Rows events of 50 bytes, a part at 100: few rows, but as many bytes as a part holds."""
+    kinds = ["maria", "map", "rows", "rows", "rows", "rows", "rows", "xid"]
+    assembler = TransactionAssembler(part_rows=1000, part_bytes=100)
+    out = [x for event in _events(kinds, general=False) for x in assembler.feed(event)]
+    shapes = [_shape(x) for x in out]
+    assert [shape[0] for shape in shapes] == ["P", "P", "T"]
+    first, second, last = out
+    assert isinstance(first, TransactionPart) and isinstance(second, TransactionPart)
+    assert [type(e) for e in first.events] == [ev.TableMapEvent, ev.RowsEvent, ev.RowsEvent]
+    assert (first.row_bytes, second.row_bytes) == (100, 100)
+    assert isinstance(last, Transaction)
+    assert (last.parts, last.row_bytes, len(last.rows)) == (2, 50, 1)
