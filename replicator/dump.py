@@ -335,7 +335,9 @@ class RowChangeFormatter:
             present = tuple(i for i, value in enumerate(first) if value is not ABSENT)
         found = encoders.get(present)
         if found is None:
-            shown = range(len(columns)) if present is None else present
+            shown: Sequence[int] = range(len(columns)) if present is None else present
+            if columns and columns[-1].long_unique_hash:  # MariaDB's (binlog.tablemap)
+                shown = [i for i in shown if not columns[i].long_unique_hash]
             found = encoders[present] = _compile_images(columns, shown, self.default)
         return found
 

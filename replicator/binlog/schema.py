@@ -49,6 +49,9 @@ class ColumnDef:
     column_id: int | None = None  # stable across renames; written as the Parquet field id
     text_form: str | None = None  # "uuid", "inet4", "inet6": bytes logged, text landed
     fill: str | None = None  # JSON: the value rows older than the column hold (see history)
+    # a MariaDB long UNIQUE hash field (``DB_ROW_HASH_<n>``, see ``tablemap``): decoded to keep
+    # the row images aligned, never landed (a server internal, derived from other columns)
+    long_unique_hash: bool = False
 
     @property
     def real_type(self) -> int:

@@ -10,10 +10,20 @@ written when ``binlog_row_metadata`` is MINIMAL or FULL; MariaDB 10.5+ writes th
 
 Column facts the event does not carry (names, signedness, charsets, ENUM/SET labels when
 ``binlog_row_metadata`` is off) come from a caller-supplied ``TableSchema``.
+
+MariaDB 10.4+ gives each long UNIQUE key (one no index can hold: on BLOB/TEXT without a
+prefix, longer than the engine's key limit, or ``USING HASH``) a hidden field after the
+table's own, ``DB_ROW_HASH_<n>`` of type LONGLONG, which TABLE_MAP and row images include
+and no catalog shows (sql/sql_table.cc ``add_hash_field``, which ``mysql_prepare_create_table``
+runs for every such key after the columns, so an ALTER puts them last again; sql/table.cc
+``init_from_binary_frm_image``: "Last n fields are unique_index_hash fields"). With names
+logged, trailing columns of that name and type that the schema does not have are decoded
+(the row images stay aligned) and marked ``ColumnDef.long_unique_hash``: never landed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -66,6 +76,13 @@ _CHARACTER = frozenset(
 # Table_map_log_event::init_charset_field in each server).
 _CHARACTER_MARIADB = _CHARACTER | {_T.GEOMETRY}
 _ENUM_SET = frozenset({_T.ENUM, _T.SET})
+# the names MariaDB gives long UNIQUE hash fields (sql/sql_table.cc make_long_hash_field_name:
+# "DB_ROW_HASH_%u", numbered from 1 past the table's own column names)
+_LONG_UNIQUE_HASH_NAME = re.compile(r"DB_ROW_HASH_[1-9][0-9]*")
+_LONG_UNIQUE_HINT = (
+    "a MariaDB long UNIQUE key (on BLOB/TEXT) adds hidden hash columns; set "
+    "binlog_row_metadata=FULL so they can be recognized by name"
+)
 
 
 @dataclass(slots=True)
@@ -296,6 +313,22 @@ _FAMILY_OF_DATA_TYPE: dict[str, str] = {
 }
 
 
+def _long_unique_hashes(types: list[int], names: list[str] | None, mariadb: bool) -> int:
+    """Where the trailing run of columns that are MariaDB long UNIQUE hash fields by their
+    logged name and type begins (see the module doc); without logged names none can be told,
+    and the run is empty (``len(types)``)."""
+    first = len(types)
+    if not mariadb or names is None or len(names) != len(types):
+        return first
+    while (
+        first > 0
+        and types[first - 1] == _T.LONGLONG
+        and _LONG_UNIQUE_HASH_NAME.fullmatch(names[first - 1])
+    ):
+        first -= 1
+    return first
+
+
 def _check_alignment(
     schema_name: str, table_name: str, types: list[int], known: TableSchema
 ) -> None:
@@ -306,10 +339,17 @@ def _check_alignment(
     (the TABLE_MAP is a prefix of the schema) and columns whose type was modified within its
     family (INT to BIGINT, VARCHAR(10) to VARCHAR(40)). Anything else (a column dropped, moved,
     or added in the middle) shows up as a count or type-family mismatch and stops the stream.
+    ``types`` leaves out long UNIQUE hash fields recognized by name (``_long_unique_hashes``).
     """
     count = len(types)
+    hint = (
+        "the table changed after these events were written (a dropped or moved "
+        "column) and binlog_row_metadata=MINIMAL does not log names: set "
+        "binlog_row_metadata=FULL on the source, or resume from a position after the change"
+    )
     if count > len(known.columns):
         problem = f"has {count} columns but the table now has {len(known.columns)}"
+        hint += f"; or {_LONG_UNIQUE_HINT}"
     else:
         problem = ""
         for i, (code, column) in enumerate(zip(types, known.columns, strict=False)):
@@ -324,9 +364,7 @@ def _check_alignment(
     if problem:
         raise SchemaMismatchError(
             f"TABLE_MAP for {schema_name}.{table_name} {problem}; refusing to misalign columns",
-            hint="the table changed after these events were written (a dropped or moved "
-            "column) and binlog_row_metadata=MINIMAL does not log names: set "
-            "binlog_row_metadata=FULL on the source, or resume from a position after the change",
+            hint=hint,
         )
 
 
@@ -336,13 +374,23 @@ def _check_exact(
     types: list[int],
     names: list[str] | None,
     known: TableSchema,
+    *,
+    mariadb: bool,
 ) -> None:
     """A schema history describes the table as of this event: same columns, same order,
     same type families, and the same names where the event logs them. Anything else means
-    the history went wrong, and decoding on would put values under the wrong names."""
+    the history went wrong, and decoding on would put values under the wrong names.
+    ``types`` leaves out long UNIQUE hash fields recognized by name (``_long_unique_hashes``)."""
     problem = ""
+    hint = (
+        "the schema history does not match the binlog here (a DDL statement it did "
+        "not see or did not understand): report this with `replicator schema show`; "
+        "re-seed the history by starting a new landing zone from this position"
+    )
     if len(types) != len(known.columns):
         problem = f"has {len(types)} columns but the schema history has {len(known.columns)}"
+        if mariadb and names is None and len(types) > len(known.columns):
+            hint = f"{_LONG_UNIQUE_HINT}; otherwise {hint}"
     else:
         for i, (code, column) in enumerate(zip(types, known.columns, strict=True)):
             logged = _FAMILY_OF_TYPE.get(code, "other")
@@ -365,9 +413,7 @@ def _check_exact(
     if problem:
         raise SchemaMismatchError(
             f"TABLE_MAP for {schema_name}.{table_name} {problem}; refusing to misalign columns",
-            hint="the schema history does not match the binlog here (a DDL statement it did "
-            "not see or did not understand): report this with `replicator schema show`; "
-            "re-seed the history by starting a new landing zone from this position",
+            hint=hint,
         )
 
 
@@ -418,12 +464,32 @@ def decode_table_map(
         or legacy_temporal
     )
 
+    # columns from ``own`` on are long UNIQUE hash fields: those past the columns of the schema
+    # looked up (see the module doc), all of them of that name and type
+    own = column_count
     if schema_lookup is not None and (needs_lookup or exact):
         looked_up = schema_lookup(schema_name, table_name)
+        hashes = _long_unique_hashes(real_types, md.names, mariadb)
+        if looked_up is None:
+            if exact:  # a history without the table (one it may learn from this event)
+                own = hashes
+        elif looked_up.exact:
+            if hashes <= len(looked_up.columns) < column_count:
+                own = len(looked_up.columns)
+        else:  # the table as it is now: it may have more columns, but not of those names
+            own = hashes
+            while (
+                md.names is not None
+                and own < min(column_count, len(looked_up.columns))
+                and md.names[own].casefold() == looked_up.columns[own].name.casefold()
+            ):
+                own += 1
         if looked_up is not None and looked_up.exact:
-            _check_exact(schema_name, table_name, real_types, md.names, looked_up)
+            _check_exact(
+                schema_name, table_name, real_types[:own], md.names, looked_up, mariadb=mariadb
+            )
         elif looked_up is not None:
-            _check_alignment(schema_name, table_name, real_types, looked_up)
+            _check_alignment(schema_name, table_name, real_types[:own], looked_up)
 
     numeric_idx = [i for i, t in enumerate(real_types) if t in _NUMERIC]
     character = _CHARACTER_MARIADB if mariadb else _CHARACTER
@@ -448,7 +514,7 @@ def decode_table_map(
 
     columns: list[ColumnDef] = []
     for i in range(column_count):
-        known = looked_up.columns[i] if looked_up is not None else None
+        known = looked_up.columns[i] if looked_up is not None and i < own else None
         if (
             legacy_temporal
             and real_types[i] in _MAYBE_ONE_BYTE_META
@@ -493,6 +559,7 @@ def decode_table_map(
                 column_id=known.column_id if known else None,
                 text_form=known.text_form if known else None,
                 fill=known.fill if known else None,
+                long_unique_hash=i >= own,
             )
         )
     primary_key = tuple(md.primary_key)

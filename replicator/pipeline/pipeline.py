@@ -210,14 +210,17 @@ class TableFilter:
         self, schema: str, table: str, columns: tuple[ColumnDef, ...], primary: tuple[int, ...]
     ) -> tuple[TableVersion, tuple[int, ...] | None]:
         """The landed version of a table with these columns and, when columns are
-        excluded, the indexes kept."""
+        excluded (or are MariaDB long UNIQUE hash fields, ``binlog.tablemap``), the indexes
+        kept."""
         keep: tuple[int, ...] | None = None
-        if self._columns:
+        hashes = bool(columns) and columns[-1].long_unique_hash  # they come last
+        if self._columns or hashes:
             prefix = f"{schema}.{table}."
             kept = tuple(
                 i
                 for i, c in enumerate(columns)
-                if not any(
+                if not c.long_unique_hash
+                and not any(
                     fnmatch.fnmatchcase(prefix + (c.name or f"col_{i + 1}"), g)
                     for g in self._columns
                 )
@@ -363,9 +366,7 @@ class Pipeline:
         # work handed to the writer and commit threads, oldest first: (future, rows, commit or
         # None, the batch it writes, the bytes its snapshot blocks took to read, the binlog
         # bytes of its stream rows, its order)
-        self._inflight: deque[
-            tuple[asyncio.Future[Any], int, _Commit | None, Batch, int, int, int]
-        ]
+        self._inflight: deque[tuple[asyncio.Future[Any], int, _Commit | None, Batch, int, int, int]]
         self._inflight = deque()
         self._inflight_rows = 0
         self._inflight_commits = 0
@@ -450,9 +451,7 @@ class Pipeline:
             self._newest = None
         return self._batch
 
-    async def _stage(
-        self, batch: Batch, groups: Groups, *, nbytes: int = 0, size: int = 0
-    ) -> None:
+    async def _stage(self, batch: Batch, groups: Groups, *, nbytes: int = 0, size: int = 0) -> None:
         """Add row changes to the batch: staged here, handed to the writer thread in chunks
         (``nbytes``: what they took to read, for a snapshot block; ``size``: the binlog bytes
         of the rows events they came in, for the stream's)."""

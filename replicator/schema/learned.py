@@ -83,10 +83,12 @@ def learned_table(
     a column that cannot be described exactly."""
     out: list[Column] = []
     for i, logged in enumerate(columns):
+        if logged.long_unique_hash:  # not a column of the table (binlog.tablemap)
+            continue
         hint = None if seen_later is None else seen_later.column(logged.name or "")
         column = _column(logged, hint, first_id + i, f"{schema}.{name}", at)
         out.append(column)
-    if any(i >= len(out) for i in primary_key):
+    if any(i >= len(out) for i in primary_key):  # (hash fields come after every column)
         raise IntegrityError(
             f"the TABLE_MAP of {schema}.{name} at {at} names a key column past its last"
         )
