@@ -16,9 +16,8 @@ same values, so that ``--format delta`` and the Spark output agree:
   ``spark.schema``) and each version cast to them (``conform``) exactly: a value that does
   not fit its new type exactly stops the read naming the table and column, never rounds.
   A DECIMAL shown as text (widened past 38 digits) is written at the scale of the column's
-  newest version (``_decimals_as_text``), as the source shows it after the ALTER, so that a
-  key stays one key across it (the Spark path, ``spark.schema.conform``, does not yet: it
-  writes each version's values at that version's own scale).
+  newest version (``_decimals_as_text``, the rules of ``landed.decimal_text``, as the Spark
+  path), as the source shows it after the ALTER, so that a key stays one key across it.
 * ``read_lineage`` reads the rows of a lineage's data segments only, without the row changes
   a replay landed a second time (``replayed``); ``read_files`` reads given files whole.
 
@@ -33,7 +32,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-import re
 import struct
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,14 +52,20 @@ from ..landed.columns import (
     refuse_working_columns,
     resolve_key,
     table_columns,
-    version_key,
 )
-from ..landed.committed import CommittedFile, file_key, file_schema, unreadable
+from ..landed.committed import CommittedFile, file_key, unreadable
 from ..landed.compacted import reads
-from ..landed.contract import AUX
+from ..landed.contract import AUX, FIELD_TYPE_KEY
+from ..landed.decimal_text import (
+    not_decimal_text,
+    rescaled,
+    text_pattern,
+    text_scales,
+    zeros,
+)
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
-from ..landed.versions import FileVersion, identity_columns
+from ..landed.versions import FileVersion, file_versions, identity_columns
 from . import layout
 from .layout import ABSENT, BEFORE, BEFORE_KEY, META, META_SCHEMA, UNKNOWN
 
@@ -83,10 +87,6 @@ __all__ = [
 ]
 
 MAX_DECIMAL_DIGITS = 38
-# field metadata: the source column's type, e.g. ``DECIMAL(40,4)`` (``sink.arrow_types``'
-# FIELD_TYPE_KEY, copied: readers do not import the daemon's packages, ``landed.contract``)
-TYPE_KEY = b"replicator.mysql_type"
-_DECIMAL_LABEL = re.compile(r"DECIMAL\((\d+),(\d+)\)(?: UNSIGNED)?")
 _NAMES = pa.list_(pa.string())
 _EMPTY_NAMES = pa.scalar([], _NAMES)
 
@@ -655,30 +655,6 @@ def _within(table: pa.Table, segments: Sequence[Segment]) -> pa.Table:
     return table.filter(_seq_in(table.column("_seq"), ranges))
 
 
-def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
-    """``files`` grouped by landed table and schema version, oldest first, as
-    ``landed.versions.file_versions`` groups them (names, types, ids, fills) and also by
-    their columns' source types (``TYPE_KEY``): a DECIMAL past 38 digits lands as text of
-    its scale, so the files of ``DECIMAL(40,4)`` and, after an ALTER, ``DECIMAL(45,6)`` are
-    two versions whose text is written at one scale (``_decimals_as_text``)."""
-    groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
-    for item in files:
-        schema = file_schema(item)
-        types = tuple((f.metadata or {}).get(TYPE_KEY) for f in schema)
-        found = groups.setdefault((item.table, version_key(schema), types), (schema, []))
-        found[1].append(item)
-    versions = [
-        FileVersion(
-            members[0].table,
-            schema,
-            tuple(members),
-            max(m.last_seq if m.last_seq is not None else -1 for m in members),
-        )
-        for schema, members in groups.values()
-    ]
-    return sorted(versions, key=lambda v: v.newest)
-
-
 # ------------------------------------------------------------------------------ alignment
 
 
@@ -744,8 +720,8 @@ def _before(
 def align(table: pa.Table, schema: pa.Schema, newest: pa.Schema, types: pa.Schema) -> pa.Table:
     """``table`` (rows of files of ``schema``, in output types) with the columns of the
     ``newest`` version (``types``: its output types), matched by column id (module doc).
-    Each of the table's own columns keeps the source type its values have (``TYPE_KEY``:
-    the version's, or the newest's for a fill)."""
+    Each of the table's own columns keeps the source type its values have
+    (``FIELD_TYPE_KEY``: the version's, or the newest's for a fill)."""
     sources = match(table_columns(schema, AUX), table_columns(newest, AUX))
     rows = table.num_rows
     columns: list[pa.Array | pa.ChunkedArray] = []
@@ -780,7 +756,7 @@ def align(table: pa.Table, schema: pa.Schema, newest: pa.Schema, types: pa.Schem
         pa.field(
             name,
             column.type,
-            metadata=None if name not in labels else {TYPE_KEY: labels[name]},
+            metadata=None if name not in labels else {FIELD_TYPE_KEY: labels[name]},
         )
         for name, column in zip(names, columns, strict=True)
     ]
@@ -788,9 +764,10 @@ def align(table: pa.Table, schema: pa.Schema, newest: pa.Schema, types: pa.Schem
 
 
 def _label(schema: pa.Schema, name: str) -> bytes | None:
-    """The source type of ``schema``'s column ``name`` (``TYPE_KEY``), if the file says."""
+    """The source type of ``schema``'s column ``name`` (``FIELD_TYPE_KEY``), if the file
+    says."""
     field = find_field(schema, name)
-    return None if field is None else (field.metadata or {}).get(TYPE_KEY)
+    return None if field is None else (field.metadata or {}).get(FIELD_TYPE_KEY)
 
 
 def _append(lists: pa.ChunkedArray, extra: Sequence[str]) -> pa.Array:
@@ -819,33 +796,12 @@ def table_model(
         keep_metadata=options.keep_metadata,
         allow_unknown=options.allow_unknown,
         assume_stable_keys=options.assume_stable_keys,
-        text_scales=_text_scales(columns, frames[-1].schema) if frames else (),
+        text_scales=text_scales(
+            [f.name for f in columns if pa.types.is_string(f.type)], frames[-1].schema
+        )
+        if frames
+        else (),
     )
-
-
-def _decimal_scale(field: pa.Field) -> int | None:
-    """The scale of a column the source holds as DECIMAL: its decimal type's, or for the
-    landing zone's text of a DECIMAL past 38 digits its source type's (``TYPE_KEY``);
-    None for any other column."""
-    if isinstance(field.type, pa.Decimal128Type):
-        return int(field.type.scale)
-    label = (field.metadata or {}).get(TYPE_KEY)
-    found = None if label is None else _DECIMAL_LABEL.fullmatch(label.decode("utf-8", "replace"))
-    return None if found is None else int(found[2])
-
-
-def _text_scales(columns: pa.Schema, newest: pa.Schema) -> tuple[tuple[str, int | None], ...]:
-    """``ArrowModel.text_scales`` of the unified ``columns``, the ``newest`` version's fields
-    (aligned, with their source types) telling which are DECIMALs now."""
-    found: list[tuple[str, int | None]] = []
-    for field in columns:
-        now = find_field(newest, field.name)
-        if not pa.types.is_string(field.type) or now is None:
-            continue
-        scale = _decimal_scale(now)
-        if scale is not None or TYPE_KEY not in (now.metadata or {}):
-            found.append((field.name, scale))
-    return tuple(found)
 
 
 def _conformed(
@@ -940,28 +896,12 @@ def _scaled(
     values: pa.ChunkedArray, field: pa.Field, scale: int | None, model: ArrowModel, shown: str
 ) -> pa.ChunkedArray | None:
     """``values`` (of ``field``: its type and source type) as text at ``scale`` decimals;
-    None when they need no change here: not decimals (text of another source type is shown
-    as it is), or decimals of that scale already."""
+    None when they need no change here (``decimal_text.rescaled``, which also stops)."""
+    own = rescaled(model.name, shown, field, scale)
+    if own is None:
+        return None
+    assert scale is not None  # (``rescaled`` stops when it is unknown)
     src = field.type
-    integral = pa.types.is_integer(src)
-    own = 0 if integral else _decimal_scale(field)
-    if own is None or (integral and scale is None):
-        return None
-    where = f"table {model.name}, column {shown}"
-    if scale is None:
-        raise IntegrityError(
-            f"{where}: older files hold it as DECIMAL with {own} decimals, but its newest "
-            "files do not say its source type: the scale it is shown at now is unknown",
-            hint="the files were not written by replicator, or were changed by hand",
-        )
-    if own > scale:
-        raise IntegrityError(
-            f"{where}: its newest version has {scale} decimals, an older one {own}: the "
-            "ALTER rounded the stored values, which the binlog does not show",
-            hint="read the table again (replicator snapshot) and materialize with --full-refresh",
-        )
-    if own == scale:  # already at the scale (``conform`` writes a decimal at its own)
-        return None
     out: list[pa.Array] = []
     for chunk in _chunks(values):
         if pa.types.is_decimal(src):
@@ -969,27 +909,19 @@ def _scaled(
             out.append(pa.array(texts, pa.string()))
             continue
         text = chunk.cast(pa.string())
-        if not integral:
-            _check_decimal_text(text, own, where)
-        if scale > own:
-            tail = ("" if own else ".") + "0" * (scale - own)
-            text = pc.binary_join_element_wise(text, pa.scalar(tail), "")
-        out.append(text)
+        if not pa.types.is_integer(src):
+            _check_decimal_text(text, own, model.name, shown)
+        out.append(pc.binary_join_element_wise(text, pa.scalar(zeros(own, scale)), ""))
     return pa.chunked_array(out, type=pa.string())
 
 
-def _check_decimal_text(text: pa.Array, scale: int, where: str) -> None:
-    """The landing zone's text of a DECIMAL past 38 digits: ``-123.4500``, exactly ``scale``
-    decimals (``sink.arrow_types``); anything else stops rather than be padded wrong."""
-    pattern = r"^-?[0-9]+" + (rf"\.[0-9]{{{scale}}}$" if scale else "$")
-    good = pc.match_substring_regex(text, pattern=pattern)
+def _check_decimal_text(text: pa.Array, scale: int, table: str, column: str) -> None:
+    """The landing zone's text of a DECIMAL (``decimal_text.text_pattern``); anything else
+    stops rather than be padded wrong."""
+    good = pc.match_substring_regex(text, pattern=text_pattern(scale))
     bad = pc.and_(pc.is_valid(text), pc.invert(pc.fill_null(good, True)))
     if pc.any(bad).as_py():
-        value = text.filter(bad)[0].as_py()
-        raise IntegrityError(
-            f"{where}: {value!r} is not the text of a DECIMAL with {scale} decimals",
-            hint="the files were not written by replicator, or were changed by hand",
-        )
+        raise not_decimal_text(table, column, text.filter(bad)[0].as_py(), scale)
 
 
 def _refuse_null_keys(changes: pa.Table, model: ArrowModel, files: Sequence[CommittedFile]) -> None:

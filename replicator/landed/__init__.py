@@ -15,6 +15,8 @@ the daemon (``sink``: recovery, ``verify``, ``compact``), the Parquet output
   (truncate, drop, create, renames); plain Python.
 * ``columns`` — column ids and fills from the footers: which column of an older schema
   version holds each column of the newest.
+* ``decimal_text`` — a DECIMAL shown as text (past 38 digits): every version's values at
+  the scale of the column's newest version, and when that cannot be done exactly.
 * ``batches`` — the committed batches a run applies, and which tables a batch rebuilds;
   ``versions`` — a table's files grouped by schema version, and the key they record.
 * ``options`` — what a materialize run is asked to do and what it reports; ``outputs`` —

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import ConfigError, IntegrityError
-from .contract import AUX, FIELD_FILL_KEY, FIELD_ID_KEY, WORKING_COLUMNS
+from .contract import AUX, FIELD_FILL_KEY, FIELD_ID_KEY, FIELD_TYPE_KEY, WORKING_COLUMNS
 
 __all__ = [
     "Column",
@@ -109,8 +109,11 @@ def table_columns(schema: pa.Schema, aux: Collection[str]) -> tuple[Column, ...]
 
 
 def version_key(schema: pa.Schema) -> tuple[object, ...]:
-    """What makes two files one schema version: names, types, ids and fills (the footer's
-    other metadata, such as the writer's version hash, does not matter)."""
+    """What makes two files one schema version: names, types, ids, fills and the columns'
+    source types (``FIELD_TYPE_KEY``: a DECIMAL past 38 digits lands as text of its scale,
+    so DECIMAL(40,4) and, after an ALTER, DECIMAL(45,6) are two versions of one Arrow type;
+    ``decimal_text``). The footer's other metadata, such as the writer's version hash,
+    does not matter."""
     return tuple(
         (
             f.name,
@@ -118,6 +121,7 @@ def version_key(schema: pa.Schema) -> tuple[object, ...]:
             f.nullable,
             (f.metadata or {}).get(FIELD_ID_KEY),
             (f.metadata or {}).get(FIELD_FILL_KEY),
+            (f.metadata or {}).get(FIELD_TYPE_KEY),
         )
         for f in schema
     )

@@ -23,6 +23,7 @@ __all__ = [
     "DIGEST_KEY",
     "FIELD_FILL_KEY",
     "FIELD_ID_KEY",
+    "FIELD_TYPE_KEY",
     "HISTORY_DIGEST_KEY",
     "LANDING_ID_KEY",
     "LIFECYCLE_OPS",
@@ -48,6 +49,7 @@ HISTORY_DIGEST_KEY = "schema_history_sha256"  # a manifest's pin of its schema h
 PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id
 FIELD_FILL_KEY = b"replicator.fill"  # field metadata: what rows older than the column hold
+FIELD_TYPE_KEY = b"replicator.mysql_type"  # field metadata: the source type, "DECIMAL(40,4)"
 LIFECYCLE_OPS = frozenset({"create", "alter", "truncate", "drop", "rename"})
 # a create or alter record's schema of the table's files from then on (Arrow IPC, base64;
 # pipeline.lifecycle): a table without rows yet has no file to show its columns

@@ -18,7 +18,8 @@ __all__ = ["FileVersion", "file_versions", "identity_columns"]
 
 @dataclass(frozen=True, slots=True)
 class FileVersion:
-    """Committed files of one landed table with one schema (columns, ids, fills)."""
+    """Committed files of one landed table with one schema (columns, ids, fills, source
+    types: ``columns.version_key``)."""
 
     table: str
     schema: pa.Schema
@@ -31,7 +32,8 @@ class FileVersion:
 
 
 def file_versions(files: Sequence[CommittedFile]) -> list[FileVersion]:
-    """``files`` grouped by landed table and schema (from their footers), oldest first."""
+    """``files`` grouped by landed table and schema version (``columns.version_key``, from
+    their footers), oldest first."""
     groups: dict[tuple[object, ...], tuple[pa.Schema, list[CommittedFile]]] = {}
     for item in files:
         schema = file_schema(item)

@@ -1,8 +1,8 @@
 """Reading a table's committed row changes with Spark, in one schema, ready to merge.
 
 Files are read one schema version at a time (``file_versions``: files with the same columns,
-ids and fills; Spark cannot merge INT with BIGINT itself) and each version is brought to the
-newest one's columns in two steps:
+ids, fills and source types; Spark cannot merge INT with BIGINT itself) and each version is
+brought to the newest one's columns in two steps:
 
 1. ``align``: the newest version's columns, each taken from the older version's column with
    the same id (a renamed column carries its values), or by name when either side has no ids
@@ -11,7 +11,11 @@ newest one's columns in two steps:
    ``UNKNOWN``, so that a table without key can tell it from a partial row image). ``_absent``
    and the before image (``_before_key``, or ``_before`` from older writers) are renamed and
    filled the same way.
-2. ``normalize``: the types widened over every version (``schema.unify``) and cast.
+2. ``normalize``: the types widened over every version (``schema.unify``) and cast. A
+   DECIMAL shown as text (widened past 38 digits) is written at the scale of the column's
+   newest version, older values padded with zeros, in the row images and the before image
+   (``rescale``, the rules of ``landed.decimal_text``): the ALTER rewrote the stored values
+   at that scale, so that is what the source shows, and a key stays one key across it.
 
 ``read_lineage`` reads what a table's lineage (``lineage``) is made of: the rows of its data
 segments only (other rows of the same files belong to other tables, or to the state before a
@@ -25,7 +29,7 @@ without any file yet is an empty read in the columns of its newest create or alt
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +43,19 @@ from ..landed.columns import Source, match, resolve_key, table_columns
 from ..landed.committed import CommittedFile, file_key, spark_uri
 from ..landed.compacted import reads
 from ..landed.contract import AUX
+from ..landed.decimal_text import (
+    FOREIGN_FILES_HINT,
+    refused_text,
+    rescaled,
+    text_pattern,
+    text_scales,
+    zeros,
+)
 from ..landed.lineage import Lineage, Segment
 from ..landed.options import MaterializeOptions
 from ..landed.versions import FileVersion, file_versions, identity_columns
 from .fills import fill_literal
-from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel
+from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel, fail
 from .schema import conform, conform_frame, find_field, unify
 from .type_map import spark_schema
 
@@ -58,6 +70,7 @@ __all__ = [
     "read_files",
     "read_lineage",
     "replayed",
+    "rescale",
     "table_model",
     "union_all",
 ]
@@ -208,8 +221,35 @@ def table_model(
     )
 
 
-def normalize(frame: DataFrame, model: TableModel) -> DataFrame:
-    """One aligned schema version's changes in the merge layout (``merge`` module doc)."""
+def rescale(
+    table: str, schema: pa.Schema, newest: pa.Schema, columns: T.StructType
+) -> dict[str, tuple[int, int]]:
+    """The columns (newest names) shown as text (``columns``: the unified ones) whose newest
+    version is a DECIMAL and whose values the version of ``schema`` holds as decimals of
+    another scale (integers: 0): name -> (that scale, the newest's), which ``normalize``
+    writes them at (``landed.decimal_text``). A newest scale below the version's, or unknown
+    where it holds decimals, raises IntegrityError naming the table and column."""
+    texts = [f.name for f in columns.fields if isinstance(f.dataType, T.StringType)]
+    sources = {s.name: s for s in match(table_columns(schema, AUX), table_columns(newest, AUX))}
+    out: dict[str, tuple[int, int]] = {}
+    for name, scale in text_scales(texts, newest):
+        source = sources.get(name)
+        if source is None or source.old is None:  # a fill: of the newest's type already
+            continue
+        own = rescaled(table, name, schema.field(source.old), scale)
+        if own is not None and scale is not None:
+            out[name] = (own, scale)
+    return out
+
+
+def normalize(
+    frame: DataFrame, model: TableModel, scales: Mapping[str, tuple[int, int]] | None = None
+) -> DataFrame:
+    """One aligned schema version's changes in the merge layout (``merge`` module doc);
+    ``scales``: its columns whose decimals are written as text at another scale than their
+    own (``rescale``)."""
+    if scales:
+        frame = _decimals_as_text(frame, model.name, scales)
     identity = model.identity_type
     source = find_field(frame.schema, BEFORE_KEY) or find_field(frame.schema, BEFORE)
     before_key = (
@@ -227,6 +267,58 @@ def normalize(frame: DataFrame, model: TableModel) -> DataFrame:
     return conform_frame(frame, model.columns, extra=extra)
 
 
+def _decimals_as_text(
+    frame: DataFrame, table: str, scales: Mapping[str, tuple[int, int]]
+) -> DataFrame:
+    """``frame`` (one aligned version) with the columns of ``scales`` written as text at
+    the newest version's scale, in the row images and the before image (``rescale``)."""
+    wanted = {name.lower(): scale for name, scale in scales.items()}
+    columns: list[Column] = []
+    for field in frame.schema.fields:
+        found = wanted.get(field.name.lower())
+        column = _col(field.name)
+        if found is not None:
+            column = _as_text(column, field.dataType, *found, table, field.name)
+        elif field.name == BEFORE_KEY and isinstance(field.dataType, T.StructType):
+            column = _image_as_text(column, field.dataType, wanted, table)
+        columns.append(column.alias(field.name))
+    return frame.select(*columns)
+
+
+def _image_as_text(
+    image: Column, kind: T.StructType, wanted: Mapping[str, tuple[int, int]], table: str
+) -> Column:
+    """The before image ``image`` with its fields of ``wanted`` as text (``_as_text``)."""
+    if not any(f.name.lower() in wanted for f in kind.fields):
+        return image
+    parts: list[Column] = []
+    for field in kind.fields:
+        part = image.getField(field.name)
+        found = wanted.get(field.name.lower())
+        if found is not None:
+            part = _as_text(part, field.dataType, *found, table, field.name)
+        parts.append(part.alias(field.name))
+    return F.when(image.isNull(), F.lit(None)).otherwise(F.struct(*parts))
+
+
+def _as_text(
+    value: Column, kind: T.DataType, own: int, scale: int, table: str, name: str
+) -> Column:
+    """``value`` (of Spark type ``kind``: a decimal, an integer, or the landing zone's text
+    of a DECIMAL with ``own`` decimals) as text with ``scale`` decimals, exactly (the
+    digits without exponent or grouping, as ``schema.conform`` writes a decimal). Text of
+    another form stops the job rather than be padded wrong."""
+    if isinstance(kind, T.DecimalType):
+        return F.regexp_replace(F.format_number(value, scale), ",", "")
+    text = value.cast(T.StringType())
+    if isinstance(kind, T.StringType):
+        bad = F.concat(F.lit("'"), value, F.lit("'" + refused_text(own)))
+        text = F.when(value.isNull() | value.rlike(text_pattern(own)), value).otherwise(
+            fail(table, bad, FOREIGN_FILES_HINT, column=name)
+        )
+    return F.concat(text, F.lit(zeros(own, scale)))
+
+
 def _assemble(
     table: str,
     versions: Sequence[FileVersion],
@@ -242,7 +334,15 @@ def _assemble(
     aligned = [align(f, v.schema, newest, types) for v, f in zip(versions, frames, strict=True)]
     key = identity_columns(table, keyed, newest, options, previous_key)
     model = table_model(table, aligned, key, options, previous_schema)
-    return TableChanges(model, union_all([normalize(f, model) for f in aligned]))
+    return TableChanges(
+        model,
+        union_all(
+            [
+                normalize(f, model, rescale(table, v.schema, newest, model.columns))
+                for v, f in zip(versions, aligned, strict=True)
+            ]
+        ),
+    )
 
 
 # ------------------------------------------------------------------------------- reading

@@ -71,6 +71,7 @@ __all__ = [
     "TableModel",
     "UNKNOWN",
     "current_state",
+    "fail",
     "failure",
 ]
 
@@ -146,8 +147,11 @@ def failure(exc: BaseException) -> IntegrityError | None:
     return IntegrityError(message, hint=hint or None)
 
 
-def _fail(table: str, what: Column | str, hint: str) -> Column:
-    parts = [F.lit(f"{_MARK}table {table}: "), what if isinstance(what, Column) else F.lit(what)]
+def fail(table: str, what: Column | str, hint: str, *, column: str | None = None) -> Column:
+    """Stops the job with an IntegrityError (``failure``) naming ``table`` (and ``column``):
+    ``what`` happened, ``hint`` says what to do."""
+    where = f"table {table}" + ("" if column is None else f", column {column}")
+    parts = [F.lit(f"{_MARK}{where}: "), what if isinstance(what, Column) else F.lit(what)]
     return F.raise_error(F.concat(*parts, F.lit(f" || {hint}{_END}")))
 
 
@@ -295,7 +299,7 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
                 (_present(k) & _c(k).isNull())
                 | (is_u & has_bk & F.col(BKEY_COL).getField(k).isNull())
             ),
-            _fail(
+            fail(
                 model.name,
                 F.concat(F.lit(f"key column {k} is NULL in a row change"), _at()),
                 null_key,
@@ -306,11 +310,11 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
     refused += [
         (
             (is_put | is_d) & key_absent,
-            _fail(model.name, F.concat(F.lit("a row image without its primary key"), _at()), full),
+            fail(model.name, F.concat(F.lit("a row image without its primary key"), _at()), full),
         ),
         (
             is_u & ~has_bk & key_absent,
-            _fail(
+            fail(
                 model.name,
                 F.concat(F.lit("an update names neither its old nor its new key"), _at()),
                 full,
@@ -318,7 +322,7 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
         ),
         (
             is_u & ~has_bk & F.lit(not model.assume_stable_keys),
-            _fail(
+            fail(
                 model.name,
                 F.concat(F.lit("an update without its before-image key (_before_key)"), _at()),
                 "files from an older replicator cannot show a primary-key change: pass "
@@ -375,7 +379,7 @@ def _keyed(model: TableModel, events: DataFrame) -> DataFrame:
         columns[0] = (
             F.when(
                 F.size(unknown) > 0,
-                _fail(
+                fail(
                     model.name,
                     F.concat(
                         F.lit("the row with key "),
@@ -429,7 +433,7 @@ def _keyless(model: TableModel, events: DataFrame) -> Merged:
     deltas = (
         F.when(
             ~is_u & any_absent,
-            _fail(
+            fail(
                 model.name,
                 F.concat(F.lit("a partial row image of a table without primary key"), _at()),
                 hint + "set binlog_row_image=FULL on the source and replay, or name the "
@@ -438,7 +442,7 @@ def _keyless(model: TableModel, events: DataFrame) -> Merged:
         )
         .when(
             is_u & F.col(BKEY_COL).isNull(),
-            _fail(
+            fail(
                 model.name,
                 F.concat(
                     F.lit("an update of a table without primary key lacks its before image"), _at()
@@ -485,7 +489,7 @@ def _keyless(model: TableModel, events: DataFrame) -> Merged:
         columns[0] = (
             F.when(
                 F.size(held) > 0,
-                _fail(
+                fail(
                     model.name,
                     F.concat(
                         F.lit("a row holds columns whose value is not in the binlog: "),

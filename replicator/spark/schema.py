@@ -12,10 +12,12 @@ each version is cast to one unified schema (``unify``, ``conform_frame``):
 * A column's type is the narrowest one every version's values fit in exactly (``widen``):
   tinyint < smallint < int < bigint < decimal(20,0) (BIGINT UNSIGNED); integers and decimals
   meet in a decimal with enough digits, or exact text past 38 digits (as the landing zone
-  writes DECIMAL(p > 38)); float < double; an integer or decimal with a float becomes double;
-  string with binary becomes binary; structs and arrays widen field by field. Anything else
-  (a VARCHAR that became DATE, ...) becomes string: text is the one type every value can be
-  shown in without loss, and the change is visible rather than a failed job.
+  writes DECIMAL(p > 38); ``changes.normalize`` writes every version's decimals there at the
+  newest version's scale, ``landed.decimal_text``); float < double; an integer or decimal
+  with a float becomes double; string with binary becomes binary; structs and arrays widen
+  field by field. Anything else (a VARCHAR that became DATE, ...) becomes string: text is
+  the one type every value can be shown in without loss, and the change is visible rather
+  than a failed job.
 """
 
 from __future__ import annotations
@@ -158,7 +160,9 @@ def conform(col: Column, src: T.DataType, dst: T.DataType) -> Column:
     if isinstance(dst, T.StringType) and isinstance(src, T.DecimalType):
         # exact digits without exponent, as the landing zone writes DECIMAL(p > 38): Spark's
         # own cast gives 0E-10, and format_string cannot take a Decimal; format_number is
-        # exact (java.math.BigDecimal, US symbols) once its grouping commas are gone
+        # exact (java.math.BigDecimal, US symbols) once its grouping commas are gone. At
+        # the decimal's own scale: a version at another scale than the column's newest was
+        # written as text at the newest's already (``changes.normalize``)
         return F.regexp_replace(F.format_number(col, src.scale), ",", "")
     return col.cast(dst)
 

@@ -37,8 +37,9 @@ Notes:
   DATETIME is ``timestamp_ntz``: no zone is ever applied.
 * Spark's decimals stop at 38 digits, hence the string for wider DECIMALs. When an ALTER
   TABLE widens a DECIMAL past 38 digits, ``materialize`` turns the older decimal values into
-  the same exact text (``format_number`` without its grouping commas; Spark's own cast
-  would print ``0E-10``).
+  the same exact text at the scale of the newest version, as the source shows them after
+  the ALTER (``format_number`` without its grouping commas; Spark's own cast would print
+  ``0E-10``; ``landed.decimal_text``).
 * The files carry ``org.apache.spark.version`` so that Spark reads dates before 1582 and
   timestamps before 1900 as written (proleptic Gregorian) instead of refusing them.
 """

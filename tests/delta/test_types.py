@@ -17,11 +17,9 @@ from deltalake import DeltaTable
 
 from replicator.binlog.constants import ColumnType as CT
 from replicator.binlog.schema import ColumnDef
-from replicator.delta.changes import TYPE_KEY
 from replicator.delta.materialize import materialize_delta
 from replicator.errors import IntegrityError
 from replicator.landed.options import MaterializeOptions
-from replicator.sink.arrow_types import FIELD_TYPE_KEY
 from replicator.sink.changes import TableVersion
 from tests.harness.duckdb_delta import read_delta
 from tests.spark.test_types import collected, expected_columns
@@ -188,5 +186,13 @@ def test_a_decimal_whose_newest_scale_is_smaller_stops(tmp_path: Path) -> None:
         materialize_delta(zone.root, tmp_path / "out")
 
 
-def test_the_source_type_key_is_the_landing_zones() -> None:
-    assert TYPE_KEY == FIELD_TYPE_KEY
+def test_text_of_another_form_stops_rather_than_be_padded(tmp_path: Path) -> None:
+    """The landing zone's text of a DECIMAL(40,4) has exactly four decimals: other text (a
+    file not written by replicator) stops naming the column once it would be padded to the
+    newest version's scale, never padded to a wrong value (as the Spark output)."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(_dk(40, 4), "c", (Decimal("1.5000"), 1)), (_dk(40, 4), "c", ("1.5", 2))])
+    zone.commit([Ddl("alter", "shop.dk"), (_dk(45, 6), "c", (Decimal("2.000000"), 1))])
+    stop = r"table shop\.dk, column id: '1\.5' is not the text of a DECIMAL with 4 decimals"
+    with pytest.raises(IntegrityError, match=stop):
+        materialize_delta(zone.root, tmp_path / "out")

@@ -22,6 +22,7 @@ FORBIDDEN = ("replicator.sink", "replicator.source", "replicator.binlog", "repli
 def test_the_copies_match_the_daemon() -> None:
     assert contract.FIELD_ID_KEY == arrow_types.FIELD_ID_KEY
     assert contract.FIELD_FILL_KEY == arrow_types.FIELD_FILL_KEY
+    assert contract.FIELD_TYPE_KEY == arrow_types.FIELD_TYPE_KEY
     assert contract.PRIMARY_KEY_KEY == parquet_writer.PRIMARY_KEY_KEY
     assert contract.MANIFESTS == manifests.MANIFESTS
     assert contract.COMPACTIONS == compaction.COMPACTIONS  # type: ignore[attr-defined]
