@@ -73,11 +73,17 @@ class SnapshotState:
         ``request`` when a `replicator snapshot` request asked for them; with ``reset``
         the tables it queues start with a ``truncate`` record."""
         queued = list(self.tables)
-        added = [name for name in dict.fromkeys(names) if name not in queued]
-        queued.extend(added)
+        wanted = list(dict.fromkeys(names))
+        queued.extend(name for name in wanted if name not in queued)
         asked = self.asked if request is None else self.asked | {request}
-        fresh = self.reset | set(added) if reset else self.reset
-        return replace(self, tables=tuple(queued), asked=asked, reset=frozenset(fresh))
+        if not reset:
+            return replace(self, tables=tuple(queued), asked=asked)
+        # queued already (the table waiting its turn, or being read) counts too: what landed
+        # of it may be as stale, so its read starts again after a truncate record
+        state = replace(self, tables=tuple(queued), asked=asked, reset=self.reset | set(wanted))
+        if self.current in wanted and self.after is not None:
+            state = state.restarted()
+        return state
 
     def advanced(
         self,

@@ -183,11 +183,24 @@ def test_the_stream_s_renames_and_drops_move_the_queue_in_statement_order() -> N
     assert (state.tables, state.done, state.done_rows) == ((), 3, 3)
 
 
+def test_a_reset_takes_tables_queued_already_and_restarts_the_one_being_read() -> None:
+    """A table taken in again (or asked for again) while it waits in the queue, or is read
+    part way, may have landed rows as stale as a new one's: it starts again after a truncate."""
+    state = SnapshotState().add(["d.a", "d.x"]).advanced((5,), 5)  # d.a read part way
+    state = state.add(["d.x", "d.b", "d.a"], reset=True)
+    assert state.tables == ("d.a", "d.x", "d.b")
+    assert state.reset == frozenset({"d.a", "d.x", "d.b"})
+    assert (state.after, state.rows, state.resets) == (None, 0, True)
+    state = state.advanced((3,), 3)  # its first chunk again, after the truncate
+    assert (state.reset, state.resets) == (frozenset({"d.x", "d.b"}), False)
+    assert state.finished(3).resets  # d.x's turn
+
+
 def test_a_reset_goes_before_the_first_chunk_of_the_tables_queued_with_it() -> None:
     """Tables queued with ``reset`` (taken in again by the filters, asked for again) start
     with a truncate record: once, before their first chunk, under whatever name they have."""
-    state = SnapshotState().add(["d.a"]).add(["d.a", "d.b", "d.c"], reset=True)
-    assert state.reset == frozenset({"d.b", "d.c"})  # d.a was queued already, without
+    state = SnapshotState().add(["d.a"]).add(["d.b", "d.c"], reset=True)
+    assert state.reset == frozenset({"d.b", "d.c"})
     assert not state.resets
     state = state.finished(1)
     assert state.resets
