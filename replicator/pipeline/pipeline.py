@@ -983,7 +983,11 @@ class Pipeline:
             self.snapshot = snapshot
             await self.commit()
             raise
-        await self._stage(batch, groups, size=item.row_bytes)
+        if not item.ending.is_xa:
+            await self._stage(batch, groups, size=item.row_bytes)
+        elif groups:  # an XA COMMIT's rows, held since its PREPARE (their bytes not known
+            await self._stage(batch, groups)  # here): handed over at once, not piled up
+            await self._hand_over(batch)
         batch.transactions += 1
         self._batch_bytes += item.end_position - item.position if not item.parts else 0
         self.stats.transactions += 1

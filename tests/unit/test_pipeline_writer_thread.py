@@ -24,6 +24,7 @@ import pytest
 from replicator.binlog.block import Block
 from replicator.binlog.position import StreamPosition
 from replicator.binlog.transaction import TransactionAssembler
+from replicator.binlog.xa import XaId
 from replicator.config import FilterConfig, SinkConfig
 from replicator.errors import IntegrityError
 from replicator.pipeline import pipeline as pipeline_module
@@ -405,3 +406,39 @@ async def test_a_tables_new_folder_is_synced_up_to_the_root_before_the_manifest(
     before_manifest = set().union(*(folders for folders, after in synced if not after))
     assert {"", "db", "db/t"} <= before_manifest
     assert _landed(tmp_path) == [1, 2, 3, 4, 5]
+
+
+async def test_wide_rows_are_handed_over_by_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One row per transaction, each rows event 50 bytes: the row bound alone would hold
+    them all; 120 bytes staged make a hand-over."""
+    monkeypatch.setattr(pipeline_module, "STAGE_BYTES", 120)
+    feed = _Feed(tmp_path, batch_max_rows=1000)
+    handed = []
+    for n in range(1, 8):
+        await feed.transaction([(n, "x")])
+        handed.append(feed.pipeline._handed)
+    assert handed == [0, 0, 1, 1, 1, 2, 2]  # at 150 bytes, then 150 again
+    await feed.pipeline.commit()
+    assert _landed(tmp_path) == list(range(1, 8))
+    await feed.pipeline.close()
+
+
+async def test_an_xa_transactions_rows_count_when_they_are_staged(tmp_path: Path) -> None:
+    """Held at PREPARE (nothing staged, no bytes), handed over at XA COMMIT."""
+    feed = _Feed(tmp_path)
+    e, xa = feed.events, "X'616263',X'',1"
+    pipeline = feed.pipeline
+    for event in [e.gtid(1), e.query(f"XA START {xa}"), *e.inserts([(1, "x"), (2, "y")]),
+                  e.query(f"XA END {xa}"), e.prepare(XaId(1, b"abc", b""))]:  # fmt: skip
+        for item in feed.assembler.feed(event):
+            await pipeline.handle(item)
+    assert (pipeline._staged_rows, pipeline._staged_bytes, pipeline._handed) == (0, 0, 0)
+    for event in [e.gtid(2), e.query(f"XA COMMIT {xa}")]:
+        for item in feed.assembler.feed(event):
+            await pipeline.handle(item)
+    assert (pipeline._staged_rows, pipeline._staged_bytes, pipeline._handed) == (0, 0, 1)
+    await pipeline.commit()
+    assert _landed(tmp_path) == [1, 2]
+    await pipeline.close()
