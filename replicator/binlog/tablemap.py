@@ -467,9 +467,10 @@ def decode_table_map(
     # columns from ``own`` on are long UNIQUE hash fields: those past the columns of the schema
     # looked up (see the module doc), all of them of that name and type
     own = column_count
-    if schema_lookup is not None and (needs_lookup or exact):
+    hashes = _long_unique_hashes(real_types, md.names, mariadb)
+    # (trailing columns named as hash fields: only a schema tells them from the table's own)
+    if schema_lookup is not None and (needs_lookup or exact or hashes < column_count):
         looked_up = schema_lookup(schema_name, table_name)
-        hashes = _long_unique_hashes(real_types, md.names, mariadb)
         if looked_up is None:
             if exact:  # a history without the table (one it may learn from this event)
                 own = hashes

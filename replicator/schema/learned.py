@@ -83,9 +83,21 @@ def learned_table(
     a column that cannot be described exactly."""
     out: list[Column] = []
     for i, logged in enumerate(columns):
-        if logged.long_unique_hash:  # not a column of the table (binlog.tablemap)
-            continue
         hint = None if seen_later is None else seen_later.column(logged.name or "")
+        if logged.long_unique_hash and hint is None:
+            # named and typed as a MariaDB long UNIQUE hash field (binlog.tablemap), which no
+            # catalog shows: a column of that name in the catalog is the table's own
+            if seen_later is None:
+                raise IntegrityError(
+                    f"column {logged.name!r} of {schema}.{name} in the TABLE_MAP at {at}: "
+                    "named and typed as a MariaDB long UNIQUE hash field, which cannot be "
+                    "told from a column of the table of that name without the table in the "
+                    "catalog read at the seed",
+                    hint="start the landing zone at a position after the statement that "
+                    "changed the table (start.gtid), or start it now with a snapshot "
+                    "(snapshot.mode: initial), or leave the table out (filters.exclude)",
+                )
+            continue  # not a column of the table
         column = _column(logged, hint, first_id + i, f"{schema}.{name}", at)
         out.append(column)
     if any(i >= len(out) for i in primary_key):  # (hash fields come after every column)

@@ -12,7 +12,9 @@ from replicator.binlog.constants import ColumnType as T
 from replicator.binlog.errors import SchemaMismatchError
 from replicator.binlog.schema import ColumnSchema, TableSchema
 from replicator.binlog.tablemap import TableMapBody, decode_table_map
+from replicator.errors import IntegrityError
 from replicator.schema.learned import learned_table
+from replicator.schema.model import Column, Table
 
 
 def _lenenc(data: bytes) -> bytes:
@@ -122,8 +124,44 @@ def test_information_schema_with_a_column_added_since() -> None:
     assert decoded.columns[2].name == "DB_ROW_HASH_1"
 
 
+def _catalog(*names: str) -> Table:
+    """``db.t`` as the catalog read at the seed shows it (hash fields it never shows)."""
+    kinds = {"id": "int", "b": "blob"}
+    return Table(
+        "db",
+        "t",
+        tuple(Column(n, kinds.get(n, "bigint"), kinds.get(n, "bigint")) for n in names),
+        primary_key=("id",),
+    )
+
+
 def test_a_table_the_history_learns_leaves_them_out() -> None:
     decoded = _decode([*OWN, *HASHES], None)
     assert [c.long_unique_hash for c in decoded.columns] == [False, False, True, True]
-    table = learned_table("db", "t", decoded.columns, (0,), first_id=1, seen_later=None, at="x")
+    seen = _catalog("id", "b")
+    table = learned_table("db", "t", decoded.columns, (0,), first_id=1, seen_later=seen, at="x")
     assert [c.name for c in table.columns] == ["id", "b"]
+
+
+def test_a_learned_column_of_that_name_the_catalog_has_is_the_tables() -> None:
+    """MariaDB takes DB_ROW_HASH_1 as a column name; its hash field is then DB_ROW_HASH_2."""
+    decoded = _decode([*OWN, *HASHES], None)
+    seen = _catalog("id", "b", "DB_ROW_HASH_1")
+    table = learned_table("db", "t", decoded.columns, (0,), first_id=1, seen_later=seen, at="x")
+    assert [c.name for c in table.columns] == ["id", "b", "DB_ROW_HASH_1"]
+
+
+def test_a_learned_table_the_catalog_lacks_cannot_tell_them() -> None:
+    decoded = _decode([*OWN, *HASHES[:1]], None)
+    with pytest.raises(IntegrityError, match="cannot be told from a column of the table"):
+        learned_table("db", "t", decoded.columns, (0,), first_id=1, seen_later=None, at="x")
+
+
+def test_a_lookup_under_full_metadata_marks_them_too() -> None:
+    """``replicator dump`` of a live server: names and signedness logged need no lookup,
+    but trailing columns named as hash fields do (only a schema tells them)."""
+    today = _schema(("id", "int"), ("b", "blob"), exact=False)
+    decoded = decode_table_map(
+        _body([*OWN, *HASHES[:1]], names=True), 8, lambda s, t: today, mariadb=True
+    )
+    assert [c.long_unique_hash for c in decoded.columns] == [False, False, True]
