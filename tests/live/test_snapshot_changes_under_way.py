@@ -227,6 +227,25 @@ async def test_tables_that_swap_or_rotate_names_mid_snapshot_are_each_read_once(
     server.execute(f"DROP DATABASE IF EXISTS {db}")
 
 
+def _ddl_once_a_read_view_opens(
+    monkeypatch: pytest.MonkeyPatch, server: MariaDBServer, db: str, view: int, statement: str
+) -> dict[str, int]:
+    """Run ``statement`` once the ``view``-th chunk's read view is open, before its SELECT;
+    returns the count of read views opened (``open``)."""
+    begin = SnapshotReader.begin
+    views = {"open": 0}
+
+    def begin_then_ddl(self: SnapshotReader) -> ReadPoint:
+        point = begin(self)
+        views["open"] += 1
+        if views["open"] == view:
+            server.execute(statement, database=db)
+        return point
+
+    monkeypatch.setattr(SnapshotReader, "begin", begin_then_ddl)
+    return views
+
+
 @pytest.mark.parametrize(
     "alter", ["ALTER TABLE t DROP COLUMN v", "ALTER TABLE t RENAME COLUMN v TO w"]
 )
@@ -246,17 +265,7 @@ async def test_a_column_taken_away_after_the_read_view_opened_does_not_stop_the_
         "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))",
         "INSERT INTO t SELECT seq, 'x' FROM seq_1_to_6",
     )
-    begin = SnapshotReader.begin
-    views = {"open": 0}
-
-    def begin_then_alter(self: SnapshotReader) -> ReadPoint:
-        point = begin(self)
-        views["open"] += 1
-        if views["open"] == 2:  # the second chunk's read view is open; its SELECT is not
-            server.execute(alter, database=db)
-        return point
-
-    monkeypatch.setattr(SnapshotReader, "begin", begin_then_alter)
+    views = _ddl_once_a_read_view_opens(monkeypatch, server, db, 2, alter)
     root = await _snapshot(server, tmp_path, f"{db}.t", 2)
     assert views["open"] >= 3
     assert sorted(_state(root, db, "t", "id")) == [1, 2, 3, 4, 5, 6]
@@ -278,19 +287,8 @@ async def test_columns_that_swap_names_after_the_read_view_opened_are_read_again
         "INSERT INTO t SELECT seq, 10 + seq, 20 + seq FROM seq_1_to_4",
     )
     begin = SnapshotReader.begin
-    views = {"open": 0}
-
-    def begin_then_swap(self: SnapshotReader) -> ReadPoint:
-        point = begin(self)
-        views["open"] += 1
-        if views["open"] == 1:  # the first chunk's read view is open; its SELECT is not
-            server.execute(
-                "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a, ALGORITHM=INSTANT",
-                database=db,
-            )
-        return point
-
-    monkeypatch.setattr(SnapshotReader, "begin", begin_then_swap)
+    swap = "ALTER TABLE t RENAME COLUMN a TO b, RENAME COLUMN b TO a, ALGORITHM=INSTANT"
+    views = _ddl_once_a_read_view_opens(monkeypatch, server, db, 1, swap)
     root = await _snapshot(server, tmp_path, f"{db}.t", 2)
     monkeypatch.setattr(SnapshotReader, "begin", begin)
     await _snapshot(server, tmp_path, f"{db}.t", 2)  # lands the ALTER, if the first did not

@@ -97,19 +97,8 @@ async def test_row_images_are_bounded_and_one_item_always_gets_through() -> None
     handoff.open()
     sizes = [40, 30, 20, 500, 10, 60, 45, 99, 1, 250, 5] * 5
     items = [_Sized(None, rows, (), "f", 0) for rows in sizes]
-
-    def reader() -> None:
-        for item in items:
-            handoff.deliver(item)
-        handoff.deliver(End())
-
-    got, queued = await _take_all(handoff, stopping, reader)
-    # the parts of 250 and 500 rows, over the budget, went through (alone)
-    assert got == items
-    # what stood in the queue before each take: within the budget, or one item alone
-    standing = [sizes[taken : taken + count] for taken, count in enumerate(queued)]
-    assert [rows for rows in standing if sum(rows) > budget and len(rows) > 1] == []
-    assert max(sum(rows) for rows in standing if len(rows) > 1) > budget // 2  # it filled up
+    # the parts of 250 and 500 rows, over the budget, go through (alone)
+    await _within_budget(handoff, stopping, items, sizes, budget)
 
 
 async def test_wide_rows_are_bounded_by_their_bytes() -> None:
@@ -120,6 +109,18 @@ async def test_wide_rows_are_bounded_by_their_bytes() -> None:
     handoff.open()
     sizes = [32 << 10, 32 << 10, 600 << 10, 3 << 20, 32 << 10, 900 << 10, 100 << 10] * 4
     items = [_Sized(None, 1, (), "f", size) for size in sizes]
+    await _within_budget(handoff, stopping, items, sizes, budget)
+
+
+async def _within_budget(
+    handoff: HandOff,
+    stopping: threading.Event,
+    items: list[_Sized],
+    sizes: list[int],
+    budget: int,
+) -> None:
+    """Every item comes through in order, and what stood in the queue before each take was
+    within the ``budget`` (of ``sizes``), or one item alone; and the queue filled up."""
 
     def reader() -> None:
         for item in items:
@@ -130,7 +131,7 @@ async def test_wide_rows_are_bounded_by_their_bytes() -> None:
     assert got == items
     standing = [sizes[taken : taken + count] for taken, count in enumerate(queued)]
     assert [size for size in standing if sum(size) > budget and len(size) > 1] == []
-    assert max(sum(size) for size in standing if len(size) > 1) > budget // 2  # it filled up
+    assert max(sum(size) for size in standing if len(size) > 1) > budget // 2
 
 
 async def test_stop_ends_a_reader_waiting_for_room() -> None:
