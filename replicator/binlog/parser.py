@@ -326,6 +326,10 @@ class EventParser:
             next_position = position + size
         elif log_pos and not header.artificial:
             next_position = event_end(start, size, log_pos)
+            # events the server left out before this one (a dump by GTID skips to its start
+            # after the preamble; MariaDB leaves out the annotations not asked for): it
+            # starts where it ends less its size, not where the last one sent ended
+            start = next_position - size
         elif type_code in (_T.ROTATE, _T.FORMAT_DESCRIPTION, _T.HEARTBEAT, _T.HEARTBEAT_V2):
             next_position = start  # artificial / sent-on-connect events hold no position
         else:

@@ -106,3 +106,24 @@ def test_transactions_passed_over_past_4_gib_end_where_they_end() -> None:
     scan = scan_skipping(data, 1 << 20, name=NAME)
     assert scan.skipped == 12
     assert scan.position == ends[-1]
+
+
+def test_an_event_after_events_left_out_starts_where_it_does() -> None:
+    """A dump by GTID: the preamble, then the server skips to the start; the first
+    transaction after it starts where its GTID event does, not where the preamble ended."""
+    preamble, ddl, rows = _sample()
+    fde, *rest = preamble
+    out = [_artificial_rotate(NAME.encode(), 4), _without_position(fde)]
+    at = 4 + len(fde)
+    for event in [*rest, *ddl]:
+        at += len(event)
+        out.append(_retagged(event, at))
+    at += 5000  # transactions the server did not send
+    start = at
+    for k, event in enumerate(rows[0]):
+        at += len(event)
+        out.append(_retagged(event, at, 500 if k == 0 else None))
+    plain = read(_dump_stream(out), 1 << 20, runs=False)
+    assert plain.error is None
+    (first,) = [i for i in plain.items if isinstance(i, Transaction) and i.gtid == "0-1-500"]
+    assert (first.position, first.end_position) == (start, at)
