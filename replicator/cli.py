@@ -711,8 +711,22 @@ def checkpoint_set(
             current = zone.recover()
             if current.position is not None:
                 _check_same_kind(current.position, position)
-            # the rest stays: prepared XA still waits for its outcome, a snapshot under way
-            # goes on (and the filters it was taken for are still compared at the next start)
+            if current.snapshot.active:
+                # its queue names tables as the stream stands at the checkpoint: a replay
+                # re-takes the renames before it (a swap followed twice reads the wrong table)
+                # and rewinds the schema history they are looked up in (a table renamed
+                # since is not found there, and its snapshot ends early)
+                left = ", ".join(current.snapshot.tables[:5])
+                raise ConfigError(
+                    f"a snapshot is under way ({len(current.snapshot.tables)} tables to read: "
+                    f"{left}{', ...' if len(current.snapshot.tables) > 5 else ''}): its "
+                    "tables are named as of the checkpoint, which moving it would undo",
+                    hint="let the snapshot finish first (`replicator status` shows it), "
+                    "then move the checkpoint; ask for the tables again afterwards with "
+                    "`replicator snapshot` if they need it",
+                )
+            # the rest stays: prepared XA still waits for its outcome (and the filters the
+            # last run took are still compared at the next start)
             zone.checkpoints.save(
                 dataclasses.replace(
                     current,

@@ -63,23 +63,33 @@ def test_message_names_what_was_set(
     assert {key: position.get(key) for key in stored} == stored
 
 
-def test_the_snapshot_under_way_and_held_xa_stay(config: Path, tmp_path: Path) -> None:
-    """Only the position moves: a snapshot under way goes on after the move (its tables
-    would otherwise never get their rows from before the binlog), and the filters it was
-    taken for are still there to compare at the next start."""
+def test_a_snapshot_under_way_is_refused_and_held_xa_stay(config: Path, tmp_path: Path) -> None:
+    """A snapshot's queue names its tables as of the checkpoint: a move would undo that (a
+    replay re-takes the renames before it, and rewinds the history the names are looked up
+    in), so it is refused until the snapshot is done. Once it is, only the position moves:
+    held XA still waits, and the filters the snapshot was taken for stay to compare."""
     zone = LandingZone(SinkConfig(root=str(tmp_path / "landing")))
     checkpoint = zone.recover()
     under_way = SnapshotState(
         tables=("shop.items", "shop.other"), after=(1,), rows=1, filters=(("*.*",), ())
     )
     zone.checkpoints.save(dataclasses.replace(checkpoint, snapshot=under_way, xa_pending=("xa-1",)))
-    result = CliRunner().invoke(
-        main, ["checkpoint", "set", "--config", str(config), "--gtid", "0-1-100"]
-    )
+    move = ["checkpoint", "set", "--config", str(config), "--gtid", "0-1-100"]
+
+    result = CliRunner().invoke(main, move)
+    assert result.exit_code == 2, result.output
+    assert "a snapshot is under way (2 tables to read: shop.items, shop.other)" in result.output
+    assert "let the snapshot finish first" in result.output
+    kept = CheckpointStore(tmp_path / "landing").load()
+    assert kept is not None and kept.snapshot == under_way and not kept.moved
+
+    done = SnapshotState(done=2, done_rows=5, filters=(("*.*",), ()))
+    zone.checkpoints.save(dataclasses.replace(kept, snapshot=done))
+    result = CliRunner().invoke(main, move)
     assert result.exit_code == 0, result.output
     after = CheckpointStore(tmp_path / "landing").load()
     assert after is not None
-    assert after.snapshot == under_way
+    assert after.snapshot == done
     assert after.xa_pending == ("xa-1",)
     assert after.moved
     assert after.position is not None and after.position.describe() == "gtid 0-1-100"
