@@ -1012,15 +1012,19 @@ def read_files(
 
 # ------------------------------------------------------------------------------ replays
 
-_ID_COLUMNS = ("_gtid", "_binlog_file", "_binlog_pos")
+_ID_COLUMNS = ("_op", "_gtid", "_binlog_file", "_binlog_pos")
 
 
 def _identities(table: pa.Table) -> pa.ChunkedArray:
-    """A row change's source identity: ``g:<gtid>``, else ``p:<file>:<pos>``, else null."""
+    """A row change's source identity: ``g:<gtid>``, else ``p:<file>:<pos>``, else null; null
+    for a snapshot row (``r``): a replay re-reads the binlog, never a snapshot, so no
+    snapshot row is a copy (a chunk read at the point of an earlier one, the source idle,
+    has its identity)."""
     by_gtid = pc.binary_join_element_wise("g", table.column("_gtid"), ":")
     position = pc.cast(table.column("_binlog_pos"), pa.string())
     by_position = pc.binary_join_element_wise("p", table.column("_binlog_file"), position, ":")
-    return pc.coalesce(by_gtid, by_position)
+    found = pc.coalesce(by_gtid, by_position)
+    return pc.if_else(pc.equal(table.column("_op"), "r"), pa.scalar(None, pa.string()), found)
 
 
 def _tagged(chosen: Sequence[CommittedFile]) -> pa.Table:

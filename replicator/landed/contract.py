@@ -31,6 +31,7 @@ __all__ = [
     "META",
     "PRIMARY_KEY_KEY",
     "RECORD_SCHEMA_KEY",
+    "SNAPSHOT_RESET",
     "STATE_SEQ",
     "UNKNOWN",
     "WORKING_COLUMNS",
@@ -39,6 +40,10 @@ __all__ = [
     "safe_part",
     "table_rel",
 ]
+
+# the statement of the ``truncate`` record a snapshot writes before a table's rows (a table
+# read whole, or taken in again): no replay lands it again, so it is never a replayed copy
+SNAPSHOT_RESET = "snapshot: the table's rows as of this point follow"
 
 MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit records
 COMPACTIONS = "_compactions"  # <root>/_compactions/<20-digit id>.json: compaction records

@@ -52,6 +52,7 @@ from .contract import (
     LIFECYCLE_OPS,
     MANIFESTS,
     RECORD_SCHEMA_KEY,
+    SNAPSHOT_RESET,
     is_digest,
     is_landing_id,
 )
@@ -197,7 +198,10 @@ class Record:
     def identity(self) -> tuple[object, ...] | None:
         """Where the record came from: its GTID, else its binlog file and position with the
         table and op (one position holds a statement's records of several tables, and every
-        snapshot's ``truncate`` read at that point)."""
+        snapshot's ``truncate`` read at that point); None for a snapshot's ``truncate``
+        (``SNAPSHOT_RESET``), which no replay lands again."""
+        if self.statement == SNAPSHOT_RESET:
+            return None
         if self.gtid is not None:
             return ("gtid", self.gtid)
         if self.file is not None and self.position is not None:

@@ -63,6 +63,7 @@ from ..binlog.xa import xa_id_of
 from ..checkpoint import Checkpoint, replay_after
 from ..config import FilterConfig, SinkConfig
 from ..errors import ConfigError, IntegrityError, SinkError
+from ..landed.contract import SNAPSHOT_RESET
 from ..schema import ddl
 from ..schema.history import SchemaChange, SchemaHistory
 from ..schema.ledger import SchemaLedger
@@ -1081,7 +1082,7 @@ class Pipeline:
                 "file": at.file,
                 "position": at.position,
                 "ts": ts.isoformat().replace("+00:00", "Z"),
-                "statement": "snapshot: the table's rows as of this point follow",
+                "statement": SNAPSHOT_RESET,
             }
         )
         self._next_seq += 1

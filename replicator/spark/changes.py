@@ -88,6 +88,7 @@ _FILE, _ID, _TABLE, _BATCH, _FIRST, _AGAIN, _LOW, _HIGH = (
 )
 _ID_SCHEMA = T.StructType(
     [
+        T.StructField("_op", T.StringType()),
         T.StructField("_gtid", T.StringType()),
         T.StructField("_binlog_file", T.StringType()),
         T.StructField("_binlog_pos", T.LongType()),
@@ -376,11 +377,17 @@ def _file_name() -> Column:
 
 
 def _identity() -> Column:
-    return F.when(F.col("_gtid").isNotNull(), F.concat(F.lit("g:"), F.col("_gtid"))).when(
-        F.col("_binlog_file").isNotNull() & F.col("_binlog_pos").isNotNull(),
-        F.concat(
-            F.lit("p:"), F.col("_binlog_file"), F.lit(":"), F.col("_binlog_pos").cast("string")
-        ),
+    """A row change's source identity (``delta.changes._identities``): none for a snapshot
+    row, which a replay never lands again."""
+    return (
+        F.when(F.col("_op") == "r", F.lit(None))
+        .when(F.col("_gtid").isNotNull(), F.concat(F.lit("g:"), F.col("_gtid")))
+        .when(
+            F.col("_binlog_file").isNotNull() & F.col("_binlog_pos").isNotNull(),
+            F.concat(
+                F.lit("p:"), F.col("_binlog_file"), F.lit(":"), F.col("_binlog_pos").cast("string")
+            ),
+        )
     )
 
 

@@ -148,8 +148,8 @@ class Zone:
         replay: bool = False,
     ) -> dict[str, Any]:
         """Land a snapshot chunk: ``rows`` of ``version`` as reads (``r``), without GTID, at
-        the read point's binlog position ``at``, as one batch (``replay``: one that re-reads,
-        the reference leaves it out)."""
+        the read point's binlog position ``at``, as one batch (``replay``: one that re-reads;
+        its rows are no copies all the same, the reference keeps them)."""
         return self._land([((version, "r", values), None, at) for values in rows], replay=replay)
 
     def _land(self, items: Sequence[Landed], *, replay: bool) -> dict[str, Any]:
@@ -187,7 +187,7 @@ class Zone:
             before = tuple(item[3]) if len(item) > 3 and item[3] is not None else None
             run = row_change(op, seq, gtid, TS, 1, "mysql-bin.000001", position, values, before)
             seq += 1
-            if not replay:
+            if not replay or op == "r":  # (a replay re-reads the binlog, never a snapshot)
                 self.history.append((version, ModelChange(op, seq - 1, values, before)))
             if groups and groups[-1][0] == version:
                 groups[-1][1].append(run)

@@ -627,15 +627,17 @@ def test_replayed_copies_count_once(tmp_path: Path, gtids: bool) -> None:
 
 def test_snapshot_chunks_read_at_one_point_are_no_copies_of_each_other(tmp_path: Path) -> None:
     """A snapshot's chunks share the read point's identity (no GTID, one binlog position),
-    each in its own batch: only a row of a batch that re-reads is a copy."""
+    each in its own batch, also one in a batch that re-reads (after `checkpoint set`, the
+    source idle): a replay re-reads the binlog, never a snapshot, so none is a copy."""
     zone = Zone(tmp_path / "landing", gtids=False)
     zone.snapshot(LOG, [(1, "x"), (2, "y")], at=4711)
     zone.snapshot(LOG, [(3, "z")], at=4711)
-    zone.snapshot(LOG, [(1, "x"), (2, "y")], at=4711, replay=True)  # the first chunk again
+    zone.snapshot(LOG, [(4, "w")], at=4711, replay=True)  # the next chunk, while re-reading
     assert rows(read(zone.root, "shop.log"), "_seq", "_op", "a") == [
         {"_seq": 1, "_op": "r", "a": 1},
         {"_seq": 2, "_op": "r", "a": 2},
         {"_seq": 3, "_op": "r", "a": 3},
+        {"_seq": 4, "_op": "r", "a": 4},
     ]
 
 

@@ -17,6 +17,7 @@ import pytest
 from replicator.errors import IntegrityError
 from replicator.landed.columns import Fill, Source, match, table_columns
 from replicator.landed.committed import CommittedFile, Manifest, Record
+from replicator.landed.contract import SNAPSHOT_RESET
 from replicator.landed.lineage import Ended, Lineage, Segment, orphans, plan
 
 
@@ -165,6 +166,25 @@ def test_records_without_gtid_count_once_per_table_and_op_unless_replayed() -> N
     assert [r.seq for r in found.records] == [1, 4, 7, 8, 14]
     assert lineage(found.table("d.t")).start == 4
     assert lineage(found.table("d.w")).start == 14
+
+
+def test_a_snapshots_truncate_in_a_batch_that_rereads_is_no_copy() -> None:
+    """A table asked for again while a replay re-reads, the source idle: its truncate has
+    the identity of the one its first snapshot wrote (no GTID, the same read point). No
+    replay lands a snapshot's records again, so it counts, and the rows before it go."""
+
+    def reset(seq: int, batch: int) -> Record:
+        return Record(seq, "truncate", "d.t", None, None, "mysql-bin.000003", 4711, "",
+                      SNAPSHOT_RESET, batch)  # fmt: skip
+
+    found = plan(
+        [
+            manifest(1, reset(1, 1), data("d.t", 2, 3)),
+            manifest(2, reset(4, 2), data("d.t", 5, 6, batch=2), replay=True),
+        ]
+    )
+    assert [r.seq for r in found.records] == [1, 4]
+    assert lineage(found.table("d.t")).start == 4
 
 
 def test_rows_after_a_drop_without_create_are_refused(tmp_path: Path) -> None:
