@@ -17,7 +17,7 @@ from replicator.delta.materialize import materialize_delta
 from replicator.landed.options import MaterializeOptions
 from tests.harness.duckdb_delta import read_delta
 from tests.harness.mariadb import MariaDBServer
-from tests.spark.taken_in_again import DB, LEFT_OUT, TABLES, Rows, Scenario
+from tests.spark.taken_in_again import DB, TABLES, Rows, Scenario, run_through
 
 pytestmark = [pytest.mark.live, pytest.mark.delta]
 MODES = {"merge": False, "vectors": True}  # keyed tables' batches by MERGE, by vectors
@@ -62,16 +62,4 @@ async def test_tables_snapshotted_again_mid_stream_read_as_the_source_has_them(
     mariadb_full_metadata: MariaDBServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scenario = Scenario(mariadb_full_metadata, tmp_path, monkeypatch)
-    readers = Readers(scenario, tmp_path)
-    await scenario.initial()
-    readers.check()
-    await scenario.left_out()
-    readers.check(tables=("a", "r"))  # the others hold what landed before they left
-    before = len(scenario.resets())  # keyless tables' snapshots have one each
-    await scenario.taken_in_again(mid=readers.carry)
-    assert sorted(scenario.resets()[before:]) == sorted([*LEFT_OUT, "r"])
-    readers.check()
-    before = len(scenario.resets())
-    await scenario.asked_again()
-    assert sorted(scenario.resets()[before:]) == ["bag", "e", "k"]
-    readers.check()
+    await run_through(scenario, Readers(scenario, tmp_path))

@@ -19,7 +19,7 @@ from replicator.landed.options import MaterializeOptions
 from replicator.spark.materialize import current_state, materialize
 from replicator.spark.streaming import start_current_state_stream
 from tests.harness.mariadb import MariaDBServer
-from tests.spark.taken_in_again import DB, LEFT_OUT, TABLES, Rows, Scenario
+from tests.spark.taken_in_again import DB, TABLES, Rows, Scenario, run_through
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,19 +97,7 @@ async def test_tables_snapshotted_again_mid_stream_read_as_the_source_has_them(
 ) -> None:
     scenario = Scenario(mariadb_full_metadata, tmp_path, monkeypatch)
     readers = Readers(spark, scenario, tmp_path)
-    await scenario.initial()
-    readers.check()
-    readers.start_streams()
     try:
-        await scenario.left_out()
-        readers.check(tables=("a", "r"))  # the others hold what landed before they left
-        before = len(scenario.resets())  # keyless tables' snapshots have one each
-        await scenario.taken_in_again(mid=readers.carry)
-        assert sorted(scenario.resets()[before:]) == sorted([*LEFT_OUT, "r"])
-        readers.check()
-        before = len(scenario.resets())
-        await scenario.asked_again()
-        assert sorted(scenario.resets()[before:]) == ["bag", "e", "k"]
-        readers.check()
+        await run_through(scenario, readers, after_first=readers.start_streams)
     finally:
         readers.stop_streams()
