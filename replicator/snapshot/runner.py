@@ -646,6 +646,14 @@ class SnapshotRunner:
         more = limit is not None and (total == limit or stats.cut) and reached != until
         # the progress as it is now (a request may have queued tables meanwhile)
         state = self.pipeline.snapshot
+        if (state.after, state.rows) != (fresh.after, fresh.rows) or (
+            state.resets and not fresh.resets
+        ):
+            # moved while the rows were handed over: a request asked for this table again
+            # (it starts again, after a truncate), or the progress went back (the chunk is
+            # read again from there); either way the rows handed over are superseded
+            log.debug("snapshot chunk superseded", table=state.current, at=point.describe())
+            return
         if walkable and more and reached is not None:
             progress = state.advanced(reached, total, shape, until)
             await self.pipeline.snapshot_chunk_done(progress)

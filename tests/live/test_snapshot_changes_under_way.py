@@ -472,3 +472,40 @@ async def test_a_char_key_of_a_no_pad_collation_is_read_whole(
     manifests = [json.loads(p.read_text()) for p in (root / "_manifests").glob("*.json")]
     assert [r["op"] for m in manifests for r in m["schema_changes"]] == ["truncate"]
     server.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+@pytest.mark.parametrize("chunk", [1, 2], ids=["first-chunk", "second-chunk"])
+async def test_a_table_asked_for_again_while_its_chunk_is_handed_over_starts_again(
+    mariadb_full_metadata: MariaDBServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    chunk: int,
+) -> None:
+    """A request for the table being read, taken while a chunk's rows are handed over (the
+    service queues it between two awaits of the runner): the table is read again from its
+    start after a truncate record, not advanced past the chunk as if nothing was asked."""
+    server = mariadb_full_metadata
+    db = f"snap_asked_mid_chunk{chunk}"
+    _database(
+        server,
+        db,
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(8))",
+        "INSERT INTO t SELECT seq, 'x' FROM seq_1_to_6",
+    )
+    handed = Pipeline.snapshot_rows
+    asked = {"calls": 0, "times": 0}
+
+    async def asked_while_handed(self: Pipeline, *args: Any, **kwargs: Any) -> None:
+        await handed(self, *args, **kwargs)
+        asked["calls"] += 1
+        if asked["calls"] == chunk:
+            asked["times"] += 1
+            self.snapshot = self.snapshot.add([f"{db}.t"], reset=True)
+
+    monkeypatch.setattr(Pipeline, "snapshot_rows", asked_while_handed)
+    root = await _snapshot(server, tmp_path, f"{db}.t", 2)
+    assert asked["times"] == 1
+    assert folded(root)[f"{db}.t"] == selected(server, db, "t", "id")
+    manifests = [json.loads(p.read_text()) for p in (root / "_manifests").glob("*.json")]
+    assert [r["op"] for m in manifests for r in m["schema_changes"]] == ["truncate"]
+    server.execute(f"DROP DATABASE IF EXISTS {db}")
