@@ -56,7 +56,7 @@ from ..landed.options import MaterializeOptions
 from ..landed.versions import FileVersion, file_versions, identity_columns
 from .fills import fill_literal
 from .merge import ABSENT, BEFORE, BEFORE_KEY, META, UNKNOWN, TableModel, fail
-from .schema import conform, conform_frame, find_field, unify
+from .schema import conform, conform_frame, decimal_text, find_field, unify
 from .type_map import spark_schema
 
 __all__ = [
@@ -307,10 +307,10 @@ def _as_text(
 ) -> Column:
     """``value`` (of Spark type ``kind``: a decimal, an integer, or the landing zone's text
     of a DECIMAL with ``own`` decimals) as text with ``scale`` decimals, exactly (the
-    digits without exponent or grouping, as ``schema.conform`` writes a decimal). Text of
+    digits without exponent or grouping, ``schema.decimal_text``). Text of
     another form stops the job rather than be padded wrong."""
     if isinstance(kind, T.DecimalType):
-        return F.regexp_replace(F.format_number(value, scale), ",", "")
+        return decimal_text(value, scale)
     text = value.cast(T.StringType())
     if isinstance(kind, T.StringType):
         bad = F.concat(F.lit("'"), value, F.lit("'" + refused_text(own)))

@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-__all__ = ["conform", "conform_frame", "find_field", "unify", "widen"]
+__all__ = ["conform", "conform_frame", "decimal_text", "find_field", "unify", "widen"]
 
 MAX_DECIMAL_DIGITS = 38
 # digits an integral type needs as a decimal
@@ -158,13 +158,18 @@ def conform(col: Column, src: T.DataType, dst: T.DataType) -> Column:
         element_src, element_dst = src.elementType, dst.elementType
         return F.transform(col, lambda x: conform(x, element_src, element_dst))
     if isinstance(dst, T.StringType) and isinstance(src, T.DecimalType):
-        # exact digits without exponent, as the landing zone writes DECIMAL(p > 38): Spark's
-        # own cast gives 0E-10, and format_string cannot take a Decimal; format_number is
-        # exact (java.math.BigDecimal, US symbols) once its grouping commas are gone. At
-        # the decimal's own scale: a version at another scale than the column's newest was
-        # written as text at the newest's already (``changes.normalize``)
-        return F.regexp_replace(F.format_number(col, src.scale), ",", "")
+        # at the decimal's own scale: a version at another scale than the column's newest
+        # was written as text at the newest's already (``changes.normalize``)
+        return decimal_text(col, src.scale)
     return col.cast(dst)
+
+
+def decimal_text(col: Column, scale: int) -> Column:
+    """A decimal as its exact digits with ``scale`` decimals, without exponent, as the
+    landing zone writes DECIMAL(p > 38): Spark's own cast gives 0E-10, and format_string
+    cannot take a Decimal; format_number is exact (java.math.BigDecimal, US symbols) once
+    its grouping commas are gone."""
+    return F.regexp_replace(F.format_number(col, scale), ",", "")
 
 
 def conform_frame(
