@@ -327,11 +327,7 @@ def _text(values: pa.Array, src: pa.DataType) -> pa.Array:
     """``values`` as the text Spark's cast to string gives (decimals with their scale, as
     ``format_string('%.<scale>f')``: plain digits, never an exponent)."""
     if pa.types.is_decimal(src):
-        scale = src.scale
-        return pa.array(
-            [None if v is None else format(v, f".{scale}f") for v in values.to_pylist()],
-            pa.string(),
-        )
+        return _decimal_text(values, src.scale)
     if pa.types.is_floating(src):
         single = pa.types.is_float32(src)
         return pa.array(
@@ -354,6 +350,15 @@ def _text(values: pa.Array, src: pa.DataType) -> pa.Array:
         except pa.ArrowInvalid as exc:  # bytes that are not UTF-8
             raise _Inexact(f"{src} values that are not UTF-8 text") from exc
     raise _Inexact(f"{src} values as text")
+
+
+def _decimal_text(values: pa.Array, scale: int) -> pa.Array:
+    """Decimals as their exact digits with ``scale`` decimals (``format_string('%.<scale>f')``
+    in Spark's terms: plain digits, never an exponent)."""
+    return pa.array(
+        [None if v is None else format(v, f".{scale}f") for v in values.to_pylist()],
+        pa.string(),
+    )
 
 
 def _double(values: pa.Array, src: pa.DataType) -> pa.Array:
@@ -905,8 +910,7 @@ def _scaled(
     out: list[pa.Array] = []
     for chunk in _chunks(values):
         if pa.types.is_decimal(src):
-            texts = [None if v is None else format(v, f".{scale}f") for v in chunk.to_pylist()]
-            out.append(pa.array(texts, pa.string()))
+            out.append(_decimal_text(chunk, scale))
             continue
         text = chunk.cast(pa.string())
         if not pa.types.is_integer(src):
