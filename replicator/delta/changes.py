@@ -48,6 +48,7 @@ from ..landed import fill_values as fv
 from ..landed.columns import (
     Fill,
     Source,
+    find_field,
     match,
     refuse_working_columns,
     resolve_key,
@@ -209,16 +210,6 @@ def _widen_structs(older: pa.DataType, newer: pa.DataType) -> pa.DataType:
         out.append(pa.field(field.name, data_type))
     out.extend(pa.field(f.name, f.type) for f in fields.values())
     return pa.struct(out)
-
-
-def find_field(fields: pa.Schema | pa.DataType, name: str) -> pa.Field | None:
-    """The field (of a schema or a struct type) named ``name`` without regard to case."""
-    key = name.lower()
-    items = list(fields) if isinstance(fields, pa.Schema) else _fields(fields)
-    for field in items:
-        if field.name.lower() == key:
-            return field
-    return None
 
 
 def unify(versions: Iterable[pa.Schema]) -> pa.Schema:

@@ -35,6 +35,7 @@ __all__ = [
     "Column",
     "Fill",
     "Source",
+    "find_field",
     "match",
     "refuse_working_columns",
     "resolve_key",
@@ -106,6 +107,20 @@ def table_columns(schema: pa.Schema, aux: Collection[str]) -> tuple[Column, ...]
             )
         )
     return tuple(out)
+
+
+def find_field(fields: pa.Schema | pa.DataType, name: str) -> pa.Field | None:
+    """The field (of a schema or a struct type) named ``name`` without regard to case."""
+    key = name.lower()
+    items = list(fields) if isinstance(fields, pa.Schema) else _struct_fields(fields)
+    for field in items:
+        if field.name.lower() == key:
+            return field
+    return None
+
+
+def _struct_fields(t: pa.DataType) -> list[pa.Field]:
+    return [t.field(i) for i in range(t.num_fields)]
 
 
 def version_key(schema: pa.Schema) -> tuple[object, ...]:

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from ..errors import IntegrityError
+from .columns import find_field
 from .contract import FIELD_TYPE_KEY
 
 __all__ = [
@@ -51,11 +52,6 @@ __all__ = [
 FOREIGN_FILES_HINT = "the files were not written by replicator, or were changed by hand"
 # ``sink.arrow_types.mysql_type_label`` of a DECIMAL column
 _DECIMAL_LABEL = re.compile(r"DECIMAL\((\d+),(\d+)\)(?: UNSIGNED)?")
-
-
-def _find(schema: pa.Schema, name: str) -> pa.Field | None:
-    key = name.lower()
-    return next((f for f in schema if f.name.lower() == key), None)
 
 
 def decimal_scale(field: pa.Field) -> int | None:
@@ -89,7 +85,7 @@ def text_scales(names: Iterable[str], newest: pa.Schema) -> tuple[tuple[str, int
     not say their source type (files of older writers)."""
     found: list[tuple[str, int | None]] = []
     for name in names:
-        now = _find(newest, name)
+        now = find_field(newest, name)
         if now is None:
             continue
         scale = decimal_scale(now)
