@@ -116,6 +116,20 @@ FAULT_ENV = "REPLICATOR_FAULT_CRASH_AT"
 FAIL_ENV = "REPLICATOR_FAULT_FAIL_AT"
 
 
+def _history_key(batch: int) -> str:
+    """The key of the schema history as of ``batch`` (written with it, named by it)."""
+    return f"{HISTORY_DIR}/history-{batch:020d}.json"
+
+
+def _history_batch(key: str) -> int | None:
+    """The batch of a history key ``_history_key`` made (None: another name)."""
+    name = posixpath.basename(key)
+    number = name.removeprefix("history-").removesuffix(".json")
+    if len(number) != 20 or not number.isdigit() or key != _history_key(int(number)):
+        return None
+    return int(number)
+
+
 def _shown(position: object) -> str:
     """A position as a manifest or checkpoint holds it, for messages."""
     if not isinstance(position, dict):
@@ -345,15 +359,20 @@ class Batch:
             replay_until=replay_after(replay_until, end),
             snapshot=zone.snapshot,
         )
+        # a writer that stalled past its lease since the manifest is stopped here: the
+        # checkpoint may be the new writer's by now. The files dropped below are only this
+        # writer's own older ones (histories of earlier batches, XA transactions it saw
+        # decided), so a stall after this check deletes nothing another writer made.
+        zone.confirm_writer()
         zone.checkpoints.save(checkpoint)
         zone.fault.at("checkpoint")
         for item in held.values():
             item.stored = True
-        zone.drop_held_except(pending)
+        zone.drop_held_decided(pending)
         zone.history_sha256, zone.history_batch = history_pin, self.number
         if history_path != zone.history:
             zone.history = history_path
-            zone.drop_histories_except(history_path)
+            zone.drop_histories_before(self.number)
         self.zone.last_manifest = manifest
         return checkpoint
 
@@ -389,6 +408,9 @@ class LandingZone:
         # commit: a writer that stalled past it and lost it to another must not write a name
         # the other may have committed (files, history, manifest)
         self.lease: Callable[[], None] | None = None
+        # the held XA transactions this process wrote or read (the only ones it deletes
+        # after a commit: ``drop_held_decided``)
+        self._held_names: set[str] = set()
 
     def confirm_writer(self) -> None:
         """The lease is still ours (``LandingZoneBusyError`` when another writer took it)."""
@@ -504,6 +526,7 @@ class LandingZone:
         for item in items:
             data = pickle.dumps((HELD_XA_FORMAT, item), protocol=pickle.HIGHEST_PROTOCOL)
             self.store.write(self._held_key(item.name), data)
+            self._held_names.add(item.name)
 
     def load_held(self, names: Sequence[str]) -> list[HeldXa]:
         """The held XA transactions a checkpoint names."""
@@ -526,14 +549,25 @@ class LandingZone:
                 )
             item.stored = True
             found.append(item)
+            self._held_names.add(name)
         return found
 
     def drop_held_except(self, keep: Sequence[str]) -> None:
-        """Delete held XA files no checkpoint names (decided, or never committed)."""
+        """Delete held XA files no checkpoint names (decided, or never committed): at the
+        start, when this process is the one writer."""
         wanted = {self._held_key(name) for name in keep}
         for key in self.store.list(HELD_XA_KEY):
             if key not in wanted:
                 self.store.delete(key)
+        self._held_names = set(keep)
+
+    def drop_held_decided(self, pending: Sequence[str]) -> None:
+        """Delete the held XA files this process wrote or read whose transactions are no
+        longer pending (decided since): after a commit, never a file of a name it does not
+        know, which may be another writer's that took the landing zone over meanwhile."""
+        for name in sorted(self._held_names.difference(pending)):
+            self.store.delete(self._held_key(name))
+        self._held_names = set(pending)
 
     # -- the schema history ------------------------------------------------------------------
 
@@ -542,7 +576,7 @@ class LandingZone:
         returns its path relative to the root and its sha256 (the manifest pins it). Fault
         points: ``history-mid`` (written, not yet in place) and ``history`` (in place,
         manifest not yet written)."""
-        key = f"{HISTORY_DIR}/history-{batch:020d}.json"
+        key = _history_key(batch)
         staged = self.store.staged(key)
         data = json.dumps(history.to_json(), sort_keys=True, separators=(",", ":")).encode()
         output = self.store.open_output(staged)
@@ -586,9 +620,19 @@ class LandingZone:
         return history
 
     def drop_histories_except(self, keep: str | None) -> None:
-        """Delete history files other than ``keep`` (superseded, or of uncommitted batches)."""
+        """Delete history files other than ``keep`` (superseded, or of uncommitted batches):
+        at the start, when this process is the one writer."""
         for key in self.store.list(HISTORY_DIR):
             if key != keep:
+                self.store.delete(key)
+
+    def drop_histories_before(self, batch: int) -> None:
+        """Delete the history files of batches before ``batch`` (superseded by its own):
+        after a commit, never one of a later batch, which may be another writer's that took
+        the landing zone over meanwhile."""
+        for key in self.store.list(HISTORY_DIR):
+            number = _history_batch(key)
+            if number is not None and number < batch:
                 self.store.delete(key)
 
     def begin(self, checkpoint: Checkpoint) -> Batch:

@@ -40,7 +40,10 @@ from replicator.landed.committed import (
     read_file,
     read_manifests,
 )
-from replicator.sink.changes import TableVersion
+from replicator.schema import ddl
+from replicator.schema.history import Point, SchemaHistory
+from replicator.schema.model import Catalog, ServerTraits
+from replicator.sink.changes import HeldXa, TableVersion
 from replicator.sink.landing import LandingZone
 from replicator.sink.lock import LandingZoneBusyError, LeaseLock, read_record
 from replicator.storage import ObjectStore, ObjectStoreOptions, open_store, redact_url
@@ -351,6 +354,71 @@ def test_a_writer_whose_lease_was_taken_over_writes_nothing_more(
     fs, base = again.store.filesystem()
     table = pq.read_table([f"{base}/{f.key}" for f in files], filesystem=fs)
     assert sorted(table.column("id").to_pylist()) == landed
+
+
+def _land_with(
+    zone: LandingZone,
+    rows: Iterator[int],
+    count: int,
+    *,
+    history: SchemaHistory | None = None,
+    held: HeldXa | None = None,
+) -> None:
+    """``_land`` with a changed schema history and an XA transaction held prepared."""
+    checkpoint = zone.checkpoints.load()
+    batch = zone.begin(checkpoint)
+    seq = checkpoint.next_seq
+    batch.add(VERSION, [change(seq + i, [next(rows), f"n{seq + i}"]) for i in range(count)])
+    prepared = {} if held is None else {held.key: held}
+    batch.commit(_end(batch.number), seq + count, prepared, history=history)
+
+
+def _history() -> SchemaHistory:
+    catalog = Catalog(ServerTraits("mariadb", (10, 11, 6), 0))
+    catalog, _ = ddl.apply_ddl(catalog, "CREATE DATABASE shop", ddl.Context(default_db=None))
+    return SchemaHistory(seed=catalog, seed_point=Point("mysql-bin.000001", 4))
+
+
+def _held(key: str, position: int) -> HeldXa:
+    return HeldXa(key=key, xid=f"'{key}'", groups=[], file="mysql-bin.000001", position=position)
+
+
+@pytest.mark.parametrize("stalled_at", ["manifest", "checkpoint"])
+def test_a_writer_taken_over_after_its_manifest_deletes_nothing_of_the_new_writer(
+    s3_server: S3Server, stalled_at: str
+) -> None:
+    """A daemon that stalled past its lease after its manifest (before or after its
+    checkpoint) and lost it to a writer that then committed a batch with DDL and a prepared
+    XA transaction: the stalled one goes on to finish its commit, and must delete neither
+    the schema history the other's batch names nor the other's held XA rows."""
+    sink = _sink(s3_server, f"s3://{s3_server.bucket(f'tail-{next(_names)}')}/zone")
+    zone = LandingZone(sink)
+    zone.lease = LeaseLock(zone.store, lease_seconds=1.0).acquire("replicator run").check
+    zone.recover()
+    _land_with(zone, itertools.count(1), 2, history=_history(), held=_held("a", 10))
+    other_history = "_schema/history-00000000000000000003.json"
+    other_held = "_state/xa/b.mysql-bin.000001.20.pickle"
+
+    def take_over() -> None:
+        time.sleep(1.3)
+        other = LandingZone(sink)
+        LeaseLock(other.store, lease_seconds=30.0).acquire("replicator run")
+        other.recover()  # batch 2 is committed: its manifest is there
+        _land_with(other, itertools.count(500), 2, history=_history(), held=_held("b", 20))
+
+    zone.fault = _Stall(stalled_at, take_over)  # type: ignore[assignment]
+    if stalled_at == "manifest":  # stopped before its checkpoint: the other's is kept
+        with pytest.raises(LandingZoneBusyError, match="taken over"):
+            _land_with(zone, itertools.count(100), 2, history=_history())
+    else:  # its own older files only
+        _land_with(zone, itertools.count(100), 2, history=_history())
+    # (the other's commit dropped history-2, superseded by its own)
+    assert zone.store.list("_schema") == [other_history]
+    assert zone.store.list("_state/xa") == [other_held]
+    again = LandingZone(sink)
+    recovered = again.recover()
+    assert recovered.batch == 3 and recovered.xa_pending == ("b.mysql-bin.000001.20",)
+    assert [h.key for h in again.load_held(recovered.xa_pending)] == ["b"]
 
 
 def test_an_expired_lease_or_one_of_a_dead_local_process_is_taken_over(
