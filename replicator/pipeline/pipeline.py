@@ -133,12 +133,18 @@ class _Commit:
     snapshot: SnapshotState  # the snapshot progress this commit lands
     proof: dict[str, Any] | None  # the manifest's source proof (source.proof)
     newest: dt.datetime | None = None  # the commit time (``_ts``) of its newest transaction
+    # its row changes by (table, op): added to ``PipelineStats.rows_by_table_op`` once it is
+    # committed (``Pipeline._committed``)
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class PipelineStats:
     transactions: int = 0
     row_changes: int = 0
+    # row changes committed, by (table, op): added when their batch commits, never for rows
+    # taken and then dropped (an aborted transaction's parts, a batch that failed or was
+    # dropped at a stop; they are counted when they land again)
     rows_by_table_op: dict[tuple[str, str], int] = field(default_factory=dict)
     batches: int = 0
     last_batch_rows: int = 0
@@ -377,6 +383,9 @@ class Pipeline:
         self._interrupted = False  # see interrupt()
         self._wake: asyncio.Future[None] | None = None  # ends a wait for the writer thread
         self._newest: dt.datetime | None = None  # ``_ts`` of the open batch's newest transaction
+        # the open batch's row changes by (table, op), counted as they are taken (``_count``)
+        # and added to the stats' totals only once the batch commits (``_committed``)
+        self._batch_counts: dict[tuple[str, str], int] = {}
         self._next_batch: Batch | None = None  # follows a commit still in the writer thread
         # the first work that failed, by the order it was handed over in, and its error: work
         # handed over after it does not run (see _guarded)
@@ -846,7 +855,9 @@ class Pipeline:
         return seq + len(records)
 
     def _count(self, groups: Groups) -> None:
-        counts = self.stats.rows_by_table_op
+        """Count row changes taken into the open batch (one add a rows event or segment):
+        they reach ``stats.rows_by_table_op`` when the batch commits."""
+        counts = self._batch_counts
         for version, changes in groups:
             name = version.name
             for run in changes:
@@ -944,6 +955,7 @@ class Pipeline:
                 await self._run(self._batch.abort)
             self._batch = None
             self._next_batch = None
+            self._batch_counts = {}  # nothing of it landed: the stream sends it again
             self._next_seq = self.checkpoint.next_seq
             self._position = self.checkpoint.position
             if self._position is not None:
@@ -1141,8 +1153,10 @@ class Pipeline:
                 self.snapshot,
                 self._proof,
                 newest=self._newest,
+                counts=self._batch_counts,
             )
             records, self._records = self._records, []
+            self._batch_counts = {}
             await self._hand_over(batch)
             replay_until = self._replay_until
             self._replay_until = replay_after(replay_until, self._position)
@@ -1209,6 +1223,9 @@ class Pipeline:
         self._proof_committed = commit.proof
         self.stats.batches += 1
         self.stats.row_changes += batch.rows
+        totals = self.stats.rows_by_table_op
+        for key, count in commit.counts.items():
+            totals[key] = totals.get(key, 0) + count
         self.stats.last_batch_rows = batch.rows
         self.stats.last_batch_seconds = time.monotonic() - commit.started
         self.stats.last_commit_time = time.monotonic()
@@ -1280,6 +1297,7 @@ class Pipeline:
             for batch in {id(b): b for b in dropped if b is not None}.values():
                 await self._run(batch.abort)
         self._batch = self._failed_batch = None
+        self._batch_counts = {}
         self._executor.shutdown(wait=True)
         self._committer.shutdown(wait=True)
         return True
