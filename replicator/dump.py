@@ -46,6 +46,7 @@ import orjson
 
 from .binlog import events as ev
 from .binlog.constants import ColumnType
+from .binlog.errors import IncidentError
 from .binlog.json_binary import json_to_text
 from .binlog.json_diff import UnappliedJsonDiffs
 from .binlog.position import StreamPosition
@@ -278,6 +279,8 @@ class RowChangeFormatter:
             return b"".join(self.changes(inner) for inner in event.events)
         elif isinstance(event, ev.RowsEvent):
             return self._rows(event)
+        elif isinstance(event, ev.IncidentEvent):
+            _stop_at_incident(event)
         return b""
 
     def _rows(self, event: ev.RowsEvent) -> bytes:
@@ -342,6 +345,13 @@ class RowChangeFormatter:
         return found
 
 
+def _stop_at_incident(event: ev.IncidentEvent) -> None:
+    """A dump stops where the daemon would: at an incident (the lines before it are out)."""
+    stop = IncidentError.of(event)
+    if stop is not None:
+        raise stop
+
+
 def json_lines(events: Iterable[ev.Event], formatter: RowChangeFormatter) -> Iterator[bytes]:
     """Compact JSON documents, one per row change and each ending in a newline, as UTF-8;
     the lines of one event come as one piece."""
@@ -372,5 +382,7 @@ async def dump_live(
                 if isinstance(item, Transaction):
                     out.write(formatter.transaction(item))
                     out.flush()
+                elif isinstance(item, ev.IncidentEvent):
+                    _stop_at_incident(item)
     finally:
         lookup.close()

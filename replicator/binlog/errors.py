@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..errors import IntegrityError, ServerRefusedError
+from . import events as ev
 
 
 class DecodeError(IntegrityError):
@@ -55,6 +58,36 @@ class EncryptedBinlogError(DecodeError):
         "encrypted binlog not supported: read it through the server (replication decrypts it) "
         "or disable encrypt_binlog"
     )
+
+
+class IncidentError(DecodeError):
+    """The source logged an INCIDENT event: changes it made may be missing from its binlog
+    (a replica of the server stops there too, with ER_SLAVE_INCIDENT)."""
+
+    hint = (
+        "see the source's error log for what was lost. To go on, take the affected tables "
+        "again with `replicator snapshot --tables ...` and move the checkpoint past the "
+        "event with `replicator checkpoint set --file FILE --pos POS` (the next event's "
+        "position, named above)"
+    )
+
+    # the incidents the servers write (MySQL and MariaDB ``Incident``, rpl_constants.h)
+    NAMES: ClassVar[dict[int, str]] = {1: "the incident LOST_EVENTS"}
+
+    @classmethod
+    def of(cls, event: ev.IncidentEvent) -> IncidentError | None:
+        """The stop ``event`` calls for (None: INCIDENT_NONE, which reports nothing)."""
+        if event.incident == 0:
+            return None
+        name = cls.NAMES.get(event.incident, f"an unknown incident ({event.incident})")
+        message = f" ({event.message})" if event.message else ""
+        stop = cls(
+            f"the source logged {name}{message} at {event.file}:{event.position}: changes "
+            f"may be missing from its binlog (the next event is at {event.file}:"
+            f"{event.next_position})"
+        )
+        stop.file, stop.position = event.file, event.position
+        return stop
 
 
 class ServerError(ServerRefusedError):

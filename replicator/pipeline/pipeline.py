@@ -55,6 +55,7 @@ import structlog
 from ..binlog import events as ev
 from ..binlog.block import Block
 from ..binlog.constants import EventType
+from ..binlog.errors import IncidentError
 from ..binlog.position import StreamPosition
 from ..binlog.runs import TakenRun, TransactionRun
 from ..binlog.schema import ColumnDef
@@ -974,6 +975,12 @@ class Pipeline:
             if item.last is None:  # the run alone, right before the stream's error
                 return
             item = item.last
+        if isinstance(item, ev.IncidentEvent):
+            stop = IncidentError.of(item)
+            if stop is not None:  # what came before it is whole: it lands, then the stop
+                await self.commit()
+                raise stop
+            return
         if not isinstance(item, Transaction):
             return
         batch = self._open()

@@ -1,0 +1,100 @@
+"""MySQL events the pipeline must act on, through a real ``Pipeline`` into a landing zone: an
+INCIDENT stops it after what came before."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from replicator.binlog import events as ev
+from replicator.binlog.errors import IncidentError
+from replicator.binlog.position import StreamPosition
+from replicator.binlog.transaction import Transaction, TransactionAssembler
+from replicator.cli import main
+from replicator.config import FilterConfig, SinkConfig
+from replicator.landed.committed import read_manifests
+from replicator.pipeline.pipeline import Pipeline
+from replicator.sink.landing import LandingZone
+from replicator.source.items import StreamItem
+
+from .util import corpus_file, decode_all
+
+WITH_GTIDS = "mysql-binlog-connector-rust/mysql-bin.000080"  # 5.7.40: GTIDs, no commit stamps
+
+
+def _assembled(path: Path, part_rows: int | None = None) -> list[StreamItem]:
+    assembler = TransactionAssembler(part_rows=part_rows)
+    return [item for event in decode_all(path) for item in assembler.feed(event)]
+
+
+async def _land(root: Path, items: Sequence[StreamItem], start: str) -> None:
+    cfg = SinkConfig(root=str(root), batch_max_seconds=999, batch_max_rows=10**9)
+    zone = LandingZone(cfg)
+    pipeline = Pipeline(cfg, FilterConfig(), zone, zone.recover())
+    pipeline.seed(StreamPosition(start, 4))
+    try:
+        for item in items:
+            await pipeline.handle(item)
+        await pipeline.commit()
+    finally:
+        await pipeline.close()
+
+
+def _lost_events_after(transaction: Transaction) -> ev.IncidentEvent:
+    """INCIDENT_LOST_EVENTS right after ``transaction``, as MySQL writes it when a change
+    could not be logged (``Incident_log_event``: a 2-byte code, then the message)."""
+    message = "error writing file"
+    size = 19 + 2 + 1 + len(message) + 4
+    header = ev.EventHeader(transaction.timestamp, 26, 1, size, transaction.end_position + size, 0)
+    return ev.IncidentEvent(
+        header,
+        transaction.end_file,
+        transaction.end_position,
+        transaction.end_position + size,
+        incident=1,
+        message=message,
+    )
+
+
+def test_an_incident_stops_the_pipeline_after_what_came_before(
+    corpus_dir: Path, tmp_path: Path
+) -> None:
+    items = _assembled(corpus_file(corpus_dir, WITH_GTIDS))
+    first = next(i for i, item in enumerate(items) if isinstance(item, Transaction))
+    before = items[first]
+    assert isinstance(before, Transaction) and before.row_count > 0
+    incident = _lost_events_after(before)
+    items.insert(first + 1, incident)
+    with pytest.raises(IncidentError) as caught:
+        asyncio.run(_land(tmp_path, items, before.file))
+    text = str(caught.value)
+    assert "LOST_EVENTS (error writing file)" in text
+    assert f"at {incident.file}:{incident.position}" in text
+    assert f"next event is at {incident.file}:{incident.next_position}" in text
+    assert caught.value.exit_code == 4
+    # the transaction before it landed whole; nothing after it did
+    manifests = read_manifests(tmp_path).manifests
+    assert [m.data["rows"] for m in manifests] == [before.row_count]
+    assert manifests[-1].data["end"]["position"] == before.end_position
+
+
+def test_an_incident_of_none_is_no_stop(corpus_dir: Path) -> None:
+    items = _assembled(corpus_file(corpus_dir, WITH_GTIDS))
+    transaction = next(item for item in items if isinstance(item, Transaction))
+    assert (
+        IncidentError.of(dataclasses.replace(_lost_events_after(transaction), incident=0)) is None
+    )
+
+
+def test_dump_stops_at_an_incident(corpus_dir: Path) -> None:
+    """The corpus's file from MySQL's bug 40482 holds an incident (of a code no server
+    defines: it is no less a stop)."""
+    path = corpus_file(corpus_dir, "rust_mysql_common/bug40482-bin.000001")
+    result = CliRunner().invoke(main, ["dump", "--binlog-file", str(path)])
+    assert result.exit_code == 4, result.output
+    assert "an unknown incident (66) at bug40482-bin.000001:106" in result.stderr
