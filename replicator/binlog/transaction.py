@@ -61,6 +61,11 @@ class TransactionPart:
     events: tuple[ev.Event, ...]
     file: str
     position: int
+    # the transaction's commit time as far as its start tells: the header time of its GTID
+    # event, which MariaDB and MySQL write at the commit with the COMMIT's time, as they do
+    # the XID event; without a GTID event, that of its first event
+    timestamp: int
+    mysql_gtid: ev.MysqlGtidEvent | None = None  # its commit timestamp, where MySQL logs one
 
     @property
     def row_count(self) -> int:
@@ -169,6 +174,7 @@ class TransactionAssembler:
     _parts: int = 0
     _first_file: str = ""
     _first_position: int = 0
+    _first_timestamp: int = 0
 
     @property
     def in_transaction(self) -> bool:
@@ -277,12 +283,15 @@ class TransactionAssembler:
         first = self._gtid_event or self._open[0]
         if self._parts == 0:
             self._first_file, self._first_position = first.file, first.position
+            self._first_timestamp = first.header.timestamp
         part = TransactionPart(
             gtid=self._gtid_text(),
             index=self._parts,
             events=tuple(self._open),
             file=self._first_file,
             position=self._first_position,
+            timestamp=self._first_timestamp,
+            mysql_gtid=first if isinstance(first, ev.MysqlGtidEvent) else None,
         )
         self._parts += 1
         self._open = []

@@ -938,7 +938,7 @@ class Pipeline:
                 self._parts_digest = Digest(item.gtid)
             self._parts_digest.add(item.events)  # parts are not kept: hashed as they pass
             batch = self._open()
-            ts = _commit_time(item, int(time.time()))
+            ts = _commit_time(item, item.timestamp)
             groups = self._changes(item, item.events, ts)
             await self._stage(batch, groups, size=item.row_bytes)
             return

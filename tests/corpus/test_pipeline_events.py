@@ -1,5 +1,6 @@
 """MySQL events the pipeline must act on, through a real ``Pipeline`` into a landing zone: an
-INCIDENT stops it after what came before."""
+INCIDENT stops it after what came before, and the rows of a transaction handed over in parts
+get the transaction's commit time, not the time they were read."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from replicator.binlog import events as ev
 from replicator.binlog.errors import IncidentError
 from replicator.binlog.position import StreamPosition
-from replicator.binlog.transaction import Transaction, TransactionAssembler
+from replicator.binlog.transaction import Transaction, TransactionAssembler, TransactionPart
 from replicator.cli import main
 from replicator.config import FilterConfig, SinkConfig
 from replicator.landed.committed import read_manifests
@@ -25,6 +27,7 @@ from replicator.source.items import StreamItem
 from .util import corpus_file, decode_all
 
 WITH_GTIDS = "mysql-binlog-connector-rust/mysql-bin.000080"  # 5.7.40: GTIDs, no commit stamps
+ANONYMOUS = "mysql-binlog-connector-java/mysql-bin.checksum-crc32"  # 5.7.21, ANONYMOUS_GTID
 
 
 def _assembled(path: Path, part_rows: int | None = None) -> list[StreamItem]:
@@ -98,3 +101,28 @@ def test_dump_stops_at_an_incident(corpus_dir: Path) -> None:
     result = CliRunner().invoke(main, ["dump", "--binlog-file", str(path)])
     assert result.exit_code == 4, result.output
     assert "an unknown incident (66) at bug40482-bin.000001:106" in result.stderr
+
+
+@pytest.mark.parametrize("rel", [ANONYMOUS, WITH_GTIDS])
+def test_the_parts_of_a_transaction_get_its_commit_time(
+    corpus_dir: Path, tmp_path: Path, rel: str
+) -> None:
+    """Neither file's GTID events carry a commit timestamp (MySQL 5.7): the commit time is
+    the header time of the GTID event, written at the commit as the XID event is."""
+    items = _assembled(corpus_file(corpus_dir, rel), part_rows=1)
+    index, whole = next(
+        (i, item) for i, item in enumerate(items) if isinstance(item, Transaction) and item.parts
+    )
+    assert isinstance(whole, Transaction) and whole.mysql_gtid is not None
+    assert whole.mysql_gtid.immediate_commit_timestamp is None
+    parts = items[index - whole.parts : index]
+    assert parts and all(isinstance(part, TransactionPart) for part in parts)
+    asyncio.run(_land(tmp_path, items[: index + 1], whole.file))
+    rows = [
+        row
+        for path in tmp_path.rglob("part-*.parquet")
+        for row in pq.read_table(path).to_pylist()
+        if whole.position <= row["_binlog_pos"] < whole.end_position
+    ]
+    assert len(rows) == whole.row_count + sum(part.row_count for part in parts)
+    assert {row["_ts"].timestamp() for row in rows} == {float(whole.timestamp)}

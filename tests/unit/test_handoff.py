@@ -96,7 +96,7 @@ async def test_row_images_are_bounded_and_one_item_always_gets_through() -> None
     handoff = HandOff(stopping, queue_size=1000, row_budget=budget, byte_budget=BYTES)
     handoff.open()
     sizes = [40, 30, 20, 500, 10, 60, 45, 99, 1, 250, 5] * 5
-    items = [_Sized(None, rows, (), "f", 0) for rows in sizes]
+    items = [_Sized(None, rows, (), "f", 0, 0) for rows in sizes]
     # the parts of 250 and 500 rows, over the budget, go through (alone)
     await _within_budget(handoff, stopping, items, sizes, budget)
 
@@ -108,7 +108,7 @@ async def test_wide_rows_are_bounded_by_their_bytes() -> None:
     handoff = HandOff(stopping, queue_size=1000, row_budget=100_000, byte_budget=budget)
     handoff.open()
     sizes = [32 << 10, 32 << 10, 600 << 10, 3 << 20, 32 << 10, 900 << 10, 100 << 10] * 4
-    items = [_Sized(None, 1, (), "f", size) for size in sizes]
+    items = [_Sized(None, 1, (), "f", size, 0) for size in sizes]
     await _within_budget(handoff, stopping, items, sizes, budget)
 
 

@@ -146,7 +146,7 @@ async def test_the_pipeline_records_into_the_ledger_and_rolls_it_back(tmp_path: 
     await pipeline.handle(_transaction(4, 1000, _ddl("CREATE TABLE t2 (x INT)", 500)))
     await pipeline.commit()
     create = _ddl("CREATE TABLE t3 (a INT) START TRANSACTION", 1000)
-    await pipeline.handle(TransactionPart(None, 0, (create,), FILE, 1000))
+    await pipeline.handle(TransactionPart(None, 0, (create,), FILE, 1000, create.header.timestamp))
     assert ledger.mark == 2
     await pipeline.handle(TransactionAborted(None))
     assert [c.statement for c in ledger.history.changes] == ["CREATE TABLE t2 (x INT)"]

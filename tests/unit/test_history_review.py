@@ -235,13 +235,13 @@ async def test_aborted_parts_forget_their_ddl_and_the_replay_records_it_once(
     tracker = SchemaTracker(SchemaHistory(SEED, Point(FILE, 4)), lambda db, t: True)
     await pipeline.handle(_transaction(4, 1000))
     create = tracker.on_event(_query("CREATE TABLE t6 (a INT) START TRANSACTION", 1000))
-    await pipeline.handle(TransactionPart(None, 0, (create,), FILE, 1000))
+    await pipeline.handle(TransactionPart(None, 0, (create,), FILE, 1000, create.header.timestamp))
     await pipeline.handle(TransactionAborted(None))
     tracker.rewind()
     assert pipeline.history is not None and len(pipeline.history.changes) == 0
     assert len(tracker.history.changes) == 0
     create = tracker.on_event(_query("CREATE TABLE t6 (a INT) START TRANSACTION", 1000))
-    await pipeline.handle(TransactionPart(None, 0, (create,), FILE, 1000))
+    await pipeline.handle(TransactionPart(None, 0, (create,), FILE, 1000, create.header.timestamp))
     await pipeline.handle(dataclasses.replace(_transaction(1000, 2000), parts=1))
     await pipeline.commit()
     await pipeline.close()

@@ -59,7 +59,7 @@ async def test_reconnect_inside_a_large_transaction_keeps_held_xa(tmp_path: Path
     feed = _Feed(tmp_path)
     await feed.prepare()
     # a huge transaction starts (its first part), then the connection breaks
-    await feed.pipeline.handle(TransactionPart(f"{UUID}:2", 0, (), "b.1", 999))
+    await feed.pipeline.handle(TransactionPart(f"{UUID}:2", 0, (), "b.1", 999, 0))
     await feed.pipeline.handle(TransactionAborted(f"{UUID}:2"))
     await feed.commit_xa()
     stats = feed.pipeline.stats
