@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import IntegrityError, ServerRefusedError
-from . import events as ev
+
+if TYPE_CHECKING:  # the events' module costs start-up time where only errors are needed
+    from . import events as ev
 
 
 class DecodeError(IntegrityError):
