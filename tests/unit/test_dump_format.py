@@ -35,12 +35,15 @@ SAMPLES = sorted(p.name for p in DATA.glob("*.0000*"))
 
 
 def _decoded(path: Path) -> list[ev.Event]:
-    """The events of a file, up to the first one that does not decode (dump stops there)."""
+    """The events of a file, up to the first one that does not decode or is an incident
+    (dump stops there: tests/corpus/test_pipeline_events.py)."""
     decoder = BinlogFileDecoder(path.name.removesuffix(".gz"))
     decoder.feed(file_bytes(path))
     events: list[ev.Event] = []
     try:
         while not isinstance(event := decoder.next_event(), _NeedData):
+            if isinstance(event, ev.IncidentEvent) and event.incident != 0:
+                break
             events.append(event)
         decoder.finish()
     except DecodeError:
