@@ -115,8 +115,10 @@ def test_the_parts_of_a_transaction_get_its_commit_time(
     )
     assert isinstance(whole, Transaction) and whole.mysql_gtid is not None
     assert whole.mysql_gtid.immediate_commit_timestamp is None
-    parts = items[index - whole.parts : index]
-    assert parts and all(isinstance(part, TransactionPart) for part in parts)
+    parts = [
+        part for part in items[index - whole.parts : index] if isinstance(part, TransactionPart)
+    ]
+    assert len(parts) == whole.parts > 0
     asyncio.run(_land(tmp_path, items[: index + 1], whole.file))
     rows = [
         row
