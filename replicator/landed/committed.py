@@ -4,9 +4,12 @@ A batch is committed when its manifest ``<root>/_manifests/<batch>.json`` exists
 (``sink.landing``); its files are renamed into place right after. A reader therefore goes by
 the manifests, never by listing directories: a file no manifest names is not data (a crash
 left it, or it is still hidden as ``.part-*.tmp``), and a manifest whose files are not all in
-place yet is a commit still being published by a running daemon. ``read_manifests`` returns
-the committed batches in order up to the first such one; later batches wait for the next run,
-so changes are never applied out of order. A file must have the size its commit record gives
+place yet, the others still under their hidden staged names, is a commit still being
+published by a running daemon. ``read_manifests`` returns the committed batches in order up to
+the first such one; later batches wait for the next run, so changes are never applied out of
+order. A committed file neither in place nor staged is gone: an IntegrityError, naming the
+compaction record that was lost when a compaction output no record names holds its rows
+(``compacted.lost_record``). A file must have the size its commit record gives
 (``bytes``: the manifest's, or the compaction output's record), checked just before it is read
 (``CommittedFile.check_size``: a stat, or a HEAD on an object store; only the files a run
 reads): a truncated or replaced file stops the read with an IntegrityError naming it, rather
@@ -50,7 +53,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
 from ..storage import LocalStore, Store, is_url, open_store
-from .compacted import Holding, holders
+from .compacted import Holding, holders, lost_record
 from .contract import (
     MANIFESTS,
     PRIMARY_KEY_KEY,
@@ -183,9 +186,10 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
     """Manifests of batches numbered above ``after``, in batch order.
 
     Stops before the first manifest whose files are not all in place (a commit being
-    published; ``waiting``), unless ``unpublished`` asks for those too. A gap in the batch
-    numbers is an IntegrityError: a committed batch is missing, and skipping it would apply
-    later changes without it.
+    published, the others still staged; ``waiting``), unless ``unpublished`` asks for those
+    too. A gap in the batch numbers, or a committed file neither in place nor staged (on an
+    object store: not in place), is an IntegrityError: a committed batch or file is missing,
+    and skipping it would apply later changes without it (``_gone``).
     """
     check_landing(root)
     store = root if isinstance(root, Store) else LocalStore(root)
@@ -242,16 +246,15 @@ def _read_manifests(
                 "--full-refresh from what the landing zone holds",
             )
         manifest = _manifest(key, reads, store, moved)
-        missing = next((f for f in manifest.files if not present(f)), None)
-        if missing is not None and holders(store) != moved:
+        missing = [f for f in manifest.files if not present(f)]
+        # on a directory a file is published by renaming its staged name: one neither in
+        # place nor under that name (looked at again after it) is gone, not being published
+        gone = [f for f in missing if not store.renames or not _being_published(store, f)]
+        if missing and holders(store) != moved:
             raise _Recompacted
-        if missing is not None and not store.renames:
-            raise IntegrityError(
-                f"batch {number} is committed but its file {missing.path} is gone",
-                hint="on an object store a batch's files are in place before its manifest: "
-                "restore the file from a backup",
-            )
-        if waiting is None and missing is not None:
+        if gone:
+            raise _gone(store, number, gone[0])
+        if waiting is None and missing:
             waiting = number
             if not unpublished:
                 break
@@ -259,6 +262,29 @@ def _read_manifests(
         previous = number
     check_chain(out)
     return Manifests(tuple(out), waiting)
+
+
+def _being_published(store: Store, item: CommittedFile) -> bool:
+    """On a directory: ``item``, not in place a moment ago, is there under its staged name (a
+    commit between its manifest and its rename), or in place now (renamed meanwhile)."""
+    return store.exists(store.staged(item.key)) or item.exists()
+
+
+def _gone(store: Store, number: int, item: CommittedFile) -> IntegrityError:
+    """The error for a file of committed batch ``number`` that is gone: naming the lost
+    compaction record when a compaction output no record names holds its rows."""
+    lost = lost_record(store, item.key, item.first_seq, item.last_seq)
+    if lost is not None:
+        return lost
+    return IntegrityError(
+        f"batch {number} is committed but its file {item.path} is gone",
+        hint="on an object store a batch's files are in place before its manifest: "
+        "restore the file from a backup"
+        if not store.renames
+        else "on a directory a batch's files are renamed into place right after its "
+        "manifest, and are under their hidden staged names until then: restore the file "
+        "from a backup (`replicator verify` lists every committed file that is not there)",
+    )
 
 
 def _manifest(

@@ -12,7 +12,10 @@ A slice is the output's rows whose ``_seq`` lies in ``within`` = (the previous e
 in ``_seq`` order, so these are exactly the entry's rows. Reading several entries of one output
 reads the file once with one ``_seq`` condition per run of adjacent slices (``reads``): a row
 is never read twice, and an incremental run that applied some of the output's batches already
-reads only the rows of the batches after them.
+reads only the rows of the batches after them. The slices are worked out from what the
+records say of the entries, so each entry a reader resolves must be what its record says
+(path, table, rows, ``_seq`` range; ``check_holding``): a record that does not match the
+manifests (edited, or restored from another backup) stops the read with an IntegrityError.
 
 Records are read before the manifests: a record only names files of batches committed before
 it. Only outputs a record names are read: on an object store outputs are written at their
@@ -59,10 +62,12 @@ __all__ = [
     "Output",
     "Piece",
     "Read",
+    "check_holding",
     "compaction_keys",
     "entry_path",
     "holders",
     "intent_key",
+    "lost_record",
     "missing_record",
     "output_name",
     "parse_intent",
@@ -425,24 +430,88 @@ def read_records(store: Store) -> list[CompactionRecord]:
     return records_numbered(store, compaction_keys(store).records)
 
 
+def lost_record(
+    store: Store, key: str, first_seq: int | None, last_seq: int | None
+) -> IntegrityError | None:
+    """For a committed file ``key`` that is gone (``_seq`` ``first_seq``..``last_seq`` when
+    known): the error naming the lost compaction record, when its table folder holds a
+    compaction output (in place or staged) that no committed record names and whose ``_seq``
+    range covers the file's. Retention deletes a file only after a record superseding it
+    is committed, so the record that named that output is lost (a gap in the records is
+    named by ``read_records`` itself); None when nothing shows that."""
+    folder = key.rpartition("/")[0]
+    records = read_records(store)
+    named = {output.piece.path for record in records for output in record.outputs}
+    for found in store.list(folder):
+        name = found.rpartition("/")[2]
+        if name.startswith(".") and name.endswith(".tmp"):  # staged (``LocalStore.staged``)
+            name = name[1 : -len(".tmp")]
+        output = OUTPUT_NAME.fullmatch(name)
+        path = f"{folder}/{name}"
+        if output is None or path in named:
+            continue
+        if first_seq is not None and not int(output[1]) <= first_seq <= int(output[2]):
+            continue
+        if last_seq is not None and not int(output[1]) <= last_seq <= int(output[2]):
+            continue
+        return missing_record(
+            store,
+            len(records) + 1,
+            f"{store.uri(key)} is gone and {store.uri(found)}, a compaction output no record "
+            "names, holds its _seq range (a file is deleted only after the record superseding "
+            "it is committed)",
+        )
+    return None
+
+
 # ---------------------------------------------------------------------------- reading
 
 
 @dataclass(frozen=True, slots=True)
 class Holding:
     """Where a manifest entry's rows are: ``path`` (relative), ``_seq`` in ``within``;
-    ``bytes``: the output's size as its record gives it (readers check it before reading)."""
+    ``bytes``: the output's size as its record gives it (readers check it before reading);
+    ``entry``: the manifest entry as record ``record`` (the one that replaced it) names it,
+    which ``within`` was worked out from (``check_holding`` compares it with the manifest)."""
 
     path: str
     within: tuple[int, int]
     bytes: int | None = None
+    entry: Piece | None = None
+    record: int | None = None
+
+
+def check_holding(
+    store: Store, held: Holding, entry: Piece, batch: int, manifest: Path | str
+) -> None:
+    """The manifest entry ``entry`` (of batch ``batch``, its manifest at ``manifest``) must be
+    what the compaction record that replaced it says it is: its slice of the output
+    (``within``) lies between the ``_seq`` ranges the record gives it and its neighbours, so a
+    record that says otherwise (edited, or restored from another backup than the manifests)
+    would have a reader take rows of one batch for another's, or lose them."""
+    said, found, number = held.entry, entry, held.record
+    if said is None or number is None or said == found:
+        return
+
+    def shown(p: Piece) -> str:
+        return f"{p.path} of {p.table}, {p.rows} rows, _seq {p.first_seq}..{p.last_seq}"
+
+    raise IntegrityError(
+        f"compaction record {store.uri(record_key(number))} does not match the manifest entry "
+        f"it replaces: it says {shown(said)}; batch {batch}'s manifest {manifest} lists "
+        f"{shown(found)}",
+        hint=f"restore {record_key(number)} from a backup of _compactions/ that belongs with "
+        "these manifests (`replicator verify` checks every record against the manifests); "
+        "nothing was read",
+    )
 
 
 def holders(store: Store) -> dict[str, Holding]:
     """Manifest entry path -> where its rows are now, for every entry a committed record
     superseded (entries not in it are read from their own files)."""
     replaces: dict[str, tuple[Piece, ...]] = {}  # output -> the files it replaces (direct)
-    entries: dict[str, list[Piece]] = {}  # output -> the manifest entries it holds
+    # output -> the manifest entries it holds, each with the record that replaced it
+    entries: dict[str, list[tuple[Piece, int]]] = {}
     sizes: dict[str, int] = {}  # output -> its size as its record says
     pieces: dict[str, Piece] = {}  # output -> what its record says of it
     live: set[str] = set()
@@ -456,7 +525,9 @@ def holders(store: Store) -> dict[str, Holding]:
                         f"says {path} replaces {old.path} with other rows than its own record",
                     )
             pieces[path] = output.piece
-            held = [e for old in output.replaces for e in entries.get(old.path, [old])]
+            held = [
+                e for old in output.replaces for e in entries.get(old.path, [(old, record.number)])
+            ]
             live.difference_update(old.path for old in output.replaces)
             live.add(path)
             replaces[path] = output.replaces
@@ -474,9 +545,9 @@ def holders(store: Store) -> dict[str, Holding]:
                 if old.path in replaces:
                     place(old.path)
             return
-        low = entries[holder][0].first_seq
-        for entry in entries[holder]:
-            out[entry.path] = Holding(holder, (low, entry.last_seq), sizes[holder])
+        low = entries[holder][0][0].first_seq
+        for entry, number in entries[holder]:
+            out[entry.path] = Holding(holder, (low, entry.last_seq), sizes[holder], entry, number)
             low = entry.last_seq + 1
 
     for holder in sorted(live):

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError
 from ..storage import LocalStore, Store
-from .compacted import Holding
+from .compacted import Holding, Piece, check_holding
 from .contract import (
     DIGEST_KEY,
     HISTORY_DIGEST_KEY,
@@ -346,7 +346,8 @@ def parse_manifest(
 ) -> Manifest:
     """One manifest's content, checked (not its place in the chain: ``check_chain``). Its
     files are located in ``store``, each at the compaction output ``moved`` says holds it
-    now (``compacted.holders``), else at its own path."""
+    now (``compacted.holders``; the entry must be as that output's record says:
+    ``compacted.check_holding``), else at its own path."""
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -398,7 +399,7 @@ def parse_manifest(
     landing_id = data.get(LANDING_ID_KEY)
     if landing_id is not None and not is_landing_id(landing_id):
         raise _bad(path, f"has an invalid landing zone id {landing_id!r}")
-    files = tuple(_file(item, batch, store, moved or {}) for item in files)
+    files = tuple(_file(item, batch, store, moved or {}, path) for item in files)
     return Manifest(path, data, files, lifecycle)
 
 
@@ -464,10 +465,23 @@ def _where(store: Store, key: str) -> Path | str:
 
 
 def _file(
-    item: dict[str, Any], batch: int, store: Store, moved: Mapping[str, Holding]
+    item: dict[str, Any],
+    batch: int,
+    store: Store,
+    moved: Mapping[str, Holding],
+    manifest: Path | str,
 ) -> CommittedFile:
     held = moved.get(str(item["path"]))
     key = str(item["path"]) if held is None else held.path
+    if held is not None:  # first_seq and last_seq: checked by ``_check_file_entry``
+        entry = Piece(
+            str(item["path"]),
+            str(item["table"]),
+            int(item["rows"]),
+            int(item["first_seq"]),
+            int(item["last_seq"]),
+        )
+        check_holding(store, held, entry, batch, manifest)
     return CommittedFile(
         table=str(item["table"]),
         path=_where(store, key),

@@ -830,7 +830,7 @@ class LandingZone:
         # read after the listing: a file is deleted only after the record superseding it is
         # committed, so one the listing missed is found superseded here or in ``check``
         records = read_records(store)
-        files = verify.committed(manifests, records, strict=False)
+        files = verify.committed(manifests, records)
         newest = manifests[-1].batch if manifests else 0
         hashed_from = min(checkpoint.batch, newest - HASHED_BATCHES)
 
