@@ -16,16 +16,16 @@ which serves as well.
 Object stores (S3 and the like) have no such lock: there the writer holds a *lease*
 (``LeaseLock``), the object ``_state/lease.json`` naming an owner id, pid, host and an expiry
 (``sink.object_store.lease_seconds`` ahead), renewed by the holder every few seconds while it
-runs. A process finding an unexpired lease of another owner refuses to start; a lease a
-killed holder left expires, so the next start waits at most ``lease_seconds`` (none when
-the holder ran on the same host and its process is gone). Every write of the lease is
+runs. A process finding an unexpired lease of another owner refuses to start; a lease a killed
+holder left expires, so the next start waits at most ``lease_seconds`` (none when the holder
+ran on the same host and pid namespace and its process is gone). Every write of the lease is
 conditional on the version last read or written (``Store.create``: ``If-None-Match: *``;
 ``Store.replace``: ``If-Match``; ``conditional_s3``), so of two writers started in the same
-instant only one gets it. A store without conditional writes (``Store.conditional`` says why:
-a store that ignores the headers, or one pyarrow alone reaches) cannot make "read the lease,
-then write ours" atomic; the start says so in a warning, and there the lease guards only
-against a second writer configured on a landing zone in use. The holder reads the lease back
-each time it renews it and stops when another owner took it.
+instant only one gets it. A store without conditional writes (``Store.conditional`` says why: a
+store that ignores the headers, or one pyarrow alone reaches) cannot make "read the lease, then
+write ours" atomic; the start says so in a warning, and there the lease guards only against a
+second writer configured on a landing zone in use. The holder reads the lease back each time it
+renews it and stops when another owner took it.
 
 The record also says what the holder is, for the commands that only read a landing zone:
 ``replicator run`` adds its ``server_id``, the name it registers with the source as a replica
@@ -130,8 +130,7 @@ class LandingLock:
                 hint="the filesystem of sink.root must support flock (local disks and NFSv4 do)",
             ) from exc
         self._record = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
+            **_this_process(),
             "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "purpose": purpose,
             **facts,
@@ -220,14 +219,16 @@ def read_record(root: Path | Store) -> LockRecord | None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
         return None
+    beside_us = _beside_us(record)
     pid, host = int(record.pop("pid")), str(record.pop("host", ""))
+    record.pop(PID_NAMESPACE, None)
     ended = record.pop("ended", None)
     expires = record.pop("expires", None)
     record.pop("owner", None)
     running: bool | None = None
     if ended is not None:
         running = False
-    elif host == socket.gethostname():
+    elif beside_us:
         running = _process_exists(pid)
     elif isinstance(expires, int | float) and expires < time.time():
         running = False  # a lease not renewed: its holder is gone
@@ -239,6 +240,35 @@ def read_record(root: Path | Store) -> LockRecord | None:
         facts=record,
         ended=None if ended is None else str(ended),
         running=running,
+    )
+
+
+# where a holder's pid means something: the pid namespace (Linux), beside the host name.
+# Containers on one host may share a host name (host networking, a fixed `hostname:`) and
+# still not see each other's processes: a pid there is no proof of anything.
+PID_NAMESPACE = "pid_namespace"
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+
+
+def _this_process() -> dict[str, Any]:
+    """What a lock or lease record says of its holder: pid, host and pid namespace."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), PID_NAMESPACE: _pid_namespace()}
+
+
+def _beside_us(record: dict[str, Any]) -> bool:
+    """The holder of ``record`` ran where this process sees its pid: the same host name and
+    pid namespace (a record without a namespace proves neither)."""
+    namespace = record.get(PID_NAMESPACE)
+    return (
+        record.get("host") == socket.gethostname()
+        and namespace is not None
+        and namespace == _pid_namespace()
     )
 
 
@@ -363,11 +393,7 @@ class LeaseLock:
             expires = found.get("expires")
             pid = found.get("pid")
             # a holder on this host whose process is gone (killed) left its lease behind
-            gone = (
-                found.get("host") == socket.gethostname()
-                and isinstance(pid, int)
-                and not _process_exists(pid)
-            )
+            gone = _beside_us(found) and isinstance(pid, int) and not _process_exists(pid)
             if not gone and isinstance(expires, int | float) and expires > time.time():
                 raise LandingZoneBusyError(
                     f"the landing zone {self.store.location} is in use by another replicator "
@@ -380,8 +406,7 @@ class LeaseLock:
                 )
         self._record = {
             "owner": self.owner,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
+            **_this_process(),
             "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "purpose": purpose,
             **facts,

@@ -138,6 +138,7 @@ def _lease(store: Store, **fields: object) -> None:
         "owner": "e" * 32,
         "pid": os.getpid(),
         "host": socket.gethostname(),
+        "pid_namespace": os.readlink("/proc/self/ns/pid"),
         "since": "2026-01-01T00:00:00+00:00",
         "purpose": "replicator compact",
         "expires": time.time() + 600,

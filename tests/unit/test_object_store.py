@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import socket
 import subprocess
@@ -432,14 +433,37 @@ def test_an_expired_lease_or_one_of_a_dead_local_process_is_taken_over(
     LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
+    here = os.readlink("/proc/self/ns/pid")
     store.write(
         "_state/lease.json",
         json.dumps(
             {"owner": "y", "pid": dead.pid, "host": socket.gethostname(),
-             "expires": time.time() + 60}
+             "pid_namespace": here, "expires": time.time() + 60}
         ).encode(),
     )  # fmt: skip
     LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+
+
+@pytest.mark.parametrize("namespace", ["pid:[1]", None], ids=["another", "unrecorded"])
+def test_a_live_lease_of_another_pid_namespace_on_a_host_of_the_same_name_is_refused(
+    s3_server: S3Server, url: str, namespace: str | None
+) -> None:
+    """Containers that share a host name (host networking, a fixed `hostname:`) do not see
+    each other's processes: a pid this process cannot find proves nothing there, and the
+    lease is another writer's until it expires."""
+    store = open_store(url, _options(s3_server))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.write(
+        "_state/lease.json",
+        json.dumps(
+            {"owner": "z", "pid": dead.pid, "host": socket.gethostname(),
+             "pid_namespace": namespace, "expires": time.time() + 60}
+        ).encode(),
+    )  # fmt: skip
+    with pytest.raises(LandingZoneBusyError, match="in use by another replicator process"):
+        LeaseLock(store, lease_seconds=30).acquire("replicator run")
+    assert json.loads(store.read("_state/lease.json"))["owner"] == "z"
 
 
 def test_credentials_in_the_url_are_refused_and_never_shown(s3_server: S3Server) -> None:
