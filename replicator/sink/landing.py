@@ -767,6 +767,33 @@ class LandingZone:
                 "resumes after the last manifest)",
             )
         self._check_checkpoint_position(checkpoint, named, manifests)
+        self._check_checkpoint_state(checkpoint, named)
+
+    def _check_checkpoint_state(self, checkpoint: Checkpoint, named: Manifest) -> None:
+        """What the checkpoint carries besides its position is what its batch's manifest
+        says: the prepared XA transactions held (a start deletes the held files of any it
+        does not name) and the snapshot's progress (a table it leaves out is never read).
+        Only a commit writes them; ``checkpoint set`` keeps them."""
+        where = self.checkpoints.path
+        fix = (
+            "the checkpoint was changed by hand or does not belong to these manifests: remove "
+            f"it to have it rebuilt from {self.store.uri(MANIFESTS)}; nothing was changed"
+        )
+        held = tuple(named.data.get("xa_pending", ()))
+        if checkpoint.xa_pending != held:
+            raise IntegrityError(
+                f"checkpoint {where} holds the prepared XA transactions "
+                f"{list(checkpoint.xa_pending)}, but batch {named.batch} held {list(held)}",
+                hint=fix,
+            )
+        snapshot = SnapshotState.from_json(named.data.get("snapshot"), str(named.path))
+        if checkpoint.snapshot.to_json() != snapshot.to_json():
+            raise IntegrityError(
+                f"checkpoint {where} has the snapshot's progress at "
+                f"{checkpoint.snapshot.to_json()}, but batch {named.batch} left it at "
+                f"{snapshot.to_json()}",
+                hint=fix,
+            )
 
     def _check_checkpoint_position(
         self, checkpoint: Checkpoint, named: Manifest, manifests: list[Manifest]
