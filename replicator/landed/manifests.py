@@ -47,6 +47,7 @@ from ..storage import LocalStore, Store
 from .compacted import Holding, Piece, check_holding
 from .contract import (
     DIGEST_KEY,
+    HELD_DIGESTS_KEY,
     HISTORY_DIGEST_KEY,
     LANDING_ID_KEY,
     LIFECYCLE_OPS,
@@ -259,6 +260,12 @@ class Manifest:
         return None if value is None else str(value)
 
     @property
+    def held_pins(self) -> dict[str, str]:
+        """The sha256 of each held XA file this batch names (``xa_pending``), by name; none
+        in manifests written before pins."""
+        return {str(k): str(v) for k, v in self.data.get(HELD_DIGESTS_KEY, {}).items()}
+
+    @property
     def entries(self) -> list[dict[str, Any]]:
         """The file entries as written (``path`` relative to the root, ``table``, ``rows``,
         ``first_seq``, ``last_seq``, ``bytes``, ``sha256``)."""
@@ -394,6 +401,13 @@ def parse_manifest(
     pending = data.get("xa_pending", [])
     if not isinstance(pending, list) or not all(isinstance(p, str) for p in pending):
         raise _bad(path, "has an invalid 'xa_pending' list")
+    pins = data.get(HELD_DIGESTS_KEY, {})
+    if (
+        not isinstance(pins, dict)
+        or not set(pins) <= set(pending)
+        or not all(is_digest(pin) for pin in pins.values())
+    ):
+        raise _bad(path, f"has an invalid {HELD_DIGESTS_KEY!r}")
     if not valid_proof(data.get(PROOF_KEY)):  # the source proof (source.continuity)
         raise _bad(path, f"has an invalid {PROOF_KEY!r} proof")
     landing_id = data.get(LANDING_ID_KEY)

@@ -81,7 +81,7 @@ from ..checkpoint import (
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
 from ..landed.compacted import read_records
-from ..landed.contract import safe_part
+from ..landed.contract import HELD_DIGESTS_KEY, safe_part
 from ..landed.manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_chain
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
@@ -315,6 +315,8 @@ class Batch:
             "start_moved": self.start_moved,
             "end": position_to_json(end),
             "xa_pending": list(pending),
+            # each held file's sha256, checked before it is unpickled (load_held)
+            HELD_DIGESTS_KEY: {n: zone._held_pins[n] for n in pending if n in zone._held_pins},
             "schema_history": history_path,
             HISTORY_DIGEST_KEY: history_pin,  # what load_history accepts (digest)
             "schema_changes": list(records),
@@ -411,6 +413,8 @@ class LandingZone:
         # the held XA transactions this process wrote or read (the only ones it deletes
         # after a commit: ``drop_held_decided``)
         self._held_names: set[str] = set()
+        # their sha256 by name, as written or as the last manifest pins them (load_held)
+        self._held_pins: dict[str, str] = {}
 
     def confirm_writer(self) -> None:
         """The lease is still ours (``LandingZoneBusyError`` when another writer took it)."""
@@ -527,19 +531,41 @@ class LandingZone:
             data = pickle.dumps((HELD_XA_FORMAT, item), protocol=pickle.HIGHEST_PROTOCOL)
             self.store.write(self._held_key(item.name), data)
             self._held_names.add(item.name)
+            self._held_pins[item.name] = hash_bytes(data)
 
     def load_held(self, names: Sequence[str]) -> list[HeldXa]:
-        """The held XA transactions a checkpoint names."""
+        """The held XA transactions a checkpoint names, each checked against the sha256 its
+        batch's manifest pins before it is unpickled (a file only this program writes: an
+        edited one would change the rows its XA COMMIT lands, or run code)."""
         found: list[HeldXa] = []
         for name in names:
-            path = self.store.uri(self._held_key(name))
+            key = self._held_key(name)
+            path = self.store.uri(key)
+            hint = (
+                "restore the file, or move the checkpoint back before its XA PREPARE with "
+                "`replicator checkpoint set` to read them from the binlog again"
+            )
             try:
-                version, item = pickle.loads(self.store.read(self._held_key(name)))  # ours only
-            except Exception as exc:  # unreadable, truncated, or of another shape
+                raw = self.store.read(key)
+            except OSError as exc:
                 raise IntegrityError(
                     f"the rows of prepared XA transaction {name} ({path}) cannot be read: {exc}",
-                    hint="restore the file, or move the checkpoint back before its XA PREPARE "
-                    "with `replicator checkpoint set` to read them from the binlog again",
+                    hint=hint,
+                ) from exc
+            pinned, digest = self._held_pins.get(name), hash_bytes(raw)
+            if pinned is not None and digest != pinned:
+                raise IntegrityError(
+                    f"{path}, the rows of prepared XA transaction {name}, is not the file "
+                    f"batch {self.history_batch} committed (sha256 {digest}, committed "
+                    f"{pinned})",
+                    hint=hint,
+                )
+            try:
+                version, item = pickle.loads(raw)  # ours only
+            except Exception as exc:  # truncated, or of another shape
+                raise IntegrityError(
+                    f"the rows of prepared XA transaction {name} ({path}) cannot be read: {exc}",
+                    hint=hint,
                 ) from exc
             if version != HELD_XA_FORMAT or not isinstance(item, HeldXa) or item.name != name:
                 raise IntegrityError(
@@ -550,6 +576,7 @@ class LandingZone:
             item.stored = True
             found.append(item)
             self._held_names.add(name)
+            self._held_pins[name] = digest
         return found
 
     def drop_held_except(self, keep: Sequence[str]) -> None:
@@ -560,6 +587,7 @@ class LandingZone:
             if key not in wanted:
                 self.store.delete(key)
         self._held_names = set(keep)
+        self._held_pins = {n: pin for n, pin in self._held_pins.items() if n in self._held_names}
 
     def drop_held_decided(self, pending: Sequence[str]) -> None:
         """Delete the held XA files this process wrote or read whose transactions are no
@@ -568,6 +596,7 @@ class LandingZone:
         for name in sorted(self._held_names.difference(pending)):
             self.store.delete(self._held_key(name))
         self._held_names = set(pending)
+        self._held_pins = {n: pin for n, pin in self._held_pins.items() if n in self._held_names}
 
     # -- the schema history ------------------------------------------------------------------
 
@@ -702,6 +731,7 @@ class LandingZone:
         self._remove_uncommitted(listed, leftovers)
         compaction.recover_if_idle(self.store, self.cfg.object_store.lease_seconds)
         self.committed_through = manifests[-1].last_seq if manifests else 0
+        self._held_pins = manifests[-1].held_pins if manifests else {}
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None

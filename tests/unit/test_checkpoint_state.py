@@ -99,3 +99,32 @@ def test_the_checkpoint_as_committed_is_taken(tmp_path: Path) -> None:
     assert checkpoint.xa_pending == (HELD,)
     assert checkpoint.snapshot.tables == ("shop.orders", "shop.other")
     assert [h.key for h in zone.load_held(checkpoint.xa_pending)] == ["a"]
+
+
+def test_a_held_xa_file_edited_is_refused_before_it_is_unpickled(tmp_path: Path) -> None:
+    _zone(tmp_path)
+    path = tmp_path / "_state" / "xa" / f"{HELD}.pickle"
+    data = path.read_bytes()
+    assert b"held" in data
+    path.write_bytes(data.replace(b"held", b"edit"))  # the same length, rows changed
+    zone = LandingZone(SinkConfig(root=str(tmp_path)))
+    checkpoint = zone.recover()
+    with pytest.raises(IntegrityError, match=rf"{HELD}.pickle, .* is not the file batch 2"):
+        zone.load_held(checkpoint.xa_pending)
+
+
+def test_held_xa_files_are_pinned_across_batches(tmp_path: Path) -> None:
+    """A held file written by an earlier batch stays pinned by every later manifest, also
+    after a restart read it back."""
+    _zone(tmp_path)
+    zone = LandingZone(SinkConfig(root=str(tmp_path)))
+    checkpoint = zone.recover()
+    held = zone.load_held(checkpoint.xa_pending)
+    batch = zone.begin(checkpoint)
+    batch.add(VERSION, [change(checkpoint.next_seq, [200, "m"])])
+    batch.commit(_end(batch.number), checkpoint.next_seq + 1, {h.key: h for h in held})
+    pins = [
+        json.loads((tmp_path / "_manifests" / f"{n:020d}.json").read_text())["xa_pending_sha256"]
+        for n in (2, 3)
+    ]
+    assert pins[0] == pins[1] and list(pins[0]) == [HELD]
