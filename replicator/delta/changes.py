@@ -607,6 +607,86 @@ def _read_parts(path: Path | str, source: tuple[Any, Any]) -> Iterator[pa.Table]
         raise unreadable(path, exc) from exc
 
 
+_LOWEST = np.iinfo(np.int64).min
+_HIGHEST = np.iinfo(np.int64).max
+
+
+class _Tally:
+    """The rows one physical file's read found for its manifest entries (``entries``: the
+    whole file's one entry, or the slices of a compaction output read), gathered part by
+    part (``add``: a part's ``_seq`` column, before any filter) and held to what the
+    entries say (``check``). A committed file replaced by another of the same size (a
+    restore from the wrong day, an object overwritten) passes the size check and would be
+    read as this batch's rows; the ``_seq`` its rows carry gives it away at no cost (the
+    column is read anyway): every row of an entry lies in its ``first_seq..last_seq``, and
+    there are ``rows`` of them. Vectorised: a sort of the part's ``_seq`` and one
+    ``searchsorted`` per bound, never a loop over rows."""
+
+    def __init__(self, path: Path | str, entries: Sequence[CommittedFile]) -> None:
+        self.path = path
+        self.entries = list(entries)
+        bounds = [(_LOWEST, _HIGHEST) if e.within is None else e.within for e in self.entries]
+        self.lows = np.array([low for low, _ in bounds], np.int64)
+        self.highs = np.array([high for _, high in bounds], np.int64)
+        self.counts = np.zeros(len(bounds), np.int64)
+        self.mins = np.full(len(bounds), _HIGHEST, np.int64)
+        self.maxs = np.full(len(bounds), _LOWEST, np.int64)
+        self.nulls = 0
+
+    def add(self, seqs: pa.ChunkedArray) -> None:
+        """Count a part's rows (``seqs``: its ``_seq`` column as the file holds it)."""
+        self.nulls += seqs.null_count
+        if len(self.entries) == 1 and self.entries[0].within is None:  # a whole file
+            found = pc.min_max(seqs)
+            if found["min"].is_valid:
+                self.counts[0] += len(seqs) - seqs.null_count
+                self.mins[0] = min(int(self.mins[0]), found["min"].as_py())
+                self.maxs[0] = max(int(self.maxs[0]), found["max"].as_py())
+            return
+        values = pc.drop_null(seqs).combine_chunks().to_numpy(zero_copy_only=False)
+        ordered = np.sort(values.astype(np.int64, copy=False), kind="stable")  # sorted: O(n)
+        start = np.searchsorted(ordered, self.lows, side="left")
+        end = np.searchsorted(ordered, self.highs, side="right")
+        held = end > start
+        self.counts += end - start
+        self.mins[held] = np.minimum(self.mins[held], ordered[start[held]])
+        self.maxs[held] = np.maximum(self.maxs[held], ordered[end[held] - 1])
+
+    def check(self) -> None:
+        """Refuse (IntegrityError) an entry whose rows are not the ones it lists."""
+        for at, entry in enumerate(self.entries):
+            count = int(self.counts[at])
+            low, high = int(self.mins[at]), int(self.maxs[at])
+            outside = count > 0 and (
+                (entry.first_seq is not None and low < entry.first_seq)
+                or (entry.last_seq is not None and high > entry.last_seq)
+            )
+            nulls = self.nulls if entry.within is None else 0  # a slice's filter drops them
+            if not outside and not nulls and count == entry.rows:
+                continue
+            what = (
+                f"committed file {self.path}"
+                if entry.within is None
+                else f"the slice of compaction output {self.path} that holds {entry.name}"
+            )
+            said = "its manifest" if entry.within is None else "the compaction record"
+            seqs = f"_seq {low}..{high}" if count else "no row"
+            if nulls:
+                seqs += f" and {nulls} rows without a _seq"
+            raise IntegrityError(
+                f"{what} (batch {entry.batch}) holds {_rows(count + nulls)}, {seqs}; {said} "
+                f"says {_rows(entry.rows)}, _seq {entry.first_seq}..{entry.last_seq}: these "
+                "are not the rows committed; nothing was built from them",
+                hint="the file was replaced after its commit by one of the same size: restore "
+                "it from a backup (`replicator verify --deep` hashes every file of the "
+                "landing zone)",
+            )
+
+
+def _rows(n: int) -> str:
+    return "1 row" if n == 1 else f"{n} rows"
+
+
 def _seq_in(seqs: pa.ChunkedArray, ranges: Iterable[tuple[int, int | None]]) -> pa.ChunkedArray:
     """``low <= _seq <= high`` for one of ``ranges`` (``high`` None: no end)."""
     mask: Any = None
@@ -627,9 +707,15 @@ def read_committed(
     for item in files:
         item.check_size()
     wanted = None if columns is None else list(dict.fromkeys([*columns, "_seq"]))
+    by_path: dict[Path | str, list[CommittedFile]] = {}
+    for item in files:
+        by_path.setdefault(item.path, []).append(item)
     tables: list[pa.Table] = []
     for read in reads(files):
         table = _read(read.path, read.source, wanted)
+        tally = _Tally(read.path, by_path[read.path])
+        tally.add(table.column("_seq"))
+        tally.check()
         if read.ranges is not None:
             table = table.filter(_seq_in(table.column("_seq"), read.ranges))
         tables.append(_as_output(table))
@@ -1033,6 +1119,9 @@ def _tagged(chosen: Sequence[CommittedFile]) -> pa.Table:
     parts: list[pa.Table] = []
     for path, entries in by_path.items():
         read = _read(path, entries[0].source(), [*_ID_COLUMNS, "_seq"])
+        tally = _Tally(path, entries)
+        tally.add(read.column("_seq"))
+        tally.check()
         read = read.append_column("id", _identities(read)).select(["_seq", "id"])
         read = read.filter(pc.is_valid(read.column("id")))
         for entry in entries:
@@ -1117,11 +1206,16 @@ class LineageScan:
         wanted = {f.path for f in self.files}
         for version, segments in self._versions:
             rows = [f for f in version.files if f.path in wanted]
+            by_path: dict[Path | str, list[CommittedFile]] = {}
+            for entry in rows:
+                by_path.setdefault(entry.path, []).append(entry)
             for item in reads(rows):
-                for entry in rows:
-                    if entry.path == item.path:
-                        entry.check_size()
+                entries = by_path[item.path]
+                for entry in entries:
+                    entry.check_size()
+                tally = _Tally(item.path, entries)
                 for read in _read_parts(item.path, item.source):
+                    tally.add(read.column("_seq"))
                     frame = read
                     if item.ranges is not None:
                         frame = frame.filter(_seq_in(frame.column("_seq"), item.ranges))
@@ -1133,6 +1227,7 @@ class LineageScan:
                     if frame.num_rows:
                         aligned = align(frame, version.schema, newest, types)
                         yield normalize(aligned, self.model, rows)
+                tally.check()  # before the caller's commit: it reads every part first
 
     def sample(self, column: str, every: int) -> pa.Array:
         """Every ``every``-th value of the table's ``column`` (in its model type) as the

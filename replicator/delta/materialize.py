@@ -248,10 +248,22 @@ def _check_applied(
     landing: Landing, name: str, place: _Place, existing: _Existing, refresh: bool
 ) -> None:
     """The output holds no batch the landing zone lacks or holds as another commit
-    (``Landing.check_applied``): the mark recorded with the batch the table is at."""
+    (``Landing.check_applied``): the mark recorded with the batch the table is at. Every
+    commit records its batch (``_record``) beside the app transaction of the same batch, so
+    the two differ only in a log edited or pieced together from two copies: which batch the
+    table holds is then unknown, and the run stops (with ``--full-refresh`` it rebuilds).
+    A record without a batch (an older replicator's) has its number checked alone."""
     if existing.version is None:
         return
     record = existing.record
+    if "batch" in record and record["batch"] != existing.version and not refresh:
+        raise IntegrityError(
+            f"table {name}: the Delta table {place.shown} holds batches up to "
+            f"{existing.version} by its app transaction ({app_id(landing)}), but its last "
+            f"commit by replicator records batch {record['batch']}: its log was edited, or "
+            "pieced together from two copies; nothing was changed",
+            hint="rebuild the table with --full-refresh, or delete its output",
+        )
     mark = record.get("batch_mark") if record.get("batch") == existing.version else None
     landing.check_applied(
         name,
