@@ -12,7 +12,8 @@ down or the source unreachable:
   (or that the checkpoint's position is not in its binlog: another server, or one whose
   binlog was purged or reset).
 
-Nothing here writes anything.
+Nothing here writes anything. A checkpoint naming a batch whose manifest is gone (the newest
+manifests removed) is an IntegrityError (exit 4), as for every reader of the landing zone.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .checkpoint import CheckpointStore, position_to_json
-from .errors import ReplicatorError
+from .errors import IntegrityError, ReplicatorError
 from .healthcheck import ALL_ADDRESSES
-from .landed.contract import MANIFESTS
+from .landed.checkpointed import check_reached, newest_batch
+from .landed.contract import CHECKPOINT
+from .landed.manifests import manifest_key, manifest_keys
 from .sink.identity import read_identity
 from .sink.lock import LockRecord, read_record
 from .sink.stores import landing_store
@@ -98,11 +101,23 @@ def _age(committed_at: str) -> float | None:
 
 
 def _last_batch(root: Store, batch: int) -> dict[str, Any] | None:
+    """The manifest of ``batch``, the one the checkpoint (read before) names. Its manifest
+    gone is an IntegrityError, as for every reader (``landed.checkpointed``): a daemon writes
+    a batch's manifest before the checkpoint naming it, and never removes one."""
     if batch == 0:
         return None
-    path = root.uri(f"{MANIFESTS}/{batch:020d}.json")
+    key = manifest_key(batch)
+    path = root.uri(key)
     try:
-        manifest = json.loads(root.read(f"{MANIFESTS}/{batch:020d}.json"))
+        manifest = json.loads(root.read(key))
+    except FileNotFoundError:
+        keys, _ = manifest_keys(root)
+        check_reached(root, batch, newest_batch(keys))  # the newest manifests removed
+        raise IntegrityError(
+            f"checkpoint {root.uri(CHECKPOINT)} names batch {batch}, but its manifest {path} "
+            "is gone (later batches are committed)",
+            hint="restore the manifest from a backup",
+        ) from None
     except (OSError, ValueError) as exc:
         return {"batch": batch, "error": f"cannot read {path}: {exc}"}
     tables: dict[str, int] = {}

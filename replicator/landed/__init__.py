@@ -9,6 +9,8 @@ the daemon (``sink``: recovery, ``verify``, ``compact``), the Parquet output
   as a chain, with each batch's files and lifecycle records.
 * ``committed`` — which files a reader may read (published batches, in order) and what the
   footers say (schema version, primary key); plain pyarrow.
+* ``checkpointed`` — the batch the checkpoint names, which the manifests a reader lists after
+  reading it must reach (removed manifests are refused, as the daemon's start refuses them).
 * ``compacted`` — the compaction records (``_compactions/``): their format and reading, and
   which output holds which committed file's rows.
 * ``lineage`` — the lifecycle records applied: which landed rows make up each table

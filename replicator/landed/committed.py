@@ -17,7 +17,10 @@ than failing late in Spark or reading other rows. Hashes are not checked here (S
 the files itself): ``replicator verify --deep`` checks them.
 
 Each manifest is parsed and checked by ``manifests`` (the daemon's own parser: a reader
-refuses what the daemon would), and the manifests a run reads are checked as a chain.
+refuses what the daemon would), and the manifests a run reads are checked as a chain. The
+checkpoint is read before them: naming a batch above the newest manifest, it shows that
+the newest manifests were removed, and their batches would be read as never committed
+(``checkpointed``).
 
 Files ``replicator compact`` merged are read from the compaction output that holds them now
 (``compacted``): a manifest entry then names a slice of that file (``CommittedFile.within``), and
@@ -53,6 +56,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
 from ..storage import LocalStore, Store, is_url, open_store
+from .checkpointed import check_reached, checkpoint_batch, newest_batch
 from .compacted import Holding, holders, lost_record
 from .contract import (
     MANIFESTS,
@@ -189,14 +193,18 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
     published, the others still staged; ``waiting``), unless ``unpublished`` asks for those
     too. A gap in the batch numbers, or a committed file neither in place nor staged (on an
     object store: not in place), is an IntegrityError: a committed batch or file is missing,
-    and skipping it would apply later changes without it (``_gone``).
+    and skipping it would apply later changes without it (``_gone``). So is a checkpoint,
+    read before the manifests, naming a batch above the newest manifest (whatever ``after``):
+    the newest manifests were removed (``checkpointed``).
     """
     check_landing(root)
     store = root if isinstance(root, Store) else LocalStore(root)
+    # first of all: the daemon writes a batch's manifest before the checkpoint naming it
+    checkpoint = checkpoint_batch(store)
     for _ in range(_READ_ATTEMPTS):
         moved = holders(store)  # before the manifests: records name committed batches only
         try:
-            return _read_manifests(store, moved, after, unpublished)
+            return _read_manifests(store, moved, after, unpublished, checkpoint)
         except _Recompacted:
             continue  # a compaction committed meanwhile (and retention removed what it merged)
     raise IntegrityError(
@@ -215,10 +223,11 @@ class _Recompacted(Exception):
 
 
 def _read_manifests(
-    store: Store, moved: dict[str, Holding], after: int, unpublished: bool
+    store: Store, moved: dict[str, Holding], after: int, unpublished: bool, checkpoint: int
 ) -> Manifests:
     directory = store.uri(MANIFESTS)
     keys, _ = manifest_keys(store)
+    check_reached(store, checkpoint, newest_batch(keys))
     listed: dict[str, int] | None = None  # key -> size (object stores: one listing)
 
     def present(item: CommittedFile) -> bool:

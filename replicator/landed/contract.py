@@ -18,7 +18,9 @@ __all__ = [
     "AUX",
     "BEFORE",
     "BEFORE_KEY",
+    "CHECKPOINT",
     "COMPACTIONS",
+    "DATA_FILE",
     "DATA_BYTES_KEY",
     "DIGEST_KEY",
     "FIELD_FILL_KEY",
@@ -48,6 +50,9 @@ SNAPSHOT_RESET = "snapshot: the table's rows as of this point follow"
 
 MANIFESTS = "_manifests"  # <root>/_manifests/<20-digit batch>.json: the commit records
 COMPACTIONS = "_compactions"  # <root>/_compactions/<20-digit id>.json: compaction records
+CHECKPOINT = "_state/checkpoint.json"  # the daemon's checkpoint (``checkpoint.CHECKPOINT_KEY``)
+# a data file under its final name (``sink.landing``): <db>/<table>/part-<first _seq>.parquet
+DATA_FILE = re.compile(r"[^/]+/[^/]+/part-[^/]*\.parquet")
 LANDING_ID_KEY = "landing_id"  # in each manifest: the landing zone's id (sink.identity)
 DIGEST_KEY = "sha256"  # a file's hash in manifests, compaction records and the checkpoint
 DATA_BYTES_KEY = "data_bytes"  # a compaction output's column chunk bytes (what planning sizes)

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..errors import IntegrityError, SinkError
+from ..landed.checkpointed import check_reached, checkpoint_batch
 from ..landed.compacted import (
     OUTPUT_NAME,
     CompactionRecord,
@@ -104,7 +105,6 @@ log = structlog.get_logger("replicator")
 
 LOCK_KEY = "_state/compact.lock"
 LEASE_KEY = "_state/compact-lease.json"  # the lock on object stores
-CHECKPOINT_KEY = "_state/checkpoint.json"
 _STAGED = re.compile(r"\.compact-\d{20}-\d{20}(?:-[0-9a-f]{8,32})?\.parquet\.tmp")
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
 DEFAULT_RETENTION = 86400.0  # a day: longer than Spark jobs that listed the old files run
@@ -581,18 +581,13 @@ def _holders(live: Live, paths: Sequence[str]) -> dict[str, tuple[str, int]]:
 
 def read_landing(store: Store) -> tuple[list[Manifest], int]:
     """The committed manifests (checked as the daemon checks them) and the checkpoint's
-    batch: files of batches up to it are published."""
+    batch: files of batches up to it are published. The checkpoint is read first (the
+    daemon writes a batch's manifest before the checkpoint naming it), and must not name a
+    batch above the newest manifest (``checkpointed``): removed manifests would have their
+    batches' files taken for nobody's, and their rows merged away."""
+    batch = checkpoint_batch(store)
     manifests = read_chain(store)
-    try:
-        checkpoint = json.loads(store.read(CHECKPOINT_KEY))
-        batch = int(checkpoint["batch"])
-    except FileNotFoundError:
-        batch = 0
-    except (ValueError, KeyError, TypeError) as exc:
-        raise IntegrityError(
-            f"the checkpoint of {store.location} cannot be read: {exc}",
-            hint="start `replicator run` once: its recovery checks and repairs the landing zone",
-        ) from exc
+    check_reached(store, batch, manifests[-1].batch if manifests else None)
     return manifests, batch
 
 

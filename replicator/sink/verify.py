@@ -11,9 +11,10 @@ file on an object store), and, for the files asked for, of the recorded hash (re
 Two callers: the daemon's start (``LandingZone.recover``: every size, and the hashes of the
 newest batches only, so a start stays fast on a landing zone of 100k files) and ``replicator
 verify`` (``verify_landing``: offline, read-only, every size and with ``--deep`` every hash,
-plus the chain of manifests and records and the schema history pin). Files a compaction
-superseded are not checked (their rows are read from the output, which is). Entries written
-before hashes existed (no ``sha256``) are checked on their size alone.
+plus the chain of manifests and records, the checkpoint against the manifests, data files no
+manifest names and the schema history pin). Files a compaction superseded are not checked
+(their rows are read from the output, which is). Entries written before hashes existed (no
+``sha256``) are checked on their size alone.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import CheckpointStore
 from ..errors import IntegrityError
+from ..landed.checkpointed import check_reached
 from ..landed.compacted import CompactionRecord, Output, Piece, read_records
+from ..landed.contract import DATA_FILE
 from ..landed.manifests import Manifest, manifest_key, read_chain
 from ..storage import Store
 from . import compaction
@@ -35,6 +38,7 @@ __all__ = [
     "Report",
     "check",
     "committed",
+    "unnamed_files",
     "verify_landing",
 ]
 
@@ -277,14 +281,17 @@ def check_pinned_history(store: Store, manifests: Sequence[Manifest]) -> str | N
 
 def verify_landing(store: Store, *, deep: bool) -> Report:
     """Check the whole landing zone, read-only: the manifests one by one and as a chain, the
-    compaction records, every committed file's size (``deep``: and hash), the schema
+    checkpoint against them, the compaction records, every committed file's size (``deep``:
+    and hash), that no data file is there that no manifest names (a directory), the schema
     history's pin. Raises IntegrityError when the manifests or records themselves cannot be
     trusted (nothing further can be checked then)."""
+    # before the manifests: the daemon writes a batch's manifest before the checkpoint
+    # naming it, so one read first never names a batch above the manifests listed after it
+    checkpoint = CheckpointStore(store).load().batch
     manifests = read_chain(store)
     sizes = store.list_sizes()  # after the manifests: a file of theirs is there by now
     records = read_records(store)  # after the listing (see ``check``)
     files = committed(manifests, records)
-    checkpoint = CheckpointStore(store).load().batch
     report = check(
         store,
         files,
@@ -294,7 +301,36 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
         superseded=lambda: compaction.superseded(store),
     )
     report.batches = len(manifests)
-    problem = check_pinned_history(store, manifests)
-    if problem is not None:
-        report.other.append(problem)
+    try:
+        check_reached(store, checkpoint, manifests[-1].batch if manifests else None)
+    except IntegrityError as exc:
+        report.other.append(str(exc))
+    for problem in (unnamed_files(store, manifests, sizes), check_pinned_history(store, manifests)):
+        if problem is not None:
+            report.other.append(problem)
     return report
+
+
+def unnamed_files(store: Store, manifests: Sequence[Manifest], sizes: dict[str, int]) -> str | None:
+    """On a directory: data files under their final names that no manifest names (``sizes``:
+    a listing made after the manifests were read), as the daemon's start refuses them
+    (``LandingZone._check_no_strays``): a file is renamed into place only after its manifest
+    is written, so the manifest is lost or the file was put there by hand, and no reader
+    reads it. None when there are none, or on an object store (where a batch's files are in
+    place before its manifest: what a crash leaves, deleted by the daemon's next start)."""
+    if not store.renames:
+        return None
+    named = {str(item["path"]) for manifest in manifests for item in manifest.entries}
+    strays = sorted(key for key in sizes if DATA_FILE.fullmatch(key) and key not in named)
+    if not strays:
+        return None
+    newest = manifests[-1].batch if manifests else 0
+    if store.exists(manifest_key(newest + 1)):
+        return None  # a daemon committed meanwhile: its files are renamed after its manifest
+    shown = ", ".join(store.uri(key) for key in strays[:3])
+    more = f" and {len(strays) - 3} more" if len(strays) > 3 else ""
+    return (
+        f"{len(strays)} data file(s) in the landing zone are named by no manifest: {shown}{more} "
+        "(their manifest is missing: restore _manifests/ from a backup; or they were copied "
+        "in by hand: move them out of the landing zone)"
+    )
