@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from .snapshot_progress import SnapshotState
 from .storage import LocalStore, Store
 
 FORMAT_VERSION = 1
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,9 @@ class Checkpoint:
     replay_until: StreamPosition | None = None
     # the snapshot under way (tables still to read, the last key landed; snapshot_progress)
     snapshot: SnapshotState = field(default_factory=SnapshotState)
+    # the sha256 of the manifest of ``batch`` as committed: with the manifests' chain of
+    # links (each pins the one before it) it makes an edit of any of them show
+    manifest_sha256: str | None = None
 
     def to_json(self) -> dict[str, object]:
         pos = self.position
@@ -55,6 +60,7 @@ class Checkpoint:
             if self.replay_until is None
             else position_to_json(self.replay_until),
             "snapshot": self.snapshot.to_json(),
+            "manifest_sha256": self.manifest_sha256,
         }
 
 
@@ -115,6 +121,9 @@ class CheckpointStore:
             pending = data.get("xa_pending", [])
             if not isinstance(pending, list):
                 raise TypeError("xa_pending is not a list")
+            pin = data.get("manifest_sha256")
+            if pin is not None and not (isinstance(pin, str) and _DIGEST.fullmatch(pin)):
+                raise ValueError(f"manifest_sha256 {pin!r} is not a sha256")
             return Checkpoint(
                 batch=batch,
                 next_seq=next_seq,
@@ -126,6 +135,7 @@ class CheckpointStore:
                 if data.get("replay_until") is None
                 else position_from_json(data["replay_until"], str(self.path)),
                 snapshot=SnapshotState.from_json(data.get("snapshot"), str(self.path)),
+                manifest_sha256=pin,
             )
         except (ValueError, KeyError, TypeError, ReplicatorError) as exc:
             raise IntegrityError(

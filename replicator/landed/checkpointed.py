@@ -19,25 +19,35 @@ import json
 
 from ..errors import IntegrityError, SinkError
 from ..storage import Store
-from .contract import CHECKPOINT, MANIFESTS
+from .contract import CHECKPOINT, MANIFESTS, is_digest
 
-__all__ = ["check_reached", "checkpoint_batch", "newest_batch"]
+__all__ = ["check_pinned", "check_reached", "checkpoint_batch", "checkpoint_pin", "newest_batch"]
 
 
 def checkpoint_batch(store: Store) -> int:
     """The batch the checkpoint of ``store`` names (one read); 0 when there is none yet (a
     landing zone before its first commit, or a checkpoint removed to be rebuilt)."""
+    return checkpoint_pin(store)[0]
+
+
+def checkpoint_pin(store: Store) -> tuple[int, str | None]:
+    """The batch the checkpoint of ``store`` names and its pin of that batch's manifest (its
+    sha256; None in checkpoints written before pins), in one read; (0, None) when there is
+    no checkpoint yet."""
     where = store.uri(CHECKPOINT)
     try:
         raw = store.read(CHECKPOINT)
     except FileNotFoundError:
-        return 0
+        return 0, None
     except OSError as exc:
         raise SinkError(f"cannot read checkpoint {where}: {exc.strerror or exc}") from exc
     try:
-        batch = json.loads(raw)["batch"]
+        data = json.loads(raw)
+        batch, pin = data["batch"], data.get("manifest_sha256")
         if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
             raise ValueError(f"batch {batch!r} out of range")
+        if pin is not None and not is_digest(pin):
+            raise ValueError(f"manifest_sha256 {pin!r} is not a sha256")
     except (ValueError, KeyError, TypeError) as exc:
         raise IntegrityError(
             f"checkpoint {where} is unreadable: {exc}",
@@ -45,7 +55,21 @@ def checkpoint_batch(store: Store) -> int:
             "stream then resumes after the last committed batch), or restore it from a "
             "backup; nothing was changed",
         ) from exc
-    return int(batch)
+    return int(batch), pin
+
+
+def check_pinned(
+    store: Store, pin: str | None, batch: int, path: object, sha256: str | None
+) -> None:
+    """The manifest of ``batch`` (at ``path``, its bytes' ``sha256``) is the one the checkpoint
+    pins (``pin``; None: a checkpoint from before pins)."""
+    if pin is None or pin == sha256:
+        return
+    raise IntegrityError(
+        f"checkpoint {store.uri(CHECKPOINT)} pins batch {batch}'s manifest {path} at sha256 "
+        f"{pin}, but it has {sha256}: the manifest was edited after its commit",
+        hint="restore the manifest from a backup; nothing was changed",
+    )
 
 
 def newest_batch(keys: list[str]) -> int | None:

@@ -46,6 +46,7 @@ by the manifests only, and a file a manifest names is looked up by name, never b
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, IntegrityError
 from ..storage import LocalStore, Store, is_url, open_store
-from .checkpointed import check_reached, checkpoint_batch, newest_batch
+from .checkpointed import check_pinned, check_reached, checkpoint_pin, newest_batch
 from .compacted import Holding, holders, lost_record
 from .contract import (
     MANIFESTS,
@@ -68,6 +69,8 @@ from .manifests import (
     Manifest,
     Record,
     check_chain,
+    check_link,
+    manifest_key,
     manifest_keys,
     parse_manifest,
     spark_uri,
@@ -200,11 +203,17 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
     check_landing(root)
     store = root if isinstance(root, Store) else LocalStore(root)
     # first of all: the daemon writes a batch's manifest before the checkpoint naming it
-    checkpoint = checkpoint_batch(store)
+    checkpoint, pin = checkpoint_pin(store)
     for _ in range(_READ_ATTEMPTS):
         moved = holders(store)  # before the manifests: records name committed batches only
         try:
-            return _read_manifests(store, moved, after, unpublished, checkpoint)
+            found = _read_manifests(store, moved, after, unpublished, checkpoint)
+            for manifest in found.manifests:  # the newest the checkpoint has seen committed
+                if manifest.batch == checkpoint:
+                    check_pinned(store, pin, checkpoint, manifest.path, manifest.sha256)
+            if after > 0 and found.manifests:
+                _check_link_back(store, after, found.manifests[0])
+            return found
         except _Recompacted:
             continue  # a compaction committed meanwhile (and retention removed what it merged)
     raise IntegrityError(
@@ -271,6 +280,27 @@ def _read_manifests(
         previous = number
     check_chain(out)
     return Manifests(tuple(out), waiting)
+
+
+def _check_link_back(store: Store, after: int, first: Manifest) -> None:
+    """An incremental read's first manifest (of batch ``after + 1``) links to the manifest
+    of batch ``after`` as it is (``manifests.check_link``): an edit of a batch an output
+    applied already shows at its next run."""
+    key = manifest_key(after)
+    try:
+        raw = store.read(key)
+    except FileNotFoundError:
+        return  # a batch before the manifests (never, but not this check's to say)
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+    except (ValueError, TypeError) as exc:
+        raise IntegrityError(
+            f"manifest {store.uri(key)} is not valid JSON (torn or edited?): {exc}",
+            hint="restore it from a backup; nothing was changed",
+        ) from None
+    check_link(Manifest(store.uri(key), data, sha256=hashlib.sha256(raw).hexdigest()), first)
 
 
 def _being_published(store: Store, item: CommittedFile) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "FIELD_ID_KEY",
     "FIELD_TYPE_KEY",
     "HELD_DIGESTS_KEY",
+    "PREVIOUS_DIGEST_KEY",
     "HISTORY_DIGEST_KEY",
     "LANDING_ID_KEY",
     "LIFECYCLE_OPS",
@@ -58,6 +59,7 @@ DIGEST_KEY = "sha256"  # a file's hash in manifests, compaction records and the 
 DATA_BYTES_KEY = "data_bytes"  # a compaction output's column chunk bytes (what planning sizes)
 HISTORY_DIGEST_KEY = "schema_history_sha256"  # a manifest's pin of its schema history file
 HELD_DIGESTS_KEY = "xa_pending_sha256"  # a manifest's pins of its held XA files, by name
+PREVIOUS_DIGEST_KEY = "previous_sha256"  # a manifest's pin of the one before it
 PRIMARY_KEY_KEY = b"replicator.primary_key"  # footer: JSON list of the key's column names
 FIELD_ID_KEY = b"PARQUET:field_id"  # field metadata: the column's stable id
 FIELD_FILL_KEY = b"replicator.fill"  # field metadata: what rows older than the column hold

@@ -20,7 +20,12 @@ fields of the format and the right types); ``check_chain`` checks the chain they
   schema history (``schema_history_sha256``), when there (manifests written before hashes
   have none), are a size and a hash;
 * every manifest carries the same landing zone id (``sink.identity``) from the first one that
-  carries one on (the manifests written before ids existed come first, without one).
+  carries one on (the manifests written before ids existed come first, without one);
+* each manifest pins the one before it by the SHA-256 of its bytes (``previous_sha256``; null
+  for the first batch), from the first manifest that has the key on: a manifest edited in
+  place, however consistently, breaks the link of the next one, and the newest is pinned by
+  the checkpoint (``manifest_sha256``), so an edit of any of them stops the daemon and every
+  reader that reads the manifest after it.
 
 A manifest also carries the batch's lifecycle records (``schema_changes``: what each DDL
 statement did to a replicated table, numbered in the ``_seq`` order of the row changes;
@@ -52,6 +57,7 @@ from .contract import (
     LANDING_ID_KEY,
     LIFECYCLE_OPS,
     MANIFESTS,
+    PREVIOUS_DIGEST_KEY,
     RECORD_SCHEMA_KEY,
     SNAPSHOT_RESET,
     is_digest,
@@ -69,6 +75,7 @@ __all__ = [
     "Manifest",
     "Record",
     "check_chain",
+    "check_link",
     "manifest_files",
     "manifest_key",
     "manifest_keys",
@@ -233,6 +240,7 @@ class Manifest:
     data: dict[str, Any] = field(repr=False, compare=False)
     files: tuple[CommittedFile, ...] = ()
     records: tuple[Record, ...] = ()
+    sha256: str | None = None  # of the file's bytes as read (what the next manifest pins)
 
     @property
     def batch(self) -> int:
@@ -257,6 +265,18 @@ class Manifest:
         """The sha256 of the schema history file this batch names; None in manifests written
         before pins (and when it names none)."""
         value = self.data.get(HISTORY_DIGEST_KEY)
+        return None if value is None else str(value)
+
+    @property
+    def linked(self) -> bool:
+        """Written with its link to the manifest before it (``previous_sha256``, null for
+        the first batch); manifests written before links have no such key."""
+        return PREVIOUS_DIGEST_KEY in self.data
+
+    @property
+    def previous_pin(self) -> str | None:
+        """The sha256 of the manifest of the batch before (None: the first, or unlinked)."""
+        value = self.data.get(PREVIOUS_DIGEST_KEY)
         return None if value is None else str(value)
 
     @property
@@ -413,8 +433,11 @@ def parse_manifest(
     landing_id = data.get(LANDING_ID_KEY)
     if landing_id is not None and not is_landing_id(landing_id):
         raise _bad(path, f"has an invalid landing zone id {landing_id!r}")
+    link = data.get(PREVIOUS_DIGEST_KEY)
+    if link is not None and not is_digest(link):
+        raise _bad(path, f"has an invalid {PREVIOUS_DIGEST_KEY!r} {link!r}")
     files = tuple(_file(item, batch, store, moved or {}, path) for item in files)
-    return Manifest(path, data, files, lifecycle)
+    return Manifest(path, data, files, lifecycle, hashlib.sha256(raw).hexdigest())
 
 
 def _check_file_entry(entry: object, first: int, last: int, path: Path | str) -> None:
@@ -579,6 +602,27 @@ def read_chain(root: Path | Store) -> list[Manifest]:
     return manifests
 
 
+def check_link(previous: Manifest, manifest: Manifest) -> None:
+    """``manifest`` pins ``previous`` (the batch before it) as it is; a manifest after a
+    linked one is linked too (a link removed is an edit like any other)."""
+    pin = manifest.previous_pin
+    if pin is None and not previous.linked:
+        return  # both written before links
+    if pin is not None and previous.sha256 is not None and pin == previous.sha256:
+        return
+    if pin is None:
+        problem = f"has no link to batch {previous.batch}'s manifest, which was written with links"
+    else:
+        problem = (
+            f"pins batch {previous.batch}'s manifest {previous.path} at sha256 {pin}, but it "
+            f"has {previous.sha256}"
+        )
+    raise IntegrityError(
+        f"manifest {manifest.path} {problem}: one of the two was edited after its commit",
+        hint="restore the manifests from a backup; nothing was changed in the landing zone",
+    )
+
+
 def check_chain(manifests: Iterable[Manifest]) -> None:
     """Batch numbers, ``_seq`` ranges and positions must follow on without gaps."""
     previous: Manifest | None = None
@@ -615,6 +659,7 @@ def check_chain(manifests: Iterable[Manifest]) -> None:
                     f"{previous.batch} ended at {previous.data.get('end')}",
                     hint="the manifests do not come from one writer: restore them from a backup",
                 )
+            check_link(previous, manifest)  # last: what is out of line is named first
         for entry in manifest.entries:
             other = seen_paths.setdefault(str(entry["path"]), manifest.batch)
             if other != manifest.batch:

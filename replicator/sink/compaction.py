@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..errors import IntegrityError, SinkError
-from ..landed.checkpointed import check_reached, checkpoint_batch
+from ..landed.checkpointed import check_pinned, check_reached, checkpoint_pin
 from ..landed.compacted import (
     OUTPUT_NAME,
     CompactionRecord,
@@ -585,9 +585,12 @@ def read_landing(store: Store) -> tuple[list[Manifest], int]:
     daemon writes a batch's manifest before the checkpoint naming it), and must not name a
     batch above the newest manifest (``checkpointed``): removed manifests would have their
     batches' files taken for nobody's, and their rows merged away."""
-    batch = checkpoint_batch(store)
-    manifests = read_chain(store)
+    batch, pin = checkpoint_pin(store)
+    manifests = read_chain(store)  # each linked to the one before it (``check_link``)
     check_reached(store, batch, manifests[-1].batch if manifests else None)
+    for manifest in manifests:  # ... and the newest the checkpoint has seen, pinned by it
+        if manifest.batch == batch:
+            check_pinned(store, pin, batch, manifest.path, manifest.sha256)
     return manifests, batch
 
 

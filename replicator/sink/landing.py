@@ -81,7 +81,7 @@ from ..checkpoint import (
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
 from ..landed.compacted import read_records
-from ..landed.contract import HELD_DIGESTS_KEY, safe_part
+from ..landed.contract import HELD_DIGESTS_KEY, PREVIOUS_DIGEST_KEY, safe_part
 from ..landed.manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_chain
 from ..schema.history import SchemaHistory
 from ..snapshot_progress import SnapshotState
@@ -319,6 +319,7 @@ class Batch:
             HELD_DIGESTS_KEY: {n: zone._held_pins[n] for n in pending if n in zone._held_pins},
             "schema_history": history_path,
             HISTORY_DIGEST_KEY: history_pin,  # what load_history accepts (digest)
+            PREVIOUS_DIGEST_KEY: zone.manifest_sha256,  # the link to the last batch's manifest
             "schema_changes": list(records),
             "replay": replay_until is not None,
             PROOF_KEY: source,
@@ -338,10 +339,9 @@ class Batch:
             ],
         }
         zone.confirm_writer()
-        zone.write_state(
-            manifest_key(self.number),
-            json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n",
-        )
+        written_manifest = json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n"
+        zone.write_state(manifest_key(self.number), written_manifest)
+        zone.manifest_sha256 = hash_bytes(written_manifest)
         zone.fault.at("manifest")
         zone.committed_through = next_seq - 1
         for index, (target, _) in enumerate(written):
@@ -360,6 +360,7 @@ class Batch:
             xa_pending=pending,
             replay_until=replay_after(replay_until, end),
             snapshot=zone.snapshot,
+            manifest_sha256=zone.manifest_sha256,
         )
         # a writer that stalled past its lease since the manifest is stopped here: the
         # checkpoint may be the new writer's by now. The files dropped below are only this
@@ -415,6 +416,8 @@ class LandingZone:
         self._held_names: set[str] = set()
         # their sha256 by name, as written or as the last manifest pins them (load_held)
         self._held_pins: dict[str, str] = {}
+        # the sha256 of the last manifest committed: the next one's link, the checkpoint's pin
+        self.manifest_sha256: str | None = None
 
     def confirm_writer(self) -> None:
         """The lease is still ours (``LandingZoneBusyError`` when another writer took it)."""
@@ -726,12 +729,14 @@ class LandingZone:
                 xa_pending=tuple(manifest.data.get("xa_pending", ())),
                 replay_until=replay_after(checkpoint.replay_until, end),  # as Batch.commit
                 snapshot=SnapshotState.from_json(manifest.data.get("snapshot"), str(manifest.path)),
+                manifest_sha256=manifest.sha256,
             )
             self.checkpoints.save(checkpoint)
         self._remove_uncommitted(listed, leftovers)
         compaction.recover_if_idle(self.store, self.cfg.object_store.lease_seconds)
         self.committed_through = manifests[-1].last_seq if manifests else 0
         self._held_pins = manifests[-1].held_pins if manifests else {}
+        self.manifest_sha256 = manifests[-1].sha256 if manifests else None
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
         self.history = manifests[-1].data.get("schema_history") if manifests else None
@@ -809,6 +814,13 @@ class LandingZone:
             "the checkpoint was changed by hand or does not belong to these manifests: remove "
             f"it to have it rebuilt from {self.store.uri(MANIFESTS)}; nothing was changed"
         )
+        pinned = checkpoint.manifest_sha256
+        if pinned is not None and pinned != named.sha256:
+            raise IntegrityError(
+                f"checkpoint {where} pins batch {named.batch}'s manifest {named.path} at sha256 "
+                f"{pinned}, but it has {named.sha256}: the manifest was edited after its commit",
+                hint="restore the manifest from a backup; nothing was changed",
+            )
         held = tuple(named.data.get("xa_pending", ()))
         if checkpoint.xa_pending != held:
             raise IntegrityError(

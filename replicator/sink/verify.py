@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ..checkpoint import CheckpointStore
 from ..errors import IntegrityError
-from ..landed.checkpointed import check_reached
+from ..landed.checkpointed import check_pinned, check_reached
 from ..landed.compacted import CompactionRecord, Output, Piece, read_records
 from ..landed.contract import DATA_FILE
 from ..landed.manifests import Manifest, manifest_key, read_chain
@@ -287,7 +287,8 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
     trusted (nothing further can be checked then)."""
     # before the manifests: the daemon writes a batch's manifest before the checkpoint
     # naming it, so one read first never names a batch above the manifests listed after it
-    checkpoint = CheckpointStore(store).load().batch
+    loaded = CheckpointStore(store).load()
+    checkpoint = loaded.batch
     manifests = read_chain(store)
     sizes = store.list_sizes()  # after the manifests: a file of theirs is there by now
     records = read_records(store)  # after the listing (see ``check``)
@@ -303,6 +304,11 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
     report.batches = len(manifests)
     try:
         check_reached(store, checkpoint, manifests[-1].batch if manifests else None)
+        for manifest in manifests:  # the manifest of its batch as committed
+            if manifest.batch == checkpoint:
+                check_pinned(
+                    store, loaded.manifest_sha256, checkpoint, manifest.path, manifest.sha256
+                )
     except IntegrityError as exc:
         report.other.append(str(exc))
     for problem in (unnamed_files(store, manifests, sizes), check_pinned_history(store, manifests)):

@@ -36,12 +36,16 @@ def _manifests(root: Path) -> list[dict[str, object]]:
 
 def _as_written_before_ids(root: Path) -> None:
     """What a replicator from before landing zone ids left: no identity file, no id in the
-    manifests."""
+    manifests (nor the links between them, nor the checkpoint's pin, which came later)."""
     (root / IDENTITY_FILE).unlink()
     for path in sorted((root / "_manifests").glob("*.json")):
         data = json.loads(path.read_text())
-        del data["landing_id"]
+        del data["landing_id"], data["previous_sha256"]
         path.write_text(json.dumps(data))
+    checkpoint = root / "_state" / "checkpoint.json"
+    data = json.loads(checkpoint.read_text())
+    del data["manifest_sha256"]
+    checkpoint.write_text(json.dumps(data))
 
 
 def test_a_new_landing_zone_gets_an_id_every_manifest_carries(tmp_path: Path) -> None:

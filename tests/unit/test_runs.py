@@ -185,8 +185,10 @@ def land(root: Path, items: list[StreamItem], **sink: Any) -> tuple[dict[str, An
 
 def manifest(found: dict[str, Any]) -> dict[str, Any]:
     """A manifest less what differs between two landing zones of the same changes: when
-    they committed, their ids, the files' hashes and sizes (bytes of the same rows)."""
-    kept = {k: v for k, v in found.items() if k not in ("committed_at", "landing_id")}
+    they committed, their ids, the files' hashes and sizes (bytes of the same rows), and so
+    the link to the manifest before (a hash of its bytes)."""
+    differ = ("committed_at", "landing_id", "previous_sha256")
+    kept = {k: v for k, v in found.items() if k not in differ}
     kept["files"] = [
         {k: v for k, v in f.items() if k not in ("sha256", "bytes")} for f in found["files"]
     ]
