@@ -219,7 +219,8 @@ def read_record(root: Path | Store) -> LockRecord | None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
         return None
-    beside_us = _beside_us(record)
+    # (what it says of a process only informs: an old record's host name is taken as proof)
+    beside_us = _beside_us(record, unrecorded=True)
     pid, host = int(record.pop("pid")), str(record.pop("host", ""))
     record.pop(PID_NAMESPACE, None)
     ended = record.pop("ended", None)
@@ -261,15 +262,15 @@ def _this_process() -> dict[str, Any]:
     return {"pid": os.getpid(), "host": socket.gethostname(), PID_NAMESPACE: _pid_namespace()}
 
 
-def _beside_us(record: dict[str, Any]) -> bool:
+def _beside_us(record: dict[str, Any], *, unrecorded: bool) -> bool:
     """The holder of ``record`` ran where this process sees its pid: the same host name and
-    pid namespace (a record without a namespace proves neither)."""
-    namespace = record.get(PID_NAMESPACE)
-    return (
-        record.get("host") == socket.gethostname()
-        and namespace is not None
-        and namespace == _pid_namespace()
-    )
+    pid namespace (both without one: a host without pid namespaces). ``unrecorded``: what a
+    record written before namespaces were recorded counts as, on the same host name."""
+    if record.get("host") != socket.gethostname():
+        return False
+    if PID_NAMESPACE not in record:
+        return unrecorded
+    return bool(record[PID_NAMESPACE] == _pid_namespace())
 
 
 def _process_exists(pid: int) -> bool:
@@ -393,7 +394,12 @@ class LeaseLock:
             expires = found.get("expires")
             pid = found.get("pid")
             # a holder on this host whose process is gone (killed) left its lease behind
-            gone = _beside_us(found) and isinstance(pid, int) and not _process_exists(pid)
+            # (a lease from before namespaces were recorded: its expiry decides)
+            gone = (
+                _beside_us(found, unrecorded=False)
+                and isinstance(pid, int)
+                and not _process_exists(pid)
+            )
             if not gone and isinstance(expires, int | float) and expires > time.time():
                 raise LandingZoneBusyError(
                     f"the landing zone {self.store.location} is in use by another replicator "

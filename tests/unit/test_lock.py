@@ -3,9 +3,11 @@ check that the landing zone under a running writer is still the one it locked.""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from replicator.errors import SinkError
+from replicator.sink import lock
 from replicator.sink.lock import LandingLock, LandingZoneBusyError, read_record
 
 
@@ -107,3 +110,37 @@ def test_the_record_says_what_the_holder_is_and_whether_it_runs(tmp_path: Path) 
         {},
         None,
     )
+
+
+def _killed_holder(root: Path, **record: object) -> bool | None:
+    """Whether ``read_record`` takes the holder of a lock record left on this host by a
+    process that is gone (``record``: the namespace key as it was written) for running."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (root / "_state").mkdir(parents=True, exist_ok=True)
+    fields = {"pid": dead.pid, "host": socket.gethostname(), "since": "2026-12-01T00:00:00Z"}
+    (root / lock.LOCK_FILE).write_text(json.dumps({**fields, **record}))
+    found = read_record(root)
+    assert found is not None and found.pid == dead.pid
+    return found.running
+
+
+@pytest.mark.parametrize(
+    ("ours", "record", "running"),
+    [
+        ("pid:[1]", {"pid_namespace": "pid:[1]"}, False),  # this host, this namespace
+        ("pid:[1]", {"pid_namespace": "pid:[2]"}, None),  # another container: cannot tell
+        ("pid:[1]", {}, False),  # written before namespaces: its host name tells
+        (None, {"pid_namespace": None}, False),  # a host without pid namespaces
+    ],
+    ids=["same", "another-namespace", "from-before", "no-namespaces"],
+)
+def test_a_dead_holder_on_this_host_is_told_by_its_pid_namespace(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ours: str | None,
+    record: dict[str, object],
+    running: bool | None,
+) -> None:
+    monkeypatch.setattr(lock, "_pid_namespace", lambda: ours)
+    assert _killed_holder(tmp_path, **record) is running
