@@ -137,9 +137,10 @@ def test_second_signal_exits_at_once_and_restart_lands_exactly_once(tmp_path: Pa
                     cur.execute("INSERT INTO t (id, v) VALUES (%s, 'x')", (n,))
             daemon.wait_for(
                 "all rows read, two batches committed",
-                lambda: (
-                    daemon.metric("replicator_row_changes_total") == 250
+                lambda: (  # (row changes count when committed: 200 of the 250 read)
+                    daemon.metric("replicator_binlog_events_total", type="write_rows_v1") == 250
                     and daemon.metric("replicator_batches_committed_total") == 2
+                    and daemon.metric("replicator_row_changes_total") == 200
                 ),
             )
             # Stopped, the process holds both signals pending; they differ, so the kernel
