@@ -61,40 +61,37 @@ def test_each_manifest_links_to_the_one_before_and_the_checkpoint_to_its_own(
     assert checkpoint["manifest_sha256"] == manifests[-1].sha256
 
 
+def _stops_every_reader(root: Path, pattern: str, said: str, *, after: int) -> None:
+    """The daemon's start, the readers (also one reading after batch ``after``), ``compact``
+    and ``verify`` (its report saying ``said``) stop at the edit, and change nothing."""
+    before = _files(root)
+    with pytest.raises(IntegrityError, match=pattern):
+        LandingZone(SinkConfig(root=str(root))).recover()
+    with pytest.raises(IntegrityError, match=pattern):
+        read_manifests(root)
+    with pytest.raises(IntegrityError, match=pattern):
+        read_manifests(root, after=after)
+    with pytest.raises(IntegrityError, match=pattern):
+        cp.run_compaction(LocalStore(root), cp.Settings(older_than=0.0))
+    result = CliRunner().invoke(main, ["verify", "--landing", str(root)])
+    assert result.exit_code == 4, result.output
+    assert said in result.output + result.stderr
+    assert _files(root) == before
+
+
 def test_a_middle_manifest_edited_stops_every_reader(tmp_path: Path) -> None:
     _zone(tmp_path)
     _edit(_manifest(tmp_path, 2), "committed_at", "2020-01-01T00:00:00.000000Z")
-    before = _files(tmp_path)
     link = r"manifest .*00003\.json pins batch 2's manifest .* one of the two was edited"
-    with pytest.raises(IntegrityError, match=link):
-        LandingZone(SinkConfig(root=str(tmp_path))).recover()
-    with pytest.raises(IntegrityError, match=link):
-        read_manifests(tmp_path)
-    with pytest.raises(IntegrityError, match=link):  # what batch 2 was, read after it
-        read_manifests(tmp_path, after=2)
-    with pytest.raises(IntegrityError, match=link):
-        cp.run_compaction(LocalStore(tmp_path), cp.Settings(older_than=0.0))
-    result = CliRunner().invoke(main, ["verify", "--landing", str(tmp_path)])
-    assert result.exit_code == 4, result.output
-    assert "one of the two was edited" in result.output + result.stderr
-    assert _files(tmp_path) == before
+    # read after batch 2: what batch 2 was, through the link back to it
+    _stops_every_reader(tmp_path, link, "one of the two was edited", after=2)
 
 
 def test_the_newest_manifest_edited_is_found_by_the_checkpoints_pin(tmp_path: Path) -> None:
     _zone(tmp_path)
     _edit(_manifest(tmp_path, 3), "transactions", 7)
-    before = _files(tmp_path)
     pinned = r"checkpoint .* pins batch 3's manifest .* the manifest was edited after its commit"
-    with pytest.raises(IntegrityError, match=pinned):
-        LandingZone(SinkConfig(root=str(tmp_path))).recover()
-    with pytest.raises(IntegrityError, match=pinned):
-        read_manifests(tmp_path, after=1)
-    with pytest.raises(IntegrityError, match=pinned):
-        cp.run_compaction(LocalStore(tmp_path), cp.Settings(older_than=0.0))
-    result = CliRunner().invoke(main, ["verify", "--landing", str(tmp_path)])
-    assert result.exit_code == 4, result.output
-    assert "the manifest was edited after its commit" in result.output + result.stderr
-    assert _files(tmp_path) == before
+    _stops_every_reader(tmp_path, pinned, "the manifest was edited after its commit", after=1)
 
 
 def test_a_link_removed_is_an_edit(tmp_path: Path) -> None:

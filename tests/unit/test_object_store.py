@@ -47,7 +47,7 @@ from replicator.schema.model import Catalog, ServerTraits
 from replicator.sink.changes import HeldXa, TableVersion
 from replicator.sink.landing import LandingZone
 from replicator.sink.lock import LandingZoneBusyError, LeaseLock, read_record
-from replicator.storage import ObjectStore, ObjectStoreOptions, open_store, redact_url
+from replicator.storage import ObjectStore, ObjectStoreOptions, Store, open_store, redact_url
 from tests.harness.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from tests.unit.test_parquet_writer import change
 
@@ -431,17 +431,22 @@ def test_an_expired_lease_or_one_of_a_dead_local_process_is_taken_over(
         json.dumps({"owner": "x", "pid": 1, "host": "gone", "expires": 1.0}).encode(),
     )
     LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+    _lease_of_a_dead_process_here(store, "y", os.readlink("/proc/self/ns/pid"))
+    LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
+
+
+def _lease_of_a_dead_process_here(store: Store, owner: str, namespace: str | None) -> None:
+    """An unexpired lease of ``owner``, a process gone, on a host of this name, in pid
+    ``namespace``."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    here = os.readlink("/proc/self/ns/pid")
     store.write(
         "_state/lease.json",
         json.dumps(
-            {"owner": "y", "pid": dead.pid, "host": socket.gethostname(),
-             "pid_namespace": here, "expires": time.time() + 60}
+            {"owner": owner, "pid": dead.pid, "host": socket.gethostname(),
+             "pid_namespace": namespace, "expires": time.time() + 60}
         ).encode(),
     )  # fmt: skip
-    LeaseLock(store, lease_seconds=30).acquire("replicator run").release()
 
 
 @pytest.mark.parametrize("namespace", ["pid:[1]", None], ids=["another", "unrecorded"])
@@ -452,15 +457,7 @@ def test_a_live_lease_of_another_pid_namespace_on_a_host_of_the_same_name_is_ref
     each other's processes: a pid this process cannot find proves nothing there, and the
     lease is another writer's until it expires."""
     store = open_store(url, _options(s3_server))
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    store.write(
-        "_state/lease.json",
-        json.dumps(
-            {"owner": "z", "pid": dead.pid, "host": socket.gethostname(),
-             "pid_namespace": namespace, "expires": time.time() + 60}
-        ).encode(),
-    )  # fmt: skip
+    _lease_of_a_dead_process_here(store, "z", namespace)
     with pytest.raises(LandingZoneBusyError, match="in use by another replicator process"):
         LeaseLock(store, lease_seconds=30).acquire("replicator run")
     assert json.loads(store.read("_state/lease.json"))["owner"] == "z"
