@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .binlog.gtid import MariadbGtidPosition, MysqlGtidSet
 from .binlog.position import StreamPosition, is_past
 from .errors import ConfigError, IntegrityError, ReplicatorError, SinkError
+from .landed.contract import CHECKPOINT, is_digest
 from .snapshot_progress import SnapshotState
 from .storage import LocalStore, Store
 
 FORMAT_VERSION = 1
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +91,7 @@ def position_from_json(data: object, where: str) -> StreamPosition:
     )
 
 
-CHECKPOINT_KEY = "_state/checkpoint.json"
+CHECKPOINT_KEY = CHECKPOINT  # (the readers read it too: ``landed.checkpointed``)
 
 
 class CheckpointStore:
@@ -122,7 +121,7 @@ class CheckpointStore:
             if not isinstance(pending, list):
                 raise TypeError("xa_pending is not a list")
             pin = data.get("manifest_sha256")
-            if pin is not None and not (isinstance(pin, str) and _DIGEST.fullmatch(pin)):
+            if pin is not None and not is_digest(pin):
                 raise ValueError(f"manifest_sha256 {pin!r} is not a sha256")
             return Checkpoint(
                 batch=batch,

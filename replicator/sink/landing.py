@@ -103,7 +103,6 @@ log = structlog.get_logger("replicator")
 HELD_XA = Path("_state") / "xa"
 HELD_XA_KEY = HELD_XA.as_posix()
 # a data file, its temp name (directories), a manifest's temp name: keys from the root
-_DATA = re.compile(r"[^/]+/[^/]+/part-[^/]*\.parquet")
 _TEMP = re.compile(r"[^/]+/[^/]+/\.part-[^/]*\.parquet\.tmp")
 _MANIFEST_TEMP = re.compile(r"_manifests/\.\d{20}\.json\.tmp")
 HELD_XA_FORMAT = 2  # bump when HeldXa, Run or Block change shape
@@ -932,7 +931,7 @@ class LandingZone:
         rather than guess. On an object store data files are written under their final
         names before the manifest, so they are what a crash left of a batch that never
         committed: returned, to be deleted once every check passed."""
-        strays = sorted(key for key in listed if _DATA.fullmatch(key) and key not in referenced)
+        strays = verify.stray_data_files(listed, referenced)
         if strays and self.store.renames:
             shown = ", ".join(strays[:3])
             raise IntegrityError(

@@ -19,7 +19,7 @@ manifest names and the schema history pin). Files a compaction superseded are no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..checkpoint import CheckpointStore
@@ -38,6 +38,7 @@ __all__ = [
     "Report",
     "check",
     "committed",
+    "stray_data_files",
     "unnamed_files",
     "verify_landing",
 ]
@@ -317,6 +318,13 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
     return report
 
 
+def stray_data_files(keys: Iterable[str], named: Collection[str]) -> list[str]:
+    """The data files under their final names among ``keys`` that are not in ``named``
+    (the paths the manifests name), sorted: the daemon's start and ``unnamed_files`` both
+    look for them."""
+    return sorted(key for key in keys if DATA_FILE.fullmatch(key) and key not in named)
+
+
 def unnamed_files(store: Store, manifests: Sequence[Manifest], sizes: dict[str, int]) -> str | None:
     """On a directory: data files under their final names that no manifest names (``sizes``:
     a listing made after the manifests were read), as the daemon's start refuses them
@@ -327,7 +335,7 @@ def unnamed_files(store: Store, manifests: Sequence[Manifest], sizes: dict[str, 
     if not store.renames:
         return None
     named = {str(item["path"]) for manifest in manifests for item in manifest.entries}
-    strays = sorted(key for key in sizes if DATA_FILE.fullmatch(key) and key not in named)
+    strays = stray_data_files(sizes, named)
     if not strays:
         return None
     newest = manifests[-1].batch if manifests else 0

@@ -29,9 +29,8 @@ from replicator.landed import contract
 from replicator.landed.batches import Landing
 from replicator.landed.committed import committed_files, read_manifests
 from replicator.sink import compaction as cp
-from replicator.sink import landing as daemon_landing
 from replicator.sink.landing import LandingZone
-from replicator.sink.verify import verify_landing
+from replicator.sink.verify import stray_data_files, verify_landing
 from replicator.storage import LocalStore, Store, open_store
 from tests.harness.s3 import S3Server
 from tests.unit.test_object_store import _land, _options, _sink
@@ -56,9 +55,12 @@ def _newest_manifest_removed(root: Path) -> None:
     _manifest(root, 3).unlink()
 
 
-def test_the_literals_readers_copy_are_the_daemon_s() -> None:
+def test_the_daemon_and_the_readers_go_by_the_same_names() -> None:
     assert contract.CHECKPOINT == daemon_checkpoint.CHECKPOINT_KEY
-    assert contract.DATA_FILE.pattern == daemon_landing._DATA.pattern
+    # the daemon's start and `verify` take the same keys for data files (``DATA_FILE``)
+    keys = ["shop/t/part-00000000000000000001.parquet", "shop/t/.part-1.parquet.tmp", "x.json"]
+    assert stray_data_files(keys, set()) == keys[:1]
+    assert stray_data_files(keys, {keys[0]}) == []
 
 
 def test_the_readers_refuse_a_checkpoint_beyond_the_newest_manifest(tmp_path: Path) -> None:
