@@ -16,10 +16,15 @@ Only the checkpoint's batch is read here: readers import nothing of the daemon's
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import IntegrityError, SinkError
 from ..storage import Store
 from .contract import CHECKPOINT, MANIFESTS, is_digest
+
+if TYPE_CHECKING:
+    from .manifests import Manifest
 
 __all__ = ["check_pinned", "check_reached", "checkpoint_batch", "checkpoint_pin", "newest_batch"]
 
@@ -58,18 +63,19 @@ def checkpoint_pin(store: Store) -> tuple[int, str | None]:
     return int(batch), pin
 
 
-def check_pinned(
-    store: Store, pin: str | None, batch: int, path: object, sha256: str | None
-) -> None:
-    """The manifest of ``batch`` (at ``path``, its bytes' ``sha256``) is the one the checkpoint
-    pins (``pin``; None: a checkpoint from before pins)."""
-    if pin is None or pin == sha256:
+def check_pinned(store: Store, pin: str | None, batch: int, manifests: Iterable[Manifest]) -> None:
+    """The manifest of ``batch`` among ``manifests`` (when it is one of them) is the one the
+    checkpoint pins (``pin``: its sha256; None: a checkpoint from before pins)."""
+    if pin is None:
         return
-    raise IntegrityError(
-        f"checkpoint {store.uri(CHECKPOINT)} pins batch {batch}'s manifest {path} at sha256 "
-        f"{pin}, but it has {sha256}: the manifest was edited after its commit",
-        hint="restore the manifest from a backup; nothing was changed",
-    )
+    for manifest in manifests:
+        if manifest.batch == batch and manifest.sha256 != pin:
+            raise IntegrityError(
+                f"checkpoint {store.uri(CHECKPOINT)} pins batch {batch}'s manifest "
+                f"{manifest.path} at sha256 {pin}, but it has {manifest.sha256}: the manifest "
+                "was edited after its commit",
+                hint="restore the manifest from a backup; nothing was changed",
+            )
 
 
 def newest_batch(keys: list[str]) -> int | None:

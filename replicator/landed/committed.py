@@ -46,7 +46,6 @@ by the manifests only, and a file a manifest names is looked up by name, never b
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -208,9 +207,7 @@ def read_manifests(root: Path | Store, *, after: int = 0, unpublished: bool = Fa
         moved = holders(store)  # before the manifests: records name committed batches only
         try:
             found = _read_manifests(store, moved, after, unpublished, checkpoint)
-            for manifest in found.manifests:  # the newest the checkpoint has seen committed
-                if manifest.batch == checkpoint:
-                    check_pinned(store, pin, checkpoint, manifest.path, manifest.sha256)
+            check_pinned(store, pin, checkpoint, found.manifests)  # its batch's, when read
             if after > 0 and found.manifests:
                 _check_link_back(store, after, found.manifests[0])
             return found
@@ -291,16 +288,7 @@ def _check_link_back(store: Store, after: int, first: Manifest) -> None:
         raw = store.read(key)
     except FileNotFoundError:
         return  # a batch before the manifests (never, but not this check's to say)
-    try:
-        data = json.loads(raw)
-        if not isinstance(data, dict):
-            raise TypeError("not a JSON object")
-    except (ValueError, TypeError) as exc:
-        raise IntegrityError(
-            f"manifest {store.uri(key)} is not valid JSON (torn or edited?): {exc}",
-            hint="restore it from a backup; nothing was changed",
-        ) from None
-    check_link(Manifest(store.uri(key), data, sha256=hashlib.sha256(raw).hexdigest()), first)
+    check_link(parse_manifest(store.uri(key), raw, store), first)
 
 
 def _being_published(store: Store, item: CommittedFile) -> bool:

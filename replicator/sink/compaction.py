@@ -588,9 +588,7 @@ def read_landing(store: Store) -> tuple[list[Manifest], int]:
     batch, pin = checkpoint_pin(store)
     manifests = read_chain(store)  # each linked to the one before it (``check_link``)
     check_reached(store, batch, manifests[-1].batch if manifests else None)
-    for manifest in manifests:  # ... and the newest the checkpoint has seen, pinned by it
-        if manifest.batch == batch:
-            check_pinned(store, pin, batch, manifest.path, manifest.sha256)
+    check_pinned(store, pin, batch, manifests)  # ... and its batch's, pinned by it
     return manifests, batch
 
 

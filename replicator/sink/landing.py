@@ -80,6 +80,7 @@ from ..checkpoint import (
 )
 from ..config import SinkConfig
 from ..errors import IntegrityError, SinkError
+from ..landed.checkpointed import check_pinned
 from ..landed.compacted import read_records
 from ..landed.contract import HELD_DIGESTS_KEY, PREVIOUS_DIGEST_KEY, safe_part
 from ..landed.manifests import MANIFESTS, PROOF_KEY, Manifest, manifest_key, read_chain
@@ -813,13 +814,7 @@ class LandingZone:
             "the checkpoint was changed by hand or does not belong to these manifests: remove "
             f"it to have it rebuilt from {self.store.uri(MANIFESTS)}; nothing was changed"
         )
-        pinned = checkpoint.manifest_sha256
-        if pinned is not None and pinned != named.sha256:
-            raise IntegrityError(
-                f"checkpoint {where} pins batch {named.batch}'s manifest {named.path} at sha256 "
-                f"{pinned}, but it has {named.sha256}: the manifest was edited after its commit",
-                hint="restore the manifest from a backup; nothing was changed",
-            )
+        check_pinned(self.store, checkpoint.manifest_sha256, named.batch, [named])
         held = tuple(named.data.get("xa_pending", ()))
         if checkpoint.xa_pending != held:
             raise IntegrityError(

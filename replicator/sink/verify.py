@@ -305,11 +305,7 @@ def verify_landing(store: Store, *, deep: bool) -> Report:
     report.batches = len(manifests)
     try:
         check_reached(store, checkpoint, manifests[-1].batch if manifests else None)
-        for manifest in manifests:  # the manifest of its batch as committed
-            if manifest.batch == checkpoint:
-                check_pinned(
-                    store, loaded.manifest_sha256, checkpoint, manifest.path, manifest.sha256
-                )
+        check_pinned(store, loaded.manifest_sha256, checkpoint, manifests)
     except IntegrityError as exc:
         report.other.append(str(exc))
     for problem in (unnamed_files(store, manifests, sizes), check_pinned_history(store, manifests)):
