@@ -316,7 +316,7 @@ class Batch:
             "end": position_to_json(end),
             "xa_pending": list(pending),
             # each held file's sha256, checked before it is unpickled (load_held)
-            HELD_DIGESTS_KEY: {n: zone._held_pins[n] for n in pending if n in zone._held_pins},
+            HELD_DIGESTS_KEY: {n: pin for n in pending if (pin := zone._held.get(n)) is not None},
             "schema_history": history_path,
             HISTORY_DIGEST_KEY: history_pin,  # what load_history accepts (digest)
             PREVIOUS_DIGEST_KEY: zone.manifest_sha256,  # the link to the last batch's manifest
@@ -412,10 +412,9 @@ class LandingZone:
         # the other may have committed (files, history, manifest)
         self.lease: Callable[[], None] | None = None
         # the held XA transactions this process wrote or read (the only ones it deletes
-        # after a commit: ``drop_held_decided``)
-        self._held_names: set[str] = set()
-        # their sha256 by name, as written or as the last manifest pins them (load_held)
-        self._held_pins: dict[str, str] = {}
+        # after a commit: ``drop_held_decided``), each with its sha256 as written or as the
+        # last manifest pins it (None: a manifest from before pins; ``load_held``)
+        self._held: dict[str, str | None] = {}
         # the sha256 of the last manifest committed: the next one's link, the checkpoint's pin
         self.manifest_sha256: str | None = None
 
@@ -533,8 +532,7 @@ class LandingZone:
         for item in items:
             data = pickle.dumps((HELD_XA_FORMAT, item), protocol=pickle.HIGHEST_PROTOCOL)
             self.store.write(self._held_key(item.name), data)
-            self._held_names.add(item.name)
-            self._held_pins[item.name] = hash_bytes(data)
+            self._held[item.name] = hash_bytes(data)
 
     def load_held(self, names: Sequence[str]) -> list[HeldXa]:
         """The held XA transactions a checkpoint names, each checked against the sha256 its
@@ -555,7 +553,7 @@ class LandingZone:
                     f"the rows of prepared XA transaction {name} ({path}) cannot be read: {exc}",
                     hint=hint,
                 ) from exc
-            pinned, digest = self._held_pins.get(name), hash_bytes(raw)
+            pinned, digest = self._held.get(name), hash_bytes(raw)
             if pinned is not None and digest != pinned:
                 raise IntegrityError(
                     f"{path}, the rows of prepared XA transaction {name}, is not the file "
@@ -578,8 +576,7 @@ class LandingZone:
                 )
             item.stored = True
             found.append(item)
-            self._held_names.add(name)
-            self._held_pins[name] = digest
+            self._held[name] = digest
         return found
 
     def drop_held_except(self, keep: Sequence[str]) -> None:
@@ -589,17 +586,15 @@ class LandingZone:
         for key in self.store.list(HELD_XA_KEY):
             if key not in wanted:
                 self.store.delete(key)
-        self._held_names = set(keep)
-        self._held_pins = {n: pin for n, pin in self._held_pins.items() if n in self._held_names}
+        self._held = {name: self._held.get(name) for name in keep}
 
     def drop_held_decided(self, pending: Sequence[str]) -> None:
         """Delete the held XA files this process wrote or read whose transactions are no
         longer pending (decided since): after a commit, never a file of a name it does not
         know, which may be another writer's that took the landing zone over meanwhile."""
-        for name in sorted(self._held_names.difference(pending)):
+        for name in sorted(self._held.keys() - set(pending)):
             self.store.delete(self._held_key(name))
-        self._held_names = set(pending)
-        self._held_pins = {n: pin for n, pin in self._held_pins.items() if n in self._held_names}
+        self._held = {name: self._held.get(name) for name in pending}
 
     # -- the schema history ------------------------------------------------------------------
 
@@ -735,7 +730,7 @@ class LandingZone:
         self._remove_uncommitted(listed, leftovers)
         compaction.recover_if_idle(self.store, self.cfg.object_store.lease_seconds)
         self.committed_through = manifests[-1].last_seq if manifests else 0
-        self._held_pins = manifests[-1].held_pins if manifests else {}
+        self._held = dict(manifests[-1].held_pins) if manifests else {}
         self.manifest_sha256 = manifests[-1].sha256 if manifests else None
         self.drop_held_except(checkpoint.xa_pending)
         self.snapshot = checkpoint.snapshot
