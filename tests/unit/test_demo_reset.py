@@ -181,3 +181,98 @@ def test_the_cli_never_resets_a_configured_landing_zone(
     assert result.exit_code == 2
     assert "never removes a landing zone named by a config" in result.stderr
     assert _files(tmp_path) == before
+
+
+def test_a_file_of_the_users_in_the_landing_zone_stops_the_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The landing zone is the demo's, but a file the layout does not place there is in it
+    (a user's own): nothing is removed, and the file is named."""
+    monkeypatch.chdir(tmp_path)
+    landing, _, _ = _demo(tmp_path)
+    (landing / "my-export.csv").write_text("mine")
+    (landing / "shop" / "orders").mkdir(parents=True)
+    (landing / "shop" / "orders" / "notes.txt").write_text("mine")
+    before = _files(tmp_path)
+
+    with pytest.raises(ConfigError) as caught:
+        reset_demo(Path("landing"))
+
+    assert "holds what is not the landing zone's: my-export.csv, shop/orders/notes.txt" in str(
+        caught.value
+    )
+    assert "nothing was removed" in str(caught.value)
+    assert _files(tmp_path) == before
+
+
+def test_a_landing_zone_that_holds_the_current_directory_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --landing .` made the current directory the demo's landing zone: a reset from
+    there would remove the directory the user stands in (their other files with it)."""
+    landing, _, _ = _demo(tmp_path)
+    monkeypatch.chdir(landing)
+    before = _files(tmp_path)
+
+    with pytest.raises(ConfigError, match="holds the current directory"):
+        reset_demo(Path("."))
+
+    assert _files(tmp_path) == before
+
+
+def test_a_project_directory_that_the_demo_landed_into_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --landing project`: the demo landed into a directory of the user's."""
+    project = tmp_path / "project"
+    _landing_zone(project)
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text("mine")
+    server_dir = default_server_dir(project)
+    (server_dir / "data").mkdir(parents=True)
+    (server_dir / DATADIR_MARKER).write_text("")
+    DemoRecord(str(project), read_identity(project) or "", "127.0.0.1", 3307).write(server_dir)
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+
+    with pytest.raises(ConfigError, match=r"is not the landing zone's: src/main\.py"):
+        reset_demo(Path("project"))
+
+    assert _files(tmp_path) == before
+
+
+def test_an_output_without_a_demo_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No demo here at all, but a current/ with a materialize lock file (of some other run)
+    and the user's own files: kept."""
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "current"
+    (output / "reports").mkdir(parents=True)
+    (output / state.LOCK_FILE).write_bytes(b"")
+    (output / "reports" / "q3.csv").write_text("mine")
+
+    lines = reset_demo(Path("landing"))
+
+    assert lines == [
+        "kept current/: no demo record names the landing zone it would be materialized from"
+    ]
+    assert _files(output) == [state.LOCK_FILE, "reports", "reports/q3.csv"]
+
+
+def test_files_of_the_users_beside_the_demos_tables_keep_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, _, output = _demo(tmp_path)
+    (output / "analysis").mkdir()
+    (output / "analysis" / "notebook.ipynb").write_text("{}")
+    (output / "shop" / "orders.csv").write_text("mine")
+
+    lines = reset_demo(Path("landing"))
+
+    assert lines[-1] == (
+        "kept current/: it holds what materialize did not write: analysis/notebook.ipynb, "
+        "shop/orders.csv"
+    )
+    assert (output / "analysis" / "notebook.ipynb").is_file()
+    assert (output / "shop" / "orders").is_symlink()
+    assert not (tmp_path / "landing").exists()
