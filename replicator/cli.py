@@ -587,12 +587,12 @@ def snapshot(config_file: Path | None, landing: Path | None, patterns: tuple[str
     the next `run` at its start) and lands their rows, chunk by chunk, beside the stream.
     The landing zone must exist (`run` makes it). Without --config or --landing: as for
     `status`."""
-    from .snapshot.requests import write_request  # noqa: PLC0415 - see the imports
+    from .snapshot.requests import is_table_pattern, write_request  # noqa: PLC0415 - see the imports
     from .targets import landing_at, resolve  # noqa: PLC0415
 
     try:
         for pattern in patterns:
-            if pattern.count(".") != 1:
+            if not is_table_pattern(pattern):
                 raise ConfigError(
                     f"--tables {pattern!r} must be database.table (globs allowed)",
                     hint='e.g. --tables "shop.orders" or --tables "shop.*"',

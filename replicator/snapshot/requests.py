@@ -31,6 +31,11 @@ def write_request(root: Path | Store, patterns: Iterable[str]) -> str:
     return key
 
 
+def is_table_pattern(table: object) -> bool:
+    """A ``db.table`` glob, as ``replicator snapshot --tables`` takes them."""
+    return isinstance(table, str) and table.count(".") == 1
+
+
 def read_requests(root: Path | Store) -> list[tuple[str, list[str]]]:
     """The requests waiting (by key), oldest first (a file that does not parse is an
     error)."""
@@ -41,8 +46,10 @@ def read_requests(root: Path | Store) -> list[tuple[str, list[str]]]:
         if not name.endswith(".json") or name.startswith("."):
             continue
         try:
-            data = json.loads(store.read(key).decode("utf-8"))
-            out.append((key, [str(t) for t in data["tables"]]))
+            tables = json.loads(store.read(key).decode("utf-8"))["tables"]
+            if not isinstance(tables, list) or not all(is_table_pattern(t) for t in tables):
+                raise ValueError('"tables" is not a list of database.table patterns')
+            out.append((key, tables))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise IntegrityError(
                 f"snapshot request {store.uri(key)} is unreadable: {exc}",

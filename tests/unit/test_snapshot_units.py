@@ -267,6 +267,16 @@ def test_requests_are_read_oldest_first_and_a_bad_one_is_named(tmp_path: Path) -
         read_requests(tmp_path)
 
 
+@pytest.mark.parametrize("tables", ['"shop.*"', '["shop"]', "[1]", '{"shop.t": 1}'])
+def test_a_request_that_is_not_a_list_of_patterns_is_refused(tmp_path: Path, tables: str) -> None:
+    """An edited request: a string where the list belongs would be read character by
+    character (its "*" the glob of every table)."""
+    key = write_request(tmp_path, ["shop.t"])
+    (tmp_path / key).write_text(f'{{"tables": {tables}}}')
+    with pytest.raises(IntegrityError, match=r"is not a list of database\.table patterns"):
+        read_requests(tmp_path)
+
+
 def test_snapshot_settings_are_checked(tmp_path: Path) -> None:
     path = tmp_path / "r.yaml"
     path.write_text("snapshot:\n  mode: always\n")
