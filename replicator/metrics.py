@@ -402,10 +402,16 @@ class Metrics:
         self.commit_failures.inc()
         self._commit_error = _short(reason) or "unknown error"
 
-    def checkpoint_saved(self, at: float | None = None) -> None:
+    def checkpoint_saved(self, at: float | None = None, *, batch: int = 0) -> None:
         """The checkpoint advanced at ``at`` (epoch seconds; default now). Call it at start-up
-        with the recovered checkpoint's time; ``batch_committed`` calls it for each batch."""
+        with the recovered checkpoint's time and ``batch``: the last batch's number and time
+        are then those of the batch committed before the start (its rows, bytes and duration
+        are known from this process's first commit on)."""
         self._last_checkpoint = self._clock() if at is None else at
+        if batch > 0:
+            self._last_batch.set(batch)
+            if at is not None:
+                self._last_batch_time.set(at)
 
     def observe_event_time(self, ts_seconds: float) -> None:
         """A batch committed whose newest transaction has commit time ``ts_seconds`` (what

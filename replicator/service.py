@@ -111,6 +111,8 @@ class Service:
         # server_id from another replica's (sink.lock, source.preflight_checks)
         self.replica_host = f"replicator-{secrets.token_hex(6)}"
         self._proof: dict[str, Any] | None = None  # the last manifest's (source.continuity)
+        # the last heartbeat, with the pipeline's position when it came (see _stream_at)
+        self._heard: tuple[StreamPosition | None, ev.HeartbeatEvent] | None = None
 
     def _on_signal(self) -> None:
         self._signals += 1
@@ -243,7 +245,7 @@ class Service:
         try:
             while True:
                 checkpoint = await loop.run_in_executor(None, self.zone.recover)
-                self.metrics.checkpoint_saved(_epoch(checkpoint))
+                self.metrics.checkpoint_saved(_epoch(checkpoint), batch=checkpoint.batch)
                 start = checkpoint.position or start_position(
                     self.config.start.gtid, self.config.start.file, self.config.start.position
                 )
@@ -742,7 +744,7 @@ class Service:
             except ReplicatorError as exc:
                 log.debug("progress: cannot list binlog files", error=str(exc))
                 continue
-            behind = bytes_behind(files, position.file, position.position)
+            behind = bytes_behind(files, *self._stream_at(position))
             if behind is None:
                 continue
             self.metrics.behind_bytes.set(behind)
@@ -756,6 +758,17 @@ class Service:
                     rows=pipeline.stats.row_changes,
                     lag=round(self.metrics.lag_seconds, 1),  # of what has landed
                 )
+
+    def _stream_at(self, position: StreamPosition) -> tuple[str, int]:
+        """Where the stream stands in the source's binlog: the pipeline's ``position`` (after
+        the last transaction it took), or the last heartbeat's when no transaction came since.
+        A heartbeat comes when the server has sent everything, past what moves no transaction:
+        a rotation's end of file and the next file's preamble (a ``FLUSH BINARY LOGS``, a
+        server restart), which the position after the last transaction never passes."""
+        heard = self._heard
+        if heard is not None and heard[0] is position and heard[1].log_file:
+            return heard[1].log_file, heard[1].log_position
+        return position.file, position.position
 
     def _binlog_files(self) -> tuple[BinlogFile, ...]:
         conn = open_connection(self.config.source, read_timeout=10)
@@ -873,10 +886,13 @@ class Service:
             self.snapshots.observe(item)
         # the lag is measured at each commit (_committed), from what landed; a heartbeat says
         # there is nothing more to read, which makes it 0 once everything read has landed
-        if isinstance(item, ev.HeartbeatEvent) and pipeline.settled:
-            self.metrics.observe_heartbeat()
-        else:
-            self.metrics.observe_progress()
+        if isinstance(item, ev.HeartbeatEvent):
+            if not pipeline.in_transaction:
+                self._heard = (pipeline.position, item)
+            if pipeline.settled:
+                self.metrics.observe_heartbeat()
+                return
+        self.metrics.observe_progress()
 
 
 class _Stopped(Exception):

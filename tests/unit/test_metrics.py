@@ -297,6 +297,24 @@ def test_silence_and_checkpoint_age_grow_at_scrape_time() -> None:
     assert value(m.render()[0].decode(), "replicator_checkpoint_age_seconds") == 0
 
 
+def test_the_recovered_checkpoint_is_the_last_batch_until_a_commit() -> None:
+    clock = FakeClock()
+    m = Metrics(clock=clock)
+    m.checkpoint_saved(at=T0 - 100, batch=7)
+    text = m.render()[0].decode()
+    assert value(text, "replicator_last_batch_number") == 7
+    assert value(text, "replicator_last_batch_timestamp_seconds") == T0 - 100
+
+    m.batch_committed(batch=8, rows=1, bytes_written=10)
+    text = m.render()[0].decode()
+    assert value(text, "replicator_last_batch_number") == 8
+    assert value(text, "replicator_last_batch_timestamp_seconds") == T0
+
+    fresh = Metrics(clock=clock)
+    fresh.checkpoint_saved(at=None, batch=0)  # a new landing zone: no batch yet
+    assert value(fresh.render()[0].decode(), "replicator_last_batch_number") == 0
+
+
 # -- counters: inc and cumulative sync -----------------------------------------------------
 
 
