@@ -181,7 +181,9 @@ def _float(raw: bytes) -> object:
 
 
 def _decimal(raw: bytes) -> object:
-    return Decimal(raw if isinstance(raw, str) else raw.decode("ascii"))
+    value = Decimal(raw if isinstance(raw, str) else raw.decode("ascii"))
+    # DECIMAL has no negative zero: "-0.00" is 0.00, as in the binlog decoder and the buffers
+    return value if value or not value.is_signed() else -value
 
 
 def _bit(raw: bytes) -> object:

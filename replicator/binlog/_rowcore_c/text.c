@@ -242,8 +242,9 @@ wire_fields(const unsigned char *p, Fields *f)
         f->second = p[7];
     }
     if (n >= 11) {
-        f->micro = (int)((unsigned)p[8] | (unsigned)p[9] << 8 | (unsigned)p[10] << 16
-                         | (unsigned)p[11] << 24);
+        unsigned micro = (unsigned)p[8] | (unsigned)p[9] << 8 | (unsigned)p[10] << 16
+                         | (unsigned)p[11] << 24;
+        f->micro = micro > 999999 ? 1000000 : (int)micro; /* out of range stays out of range */
     }
 }
 
@@ -479,8 +480,8 @@ text_int(const unsigned char *p, Py_ssize_t n)
         }
     }
     char buf[32];
-    if (n < 1 || n >= (Py_ssize_t)sizeof(buf)) {
-        return NULL; /* the Python path */
+    if (n < 1 || n >= (Py_ssize_t)sizeof(buf) || memchr(p, 0, (size_t)n) != NULL) {
+        return NULL; /* the Python path (PyLong_FromString would stop at a NUL) */
     }
     memcpy(buf, p, (size_t)n);
     buf[n] = 0;
