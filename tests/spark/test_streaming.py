@@ -7,6 +7,7 @@ name, a replay — are applied exactly, micro-batch by micro-batch and in a runn
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -15,11 +16,17 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from replicator.errors import ConfigError, IntegrityError
 from replicator.landed.committed import TableDir
 from replicator.landed.outputs import lock
 from replicator.spark.materialize import materialize
 from replicator.spark.state import STATE_FILE
-from replicator.spark.streaming import CurrentStateStream, start_current_state_stream
+from replicator.spark.streaming import (
+    RECORD_FILE,
+    CurrentStateStream,
+    default_query_name,
+    start_current_state_stream,
+)
 from tests.spark.test_lifecycle import outputs
 from tests.spark.zone import (
     Ddl,
@@ -254,3 +261,175 @@ def test_a_micro_batch_waits_for_another_writer_of_its_output(
     assert during == version
     assert not applying.is_alive()
     assert rows(spark, link) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+
+
+def run_query(spark: SparkSession, landing: Path, out: Path, checkpoint: Path) -> None:
+    """Start the query of shop.items, apply what the landing zone holds, stop it."""
+    query = start_current_state_stream(
+        spark, landing, "shop.items", out, checkpoint, trigger_seconds=0.2
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+def test_a_restart_on_a_landing_zone_made_again_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The landing zone removed and made again at the same path (a new id, batches from 1
+    again): the checkpoint has read manifests of those names, so the query would never read
+    the new ones and the output would keep the old rows. The start stops with materialize's
+    error; with the output removed, the checkpoint's record stops it; so does a micro-batch;
+    with both removed, the query builds the output from the new landing zone."""
+    landing = tmp_path / "landing"
+    zone = Zone(landing)
+    for i in range(3):
+        zone.commit([(V1, "c", (i, f"old{i}"))])
+    out, checkpoint = tmp_path / "current", tmp_path / "checkpoint"
+    run_query(spark, landing, out, checkpoint)
+    link = out / "shop" / "items"
+
+    shutil.rmtree(landing)
+    zone = Zone(landing)
+    zone.commit([(V1, "c", (100, "new"))])
+    with pytest.raises(IntegrityError, match="holds rows of another landing zone") as caught:
+        start_current_state_stream(spark, landing, "shop.items", out, checkpoint)
+    assert str(checkpoint) in caught.value.hint
+    assert [r["id"] for r in rows(spark, link)] == [0, 1, 2]  # nothing was changed
+    record = json.loads((checkpoint / RECORD_FILE).read_text())
+    assert (record["last_batch"], record["held"]) == (3, 3)
+    old_id = record["landing_id"]
+
+    shutil.rmtree(out)  # the output alone: the checkpoint still knows the old landing zone
+    with pytest.raises(IntegrityError, match=rf"checkpoint .* landing zone {old_id}") as caught:
+        start_current_state_stream(spark, landing, "shop.items", out, checkpoint)
+    assert "together with the query's checkpoint" in caught.value.hint
+    assert not link.exists()
+    merge = CurrentStateStream(  # a micro-batch of the running query stops too
+        spark, landing.resolve(), TableDir.named("shop.items"), out.resolve(), checkpoint=checkpoint
+    )
+    with pytest.raises(IntegrityError, match="seen batches of another landing zone"):
+        merge(manifests(spark, 1), 3)
+    assert not link.exists()
+
+    shutil.rmtree(checkpoint)
+    zone.commit([(V1, "c", (101, "new"))])
+    run_query(spark, landing, out, checkpoint)
+    assert [r["id"] for r in rows(spark, link)] == [100, 101]
+
+
+def test_a_restart_on_a_landing_zone_restored_from_an_older_backup_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The landing zone restored from a backup of batches 1..2 (the same id) after the
+    query applied 1..4: before new batches it ends before the output's; after the daemon
+    lands 3 and 4 again with other transactions, its batch 4 is another commit (its mark).
+    The query would take them for the ones it read: the start stops with materialize's
+    errors either way, and with the checkpoint's record when the output was removed."""
+    landing, backup = tmp_path / "landing", tmp_path / "backup"
+    zone = Zone(landing)
+    zone.commit([(V1, "c", (1, "a"))])
+    zone.commit([(V1, "c", (2, "b"))])
+    shutil.copytree(landing, backup)
+    zone.commit([(V1, "c", (3, "lost"))])
+    zone.commit([(V1, "c", (4, "lost"))])
+    out, checkpoint = tmp_path / "current", tmp_path / "checkpoint"
+    run_query(spark, landing, out, checkpoint)
+    link = out / "shop" / "items"
+
+    shutil.rmtree(landing)
+    shutil.copytree(backup, landing)
+    with pytest.raises(IntegrityError, match="holds batches up to 4, but the landing zone"):
+        start_current_state_stream(spark, landing, "shop.items", out, checkpoint)
+    zone = Zone(landing)  # other transactions: other _seq ranges (the batches' marks)
+    zone.commit([(V1, "c", (30, "new")), (V1, "c", (31, "new"))])
+    zone.commit([(V1, "c", (40, "new"))])
+    with pytest.raises(IntegrityError, match="holds another batch 4") as caught:
+        start_current_state_stream(spark, landing, "shop.items", out, checkpoint)
+    assert "full-refresh" not in caught.value.hint
+    assert str(checkpoint) in caught.value.hint
+    shutil.rmtree(out)  # the checkpoint's record knows the batch it read
+    with pytest.raises(IntegrityError, match="seen batch 4, and the landing zone"):
+        start_current_state_stream(spark, landing, "shop.items", out, checkpoint)
+    assert not link.exists()
+
+    shutil.rmtree(checkpoint)
+    run_query(spark, landing, out, checkpoint)
+    assert [r["id"] for r in rows(spark, link)] == [1, 2, 30, 31, 40]
+
+
+def test_a_checkpoint_that_has_seen_batches_the_output_does_not_hold_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The output removed (or restored from a backup) with the checkpoint kept: Spark reads
+    no manifest it has read again, so the query would build nothing (or leave batches out)
+    until a new batch lands. The start says to remove the checkpoint with the output; a new
+    checkpoint location builds the output."""
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(V1, "c", (1, "a"))])
+    out, checkpoint = tmp_path / "current", tmp_path / "checkpoint"
+    run_query(spark, zone.root, out, checkpoint)
+    link = out / "shop" / "items"
+    older = tmp_path / "older"
+    shutil.copytree(out, older, symlinks=True)
+    zone.commit([(V1, "c", (2, "b"))])
+    run_query(spark, zone.root, out, checkpoint)
+
+    shutil.rmtree(out)
+    with pytest.raises(ConfigError, match=r"up to 2, but the output .* does not exist") as caught:
+        start_current_state_stream(spark, zone.root, "shop.items", out, checkpoint)
+    assert "together with the output directory" in caught.value.hint
+    shutil.copytree(older, out, symlinks=True)
+    with pytest.raises(ConfigError, match="holds batches up to 1 only"):
+        start_current_state_stream(spark, zone.root, "shop.items", out, checkpoint)
+    with pytest.raises(ConfigError, match="is the checkpoint of the query of"):
+        start_current_state_stream(spark, zone.root, "shop.items", tmp_path / "other", checkpoint)
+
+    run_query(spark, zone.root, out, tmp_path / "new-checkpoint")
+    assert [r["id"] for r in rows(spark, link)] == [1, 2]
+
+
+def test_queries_of_tables_and_outputs_run_side_by_side(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Each query's name is its table's and output's: a_b.c and a.b_c, and one table to two
+    outputs, stream in one session; ``query_name`` names a query."""
+    first = table("a_b.c", int_col(0, "id"), text_col(1, "name"), key=[0])
+    second = table("a.b_c", int_col(0, "id"), text_col(1, "name"), key=[0])
+    zone = Zone(tmp_path / "landing")
+    zone.commit([(first, "c", (1, "one")), (second, "c", (2, "two"))])
+    runs = [
+        ("a_b.c", tmp_path / "out1", None),
+        ("a.b_c", tmp_path / "out2", None),
+        ("a.b_c", tmp_path / "out3", "mine"),
+    ]
+    queries: list[Any] = []
+    try:
+        for name, out, query_name in runs:
+            queries.append(
+                start_current_state_stream(
+                    spark,
+                    zone.root,
+                    name,
+                    out,
+                    tmp_path / f"{out.name}-checkpoint",
+                    trigger_seconds=0.2,
+                    query_name=query_name,
+                )
+            )
+        for query in queries:
+            query.processAllAvailable()
+    finally:
+        for query in queries:
+            query.stop()
+    assert [query.exception() for query in queries] == [None, None, None]
+    names = [query.name for query in queries]
+    assert names[0].startswith("current_state_a_b.c_")
+    assert names[1].startswith("current_state_a.b_c_")
+    assert names[2] == "mine"
+    assert names[1] != default_query_name(TableDir.named("a.b_c"), (tmp_path / "out3").resolve())
+    assert rows(spark, tmp_path / "out1" / "a_b" / "c") == [{"id": 1, "name": "one"}]
+    assert rows(spark, tmp_path / "out2" / "a" / "b_c") == [{"id": 2, "name": "two"}]
+    assert rows(spark, tmp_path / "out3" / "a" / "b_c") == [{"id": 2, "name": "two"}]
