@@ -107,3 +107,6 @@ class TableSchema:
     table: str
     columns: tuple[ColumnSchema, ...]
     exact: bool = False
+    # the primary key's column names in key order, where the lookup knows it (a schema
+    # history); None: the columns' ``primary_key`` flags, in column order
+    key: tuple[str, ...] | None = None

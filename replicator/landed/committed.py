@@ -401,8 +401,13 @@ def key_of(
     previous: tuple[str, ...] | None = None,
 ) -> tuple[str, ...]:
     """The key all files record (``keyed``: each file's key, in the newest version's column
-    names; None when the file records none); see ``table_identity``."""
-    keys: dict[tuple[str, ...], Path | str] = {}
+    names; None when the file records none); see ``table_identity``. Keys of the same
+    columns in another order are one key (a row is identified by the columns, whatever
+    their order; files of a stream read without column names recorded their key in column
+    order): the existing output's order stays, else the first file's."""
+    keys: dict[frozenset[str], tuple[tuple[str, ...], Path | str]] = {}
+    if previous is not None:
+        keys[frozenset(previous)] = (previous, Path("(the existing output)"))
     for path, key in keyed:
         if key is None:
             raise ConfigError(
@@ -410,15 +415,13 @@ def key_of(
                 "replicator)",
                 hint=f"pass --key {table}=col1,col2 (or --key {table}= for none: whole rows)",
             )
-        keys.setdefault(key, path)
-    if previous is not None:
-        keys.setdefault(previous, Path("(the existing output)"))
+        keys.setdefault(frozenset(key), (key, path))
     if len(keys) > 1:
-        shown = "; ".join(f"({', '.join(k)}) in {p}" for k, p in keys.items())
+        shown = "; ".join(f"({', '.join(k)}) in {p}" for k, p in keys.values())
         raise ConfigError(
             f"table {table}: the primary key changed: {shown}",
             hint="rows cannot be followed across a primary-key change: pass "
             f"--key {table}=... naming columns every one of these keys has, with "
             "--full-refresh",
         )
-    return next(iter(keys)) if keys else ()
+    return next(iter(keys.values()))[0] if keys else ()

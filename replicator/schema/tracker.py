@@ -90,6 +90,7 @@ def table_schema(table: Table) -> TableSchema:
         table.name,
         tuple(_column_schema(c, c.name.casefold() in key) for c in table.columns),
         exact=True,
+        key=tuple(table.primary_key),
     )
 
 
