@@ -33,7 +33,7 @@ from replicator.binlog.gtid import MariadbGtidPosition
 from replicator.binlog.position import StreamPosition
 from replicator.binlog.runs import RowOrigins, TakenRun, TransactionRun
 from replicator.binlog.stream import DumpStreamDecoder
-from replicator.binlog.transaction import TransactionAssembler
+from replicator.binlog.transaction import Transaction, TransactionAssembler
 from replicator.checkpoint import position_to_json
 from replicator.config import FilterConfig, Secret, SinkConfig, SourceConfig
 from replicator.pipeline.pipeline import Pipeline
@@ -493,3 +493,43 @@ def test_a_group_flagged_ddl_is_left_to_the_parser(tmp_path: Path) -> None:
     in_runs = [g for run in taken.runs for g in _run_gtids(run)[:-1]]
     assert len(in_runs) > 10 and f"0-1-{seq}" not in in_runs
     assert land(tmp_path / "runs", taken.items) == land(tmp_path / "plain", plain.items)
+
+
+def _under_id(event: bytes, table_id: int, name: bytes = b"items") -> bytes:
+    """A TABLE_MAP or rows event of the sample's table ``shop.items`` under ``table_id`` (a
+    TABLE_MAP: of the table ``name``, five letters), its CRC32 made again."""
+    body = bytearray(event[:-4])
+    body[19:25] = table_id.to_bytes(6, "little")
+    if body[4] == 19:
+        at = body.index(b"\x05items\x00")
+        body[at + 1 : at + 6] = name
+    return bytes(body) + zlib.crc32(body).to_bytes(4, "little")
+
+
+def test_the_parser_takes_the_latest_table_map_of_every_id_a_run_mapped() -> None:
+    """A run that maps more table ids than the native core keeps for the parser ends there,
+    so the parser's table map of every id is the run's latest: a rows event of an id mapped
+    only in an earlier transaction decodes as one event at a time decodes it (a run of 300
+    ids once left the parser the map from before the run for the first of them)."""
+    _, ddl, rows = _sample()
+    gtid, annotate, table_map, insert, xid = rows[0]
+    first = 1000
+    maps = [(first, b"itemz"), *((i, b"items") for i in range(1, 301)), (first, b"items")]
+    transactions = [[gtid, annotate, _under_id(table_map, i, n), _under_id(insert, i), xid]
+        for i, n in [*maps, *maps[:-1]]]  # fmt: skip
+    transactions.append([gtid, annotate, _under_id(insert, first), xid])  # no TABLE_MAP
+    out = [*_sample()[0], *ddl]
+    position = 4 + sum(len(e) for e in out)
+    for seq, transaction in enumerate(transactions, start=100):
+        for n, event in enumerate(transaction):
+            position += len(event)
+            out.append(_retagged(event, position, seq if n == 0 else None))
+    data = _dump_stream([_artificial_rotate(NAME.encode(), 4), *out])
+
+    plain = read(data, 1 << 20, runs=False)
+    taken = read(data, 1 << 20, runs=True)
+
+    assert plain.error is None and taken.error is None
+    assert max(run.taken.transactions for run in taken.runs) > 64
+    last = [item for item in (plain.items[-1], taken.items[-1]) if isinstance(item, Transaction)]
+    assert [t.rows[0].table.table for t in last] == ["itemz", "itemz"]

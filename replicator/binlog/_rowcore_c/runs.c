@@ -21,6 +21,7 @@
 #define ANNOTATE_ROWS_EVENT 160
 #define ROWS_QUERY_EVENT 29
 #define MAX_MAPPED 64 /* table ids one transaction may map */
+#define MAX_LATEST 256 /* table ids one run may map (the parser reads on from there) */
 #define RECENT 8      /* TABLE_MAP bodies remembered in a call */
 
 /* The kind of a rows event type taken here: 0 write, 1 update, 2 delete; -1 for the others
@@ -182,6 +183,13 @@ typedef struct {
     PyObject *entry[MAX_MAPPED];
     int n;
 } Mapped;
+
+/* The latest TABLE_MAP of each table id a run mapped, for the parser to take over. */
+typedef struct {
+    unsigned long long id[MAX_LATEST];
+    PyObject *entry[MAX_LATEST];
+    int n;
+} Latest;
 
 /* 1 mapped, 0 when the transaction maps more tables than this holds */
 static int
@@ -642,7 +650,7 @@ run_back(Segments *all, const RunMark *m)
 /* One whole transaction (found by the first pass) decoded into the run: 0, 1 when it does
  * not decode here (nothing of it is left in the run), -1 on an error. */
 static int
-take_transaction(Segments *all, Maps *maps, Mapped *latest, PyObject *bufobj,
+take_transaction(Segments *all, Maps *maps, Latest *latest, PyObject *bufobj,
                  const unsigned char *buf, const Walked *t, long long *counts)
 {
     TxnMeta txn;
@@ -682,6 +690,20 @@ take_transaction(Segments *all, Maps *maps, Mapped *latest, PyObject *bufobj,
         at.position = event_end(at.position, size, log_pos);
         at.offset += 5 + size;
     }
+    /* Its table maps become the latest of their ids, which the parser takes over when the
+     * run ends: a run that has mapped MAX_LATEST ids ends before a transaction that maps
+     * another (the parser reads it), so that none is left out of what the parser takes. */
+    int fresh = 0;
+    for (int i = 0; i < mapped.n; i++) {
+        int j = 0;
+        while (j < latest->n && latest->id[j] != mapped.id[i]) {
+            j++;
+        }
+        fresh += j == latest->n;
+    }
+    if (latest->n + fresh > MAX_LATEST) {
+        return run_back(all, &mark) < 0 ? -1 : 1;
+    }
     /* taken: its record, its events counted, and its table maps the latest of their ids */
     TxnRecord record = {all->rows, all->events, (long long)t->start.position,
                         (long long)t->end.position, txn.ts, (long long)t->xid_timestamp,
@@ -712,13 +734,7 @@ take_transaction(Segments *all, Maps *maps, Mapped *latest, PyObject *bufobj,
             j++;
         }
         if (j == latest->n) {
-            if (latest->n == MAX_MAPPED) { /* the oldest goes: only the parser's cache */
-                memmove(&latest->id[0], &latest->id[1], (MAX_MAPPED - 1) * sizeof(latest->id[0]));
-                memmove(&latest->entry[0], &latest->entry[1],
-                        (MAX_MAPPED - 1) * sizeof(latest->entry[0]));
-                j = --latest->n;
-            }
-            latest->n++;
+            latest->n++; /* room checked above */
         }
         latest->id[j] = mapped.id[i];
         latest->entry[j] = mapped.entry[i];
@@ -860,7 +876,7 @@ rc_take_transactions(PyObject *Py_UNUSED(module), PyObject *args)
     Maps maps = {.tables = tables, .posts = post};
     Segments all;
     memset(&all, 0, sizeof(all));
-    Mapped latest = {.n = 0};
+    Latest latest = {.n = 0};
     Growable found = {NULL, 0, 0}; /* Walked, per transaction of the first pass */
     long long counts[256] = {0};
     Walk w;
