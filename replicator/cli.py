@@ -587,9 +587,14 @@ def snapshot(config_file: Path | None, landing: Path | None, patterns: tuple[str
     the next `run` at its start) and lands their rows, chunk by chunk, beside the stream.
     The landing zone must exist (`run` makes it). Without --config or --landing: as for
     `status`."""
-    from .snapshot.requests import is_table_pattern, write_request  # noqa: PLC0415 - see the imports
+    from .snapshot.requests import (  # noqa: PLC0415 - see the imports
+        REQUESTS,
+        is_table_pattern,
+        write_request,
+    )
     from .targets import landing_at, resolve  # noqa: PLC0415
 
+    where = "the landing zone"  # named in the error: the request's folder once it is known
     try:
         for pattern in patterns:
             if not is_table_pattern(pattern):
@@ -599,11 +604,21 @@ def snapshot(config_file: Path | None, landing: Path | None, patterns: tuple[str
                 )
         # it never connects; a request where no landing zone is would never be taken
         target = resolve(config_file, landing, "snapshot", source=False)
-        key = write_request(landing_at(target), patterns)
+        store = landing_at(target)
+        where = store.uri(REQUESTS.as_posix())
+        key = write_request(store, patterns)
     except ReplicatorError as exc:
         _fail(exc)
     except OSError as exc:
-        _fail(SinkError(f"cannot write the snapshot request: {exc}", hint="check sink.root"))
+        # the file the OS names (the request's, or a folder above it), else its folder: a
+        # write or an fsync that fails on a full disk names none
+        path = where if exc.filename is None else exc.filename
+        _fail(
+            SinkError(
+                f"cannot write the snapshot request ({path}): {exc.strerror or exc}",
+                hint="check free space and permissions of the landing zone (sink.root)",
+            )
+        )
     click.echo(f"snapshot requested: {', '.join(patterns)} ({key.rpartition('/')[2]})")
 
 

@@ -47,12 +47,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
 
-from ..errors import ConfigError, IntegrityError
+from ..errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from ..landed.batches import Landing, landing_root, why_rebuild
 from ..landed.committed import CommittedFile, TableDir, read_manifests, select_tables
 from ..landed.lineage import Ended
 from ..landed.options import MaterializeOptions, TableResult
-from ..landed.outputs import check_placed, lock
+from ..landed.outputs import check_placed, failed, lock, output_error
 from ..storage import LocalStore, Store, is_url, open_store
 from . import vectors
 from .build import Built, build
@@ -111,7 +111,10 @@ class _Out:
                 f"output directory {target} is inside the landing zone",
                 hint="pass --out a directory outside --landing",
             )
-        target.mkdir(parents=True, exist_ok=True)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise output_error(target, exc) from exc
         return cls(str(target), LocalStore(target), {})
 
     @property
@@ -229,19 +232,66 @@ def _apply(
     # every table's output first: none is changed when one is of another landing zone
     places = {name: _Place(target, TableDir.named(name).rel.as_posix()) for name in names}
     opened = opened or {}
-    existing = {
-        name: opened[place.rel] if place.rel in opened else _open(place, landing)
-        for name, place in places.items()
-    }
+    existing: dict[str, _Existing | None] = {}
+    failures: list[tuple[str, BaseException]] = []
+    for name, place in places.items():
+        try:
+            existing[name] = opened[place.rel] if place.rel in opened else _open(place, landing)
+        except IntegrityError:  # one that cannot be trusted stops the run, as below
+            raise
+        except Exception as exc:  # one that cannot be read fails its table alone
+            failures.append((name, _table_failure(name, f"read the output {place.shown}", exc)))
     for name, found in existing.items():
         if found is not None:
             _check_applied(landing, name, places[name], found, options.full_refresh)
-    results = []
+    # then each table on its own, as the Parquet output does (docs/spark.md, Exit codes):
+    # a table that fails keeps its last commit, and the others are still brought up to date
+    results: list[TableResult] = []
     for name in names:
         if stop is not None and stop.is_set():
             break
-        results.append(_run_table(landing, places[name], name, existing[name], options))
+        if name not in existing:
+            continue
+        try:
+            results.append(_run_table(landing, places[name], name, existing[name], options))
+        except Exception as exc:
+            doing = f"bring the Delta table {places[name].shown} up to date"
+            failures.append((name, _table_failure(name, doing, exc)))
+    if failures:
+        raise failed(results, failures)
     return results
+
+
+# the OS's error in delta-rs's text: "... (os error 28)", or Rust's "Os { code: 30, ... }"
+_OS_ERROR = re.compile(r"\(os error (\d+)\)|\bOs \{ code: (\d+)")
+
+
+def _table_failure(name: str, doing: str, exc: Exception) -> Exception:
+    """What a table's failure says: replicator's own errors as they are (the note of
+    ``failed`` names the table); an OSError or a delta-rs error (whose text names neither
+    the table nor the path: "Generic LocalFileSystem error") as a SinkError (exit 1) naming
+    the table, what failed (``doing``: "bring the Delta table <path> up to date") and the
+    OS's cause when delta-rs gives one (a full disk, a read-only filesystem); anything else
+    as it is."""
+    from deltalake.exceptions import DeltaError  # noqa: PLC0415 - optional dependency
+
+    if isinstance(exc, ReplicatorError) or not isinstance(exc, (OSError, DeltaError)):
+        return exc
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:  # Python's own: the cause and its file
+        cause = exc.strerror if exc.filename is None else f"{exc.filename}: {exc.strerror}"
+    else:  # delta-rs's (a DeltaError, or an OSError with its text alone): the cause is inside
+        found = _OS_ERROR.search(text)
+        code = None if found is None else int(found.group(1) or found.group(2))
+        cause = first if code is None else f"{os.strerror(code)} ({first})"
+    error = SinkError(
+        f"table {name}: cannot {doing}: {cause}",
+        hint="free space on the output's filesystem or fix its permissions, then run again: "
+        "the table keeps its last commit",
+    )
+    error.__cause__, error.__suppress_context__ = exc, True  # as ``raise error from exc``
+    return error
 
 
 def _check_applied(
@@ -876,28 +926,36 @@ def optimize_delta(
     results = []
     with target.lock():
         for rel in target.tables():
-            table = DeltaTable(target.uri(rel), storage_options=target.storage)
-            record = _recorded(table)
-            name = str(record.get("table") or rel.replace("/", "."))
-            if tables and not any(name == p or fnmatch.fnmatchcase(name, p) for p in tables):
-                continue
-            commit = CommitProperties(custom_metadata={_RECORD: json.dumps(record)})
-            key = record.get("key") or []
-            if key:
-                metrics = table.optimize.z_order(key, commit_properties=commit)
-            else:
-                metrics = table.optimize.compact(commit_properties=commit)
-            vacuumed = table.vacuum(
-                retention_hours=int(retention_hours),
-                enforce_retention_duration=False,
-                dry_run=False,
-                commit_properties=commit,
-            )
-            swept = (
-                vectors.vacuum_vectors(target.store, rel, retention_hours)
-                if _has_vectors(table)
-                else 0
-            )
+            name = rel.replace("/", ".")
+            try:
+                table = DeltaTable(target.uri(rel), storage_options=target.storage)
+                record = _recorded(table)
+                name = str(record.get("table") or name)
+                if tables and not any(name == p or fnmatch.fnmatchcase(name, p) for p in tables):
+                    continue
+                commit = CommitProperties(custom_metadata={_RECORD: json.dumps(record)})
+                key = record.get("key") or []
+                if key:
+                    metrics = table.optimize.z_order(key, commit_properties=commit)
+                else:
+                    metrics = table.optimize.compact(commit_properties=commit)
+                vacuumed = table.vacuum(
+                    retention_hours=int(retention_hours),
+                    enforce_retention_duration=False,
+                    dry_run=False,
+                    commit_properties=commit,
+                )
+                swept = (
+                    vectors.vacuum_vectors(target.store, rel, retention_hours)
+                    if _has_vectors(table)
+                    else 0
+                )
+            except Exception as exc:  # named: delta-rs's text names neither table nor path
+                doing = f"optimize the Delta table {_Place(target, rel).shown}"
+                error = _table_failure(name, doing, exc)
+                if error is exc:
+                    raise
+                raise error from exc
             results.append(
                 Optimized(
                     name,

@@ -4,14 +4,16 @@ and each table's output where its name puts it."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..errors import ConfigError, IntegrityError, SinkError
+from ..errors import ConfigError, IntegrityError, ReplicatorError, SinkError
 from .contract import table_rel
+from .options import TableResult
 
-__all__ = ["LOCK_FILE", "check_placed", "lock"]
+__all__ = ["LOCK_FILE", "check_placed", "failed", "lock", "output_error"]
 
 LOCK_FILE = ".replicator.lock"
 
@@ -24,10 +26,7 @@ def lock(out: Path, *, wait: bool = False) -> Iterator[None]:
         out.mkdir(parents=True, exist_ok=True)
         handle = open(out / LOCK_FILE, "a+b")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise ConfigError(
-            f"cannot use output directory {out}: {exc.strerror}",
-            hint="pass --out a writable directory",
-        ) from exc
+        raise output_error(out, exc) from exc
     try:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -39,6 +38,40 @@ def lock(out: Path, *, wait: bool = False) -> Iterator[None]:
         yield
     finally:
         handle.close()
+
+
+# what another --out fixes: the output (or a folder above it) is not a directory this user
+# may write, or cannot be made. A full disk (ENOSPC, EDQUOT), an I/O error (EIO) or a
+# process out of file handles is no bad argument: the same --out works once it is fixed
+_BAD_OUT = frozenset(
+    {
+        errno.EACCES,  # not writable by this user
+        errno.EPERM,
+        errno.EROFS,  # on a read-only filesystem
+        errno.ENOTDIR,  # a file where a folder of the path should be
+        errno.EEXIST,  # a file where the output directory should be (mkdir)
+        errno.EISDIR,  # a directory where the lock file should be
+        errno.ENOENT,  # a folder of the path that cannot be made (a dangling link)
+        errno.ELOOP,
+        errno.ENAMETOOLONG,
+    }
+)
+
+
+def output_error(out: Path | str, exc: OSError) -> ConfigError | SinkError:
+    """The error for an output directory that cannot be made or written (``exc``), naming
+    it: a bad argument (ConfigError, exit 2) when another --out fixes it (``_BAD_OUT``),
+    else a failed write (SinkError, exit 1: a full disk is not the argument's fault)."""
+    path = exc.filename
+    shown = out if path is None or str(path) == str(out) else f"{out} ({path})"
+    message = f"cannot use output directory {shown}: {exc.strerror or exc}"
+    if exc.errno in _BAD_OUT:
+        return ConfigError(message, hint="pass --out a writable directory")
+    return SinkError(
+        message,
+        hint="free space (or inodes) on the output's filesystem, or repair it, then run again; "
+        "nothing was changed",
+    )
 
 
 def check_placed(table: str, rel: str, *, remove: str, moves_whole: bool = False) -> None:
@@ -56,3 +89,29 @@ def check_placed(table: str, rel: str, *, remove: str, moves_whole: bool = False
             "brought up to date",
             hint=f"{move}{remove}: the next run builds it anew from the landing zone",
         )
+
+
+def failed(
+    results: Sequence[TableResult], failures: Sequence[tuple[str, BaseException]]
+) -> BaseException:
+    """The first table's failure (its own type and exit code), with a note naming the table
+    and its cause, the other tables that failed and those brought up to date: each table's
+    output is its own (a failed one keeps its last complete state), so the run went on with
+    the others (docs/spark.md, Exit codes; both outputs). The note is the run's last line:
+    it says why too, when the message is far above it."""
+    name, first = failures[0]
+    note = f"materialize failed for table {name}: {_first_line(name, first)}"
+    if len(failures) > 1:
+        others = "; ".join(f"{t}: {_first_line(t, e)}" for t, e in failures[1:])
+        note += f"; and for {len(failures) - 1} more: {others}"
+    note += f"; {len(results)} other tables are up to date"
+    first.add_note(note)
+    return first
+
+
+def _first_line(table: str, exc: BaseException) -> str:
+    """The first line of a table's failure, without the hint (the message gives it) or the
+    table's name (the note gives it)."""
+    text = (Exception.__str__(exc) if isinstance(exc, ReplicatorError) else str(exc)).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.removeprefix(f"table {table}: ")

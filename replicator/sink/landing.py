@@ -54,6 +54,7 @@ PREPARE still has that transaction's rows.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -61,7 +62,7 @@ import pickle
 import posixpath
 import re
 import signal
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,17 +214,45 @@ def _with_parents(folders: Iterable[str]) -> set[str]:
     return found
 
 
-def _close_all(targets: list[_TableFile]) -> list[tuple[_TableFile, WrittenFile]]:
+@contextlib.contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """An OSError raised inside names ``path`` (as its ``filename``) when it names no file
+    itself: a write or an fsync that fails (a full disk, an I/O error) names none, an open,
+    a mkdir or a rename names its own, which is kept."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
+
+
+def _write_failure(exc: OSError, where: str) -> str:
+    """``(<path>): <cause>`` of a failed write, for a message: the file ``exc`` names, else
+    ``where`` (what was being written)."""
+    path = exc.filename if exc.filename is not None else where
+    return f"({path}): {exc.strerror or exc}"
+
+
+def _close_all(
+    targets: list[_TableFile], uri: Callable[[str], str]
+) -> list[tuple[_TableFile, WrittenFile]]:
     """Close every file of a batch (write what is buffered and the footer, then fsync it, or
     upload it whole to an object store), several at once: a close mostly waits on the disk or
     the network, and a batch spread over many tables has a file per table (1,000 fsyncs one
     after the other took 2.6 s here, 0.09 s sixteen at a time). The first failure, in the
-    files' order, is raised once every close has ended; the caller aborts the batch then."""
+    files' order, is raised once every close has ended, naming its file (``uri`` of its
+    key); the caller aborts the batch then."""
+
+    def close(target: _TableFile) -> WrittenFile:
+        with _naming(uri(target.temp)):
+            return target.writer.close()
+
     if len(targets) < 2:
-        return [(t, t.writer.close()) for t in targets]
+        return [(t, close(t)) for t in targets]
     workers = min(CLOSE_WORKERS, len(targets))
     with ThreadPoolExecutor(workers, thread_name_prefix="replicator-close") as pool:
-        closing = [pool.submit(t.writer.close) for t in targets]
+        closing = [pool.submit(close, t) for t in targets]
     return [(t, done.result()) for t, done in zip(targets, closing, strict=True)]
 
 
@@ -285,10 +314,13 @@ class Batch:
         try:
             # (a lease lost: nothing is deleted, the names may be the new writer's now)
             zone.confirm_writer()
-            written = _close_all(list(self._files.values()))
+            written = _close_all(list(self._files.values()), zone.store.uri)
             # the files' folders, and the folders above them: a table's folder made for this
             # batch must be as durable as the manifest that names its files
-            zone.store.sync(_with_parents(posixpath.dirname(t.temp) for t in self._files.values()))
+            with _naming(zone.location):
+                zone.store.sync(
+                    _with_parents(posixpath.dirname(t.temp) for t in self._files.values())
+                )
             zone.confirm_writer()
             zone.store_held([h for h in held.values() if not h.stored])
             if history is None:
@@ -297,8 +329,9 @@ class Batch:
                 history_path, history_pin = zone.store_history(self.number, history)
         except OSError as exc:
             self.abort()
+            # the path: each step names what it wrote (``_naming``) when the OS does not
             raise SinkError(
-                f"cannot write batch {self.number}: {exc.strerror}",
+                f"cannot write batch {self.number} {_write_failure(exc, zone.location)}",
                 hint="check free space and permissions of the landing zone; the batch is "
                 "replayed from the last checkpoint on restart",
             ) from exc
@@ -531,7 +564,9 @@ class LandingZone:
         """Write held XA transactions durably (before the manifest that names them)."""
         for item in items:
             data = pickle.dumps((HELD_XA_FORMAT, item), protocol=pickle.HIGHEST_PROTOCOL)
-            self.store.write(self._held_key(item.name), data)
+            key = self._held_key(item.name)
+            with _naming(self.store.uri(key)):
+                self.store.write(key, data)
             self._held[item.name] = hash_bytes(data)
 
     def load_held(self, names: Sequence[str]) -> list[HeldXa]:
@@ -606,16 +641,19 @@ class LandingZone:
         key = _history_key(batch)
         staged = self.store.staged(key)
         data = json.dumps(history.to_json(), sort_keys=True, separators=(",", ":")).encode()
-        output = self.store.open_output(staged)
-        try:
-            output.write(data)
-            output.close()  # fsync'd (or uploaded: on an object store, already in place)
-        except BaseException:
-            output.abort()
-            raise
+        with _naming(self.store.uri(staged)):  # an OSError names the file it concerns
+            output = self.store.open_output(staged)
+            try:
+                output.write(data)
+                output.close()  # fsync'd (or uploaded: on an object store, already in place)
+            except BaseException:
+                output.abort()
+                raise
         self.fault.at("history-mid")
-        self.store.publish(staged, key)
-        self.store.sync({HISTORY_DIR})
+        with _naming(self.store.uri(key)):
+            self.store.publish(staged, key)
+        with _naming(self.store.uri(HISTORY_DIR)):
+            self.store.sync({HISTORY_DIR})
         self.fault.at("history")
         return key, hash_bytes(data)
 

@@ -59,6 +59,7 @@ from ..landed.committed import (
 )
 from ..landed.lineage import Ended
 from ..landed.options import MaterializeOptions, TableResult
+from ..landed.outputs import failed
 from ..storage import Store
 from . import identity
 from . import state as st
@@ -242,7 +243,7 @@ def materialize(
             if isinstance(o, Exception)
         ]
         if failures:
-            raise _failed(results, failures)
+            raise failed(results, failures)
         return results
 
 
@@ -282,24 +283,3 @@ def _at_once(
     for worker in workers:
         worker.join()
     return [outcomes[index] for index in range(len(items))]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _failed(
-    results: Sequence[TableResult], failures: Sequence[tuple[str, BaseException]]
-) -> BaseException:
-    """The first table's failure (its own type and exit code), with a note naming the table,
-    the other tables that failed and those brought up to date: each table's output is its
-    own (a failed one keeps its last complete state), so the run went on with the others."""
-    name, first = failures[0]
-    note = f"materialize failed for table {name}"
-    if len(failures) > 1:
-        others = "; ".join(f"{t}: {_first_line(e)}" for t, e in failures[1:])
-        note += f"; and for {len(failures) - 1} more: {others}"
-    note += f"; {len(results)} other tables are up to date"
-    first.add_note(note)
-    return first

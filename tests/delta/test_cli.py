@@ -82,3 +82,30 @@ def test_a_directory_without_a_landing_zone_is_refused(tmp_path: Path) -> None:
     assert code == 2
     assert f"no landing zone at {empty} (no _state/ or _manifests/ there)" in text
     assert not out.exists()
+
+
+def test_a_table_that_fails_does_not_stop_the_others(tmp_path: Path) -> None:
+    """docs/spark.md, Exit codes (both formats): the failed table keeps its output, the
+    others are brought up to date, and the error names the table, its output and the OS's
+    cause, which delta-rs's own first line ("Generic LocalFileSystem error") does not."""
+    zone = Zone(tmp_path / "landing")
+    out = tmp_path / "out"
+    zone.commit([(ITEMS, "c", (1, "a")), (LOG, "c", (1, "x"))])
+    (out / "shop").mkdir(parents=True)
+    (out / "shop" / "items").write_text("a file where the table's output goes")
+    code, text = run("--format", "delta", "--landing", str(zone.root), "--out", str(out))
+    assert code == 1, text
+    where = out / "shop" / "items"
+    assert text.splitlines() == [
+        f"error: table shop.items: cannot read the output {where}: Not a directory (Generic "
+        "LocalFileSystem error) (free space on the output's filesystem or fix its permissions, "
+        "then run again: the table keeps its last commit)",
+        f"error: materialize failed for table shop.items: cannot read the output {where}: Not a "
+        "directory (Generic LocalFileSystem error); 1 other tables are up to date",
+    ]
+    assert outputs(out) == {"shop.log": expected_tables(zone)["shop.log"]}
+
+    where.unlink()
+    code, text = run("--format", "delta", "--landing", str(zone.root), "--out", str(out))
+    assert code == 0, text
+    assert outputs(out) == expected_tables(zone)
