@@ -418,23 +418,34 @@ def _check_exact(
 
 
 def _history_key(
-    schema_name: str, table_name: str, logged: tuple[int, ...], known: TableSchema
+    schema_name: str,
+    table_name: str,
+    logged: tuple[int, ...],
+    known: TableSchema,
+    *,
+    logs_keys: bool,
 ) -> tuple[int, ...]:
     """The schema history's primary key (``known.key``, in key order), which a snapshot of
-    the table reads by too. A TABLE_MAP that logs a key (binlog_row_metadata=FULL) names the
-    same columns, or logs one where the history has none: a table without a PRIMARY KEY logs
-    its first UNIQUE index on NOT NULL columns as its key (the server takes it for one), which
-    the history does not count (``source.catalog``): such a table lands without a key, as its
-    snapshot does. Other keys mean the history went wrong."""
+    the table reads by too. A TABLE_MAP that logs its metadata (binlog_row_metadata=FULL:
+    ``logs_keys``, when it names the columns) logs the table's key: the same columns, or one
+    where the history has none: a table without a PRIMARY KEY logs its first UNIQUE index on
+    NOT NULL columns as its key (the server takes it for one), which the history does not
+    count (``source.catalog``): such a table lands without a key, as its snapshot does. A
+    key of other columns, or none where the history has one (a key the history learned from
+    such a TABLE_MAP, whose index was dropped since), means the history went wrong."""
     names = [c.name.casefold() for c in known.columns]
     wanted = [k.casefold() for k in known.key or ()]
     key = tuple(names.index(k) for k in wanted if k in names)
-    if len(key) != len(wanted) or (logged and key and set(logged) != set(key)):
+    if (
+        len(key) != len(wanted)
+        or (logged and key and set(logged) != set(key))
+        or (logs_keys and key and not logged)
+    ):
         shown = ", ".join(known.columns[i].name for i in logged if i < len(names))
+        logs = f"the primary key ({shown})" if logged else "no primary key"
         raise SchemaMismatchError(
-            f"TABLE_MAP for {schema_name}.{table_name} logs the primary key ({shown}) but the "
-            f"schema history has ({', '.join(known.key or ())}); refusing to land rows under "
-            "another key",
+            f"TABLE_MAP for {schema_name}.{table_name} logs {logs} but the schema history has "
+            f"({', '.join(known.key or ())}); refusing to land rows under another key",
             hint="the schema history does not match the binlog here (a DDL statement it did "
             "not see or did not understand): report this with `replicator schema show`; "
             "re-seed the history by starting a new landing zone from this position",
@@ -590,7 +601,9 @@ def decode_table_map(
         )
     primary_key = tuple(md.primary_key)
     if looked_up is not None and looked_up.exact and looked_up.key is not None:
-        primary_key = _history_key(schema_name, table_name, primary_key, looked_up)
+        primary_key = _history_key(
+            schema_name, table_name, primary_key, looked_up, logs_keys=md.names is not None
+        )
     elif not primary_key and looked_up is not None:
         primary_key = tuple(i for i, c in enumerate(looked_up.columns) if c.primary_key)
     return TableMapBody(

@@ -47,10 +47,11 @@ def _field(kind: int, value: bytes) -> bytes:
     return bytes([kind]) + _lenenc(value)
 
 
-def _table_map(*, names: bool = True, drop_last: bool = False) -> bytes:
+def _table_map(*, names: bool = True, drop_last: bool = False, key: bool = True) -> bytes:
     """TABLE_MAP of ``db.t (id INT NOT NULL PRIMARY KEY, name VARCHAR(20) utf8mb4,
     u BINARY(16), price DECIMAL(8,2), st ENUM('a','b'))`` (a MariaDB UUID is logged as
-    BINARY(16)); ``names``: binlog_row_metadata=FULL, else MINIMAL."""
+    BINARY(16)); ``names``: binlog_row_metadata=FULL, else MINIMAL; without ``key`` it logs
+    no primary key (as FULL logs a table without one)."""
     types = [T.LONG, T.VARCHAR, T.STRING, T.NEWDECIMAL, T.STRING]
     meta = [b"", (80).to_bytes(2, "little"), bytes([T.STRING, 16]), bytes([8, 2]), b"\xf7\x01"]
     column_names = [b"id", b"name", b"u", b"price", b"st"]
@@ -68,7 +69,8 @@ def _table_map(*, names: bool = True, drop_last: bool = False) -> bytes:
         if not drop_last:
             body += _field(6, b"\x02" + _lenenc(b"a") + _lenenc(b"b"))
             body += _field(10, bytes([45]))
-        body += _field(8, b"\x00")
+        if key:
+            body += _field(8, b"\x00")
     return body
 
 
@@ -154,6 +156,25 @@ def test_a_later_table_map_that_disagrees_with_what_was_learned_stops() -> None:
     text = str(caught.value)
     assert "TABLE_MAP for db.t has 4 columns but the schema history has 5" in text
     assert "b.1:600" in text
+
+
+def test_a_later_table_map_without_the_learned_key_stops() -> None:
+    """A learned table keeps the key its TABLE_MAP logged, which for a table without a
+    PRIMARY KEY is a UNIQUE index on NOT NULL columns; the DDL that drops that index is not
+    followed, and a FULL TABLE_MAP logging no key then means rows would merge under a key
+    the table no longer has."""
+    history = _history()
+    _, parser = _tracker(history)
+    first = parser.parse(_event(_table_map(), 100), position=100)
+    assert isinstance(first, ev.TableMapEvent) and first.primary_key == (0,)
+    with pytest.raises(SchemaMismatchError) as caught:
+        parser.parse(_event(_table_map(key=False), 600), position=600)
+    assert "TABLE_MAP for db.t logs no primary key but the schema history has (id)" in str(
+        caught.value
+    )
+    # without FULL metadata, no logged key says nothing: the history's stands
+    minimal = parser.parse(_event(_table_map(names=False, key=False), 900), position=900)
+    assert isinstance(minimal, ev.TableMapEvent) and minimal.primary_key == (0,)
 
 
 def test_a_table_map_without_names_stops_naming_the_ways_out() -> None:
