@@ -30,6 +30,16 @@ def bytes_behind(files: Sequence[BinlogFile], file: str, position: int) -> int |
     return total if found else None
 
 
+def heard_at(file: str, position: int, heard_file: str, heard_position: int) -> tuple[str, int]:
+    """Where a heartbeat (``heard_file``, ``heard_position``) puts a stream whose last
+    transaction ended at ``file:position``. A HEARTBEAT (v1: MariaDB, MySQL before 8.0.26)
+    logs its position in 4 bytes, so in a file past 4 GiB it is the offset modulo 2**32; it
+    is at or after the transaction's end, which gives the bits it lost."""
+    if heard_file != file:
+        return heard_file, heard_position  # a later file (a new file is small)
+    return file, position + (heard_position - position) % 2**32
+
+
 def position_missing(files: Sequence[BinlogFile], file: str, position: int) -> str | None:
     """Why the server's binlog (``SHOW BINARY LOGS``) does not hold ``file:position``, a
     committed position (``replicator status``'s checkpoint); None when it does. Unlike

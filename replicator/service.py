@@ -42,7 +42,7 @@ from .errors import IntegrityError, PositionGoneError, ReplicatorError
 from .metrics import Metrics, MetricsServer, Status
 from .notify import Notifier
 from .pipeline.pipeline import Pipeline, PipelineInterrupted, PipelineStats, TableFilter
-from .progress import CatchUpTracker, bytes_behind
+from .progress import CatchUpTracker, bytes_behind, heard_at
 from .schema.history import Point, RewindError, SchemaChange, SchemaHistory, resync_change
 from .schema.ledger import SchemaLedger
 from .schema.model import Catalog
@@ -766,9 +766,9 @@ class Service:
         a rotation's end of file and the next file's preamble (a ``FLUSH BINARY LOGS``, a
         server restart), which the position after the last transaction never passes."""
         heard = self._heard
-        if heard is not None and heard[0] is position and heard[1].log_file:
-            return heard[1].log_file, heard[1].log_position
-        return position.file, position.position
+        if heard is None or heard[0] is not position or not heard[1].log_file:
+            return position.file, position.position
+        return heard_at(position.file, position.position, heard[1].log_file, heard[1].log_position)
 
     def _binlog_files(self) -> tuple[BinlogFile, ...]:
         conn = open_connection(self.config.source, read_timeout=10)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replicator.progress import CatchUpTracker, Progress, bytes_behind
+from replicator.progress import CatchUpTracker, Progress, bytes_behind, heard_at
 from replicator.source.server_info import BinlogFile
 
 FILES = [BinlogFile("b.000001", 1000), BinlogFile("b.000002", 5000), BinlogFile("b.000003", 300)]
@@ -57,3 +57,13 @@ def test_caught_up_and_long_eta_wording() -> None:
     late = tracker.observe(1.0, 2 * 1024**3)
     assert late.describe() == "2.0 GiB behind, closing at 7.0 KiB/s, ETA 82h51m"
     assert tracker.observe(2.0, 0).caught_up
+
+
+def test_a_heartbeat_puts_the_stream_at_its_position_past_4_gib_too() -> None:
+    end = 5_000_000_123  # a file past 4 GiB, read to its end
+    assert heard_at("b.7", end, "b.7", end % 2**32) == ("b.7", end)  # v1: 4 bytes
+    assert heard_at("b.7", end, "b.7", end) == ("b.7", end)  # v2: 8 bytes
+    assert heard_at("b.7", 100, "b.7", 432) == ("b.7", 432)  # past events of no transaction
+    assert heard_at("b.7", end, "b.8", 385) == ("b.8", 385)  # the next file's preamble
+    files = [BinlogFile("b.7", end)]
+    assert bytes_behind(files, *heard_at("b.7", end, "b.7", end % 2**32)) == 0
