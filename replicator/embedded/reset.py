@@ -190,9 +190,10 @@ def _not_ours(output: Path, landing: Path, record: DemoRecord | None) -> str | N
 
 # what the landing zone's own folders hold (docs/landing-zone.md "Layout"), written or staged
 _RECORD = re.compile(r"\.?\d{20}\.json(?:\.tmp)?")
+_COMPACTION = re.compile(r"\.?\d{20}(?:\.intent)?\.json(?:\.tmp)?")  # a crash leaves intents
 _HISTORY = re.compile(r"\.?history-\d{20}\.json(?:\.tmp)?")
 _TABLE_FILE = re.compile(r"\.?(?:part|compact)-[^/]*\.parquet(?:\.tmp)?")
-_OWN_FOLDERS = {MANIFESTS: _RECORD, COMPACTIONS: _RECORD, HISTORY_DIR: _HISTORY}
+_OWN_FOLDERS = {MANIFESTS: _RECORD, COMPACTIONS: _COMPACTION, HISTORY_DIR: _HISTORY}
 
 
 def _landing_strays(landing: Path) -> Iterator[str]:

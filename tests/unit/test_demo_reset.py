@@ -84,8 +84,10 @@ def test_the_demo_is_removed_and_each_directory_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    _demo(tmp_path)
+    landing, _, _ = _demo(tmp_path)
     (tmp_path / "notes.txt").write_text("mine")
+    (landing / "_compactions").mkdir()
+    (landing / "_compactions" / f"{1:020d}.intent.json").write_text("{}")  # a compact killed
 
     lines = reset_demo(Path("landing"))
 
