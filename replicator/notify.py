@@ -71,7 +71,7 @@ import structlog
 
 from . import __version__
 from .config import MqttConfig
-from .errors import InternalError
+from .errors import InternalError, ReplicatorError
 
 if TYPE_CHECKING:
     import aiomqtt  # imported where a broker is talked to: a daemon without MQTT never loads it
@@ -175,7 +175,8 @@ class Notifier:
         self.client_id = cfg.client_id or f"replicator-{socket.gethostname()}"
         self.status_topic = f"{cfg.topic_prefix}/status"
         self.commits_topic = f"{cfg.topic_prefix}/commits"
-        # Built now so a bad CA or key file is a ConfigError at start-up, not a retry loop.
+        # Built now so a bad CA or key file is a ConfigError at start-up, not a retry loop;
+        # each connection asks again (a renewed file is read then: ``tls_context``).
         self._tls: ssl.SSLContext | None = (
             tls_context(cfg.tls) if cfg.enabled and cfg.tls.enabled else None
         )
@@ -304,7 +305,7 @@ class Notifier:
             try:
                 await self._session()
                 return
-            except (aiomqtt.MqttError, OSError) as exc:
+            except (aiomqtt.MqttError, OSError, ReplicatorError) as exc:  # (a renewed TLS file)
                 error = _describe(exc)
                 self.stats.connected = False
                 self.stats.failures += 1
@@ -338,6 +339,7 @@ class Notifier:
         cfg = self.cfg
         self._session_connected = False
         self._in_flight = None
+        tls = None if self._tls is None else tls_context(cfg.tls)  # files renewed: read again
         client = aiomqtt.Client(
             cfg.host,
             cfg.port,
@@ -350,7 +352,7 @@ class Notifier:
             clean_session=True,
             keepalive=cfg.keepalive,
             timeout=cfg.timeout,
-            tls_context=self._tls,
+            tls_context=tls,
         )
         async with client:
             self._session_connected = True

@@ -494,3 +494,35 @@ def test_mqtt_settings_load_from_yaml_and_env(tmp_path: Path) -> None:
         load_config(path, environ={**env, "REPLICATOR_MQTT__TOPIC_PREFIX": "a/+"})
     with pytest.raises(ConfigError, match="qos"):
         load_config(path, environ={**env, "REPLICATOR_MQTT__QOS": "3"})
+
+
+async def test_a_renewed_ca_file_is_read_at_the_next_connection(tmp_path: Path) -> None:
+    """The broker's certificate is renewed under another CA and the CA file with it: the
+    running notifier reconnects with the file as it is now (it once kept the context it
+    made at its start, and failed verification until a restart)."""
+    from tests.live.test_preflight import Pki, _make_pki
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old, new = _make_pki(tmp_path / "old"), _make_pki(tmp_path / "new")
+    cert, key, ca_file = (tmp_path / n for n in ("cert.pem", "key.pem", "ca.pem"))
+
+    def serve(pki: Pki) -> None:
+        cert.write_bytes(pki.server_cert.read_bytes())
+        key.write_bytes(pki.server_key.read_bytes())
+        ca_file.write_bytes(pki.ca.read_bytes())
+
+    serve(old)
+    broker = MosquittoBroker(extra_config=[f"certfile {cert}", f"keyfile {key}"]).start()
+    tls = TlsConfig(enabled=True, ca_file=str(ca_file))
+    try:
+        async with Notifier(_config(broker.host, broker.port, _prefix(), tls=tls)) as notifier:
+            notifier.notify(_commit(1))
+            await _wait_until(lambda: notifier.stats.published == 1, 10, "published over TLS")
+            await asyncio.to_thread(broker.stop)
+            serve(new)
+            await asyncio.to_thread(broker.start)
+            notifier.notify(_commit(2))
+            await _wait_until(lambda: notifier.stats.published == 2, 15, "after the renewal")
+    finally:
+        broker.close()
