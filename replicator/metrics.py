@@ -264,7 +264,8 @@ class Metrics:
             registry=r,
         )
         self._lag_value = 0.0
-        self._last_message: float | None = None
+        self._last_message: float | None = None  # the pipeline took something from the stream
+        self._heard: Callable[[], float] = lambda: 0.0  # bytes came from the source (``hears``)
         Gauge(
             "replicator_source_silence_seconds",
             "Seconds since the last event or heartbeat from the source (since start before one).",
@@ -445,6 +446,12 @@ class Metrics:
         """The service is in a state it will not recover from: health and readiness fail."""
         self._fatal = _short(reason) or "unknown error"
 
+    def hears(self, heard: Callable[[], float]) -> None:
+        """``heard()``: when bytes last came from the source (epoch seconds; 0 never), as the
+        reader thread saw them, whether or not the pipeline took them yet: the silence is the
+        source's, and a pipeline that takes nothing (a commit that hangs) is told apart."""
+        self._heard = heard
+
     def on_scrape(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` before each render, e.g. to ``sync`` counters from a stats object."""
         self._hooks.append(hook)
@@ -472,6 +479,13 @@ class Metrics:
         silence = self._silence()
         if silence > self._stall_seconds:
             return Status(False, f"stalled: nothing from the source stream for {silence:.0f} s")
+        idle = self._idle()
+        if idle > self._stall_seconds:
+            return Status(
+                False,
+                f"stalled: nothing taken from the source stream for {idle:.0f} s while it "
+                "streams (a commit that does not finish? see replicator_checkpoint_age_seconds)",
+            )
         if self._commit_error:
             return Status(False, f"last commit failed: {self._commit_error}")
         return Status(True, "ready")
@@ -494,6 +508,13 @@ class Metrics:
         self._lag.set(seconds)
 
     def _silence(self) -> float:
+        """Seconds since the source last sent something (taken by the pipeline or not)."""
+        since = max(self._started if self._last_message is None else self._last_message,
+                    self._heard())  # fmt: skip
+        return max(0.0, self._clock() - since)
+
+    def _idle(self) -> float:
+        """Seconds since the pipeline last took something from the stream."""
         since = self._started if self._last_message is None else self._last_message
         return max(0.0, self._clock() - since)
 

@@ -103,6 +103,7 @@ class Service:
         self._serving: asyncio.Task[None] | None = None  # the HTTP port's (``_serve_http``)
         self._ready_taken = 0  # items taken without waiting (see _take)
         self.metrics.on_scrape(self._sync_metrics)
+        self.metrics.hears(lambda: 0.0 if self.stream is None else self.stream.stats.heard_at)
         self.snapshots: SnapshotRunner | None = None
         self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
         self._requests: set[str] = set()  # snapshot requests (keys) deleted once committed

@@ -435,6 +435,7 @@ class ReplicaStream:
             if count == 0:
                 raise SourceUnavailableError("the server closed the replication connection")
             self.stats.bytes_received += count
+            self.stats.heard_at = time.time()  # the source's silence, whatever the pipeline does
             self.stats.streaming = self.stats.streaming_seen = True
             decoder.feed(view[:count])  # copied into the framer at once
             while True:

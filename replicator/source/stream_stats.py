@@ -22,6 +22,7 @@ class StreamStats:
     transactions_passed_over: int = 0  # of them, by a read of statements only, natively
     transactions_in_runs: int = 0  # of them, taken natively many at a time (binlog.runs)
     bytes_received: int = 0
+    heard_at: float = 0.0  # when bytes last came from the source (epoch seconds; 0: never)
     heartbeats: int = 0
     discarded_incomplete: int = 0
     streaming: bool = False  # the dump is under way on the current connection

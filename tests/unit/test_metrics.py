@@ -757,6 +757,28 @@ def test_a_stream_with_no_progress_is_not_ready_though_connected() -> None:
     assert m.readiness().ok
 
 
+def test_a_pipeline_that_takes_nothing_is_not_a_silent_source() -> None:
+    """The source keeps sending (heartbeats reach the reader thread) while the pipeline takes
+    nothing, its commit hanging on the landing zone: the silence is not the source's, and
+    readiness says what stalls (the silence once grew and blamed the source)."""
+    clock = FakeClock()
+    heard = [T0]
+    m = Metrics(clock=clock, stall_seconds=30)
+    m.hears(lambda: heard[0])
+    m.set_connected(True)
+    m.observe_heartbeat()  # the last item the pipeline took
+
+    clock.now = heard[0] = T0 + 40  # the source's heartbeats still come
+    assert value(m.render()[0].decode(), "replicator_source_silence_seconds") == 0
+    status = m.readiness()
+    assert not status.ok
+    assert status.reason.startswith("stalled: nothing taken from the source stream for 40 s")
+
+    clock.now = T0 + 75  # and now the source is silent too: that comes first
+    assert value(m.render()[0].decode(), "replicator_source_silence_seconds") == 35
+    assert m.readiness().reason == "stalled: nothing from the source stream for 35 s"
+
+
 def test_snapshot_progress_gauges() -> None:
     from replicator.snapshot.runner import SnapshotProgress
 
