@@ -103,7 +103,7 @@ class Service:
         self._serving: asyncio.Task[None] | None = None  # the HTTP port's (``_serve_http``)
         self._ready_taken = 0  # items taken without waiting (see _take)
         self.metrics.on_scrape(self._sync_metrics)
-        self.metrics.hears(lambda: 0.0 if self.stream is None else self.stream.stats.heard_at)
+        self.metrics.hears(self._heard_from_source)
         self.snapshots: SnapshotRunner | None = None
         self._live_for_snapshot = False  # --stop-at-end, but the stream runs until it is done
         self._requests: set[str] = set()  # snapshot requests (keys) deleted once committed
@@ -759,6 +759,15 @@ class Service:
                     rows=pipeline.stats.row_changes,
                     lag=round(self.metrics.lag_seconds, 1),  # of what has landed
                 )
+
+    def _heard_from_source(self) -> float:
+        """When the source was last heard (epoch seconds; 0: never): now while the reader
+        holds what the pipeline has no room for (it reads no more until then: the silence
+        would be the pipeline's), else when it last read bytes."""
+        stream = self.stream
+        if stream is None:
+            return 0.0
+        return time.time() if stream.backed_up else stream.stats.heard_at
 
     def _stream_at(self, position: StreamPosition) -> tuple[str, int]:
         """Where the stream stands in the source's binlog: the pipeline's ``position`` (after

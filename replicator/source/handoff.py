@@ -57,6 +57,9 @@ class HandOff:
         self._sent_items = self._sent_rows = self._sent_bytes = 0  # the reader's
         self._taken_items = self._taken_rows = self._taken_bytes = 0  # the loop's
         self._reader_waits = False
+        # the reader holds an item it has no room for: it reads nothing from the source until
+        # the consumer takes some (metrics: the silence then is the consumer's, not the source's)
+        self.backed_up = False
         self._room = threading.Condition()
         self._batch: list[Entry] = []  # see deliver
 
@@ -120,24 +123,8 @@ class HandOff:
         rows = size = 0
         if isinstance(item, (Transaction, TransactionRun, TransactionPart)):
             rows, size = item.row_count, item.row_bytes
-        while not self._has_room(rows, size):
-            if self._stopping.is_set():
-                return False
-            if self._batch:
-                # full, partly with our own batch: the consumer can only make room from what
-                # it has, so send the batch (never while holding the lock the consumer takes)
-                if not self.flush():
-                    return False
-                continue
-            with self._room:
-                self._reader_waits = True  # before looking again: see _took
-                try:
-                    if not self._stopping.is_set() and not (
-                        self._has_room(rows, size) and self._half_free()
-                    ):
-                        self._room.wait(0.5)
-                finally:
-                    self._reader_waits = False
+        if not self._has_room(rows, size) and not self._wait_for_room(rows, size):
+            return False
         if self._stopping.is_set():
             return False
         self._sent_items += 1
@@ -145,6 +132,33 @@ class HandOff:
         self._sent_bytes += size
         self._batch.append((item, rows, size))
         return self.flush() if now else True
+
+    def _wait_for_room(self, rows: int, size: int) -> bool:
+        """Wait until an item of ``rows`` row images of ``size`` bytes has room (``deliver``);
+        False when the stream is stopping."""
+        self.backed_up = True
+        try:
+            while not self._has_room(rows, size):
+                if self._stopping.is_set():
+                    return False
+                if self._batch:
+                    # full, partly with our own batch: the consumer can only make room from
+                    # what it has, so send the batch (never while holding the lock it takes)
+                    if not self.flush():
+                        return False
+                    continue
+                with self._room:
+                    self._reader_waits = True  # before looking again: see _took
+                    try:
+                        if not self._stopping.is_set() and not (
+                            self._has_room(rows, size) and self._half_free()
+                        ):
+                            self._room.wait(0.5)
+                    finally:
+                        self._reader_waits = False
+            return True
+        finally:
+            self.backed_up = False
 
     def _half_free(self) -> bool:
         """Half the room free again, in items, row images and bytes: what a reader that waited

@@ -341,6 +341,11 @@ class ReplicaStream:
             return start
         return self._learned(found)
 
+    @property
+    def backed_up(self) -> bool:
+        """The reader holds an item the consumer has no room for yet (``HandOff``)."""
+        return self._handoff.backed_up
+
     def _learned(self, position: StreamPosition) -> StreamPosition:
         """``position`` (the current one with its GTID state) from now on; the consumer is
         told in order with the transactions."""

@@ -152,3 +152,25 @@ async def test_stop_ends_a_reader_waiting_for_room() -> None:
     await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive()
     assert answers == [True, False, False]
+
+
+async def test_a_reader_waiting_for_room_says_it_is_backed_up() -> None:
+    """While the reader holds an item the loop has no room for, it reads nothing from the
+    source: ``backed_up`` says so (the metrics do not take that silence for the source's)."""
+    stopping = threading.Event()
+    handoff = HandOff(stopping, queue_size=1, row_budget=1000, byte_budget=BYTES)
+    handoff.open()
+    first, second = (cast(StreamItem, object()) for _ in range(2))
+    loop = asyncio.get_running_loop()  # (deliver runs on the reader's thread, never the loop's)
+    assert await loop.run_in_executor(None, handoff.deliver, first)  # the room taken
+    assert not handoff.backed_up
+    delivered = loop.run_in_executor(None, handoff.deliver, second)
+    for _ in range(200):
+        if handoff.backed_up:
+            break
+        await asyncio.sleep(0.01)
+    assert handoff.backed_up and not delivered.done()
+    assert await handoff.get() is first  # room again
+    assert await asyncio.wait_for(delivered, 5) is True
+    assert not handoff.backed_up
+    assert await handoff.get() is second
