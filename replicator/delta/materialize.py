@@ -279,7 +279,9 @@ def _table_failure(name: str, doing: str, exc: Exception) -> Exception:
         return exc
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    code: int | None
     if isinstance(exc, OSError) and exc.strerror:  # Python's own: the cause and its file
+        code = exc.errno
         cause = exc.strerror if exc.filename is None else f"{exc.filename}: {exc.strerror}"
     else:  # delta-rs's (a DeltaError, or an OSError with its text alone): the cause is inside
         found = _OS_ERROR.search(text)
@@ -288,7 +290,10 @@ def _table_failure(name: str, doing: str, exc: Exception) -> Exception:
     error = SinkError(
         f"table {name}: cannot {doing}: {cause}",
         hint="free space on the output's filesystem or fix its permissions, then run again: "
-        "the table keeps its last commit",
+        "the table keeps its last commit"
+        if code is not None
+        else "run again once the cause is fixed (another writer of the table? see delta-rs's "
+        "message): the table keeps its last commit",
     )
     error.__cause__, error.__suppress_context__ = exc, True  # as ``raise error from exc``
     return error

@@ -97,8 +97,11 @@ def failed(
     """The first table's failure (its own type and exit code), with a note naming the table
     and its cause, the other tables that failed and those brought up to date: each table's
     output is its own (a failed one keeps its last complete state), so the run went on with
-    the others (docs/spark.md, Exit codes; both outputs). The note is the run's last line:
-    it says why too, when the message is far above it."""
+    the others (docs/spark.md, Exit codes; both outputs). A table whose changes cannot be
+    applied exactly (IntegrityError, exit 4) comes first whatever failed before it: a monitor
+    that watches for exit 4 must not miss it behind a full disk. The note is the run's last
+    line: it says why too, when the message is far above it."""
+    failures = sorted(failures, key=lambda failure: not isinstance(failure[1], IntegrityError))
     name, first = failures[0]
     note = f"materialize failed for table {name}: {_first_line(name, first)}"
     if len(failures) > 1:

@@ -21,7 +21,7 @@ from replicator.binlog.gtid import MariadbGtidPosition
 from replicator.binlog.position import StreamPosition
 from replicator.cli import main
 from replicator.config import SinkConfig
-from replicator.errors import ConfigError, SinkError
+from replicator.errors import ConfigError, IntegrityError, SinkError
 from replicator.landed.outputs import failed, lock
 from replicator.schema.history import Point, SchemaHistory
 from replicator.schema.model import Catalog
@@ -143,3 +143,16 @@ def test_the_last_line_of_a_run_with_failed_tables_says_why() -> None:
         "No space left; and for 1 more: b.u: [Errno 5] Input/output error; 0 other tables are "
         "up to date"
     ]
+
+
+def test_a_table_that_cannot_be_applied_exactly_sets_the_exit_code() -> None:
+    """A full disk in one table, then changes another cannot apply exactly: the run ends with
+    the integrity failure (exit 4), not with the first one in line (exit 1)."""
+    full = SinkError("table a.t: cannot bring the Delta table /o/a/t up to date: No space left")
+    wrong = IntegrityError("table b.u: a key column is NULL in batch 7")
+    error = failed([], [("a.t", full), ("b.u", wrong)])
+    assert error is wrong
+    assert wrong.__notes__[0].startswith(
+        "materialize failed for table b.u: a key column is NULL in batch 7; and for 1 more: "
+        "a.t: cannot bring the Delta table"
+    )
