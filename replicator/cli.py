@@ -740,6 +740,7 @@ def checkpoint_set(
                     "then move the checkpoint; ask for the tables again afterwards with "
                     "`replicator snapshot` if they need it",
                 )
+            _check_no_skip_undone(zone.store, position)
             # the rest stays: prepared XA still waits for its outcome (and the filters the
             # last run took are still compared at the next start)
             zone.checkpoints.save(
@@ -757,6 +758,33 @@ def checkpoint_set(
     click.echo(f"checkpoint set to {position.describe()}")  # position is set once here
     for name in current.xa_pending:
         click.echo(f"prepared XA transaction still held (lands at its XA COMMIT): {name}")
+
+
+def _check_no_skip_undone(store: Store, position: StreamPosition) -> None:
+    """Refuse a move back over transactions an earlier move forward skipped: they would land
+    for the first time after later changes of the same rows had landed, with higher ``_seq``,
+    and readers (who apply changes in ``_seq`` order, dropping what lands again) would apply
+    them over the later ones."""
+    from itertools import pairwise  # noqa: PLC0415 - see the imports
+
+    from .binlog.position import is_past  # noqa: PLC0415
+    from .checkpoint import position_from_json  # noqa: PLC0415
+    from .landed.committed import read_manifests  # noqa: PLC0415
+
+    for before, after in pairwise(read_manifests(store, unpublished=True).manifests):
+        if not after.start_moved or after.data.get("start") is None:
+            continue
+        end = position_from_json(before.data["end"], str(before.path))
+        start = position_from_json(after.data["start"], str(after.path))
+        if is_past(start, end) and not is_past(end, start) and not is_past(position, start):
+            raise ConfigError(
+                f"{position.describe()} is before {start.describe()}, where batch "
+                f"{after.batch} went on after a `checkpoint set` skipped the transactions from "
+                f"{end.describe()} on: moved back, they would land after later changes of the "
+                "same rows, and readers would apply them out of order",
+                hint=f"move it to {start.describe()} or later; to land the skipped "
+                "transactions, start a new landing zone (another sink.root) before them",
+            )
 
 
 def _moved_to(gtid: str | None, binlog_file: str | None, pos: int | None) -> StreamPosition:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -124,3 +125,40 @@ def test_a_gtid_of_the_other_server_kind_is_refused(config: Path, held: str, giv
     assert "--gtid gave a" in moved.output
     shown = runner.invoke(main, ["checkpoint", "show", "--config", str(config)])
     assert held in shown.output
+
+
+def _commit_to(root: Path, gtid: str) -> None:
+    """One batch (of no rows) from where the checkpoint stands to ``gtid``."""
+    from replicator.binlog.gtid import MariadbGtidPosition
+    from replicator.binlog.position import StreamPosition
+
+    zone = LandingZone(SinkConfig(root=str(root)))
+    checkpoint = zone.recover()
+    end = StreamPosition("mysql-bin.000001", 1000, MariadbGtidPosition.parse(gtid))
+    zone.begin(checkpoint).commit(end, checkpoint.next_seq)
+
+
+def test_a_move_back_over_what_a_skip_left_out_is_refused(config: Path, tmp_path: Path) -> None:
+    """A skip forward (0-1-5 to 0-1-9), a batch after it, then a move back before 0-1-9: the
+    skipped transactions would land for the first time after later changes of their rows,
+    with higher _seq, and readers would apply them over those (a row's value went back)."""
+    root = tmp_path / "landing"
+    _commit_to(root, "0-1-5")
+    runner = CliRunner()
+
+    def move(gtid: str) -> Any:
+        return runner.invoke(main, ["checkpoint", "set", "--config", str(config), "--gtid", gtid])
+
+    assert move("0-1-9").exit_code == 0  # a skip
+    _commit_to(root, "0-1-12")
+    for before in ("0-1-5", "0-1-7", "0-1-3"):
+        refused = move(before)
+        assert refused.exit_code == 2, refused.output
+        assert f"gtid {before} is before gtid 0-1-9, where batch 2 went on after" in refused.output
+        assert (
+            "skipped the transactions from mysql-bin.000001:1000 (gtid 0-1-5) on" in refused.output
+        )
+        kept = CheckpointStore(root).load()
+        assert kept is not None and kept.position is not None
+        assert kept.position.describe() == "mysql-bin.000001:1000 (gtid 0-1-12)"
+    assert move("0-1-9").exit_code == 0  # a replay of what landed after the skip
