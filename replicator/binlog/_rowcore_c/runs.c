@@ -693,13 +693,13 @@ take_transaction(Segments *all, Maps *maps, Latest *latest, PyObject *bufobj,
     /* Its table maps become the latest of their ids, which the parser takes over when the
      * run ends: a run that has mapped MAX_LATEST ids ends before a transaction that maps
      * another (the parser reads it), so that none is left out of what the parser takes. */
-    int fresh = 0;
+    int slot[MAX_MAPPED], fresh = 0; /* where each of its ids goes in latest */
     for (int i = 0; i < mapped.n; i++) {
         int j = 0;
         while (j < latest->n && latest->id[j] != mapped.id[i]) {
             j++;
         }
-        fresh += j == latest->n;
+        slot[i] = j < latest->n ? j : latest->n + fresh++;
     }
     if (latest->n + fresh > MAX_LATEST) {
         return run_back(all, &mark) < 0 ? -1 : 1;
@@ -729,16 +729,10 @@ take_transaction(Segments *all, Maps *maps, Latest *latest, PyObject *bufobj,
         at.offset += 5 + (Py_ssize_t)le_uint(event + 9, 4);
     }
     for (int i = 0; i < mapped.n; i++) {
-        int j = 0;
-        while (j < latest->n && latest->id[j] != mapped.id[i]) {
-            j++;
-        }
-        if (j == latest->n) {
-            latest->n++; /* room checked above */
-        }
-        latest->id[j] = mapped.id[i];
-        latest->entry[j] = mapped.entry[i];
+        latest->id[slot[i]] = mapped.id[i];
+        latest->entry[slot[i]] = mapped.entry[i];
     }
+    latest->n += fresh; /* room checked above */
     return 0;
 }
 
