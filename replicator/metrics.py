@@ -509,9 +509,7 @@ class Metrics:
 
     def _silence(self) -> float:
         """Seconds since the source last sent something (taken by the pipeline or not)."""
-        since = max(self._started if self._last_message is None else self._last_message,
-                    self._heard())  # fmt: skip
-        return max(0.0, self._clock() - since)
+        return min(self._idle(), max(0.0, self._clock() - self._heard()))
 
     def _idle(self) -> float:
         """Seconds since the pipeline last took something from the stream."""
