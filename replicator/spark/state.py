@@ -44,6 +44,7 @@ __all__ = [
     "STATE_FILE",
     "TableState",
     "clean",
+    "held",
     "load",
     "load_gone",
     "lock",
@@ -163,6 +164,13 @@ def load(link: Path) -> tuple[TableState, Path] | None:
     target = link.parent / os.readlink(link)
     state = _read(target / STATE_FILE, "the state is damaged: rebuild it with --full-refresh")
     return state, target
+
+
+def held(link: Path) -> TableState | None:
+    """What the output holds of ``link``'s table: the state the link points at, else its
+    tombstone (a removed table); None when neither."""
+    found = load(link)
+    return found[0] if found is not None else load_gone(link)
 
 
 def outputs(out: Path) -> Iterator[tuple[Path, TableState]]:

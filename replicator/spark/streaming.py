@@ -230,8 +230,7 @@ def _check_start(
     and so is the checkpoint's record; and the checkpoint has seen no batch the output does
     not hold (Spark would not read it again)."""
     link = out / table.rel
-    found = st.load(link)
-    previous = found[0] if found is not None else st.load_gone(link)
+    previous = st.held(link)
     record = None if checkpoint is None else CheckpointRecord.load(checkpoint)
     try:
         if previous is not None:
@@ -304,8 +303,7 @@ class CurrentStateStream:
             self._apply(batch, batch_id)
 
     def _apply(self, batch: DataFrame, batch_id: int) -> None:
-        found = st.load(self.link)
-        previous = found[0] if found is not None else st.load_gone(self.link)
+        previous = st.held(self.link)
         query = self.query_id()
         if (
             previous is not None
@@ -339,8 +337,7 @@ class CurrentStateStream:
 
     def _record(self, landing: Landing, query: str | None) -> None:
         """Record at the checkpoint what its query has seen (``CheckpointRecord``)."""
-        found = st.load(self.link)
-        after = found[0] if found is not None else st.load_gone(self.link)
+        after = st.held(self.link)
         assert self.checkpoint is not None
         CheckpointRecord(
             table=self.table.name,
